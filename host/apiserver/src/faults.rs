@@ -1,0 +1,38 @@
+//! Fault injection (off by default): a probability of 409 Conflict or 500
+//! InternalError answers on writes, and of watch streams dropped mid-way.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Probabilities in `0.0..=1.0`; all zero (the default) disables injection.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FaultConfig {
+    /// Probability that a write (create/update/patch/delete) is answered 409 Conflict without being applied.
+    pub write_conflict_probability: f64,
+    /// Probability that a write is answered 500 InternalError without being applied.
+    pub write_error_probability: f64,
+    /// Probability, per delivered watch event, that the stream is closed right after it.
+    pub watch_drop_probability: f64,
+}
+
+/// A small lock-free PRNG (splitmix64) for fault rolls.
+#[derive(Debug)]
+pub struct Dice(AtomicU64);
+
+impl Dice {
+    pub fn new(seed: u64) -> Self {
+        Dice(AtomicU64::new(seed))
+    }
+    pub fn next_u64(&self) -> u64 {
+        let mut z = self
+            .0
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// True with probability `p`.
+    pub fn roll(&self, p: f64) -> bool {
+        p > 0.0 && ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+}

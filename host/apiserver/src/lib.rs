@@ -1,0 +1,449 @@
+//! Embedded Kubernetes-compatible API server.
+//!
+//! An axum [`Router`](axum::Router) over an in-memory store, usable
+//! in-process through [`ApiServer::client`] (no socket) and served over HTTP
+//! on loopback by [`ApiServer::serve`] / [`run_standalone`] for kubectl.
+//! See `docs/apiserver.md` for the implemented semantics and simplifications.
+//!
+//! Modules: [`store`] (objects, rv, history, commit), [`ops`] (API
+//! semantics), [`registry`] (resource types), [`routes`] (HTTP), [`watch`],
+//! [`patch`], [`apply`] (server-side apply), [`selectors`], [`discovery`],
+//! [`openapi`] (stub), [`persist`], [`faults`], [`status`] (error bodies).
+
+pub mod apply;
+pub mod discovery;
+pub mod faults;
+pub mod openapi;
+pub mod ops;
+pub mod patch;
+pub mod persist;
+pub mod proto;
+pub mod registry;
+mod routes;
+pub mod selectors;
+pub mod status;
+pub mod store;
+pub mod watch;
+
+pub use faults::FaultConfig;
+pub use status::ApiError;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// Server options. `Default`: in memory, no faults.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Persist every object here (see [`persist`]); `None` = memory only.
+    pub data_dir: Option<PathBuf>,
+    pub faults: FaultConfig,
+    /// Number of events kept for watch-from-resourceVersion (older → 410 Expired).
+    pub watch_history: usize,
+    /// Period of BOOKMARK events on watches with `allowWatchBookmarks=true`.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            data_dir: None,
+            faults: FaultConfig::default(),
+            watch_history: 10_000,
+            bookmark_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Request counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// resource (e.g. `configmaps`, `deployitems.landscaper.gardener.cloud/status`) → verb → count.
+    pub requests: BTreeMap<String, BTreeMap<String, u64>>,
+    /// verb (get/list/watch/create/update/patch/delete/deletecollection) → count.
+    pub by_verb: BTreeMap<String, u64>,
+    pub total_requests: u64,
+    /// Committed object changes (each bumps the resourceVersion; no-op writes are not counted).
+    pub writes: u64,
+}
+
+impl Stats {
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        self.requests
+            .get(resource)
+            .and_then(|m| m.get(verb))
+            .copied()
+            .unwrap_or(0)
+    }
+    pub fn verb(&self, verb: &str) -> u64 {
+        self.by_verb.get(verb).copied().unwrap_or(0)
+    }
+}
+
+/// One successful write request (recorded when auditing is on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// create / update / patch / delete / deletecollection.
+    pub verb: String,
+    /// Qualified resource, e.g. `configmaps` or `deployitems.landscaper.gardener.cloud`.
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+    pub subresource: Option<String>,
+    pub user_agent: Option<String>,
+    pub field_manager: Option<String>,
+    /// The object's resourceVersion after the request.
+    pub resource_version: String,
+    /// False for no-op writes (nothing changed, rv unchanged).
+    pub changed: bool,
+}
+
+pub(crate) struct Shared {
+    pub(crate) store: store::Store,
+    pub(crate) faults: RwLock<FaultConfig>,
+    pub(crate) dice: faults::Dice,
+    stats: Mutex<Stats>,
+    pub(crate) audit_on: AtomicBool,
+    pub(crate) audit: Mutex<Vec<AuditEntry>>,
+    pub(crate) opts: Options,
+}
+
+/// The API server. Cheap to clone (an `Arc` inside).
+#[derive(Clone)]
+pub struct ApiServer {
+    pub(crate) shared: Arc<Shared>,
+    /// Set on the copy that serves HTTP: closes its watch streams on shutdown.
+    pub(crate) stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").finish_non_exhaustive()
+    }
+}
+
+const BOOT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl ApiServer {
+    /// Create a server; loads `data_dir` if given (a torn or corrupt log is an error naming file and offset).
+    pub fn new(opts: Options) -> anyhow::Result<Self> {
+        let store = store::Store::new(opts.watch_history);
+        {
+            let mut g = store.lock();
+            if let Some(dir) = &opts.data_dir {
+                let recs = persist::load(dir)?;
+                g.load(recs);
+                g.snapshot_to(dir)?;
+            }
+            let ns_rt = g
+                .registry
+                .by_key(registry::NAMESPACE_KEY)
+                .cloned()
+                .context("namespaces are registered")?;
+            for ns in BOOT_NAMESPACES {
+                if !g.namespace_exists(ns) {
+                    g.create(
+                        &ns_rt,
+                        "v1",
+                        "",
+                        json!({"metadata": {"name": ns}}),
+                        &ops::WriteOpts::default(),
+                    )
+                    .map_err(|e| anyhow::anyhow!("creating namespace {ns}: {e}"))?;
+                }
+            }
+        }
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(42);
+        Ok(ApiServer {
+            shared: Arc::new(Shared {
+                store,
+                faults: RwLock::new(opts.faults.clone()),
+                dice: faults::Dice::new(seed),
+                stats: Mutex::new(Stats::default()),
+                audit_on: AtomicBool::new(false),
+                audit: Mutex::new(Vec::new()),
+                opts,
+            }),
+            stop: None,
+        })
+    }
+
+    /// The whole API as an axum router.
+    pub fn router(&self) -> axum::Router {
+        axum::Router::new()
+            .fallback(routes::handle)
+            .with_state(self.clone())
+    }
+
+    /// An in-process client (no socket), default namespace `default`. Needs a Tokio runtime.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.router(), "default")
+    }
+
+    /// Serve HTTP on `listener` until `shutdown` completes; open watch streams are then closed.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let me = ApiServer {
+            shared: self.shared.clone(),
+            stop: Some(rx),
+        };
+        axum::serve(listener, me.router())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = tx.send(true);
+            })
+            .await
+            .context("serving HTTP")
+    }
+
+    /// A kubeconfig (cluster, user and context all named `embedded`, any bearer token).
+    pub fn kubeconfig_yaml(server_url: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {server_url}\nusers:\n- name: embedded\n  user:\n    token: embedded-apiserver-accepts-any-token\ncontexts:\n- name: embedded\n  context:\n    cluster: embedded\n    user: embedded\n    namespace: default\ncurrent-context: embedded\npreferences: {{}}\n"
+        )
+    }
+
+    /// Request counters since start (or the last [`reset_stats`](Self::reset_stats)).
+    pub fn stats(&self) -> Stats {
+        let mut s = self
+            .shared
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        s.writes = self.shared.store.lock().commits;
+        s
+    }
+
+    pub fn reset_stats(&self) {
+        *self.shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = Stats::default();
+    }
+
+    pub(crate) fn count(&self, verb: &str, resource: &str) {
+        let mut s = self.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
+        *s.requests
+            .entry(resource.to_string())
+            .or_default()
+            .entry(verb.to_string())
+            .or_default() += 1;
+        *s.by_verb.entry(verb.to_string()).or_default() += 1;
+        s.total_requests += 1;
+    }
+
+    /// Turn recording of successful write requests on or off.
+    pub fn enable_audit(&self, on: bool) {
+        self.shared.audit_on.store(on, Ordering::Relaxed);
+    }
+
+    pub fn audit_log(&self) -> Vec<AuditEntry> {
+        self.shared
+            .audit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replace the fault-injection configuration at runtime.
+    pub fn set_faults(&self, faults: FaultConfig) {
+        *self
+            .shared
+            .faults
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = faults;
+    }
+
+    pub(crate) fn injected_write_fault(
+        &self,
+        rt: &registry::ResourceType,
+        name: &str,
+    ) -> Option<ApiError> {
+        let f = self
+            .shared
+            .faults
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if self.shared.dice.roll(f.write_conflict_probability) {
+            return Some(ApiError::modified(&rt.group, &rt.plural, name));
+        }
+        if self.shared.dice.roll(f.write_error_probability) {
+            return Some(ApiError::internal("injected fault: internal error"));
+        }
+        None
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store.lock().rv
+    }
+
+    /// Persist everything (compact snapshot + fsync). A no-op without `data_dir`.
+    pub async fn flush(&self) -> anyhow::Result<()> {
+        let Some(dir) = self.shared.opts.data_dir.clone() else {
+            return Ok(());
+        };
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut g = me.shared.store.lock();
+            g.snapshot_to(&dir)?;
+            g.sync_log().context("fsync of the store log")
+        })
+        .await
+        .context("flush task")?
+    }
+
+    /// Create (or replace, if they exist) the objects of a multi-document
+    /// YAML stream, server-side, without HTTP. `kind: List` documents are
+    /// expanded; namespaced objects without a namespace go to `default`.
+    pub fn install_yaml_documents(&self, yaml: &str) -> anyhow::Result<()> {
+        let mut objs = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(yaml) {
+            let v = Value::deserialize(doc).context("parsing YAML document")?;
+            if v.is_null() {
+                continue;
+            }
+            if v.get("kind").and_then(Value::as_str) == Some("List") {
+                objs.extend(
+                    v.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            } else {
+                objs.push(v);
+            }
+        }
+        for obj in objs {
+            self.install_object(obj)?;
+        }
+        Ok(())
+    }
+
+    /// Create or replace one object (server-side, no HTTP).
+    pub fn install_object(&self, mut obj: Value) -> anyhow::Result<Value> {
+        let av = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let kind = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut g = self.shared.store.lock();
+        let rt = g
+            .registry
+            .by_api_version_kind(&av, &kind)
+            .cloned()
+            .with_context(|| format!("no resource for apiVersion {av:?} kind {kind:?}"))?;
+        let (_, version) = registry::split_api_version(&av);
+        let version = version.to_string();
+        let ns = if rt.namespaced {
+            obj.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .unwrap_or("default")
+                .to_string()
+        } else {
+            String::new()
+        };
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let o = ops::WriteOpts {
+            field_manager: Some("embedded-apiserver".into()),
+            ..Default::default()
+        };
+        if !name.is_empty() && g.lookup(&rt.key(), &ns, &name).is_some() {
+            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+            }
+            let (r, _) = g
+                .update(&rt, &version, &ns, &name, obj, false, &o)
+                .map_err(|e| anyhow::anyhow!("replacing {kind} {name}: {e}"))?;
+            return Ok((*r).clone());
+        }
+        let r = g
+            .create(&rt, &version, &ns, obj, &o)
+            .map_err(|e| anyhow::anyhow!("creating {kind} {name}: {e}"))?;
+        Ok((*r).clone())
+    }
+}
+
+/// `deployer-host apiserver`: bind, write the kubeconfig, print `ready <url>`,
+/// serve until SIGINT/SIGTERM, flush, return.
+pub async fn run_standalone(
+    listen: SocketAddr,
+    kubeconfig_out: &Path,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let shutdown = async {
+        #[cfg(unix)]
+        {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    };
+    run_standalone_until(listen, kubeconfig_out, data_dir, shutdown).await
+}
+
+/// [`run_standalone`] with an explicit shutdown future instead of signals.
+pub async fn run_standalone_until(
+    listen: SocketAddr,
+    kubeconfig_out: &Path,
+    data_dir: Option<PathBuf>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let server = ApiServer::new(Options { data_dir, ..Options::default() })?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let mut addr = listener.local_addr()?;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let url = format!("http://{addr}");
+    if let Some(parent) = kubeconfig_out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(kubeconfig_out, ApiServer::kubeconfig_yaml(&url))
+        .with_context(|| format!("writing {}", kubeconfig_out.display()))?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready {url}")?;
+        out.flush()?;
+    }
+    server.serve(listener, shutdown).await?;
+    server.flush().await?;
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! Minimal decoding of Kubernetes protobuf request bodies
+//! (`application/vnd.kubernetes.protobuf`). kubectl's typed generators
+//! (`kubectl create namespace|configmap|secret`) send these; everything else
+//! kubectl and kube-rs send is JSON. Supported: the `k8s\0` + `runtime.Unknown`
+//! envelope, `ObjectMeta` (names, labels, annotations, finalizers), Namespace,
+//! ConfigMap, Secret and DeleteOptions. Other kinds get 415.
+
+use crate::status::ApiError;
+use serde_json::{Map, Value, json};
+
+const MAGIC: &[u8] = b"k8s\0";
+
+#[derive(Debug)]
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let c = *b.get(*i)?;
+        *i += 1;
+        v |= ((c & 0x7f) as u64) << shift;
+        if c & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn fields(b: &[u8]) -> Option<Vec<(u64, Field<'_>)>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let key = varint(b, &mut i)?;
+        let f = match key & 7 {
+            0 => Field::Varint(varint(b, &mut i)?),
+            1 => {
+                i += 8;
+                Field::Fixed
+            }
+            2 => {
+                let len = varint(b, &mut i)? as usize;
+                let end = i.checked_add(len)?;
+                let s = b.get(i..end)?;
+                i = end;
+                Field::Bytes(s)
+            }
+            5 => {
+                i += 4;
+                Field::Fixed
+            }
+            _ => return None,
+        };
+        if i > b.len() {
+            return None;
+        }
+        out.push((key >> 3, f));
+    }
+    Some(out)
+}
+
+fn s(f: &Field<'_>) -> Option<String> {
+    match f {
+        Field::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_string),
+        _ => None,
+    }
+}
+
+fn map_entry(f: &Field<'_>, base64_values: bool) -> Option<(String, Value)> {
+    let Field::Bytes(b) = f else { return None };
+    let mut k = None;
+    let mut v = Value::String(String::new());
+    for (n, x) in fields(b)? {
+        match n {
+            1 => k = s(&x),
+            2 => {
+                if let Field::Bytes(raw) = x {
+                    v = if base64_values {
+                        json!(base64(raw))
+                    } else {
+                        json!(String::from_utf8_lossy(raw))
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    Some((k?, v))
+}
+
+fn base64(b: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn object_meta(b: &[u8]) -> Option<Value> {
+    let mut m = Map::new();
+    let mut labels = Map::new();
+    let mut annotations = Map::new();
+    let mut finalizers = Vec::new();
+    for (n, f) in fields(b)? {
+        match n {
+            1 => drop(m.insert("name".into(), json!(s(&f)?))),
+            2 => drop(m.insert("generateName".into(), json!(s(&f)?))),
+            3 => drop(m.insert("namespace".into(), json!(s(&f)?))),
+            6 => drop(m.insert("resourceVersion".into(), json!(s(&f)?))),
+            11 => {
+                let (k, v) = map_entry(&f, false)?;
+                labels.insert(k, v);
+            }
+            12 => {
+                let (k, v) = map_entry(&f, false)?;
+                annotations.insert(k, v);
+            }
+            14 => finalizers.push(json!(s(&f)?)),
+            _ => {}
+        }
+    }
+    if !labels.is_empty() {
+        m.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        m.insert("annotations".into(), Value::Object(annotations));
+    }
+    if !finalizers.is_empty() {
+        m.insert("finalizers".into(), Value::Array(finalizers));
+    }
+    Some(Value::Object(m))
+}
+
+fn unsupported(what: &str) -> ApiError {
+    ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        format!(
+            "protobuf bodies are only supported for Namespace, ConfigMap, Secret and DeleteOptions (got {what}); send application/json"
+        ),
+    )
+}
+
+/// Unwrap the `k8s\0` envelope: (apiVersion, kind, raw message).
+fn envelope(body: &[u8]) -> Result<(String, String, &[u8]), ApiError> {
+    let bad = || ApiError::bad_request("malformed protobuf body");
+    let rest = body.strip_prefix(MAGIC).ok_or_else(bad)?;
+    let (mut av, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    for (n, f) in fields(rest).ok_or_else(bad)? {
+        match (n, f) {
+            (1, Field::Bytes(tm)) => {
+                for (n, f) in fields(tm).ok_or_else(bad)? {
+                    match n {
+                        1 => av = s(&f).unwrap_or_default(),
+                        2 => kind = s(&f).unwrap_or_default(),
+                        _ => {}
+                    }
+                }
+            }
+            (2, Field::Bytes(r)) => raw = r,
+            _ => {}
+        }
+    }
+    Ok((av, kind, raw))
+}
+
+/// Decode a protobuf object body into its JSON form.
+pub fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
+    let (av, kind, raw) = envelope(body)?;
+    let bad = || ApiError::bad_request(format!("malformed protobuf {kind}"));
+    let mut obj = json!({ "apiVersion": av, "kind": kind });
+    let top = fields(raw).ok_or_else(bad)?;
+    let mut data = Map::new();
+    let mut binary = Map::new();
+    for (n, f) in top {
+        match (kind.as_str(), n, &f) {
+            (_, 1, Field::Bytes(b)) => obj["metadata"] = object_meta(b).ok_or_else(bad)?,
+            ("Namespace", 2, Field::Bytes(b)) => {
+                let fins: Vec<Value> = fields(b)
+                    .ok_or_else(bad)?
+                    .iter()
+                    .filter(|(n, _)| *n == 1)
+                    .filter_map(|(_, f)| s(f))
+                    .map(Value::String)
+                    .collect();
+                if !fins.is_empty() {
+                    obj["spec"] = json!({ "finalizers": fins });
+                }
+            }
+            ("Namespace", _, _) => {}
+            ("ConfigMap", 2, _) => {
+                let (k, v) = map_entry(&f, false).ok_or_else(bad)?;
+                data.insert(k, v);
+            }
+            ("ConfigMap", 3, _) => {
+                let (k, v) = map_entry(&f, true).ok_or_else(bad)?;
+                binary.insert(k, v);
+            }
+            ("ConfigMap", 4, Field::Varint(v)) | ("Secret", 5, Field::Varint(v)) => {
+                obj["immutable"] = json!(*v != 0)
+            }
+            ("Secret", 2, _) => {
+                let (k, v) = map_entry(&f, true).ok_or_else(bad)?;
+                data.insert(k, v);
+            }
+            ("Secret", 3, _) => obj["type"] = json!(s(&f).ok_or_else(bad)?),
+            ("Secret", 4, _) => {
+                let (k, v) = map_entry(&f, true).ok_or_else(bad)?;
+                data.insert(k, v);
+            }
+            ("ConfigMap" | "Secret", _, _) => {}
+            (other, _, _) => return Err(unsupported(other)),
+        }
+    }
+    if !data.is_empty() {
+        obj["data"] = Value::Object(data);
+    }
+    if !binary.is_empty() {
+        obj["binaryData"] = Value::Object(binary);
+    }
+    Ok(obj)
+}
+
+/// Decode a protobuf DeleteOptions body into its JSON form.
+pub fn decode_delete_options(body: &[u8]) -> Result<Value, ApiError> {
+    let (_, kind, raw) = envelope(body)?;
+    if kind != "DeleteOptions" {
+        return Err(unsupported(&kind));
+    }
+    let bad = || ApiError::bad_request("malformed protobuf DeleteOptions");
+    let mut o = json!({});
+    for (n, f) in fields(raw).ok_or_else(bad)? {
+        match (n, &f) {
+            (2, Field::Bytes(b)) => {
+                let mut p = json!({});
+                for (n, f) in fields(b).ok_or_else(bad)? {
+                    match n {
+                        1 => p["uid"] = json!(s(&f)),
+                        2 => p["resourceVersion"] = json!(s(&f)),
+                        _ => {}
+                    }
+                }
+                o["preconditions"] = p;
+            }
+            (3, Field::Varint(v)) => o["orphanDependents"] = json!(*v != 0),
+            (4, _) => o["propagationPolicy"] = json!(s(&f)),
+            (5, _) => {
+                o["dryRun"] = json!([s(&f)]);
+            }
+            _ => {}
+        }
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ld(n: u64, b: &[u8]) -> Vec<u8> {
+        let mut v = vec![(n << 3 | 2) as u8, b.len() as u8];
+        v.extend_from_slice(b);
+        v
+    }
+
+    #[test]
+    fn decodes_a_namespace_and_a_configmap() {
+        let meta = [
+            ld(1, b"smoke"),
+            ld(11, &[ld(1, b"a"), ld(2, b"b")].concat()),
+        ]
+        .concat();
+        let ns = ld(1, &meta);
+        let tm = [ld(1, b"v1"), ld(2, b"Namespace")].concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &ns)].concat();
+        assert_eq!(
+            decode_object(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "smoke", "labels": {"a": "b"}}})
+        );
+        let cm = [
+            ld(1, &ld(1, b"c")),
+            ld(2, &[ld(1, b"k"), ld(2, b"v")].concat()),
+        ]
+        .concat();
+        let tm = [ld(1, b"v1"), ld(2, b"ConfigMap")].concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &cm)].concat();
+        assert_eq!(decode_object(&body).unwrap()["data"], json!({"k": "v"}));
+        assert_eq!(base64(b"hi!?"), "aGkhPw==");
+        assert!(decode_object(b"k8s\0\xff\xff").is_err());
+        assert!(decode_object(b"nope").is_err());
+    }
+}

@@ -1,0 +1,636 @@
+//! HTTP layer: parses Kubernetes API paths and query strings (including the
+//! leading `?&`), content negotiation (JSON/YAML bodies, patch types,
+//! `as=PartialObjectMetadata[List]`, aggregated discovery), counts requests,
+//! injects faults, records audit entries, and turns every failure into a
+//! `Status` body. A panic in a handler becomes a 500 Status, never a crash.
+
+use crate::ops::{DeleteOpts, Deleted, PatchKind, WriteOpts};
+use crate::registry::ResourceType;
+use crate::selectors::Selector;
+use crate::status::{ApiError, bytes_response, json_response, success};
+use crate::store::{Obj, partial_metadata, rv_of, uid_of};
+use crate::watch::{self, WatchParams};
+use crate::{ApiServer, AuditEntry, discovery, openapi};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
+use http::{HeaderMap, Method, header};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Decoded query parameters, in order.
+#[derive(Debug, Default)]
+pub struct Query(Vec<(String, String)>);
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 3 <= b.len() && hex(b[i + 1]).is_some() && hex(b[i + 2]).is_some() => {
+                out.push((hex(b[i + 1]).unwrap_or(0) * 16 + hex(b[i + 2]).unwrap_or(0)) as u8);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Query {
+    pub fn parse(q: &str) -> Self {
+        Query(
+            q.split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| match p.split_once('=') {
+                    Some((k, v)) => (percent_decode(k), percent_decode(v)),
+                    None => (percent_decode(p), String::new()),
+                })
+                .collect(),
+        )
+    }
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+    }
+    fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true") | Some("1") | Some(""))
+    }
+}
+
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
+    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+fn media_type(ct: &str) -> String {
+    ct.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// The axum fallback handler: the whole API.
+pub(crate) async fn handle(State(api): State<ApiServer>, req: Request) -> Response {
+    match AssertUnwindSafe(dispatch(api, req)).catch_unwind().await {
+        Ok(r) => r,
+        Err(_) => {
+            ApiError::internal("internal error: the request handler panicked").into_response()
+        }
+    }
+}
+
+async fn dispatch(api: ApiServer, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let q = Query::parse(parts.uri.query().unwrap_or(""));
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let method = parts.method.clone();
+    let headers = parts.headers;
+    let is_get = method == Method::GET;
+    let reg = api.shared.store.lock().registry.clone();
+    let accept = header_str(&headers, header::ACCEPT).to_string();
+    let get_only = |v: Value| {
+        if is_get {
+            json_response(200, &v)
+        } else {
+            ApiError::method_not_allowed(format!("{method} is not supported here")).into_response()
+        }
+    };
+    match segs.as_slice() {
+        ["version"] => get_only(discovery::version()),
+        ["healthz"] | ["readyz"] | ["livez"] => bytes_response(200, "text/plain", b"ok".to_vec()),
+        ["api"] | ["apis"] if is_get => {
+            let core = segs[0] == "api";
+            match discovery::wants_aggregated(&accept) {
+                Some(v) => {
+                    let body =
+                        discovery::aggregated(&reg, core, &format!("apidiscovery.k8s.io/{v}"));
+                    let ct = format!(
+                        "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
+                    );
+                    bytes_response(200, &ct, serde_json::to_vec(&body).unwrap_or_default())
+                }
+                None if core => json_response(200, &discovery::api_versions()),
+                None => json_response(200, &discovery::api_group_list(&reg)),
+            }
+        }
+        ["api", v] => match discovery::resource_list(&reg, "", v) {
+            Some(d) => get_only(d),
+            None => ApiError::no_resource().into_response(),
+        },
+        ["apis", g] => match discovery::api_group(&reg, g) {
+            Some(d) => get_only(d),
+            None => ApiError::no_resource().into_response(),
+        },
+        ["apis", g, v] => match discovery::resource_list(&reg, g, v) {
+            Some(d) => get_only(d),
+            None => ApiError::no_resource().into_response(),
+        },
+        ["openapi", "v3"] => get_only(openapi::index(&reg)),
+        ["openapi", "v3", rest @ ..] => match openapi::group_version_doc(&reg, &rest.join("/")) {
+            Some(d) => get_only(d),
+            None => ApiError::no_resource().into_response(),
+        },
+        ["api", v, rest @ ..] => resource(&api, &method, "", v, rest, &q, &headers, body).await,
+        ["apis", g, v, rest @ ..] => resource(&api, &method, g, v, rest, &q, &headers, body).await,
+        _ => ApiError::no_resource().into_response(),
+    }
+}
+
+async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, 64 << 20).await.map_err(|e| {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("cannot read the request body: {e}"),
+        )
+    })
+}
+
+fn decode_object(ct: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    let v: Value = match media_type(ct).as_str() {
+        "application/json" => serde_json::from_slice(bytes).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?,
+        "application/yaml" => serde_yaml::from_slice(bytes).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))
+        })?,
+        "application/vnd.kubernetes.protobuf" => crate::proto::decode_object(bytes)?,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "couldn't get version/kind; the body is not a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+fn render(obj: &Obj, rt: &ResourceType, version: &str) -> Value {
+    let av = rt.api_version(version);
+    if obj.get("apiVersion").and_then(Value::as_str) == Some(av.as_str()) {
+        return (**obj).clone();
+    }
+    let mut o = (**obj).clone();
+    o["apiVersion"] = json!(av);
+    o
+}
+
+fn obj_response(code: u16, obj: &Obj, rt: &ResourceType, version: &str) -> Response {
+    let av = rt.api_version(version);
+    if obj.get("apiVersion").and_then(Value::as_str) == Some(av.as_str()) {
+        return json_response(code, obj);
+    }
+    json_response(code, &render(obj, rt, version))
+}
+
+struct Ctx<'a> {
+    api: &'a ApiServer,
+    rt: Arc<ResourceType>,
+    version: &'a str,
+    ns: &'a str,
+    q: &'a Query,
+    headers: &'a HeaderMap,
+}
+
+impl Ctx<'_> {
+    fn write_opts(&self) -> WriteOpts {
+        WriteOpts {
+            dry_run: self.q.get("dryRun").is_some_and(|v| !v.is_empty()),
+            field_manager: self.q.get("fieldManager").map(str::to_string),
+            force: self.q.flag("force"),
+        }
+    }
+
+    fn audit(&self, verb: &str, name: &str, sub: Option<&str>, obj: &Value, changed: bool) {
+        let s = &self.api.shared;
+        if !s.audit_on.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let ua = header_str(self.headers, header::USER_AGENT);
+        let e = AuditEntry {
+            verb: verb.to_string(),
+            resource: self.rt.qualified(),
+            namespace: self.ns.to_string(),
+            name: name.to_string(),
+            subresource: sub.map(str::to_string),
+            user_agent: (!ua.is_empty()).then(|| ua.to_string()),
+            field_manager: self.q.get("fieldManager").map(str::to_string),
+            resource_version: obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            changed,
+        };
+        s.audit.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource(
+    api: &ApiServer,
+    method: &Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    q: &Query,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    let (ns, rest) = if rest.len() >= 3
+        && rest[0] == "namespaces"
+        && !matches!(rest[2], "status" | "finalize")
+    {
+        (Some(rest[1]), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(*n), None),
+        [p, n, s] => (*p, Some(*n), Some(*s)),
+        _ => return ApiError::no_resource().into_response(),
+    };
+    let Some(rt) = api
+        .shared
+        .store
+        .lock()
+        .registry
+        .get(group, version, plural)
+        .cloned()
+    else {
+        return ApiError::no_resource().into_response();
+    };
+    if (rt.namespaced && ns.is_none() && name.is_some()) || (!rt.namespaced && ns.is_some()) {
+        return ApiError::no_resource().into_response();
+    }
+    let status_sub = match sub {
+        None => false,
+        Some("status") if rt.status => true,
+        Some("finalize") if rt.plural == "namespaces" && rt.group.is_empty() => false,
+        Some(_) => return ApiError::no_resource().into_response(),
+    };
+    let sub_name = sub.map(|s| {
+        if s == "finalize" {
+            "finalize"
+        } else {
+            "status"
+        }
+    });
+    let verb = match (method.as_str(), name) {
+        ("GET", Some(_)) => "get",
+        ("GET", None) if q.flag("watch") => "watch",
+        ("GET", None) => "list",
+        ("POST", None) => "create",
+        ("PUT", Some(_)) => "update",
+        ("PATCH", Some(_)) => "patch",
+        ("DELETE", Some(_)) => "delete",
+        ("DELETE", None) => "deletecollection",
+        _ => {
+            return ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method})"
+            ))
+            .into_response();
+        }
+    };
+    let stat_res = match sub_name {
+        Some(s) => format!("{}/{s}", rt.qualified()),
+        None => rt.qualified(),
+    };
+    api.count(verb, &stat_res);
+    let ctx = Ctx {
+        api,
+        rt: rt.clone(),
+        version,
+        ns: ns.unwrap_or(""),
+        q,
+        headers,
+    };
+    let accept = header_str(headers, header::ACCEPT);
+    let result = match verb {
+        "get" => do_get(&ctx, name.unwrap_or(""), accept),
+        "list" => do_list(&ctx, ns, accept),
+        "watch" => do_watch(&ctx, ns, accept),
+        _ => {
+            if let Some(e) = api.injected_write_fault(&rt, name.unwrap_or("")) {
+                return e.into_response();
+            }
+            let bytes = match read_body(body).await {
+                Ok(b) => b,
+                Err(e) => return e.into_response(),
+            };
+            let ct = header_str(headers, header::CONTENT_TYPE);
+            match verb {
+                "create" => do_create(&ctx, ct, &bytes),
+                "update" => do_update(&ctx, name.unwrap_or(""), status_sub, ct, &bytes),
+                "patch" => do_patch(&ctx, name.unwrap_or(""), status_sub, ct, &bytes),
+                "delete" => do_delete(&ctx, name.unwrap_or(""), &bytes),
+                _ => do_delete_collection(&ctx, ns, &bytes),
+            }
+        }
+    };
+    result.unwrap_or_else(|e| e.into_response())
+}
+
+fn wants_meta(accept: &str, what: &str) -> bool {
+    accept.split(',').any(|mt| {
+        mt.split(';')
+            .map(str::trim)
+            .any(|p| p == format!("as={what}"))
+            && mt.contains("g=meta.k8s.io")
+    })
+}
+
+fn do_get(c: &Ctx<'_>, name: &str, accept: &str) -> Result<Response, ApiError> {
+    let obj = c.api.shared.store.lock().get(&c.rt, c.ns, name)?;
+    if wants_meta(accept, "PartialObjectMetadata") {
+        return Ok(json_response(200, &partial_metadata(&obj)));
+    }
+    Ok(obj_response(200, &obj, &c.rt, c.version))
+}
+
+fn selector(q: &Query) -> Result<Selector, ApiError> {
+    Selector::parse(q.get("labelSelector"), q.get("fieldSelector"))
+}
+
+fn do_list(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiError> {
+    let sel = selector(c.q)?;
+    let limit = match c.q.get("limit") {
+        Some(l) if !l.is_empty() => Some(
+            l.parse::<usize>()
+                .map_err(|_| ApiError::bad_request(format!("limit: Invalid value: {l:?}")))?,
+        ),
+        _ => None,
+    };
+    let (items, next, rv) = {
+        let g = c.api.shared.store.lock();
+        let (items, next) = g.list(&c.rt, ns, &sel, limit, c.q.get("continue"));
+        (items, next, g.rv)
+    };
+    let meta_only = wants_meta(accept, "PartialObjectMetadataList");
+    let mut md = json!({ "resourceVersion": rv.to_string() });
+    if let Some(n) = next {
+        md["continue"] = json!(n);
+    }
+    let (kind, av) = if meta_only {
+        (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        )
+    } else {
+        (c.rt.list_kind.clone(), c.rt.api_version(c.version))
+    };
+    let mut out = Vec::with_capacity(256 + items.len() * 512);
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+            json!(kind),
+            json!(av),
+            md
+        )
+        .as_bytes(),
+    );
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let r = if meta_only {
+            serde_json::to_writer(&mut out, &partial_metadata(o))
+        } else if o.get("apiVersion").and_then(Value::as_str) == Some(av.as_str()) {
+            serde_json::to_writer(&mut out, &**o)
+        } else {
+            serde_json::to_writer(&mut out, &render(o, &c.rt, c.version))
+        };
+        r.map_err(|e| ApiError::internal(e.to_string()))?;
+    }
+    out.extend_from_slice(b"]}");
+    Ok(bytes_response(200, "application/json", out))
+}
+
+fn do_watch(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiError> {
+    let timeout = match c.q.get("timeoutSeconds") {
+        Some(t) if !t.is_empty() => Some(Duration::from_secs(t.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("timeoutSeconds: Invalid value: {t:?}"))
+        })?)),
+        _ => None,
+    };
+    let p = WatchParams {
+        resource_version: c.q.get("resourceVersion").map(str::to_string),
+        timeout,
+        bookmarks: c.q.flag("allowWatchBookmarks"),
+        send_initial_events: c.q.get("sendInitialEvents") == Some("true"),
+        meta_only: wants_meta(accept, "PartialObjectMetadata"),
+        ns: ns.map(str::to_string),
+        selector: selector(c.q)?,
+    };
+    Ok(watch::start(c.api, &c.rt, c.version, p))
+}
+
+fn do_create(c: &Ctx<'_>, ct: &str, bytes: &[u8]) -> Result<Response, ApiError> {
+    let body = decode_object(ct, bytes)?;
+    let o = c.write_opts();
+    let obj = c
+        .api
+        .shared
+        .store
+        .lock()
+        .create(&c.rt, c.version, c.ns, body, &o)?;
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !o.dry_run {
+        c.audit("create", name, None, &obj, true);
+    }
+    Ok(obj_response(201, &obj, &c.rt, c.version))
+}
+
+fn do_update(
+    c: &Ctx<'_>,
+    name: &str,
+    status: bool,
+    ct: &str,
+    bytes: &[u8],
+) -> Result<Response, ApiError> {
+    let body = decode_object(ct, bytes)?;
+    let o = c.write_opts();
+    let (obj, changed) = c
+        .api
+        .shared
+        .store
+        .lock()
+        .update(&c.rt, c.version, c.ns, name, body, status, &o)?;
+    if !o.dry_run {
+        c.audit("update", name, status.then_some("status"), &obj, changed);
+    }
+    Ok(obj_response(200, &obj, &c.rt, c.version))
+}
+
+fn do_patch(
+    c: &Ctx<'_>,
+    name: &str,
+    status: bool,
+    ct: &str,
+    bytes: &[u8],
+) -> Result<Response, ApiError> {
+    let kind = match media_type(ct).as_str() {
+        "application/merge-patch+json" => PatchKind::Merge,
+        "application/json-patch+json" => PatchKind::Json,
+        "application/strategic-merge-patch+json" => PatchKind::Strategic,
+        "application/apply-patch+yaml" | "application/apply-patch+json" => PatchKind::Apply,
+        other => {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
+                ),
+            ));
+        }
+    };
+    let body: Value = if kind == PatchKind::Apply {
+        match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            Err(_) => serde_yaml::from_slice(bytes)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+        }
+    } else {
+        serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+    };
+    let o = c.write_opts();
+    let (obj, changed, created) = c
+        .api
+        .shared
+        .store
+        .lock()
+        .patch(&c.rt, c.version, c.ns, name, kind, &body, status, &o)?;
+    if !o.dry_run {
+        c.audit(
+            if created { "create" } else { "patch" },
+            name,
+            status.then_some("status"),
+            &obj,
+            changed,
+        );
+    }
+    Ok(obj_response(
+        if created { 201 } else { 200 },
+        &obj,
+        &c.rt,
+        c.version,
+    ))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeleteBody {
+    propagation_policy: Option<String>,
+    preconditions: Option<Preconditions>,
+    dry_run: Option<Vec<String>>,
+    orphan_dependents: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Preconditions {
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+fn delete_opts(q: &Query, ct: &str, bytes: &[u8]) -> Result<DeleteOpts, ApiError> {
+    let b: DeleteBody = if bytes.iter().all(|c| c.is_ascii_whitespace()) {
+        DeleteBody::default()
+    } else if media_type(ct) == "application/vnd.kubernetes.protobuf" {
+        serde_json::from_value(crate::proto::decode_delete_options(bytes)?)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    } else {
+        serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    };
+    let mut propagation = b
+        .propagation_policy
+        .or_else(|| q.get("propagationPolicy").map(str::to_string));
+    if b.orphan_dependents == Some(true) || q.get("orphanDependents") == Some("true") {
+        propagation = Some("Orphan".into());
+    }
+    if let Some(p) = &propagation
+        && !["Orphan", "Background", "Foreground"].contains(&p.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+        )));
+    }
+    let pre = b.preconditions.unwrap_or_default();
+    Ok(DeleteOpts {
+        propagation,
+        uid: pre.uid,
+        resource_version: pre.resource_version,
+        dry_run: b.dry_run.is_some_and(|d| !d.is_empty())
+            || q.get("dryRun").is_some_and(|v| !v.is_empty()),
+    })
+}
+
+fn do_delete(c: &Ctx<'_>, name: &str, bytes: &[u8]) -> Result<Response, ApiError> {
+    let d = delete_opts(c.q, header_str(c.headers, header::CONTENT_TYPE), bytes)?;
+    let res = c.api.shared.store.lock().delete(&c.rt, c.ns, name, &d)?;
+    Ok(match res {
+        Deleted::Gone(obj) => {
+            if !d.dry_run {
+                c.audit("delete", name, None, &obj, true);
+            }
+            json_response(200, &success(&c.rt.group, &c.rt.plural, name, uid_of(&obj)))
+        }
+        Deleted::Terminating(obj) => {
+            if !d.dry_run {
+                c.audit("delete", name, None, &obj, true);
+            }
+            obj_response(200, &obj, &c.rt, c.version)
+        }
+    })
+}
+
+fn do_delete_collection(c: &Ctx<'_>, ns: Option<&str>, bytes: &[u8]) -> Result<Response, ApiError> {
+    let d = delete_opts(c.q, header_str(c.headers, header::CONTENT_TYPE), bytes)?;
+    let sel = selector(c.q)?;
+    let (items, rv) = {
+        let mut g = c.api.shared.store.lock();
+        let items = g.delete_collection(&c.rt, ns, &sel, &d)?;
+        (items, g.rv)
+    };
+    for o in &items {
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        c.audit("deletecollection", name, None, o, rv_of(o) > 0);
+    }
+    let items: Vec<Value> = items.iter().map(|o| render(o, &c.rt, c.version)).collect();
+    Ok(json_response(
+        200,
+        &json!({ "kind": c.rt.list_kind, "apiVersion": c.rt.api_version(c.version), "metadata": {"resourceVersion": rv.to_string()}, "items": items }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_decoding() {
+        let q = Query::parse("&labelSelector=app+in+%28a%2Cb%29&watch=true&x");
+        assert_eq!(q.get("labelSelector"), Some("app in (a,b)"));
+        assert!(q.flag("watch"));
+        assert_eq!(q.get("x"), Some(""));
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+}

@@ -1,0 +1,295 @@
+//! kubectl smoke test against the server on 127.0.0.1:0. Skips (saying so)
+//! when kubectl is not installed.
+
+use embedded_apiserver::{ApiServer, Options};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn kubectl_binary() -> Option<PathBuf> {
+    if Path::new("/usr/bin/kubectl").exists() {
+        return Some("/usr/bin/kubectl".into());
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("kubectl"))
+            .find(|p| p.is_file())
+    })
+}
+
+struct Kubectl {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .args(args);
+        c.env("HOME", self.dir.path())
+            .env("KUBECACHEDIR", self.dir.path().join("cache"))
+            .env_remove("KUBECONFIG");
+        c
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+
+    async fn run(&self, args: &[&str]) -> String {
+        let mut c = self.cmd(args);
+        let out: Output = tokio::task::spawn_blocking(move || c.output().unwrap())
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_smoke() {
+    let Some(bin) = kubectl_binary() else {
+        println!("SKIP: kubectl not installed");
+        return;
+    };
+    let server = ApiServer::new(Options::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let srv = server.clone();
+    let serving = tokio::spawn(async move {
+        srv.serve(listener, async {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+    let k = Kubectl {
+        bin,
+        dir: tempfile::tempdir().unwrap(),
+    };
+    std::fs::write(
+        k.dir.path().join("kubeconfig"),
+        ApiServer::kubeconfig_yaml(&url),
+    )
+    .unwrap();
+    let client = server.client();
+
+    // create namespace
+    assert!(
+        k.run(&["create", "namespace", "smoke"])
+            .await
+            .contains("namespace/smoke created")
+    );
+
+    // apply -f with default validation: a ConfigMap, then again with a change (strategic merge path).
+    let cm = k.file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\n  namespace: smoke\ndata:\n  a: \"1\"\n");
+    assert!(
+        k.run(&["apply", "-f", &cm])
+            .await
+            .contains("configmap/cm1 created")
+    );
+    let cm = k.file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\n  namespace: smoke\ndata:\n  a: \"2\"\n");
+    assert!(
+        k.run(&["apply", "-f", &cm])
+            .await
+            .contains("configmap/cm1 configured")
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "smoke");
+    let got = cms.get("cm1").await.unwrap();
+    assert_eq!(got.data.unwrap()["a"], "2");
+    assert!(
+        got.metadata
+            .annotations
+            .unwrap()
+            .contains_key("kubectl.kubernetes.io/last-applied-configuration")
+    );
+
+    // The DeployItem CRD, then a DeployItem (discovery is refreshed by kubectl).
+    let crd = std::fs::canonicalize("../crds/landscaper.gardener.cloud_deployitems.yaml").unwrap();
+    assert!(
+        k.run(&["apply", "-f", crd.to_str().unwrap()])
+            .await
+            .contains("created")
+    );
+    let di = k.file("di.yaml", "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata:\n  name: di1\n  namespace: smoke\nspec:\n  type: landscaper.gardener.cloud/mock\n");
+    assert!(
+        k.run(&["apply", "-f", &di])
+            .await
+            .contains("deployitem.landscaper.gardener.cloud/di1 created")
+    );
+    let di = k.file("di.yaml", "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata:\n  name: di1\n  namespace: smoke\nspec:\n  type: landscaper.gardener.cloud/mock\n  config:\n    x: 1\n");
+    assert!(k.run(&["apply", "-f", &di]).await.contains("configured"));
+
+    // get, -o yaml
+    assert!(
+        k.run(&["get", "configmaps", "-n", "smoke"])
+            .await
+            .contains("cm1")
+    );
+    let y = k
+        .run(&["get", "configmap", "cm1", "-n", "smoke", "-o", "yaml"])
+        .await;
+    assert!(y.contains("name: cm1") && y.contains("a: \"2\""), "{y}");
+    let y = k
+        .run(&["get", "di", "di1", "-n", "smoke", "-o", "yaml"])
+        .await;
+    assert!(y.contains("kind: DeployItem"), "{y}");
+
+    // get -w: spawn, expect a line, kill.
+    let mut w = k
+        .cmd(&["get", "cm", "-n", "smoke", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = w.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut r = BufReader::new(stdout);
+        let mut l = String::new();
+        loop {
+            l.clear();
+            if r.read_line(&mut l).unwrap() == 0 || l.contains("cm1") {
+                return l;
+            }
+        }
+    });
+    let line = tokio::time::timeout(Duration::from_secs(20), line)
+        .await
+        .expect("a line from get -w")
+        .unwrap();
+    assert!(line.contains("cm1"), "{line:?}");
+    w.kill().unwrap();
+    let _ = w.wait();
+
+    // patch --type merge / json / --subresource=status
+    k.run(&[
+        "patch",
+        "cm",
+        "cm1",
+        "-n",
+        "smoke",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"m":"merge"}}"#,
+    ])
+    .await;
+    k.run(&[
+        "patch",
+        "cm",
+        "cm1",
+        "-n",
+        "smoke",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/j","value":"json"}]"#,
+    ])
+    .await;
+    let data = cms.get("cm1").await.unwrap().data.unwrap();
+    assert_eq!((data["m"].as_str(), data["j"].as_str()), ("merge", "json"));
+    k.run(&[
+        "patch",
+        "deployitem",
+        "di1",
+        "-n",
+        "smoke",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"phase":"Succeeded"}}"#,
+    ])
+    .await;
+    let ar = ApiResource {
+        group: "landscaper.gardener.cloud".into(),
+        version: "v1alpha1".into(),
+        api_version: "landscaper.gardener.cloud/v1alpha1".into(),
+        kind: "DeployItem".into(),
+        plural: "deployitems".into(),
+    };
+    let dis: Api<DynamicObject> = Api::namespaced_with(client.clone(), "smoke", &ar);
+    assert_eq!(
+        dis.get("di1").await.unwrap().data["status"]["phase"],
+        "Succeeded"
+    );
+
+    // delete waits on a finalizer; removing it through the API lets kubectl return.
+    cms.patch(
+        "cm1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["smoke.test/hold"]}})),
+    )
+    .await
+    .unwrap();
+    let mut del = k
+        .cmd(&["delete", "cm", "cm1", "-n", "smoke", "--timeout=60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        del.try_wait().unwrap().is_none(),
+        "kubectl delete waits while the finalizer is there"
+    );
+    assert!(
+        cms.get("cm1")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    cms.patch(
+        "cm1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = del.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "kubectl delete returned after the finalizer went"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let out = del.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("configmap \"cm1\" deleted"));
+
+    // A server error is printed like the real server's.
+    let out = k
+        .cmd(&["get", "cm", "nonexist", "-n", "smoke"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Error from server (NotFound): configmaps \"nonexist\" not found")
+    );
+
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(10), serving)
+        .await
+        .expect("server stops")
+        .unwrap()
+        .unwrap();
+}

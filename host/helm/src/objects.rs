@@ -1,0 +1,269 @@
+//! Built-in objects with methods: `.Files` (`Get GetBytes Glob Lines AsConfig AsSecrets`) and
+//! `.Capabilities` (`KubeVersion` with `String`/`GitVersion`, `APIVersions.Has`, `HelmVersion`).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use base64::Engine as _;
+
+use crate::glob::glob_match;
+use crate::value::{Map, Object, Value};
+
+/// `.Files`: the chart's non-template files.
+pub struct Files {
+    pub files: Rc<BTreeMap<String, Rc<Vec<u8>>>>,
+}
+
+impl Files {
+    fn subset(&self, pattern: &str) -> Files {
+        let m: BTreeMap<String, Rc<Vec<u8>>> =
+            self.files.iter().filter(|(k, _)| glob_match(pattern, k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        Files { files: Rc::new(m) }
+    }
+
+    fn as_map(&self, f: impl Fn(&[u8]) -> String) -> String {
+        if self.files.is_empty() {
+            return String::new();
+        }
+        let mut m = Map::new();
+        for (k, v) in self.files.iter() {
+            let base = k.rsplit('/').next().unwrap_or(k).to_string();
+            m.insert(base, Value::from(f(v)));
+        }
+        crate::yaml::to_yaml(&Value::from(m))
+    }
+}
+
+fn arg_s(args: &[Value], i: usize) -> Result<String, String> {
+    match args.get(i) {
+        Some(Value::Str(s)) => Ok(s.to_string()),
+        Some(v) => Err(format!("wrong type for value; expected string; got {}", v.type_name())),
+        None => Err(format!("wrong number of args: want {} got {}", i + 1, args.len())),
+    }
+}
+
+impl Object for Files {
+    fn type_name(&self) -> &'static str {
+        "common.Files"
+    }
+    fn field(&self, _name: &str) -> Option<Value> {
+        None
+    }
+    fn has_method(&self, name: &str) -> bool {
+        matches!(name, "Get" | "GetBytes" | "Glob" | "Lines" | "AsConfig" | "AsSecrets")
+    }
+    fn call(&self, name: &str, args: &[Value]) -> Option<Result<Value, String>> {
+        Some((|| -> Result<Value, String> {
+            Ok(match name {
+                "Get" => {
+                    let n = arg_s(args, 0)?;
+                    Value::from(self.files.get(&n).map(|d| String::from_utf8_lossy(d).into_owned()).unwrap_or_default())
+                }
+                "GetBytes" => {
+                    let n = arg_s(args, 0)?;
+                    Value::from(self.files.get(&n).map(|d| String::from_utf8_lossy(d).into_owned()).unwrap_or_default())
+                }
+                "Glob" => Value::Obj(Rc::new(self.subset(&arg_s(args, 0)?))),
+                "Lines" => {
+                    let n = arg_s(args, 0)?;
+                    match self.files.get(&n) {
+                        Some(d) if !d.is_empty() => {
+                            let mut s = String::from_utf8_lossy(d).into_owned();
+                            if s.ends_with('\n') {
+                                s.pop();
+                            }
+                            Value::from(s.split('\n').map(Value::from).collect::<Vec<_>>())
+                        }
+                        _ => Value::from(Vec::new()),
+                    }
+                }
+                "AsConfig" => Value::from(self.as_map(|d| String::from_utf8_lossy(d).into_owned())),
+                "AsSecrets" => Value::from(self.as_map(|d| base64::engine::general_purpose::STANDARD.encode(d))),
+                _ => return Err(format!("can't evaluate field {name}")),
+            })
+        })())
+    }
+    fn to_value(&self) -> Value {
+        let m: Map = self
+            .files
+            .iter()
+            .map(|(k, v)| {
+                let bytes: Vec<Value> = v.iter().map(|b| Value::Int(*b as i64)).collect();
+                (k.clone(), Value::from(bytes))
+            })
+            .collect();
+        Value::from(m)
+    }
+}
+
+/// `.Capabilities.KubeVersion`.
+pub struct KubeVersion {
+    pub version: String,
+    pub normalized: String,
+    pub major: String,
+    pub minor: String,
+}
+
+impl KubeVersion {
+    /// `common.ParseKubeVersion` (`1.20`, `v1.20.3-gke.1`).
+    pub fn parse(v: &str) -> Result<KubeVersion, String> {
+        let t = v.trim().trim_start_matches('v');
+        let core_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let core = &t[..core_end];
+        let nums: Vec<&str> = core.split('.').filter(|s| !s.is_empty()).collect();
+        if nums.len() < 2 || nums.iter().any(|n| n.parse::<u64>().is_err()) {
+            return Err(format!("could not parse {v:?} as version"));
+        }
+        let n = |i: usize| nums.get(i).map(|x| x.parse::<u64>().unwrap()).unwrap_or(0);
+        let git = if v.starts_with('v') { v.to_string() } else { format!("v{v}") };
+        let rest = &t[core_end..];
+        Ok(KubeVersion {
+            version: git,
+            normalized: format!("v{}.{}.{}{}", n(0), n(1), n(2), rest),
+            major: n(0).to_string(),
+            minor: n(1).to_string(),
+        })
+    }
+}
+
+impl Object for KubeVersion {
+    fn type_name(&self) -> &'static str {
+        "common.KubeVersion"
+    }
+    fn field(&self, name: &str) -> Option<Value> {
+        match name {
+            "Version" => Some(Value::from(self.version.as_str())),
+            "Major" => Some(Value::from(self.major.as_str())),
+            "Minor" => Some(Value::from(self.minor.as_str())),
+            _ => None,
+        }
+    }
+    fn has_method(&self, name: &str) -> bool {
+        matches!(name, "String" | "GitVersion")
+    }
+    fn call(&self, name: &str, _args: &[Value]) -> Option<Result<Value, String>> {
+        match name {
+            "String" => Some(Ok(Value::from(self.normalized.as_str()))),
+            "GitVersion" => Some(Ok(Value::from(self.version.as_str()))),
+            _ => None,
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::from(self.normalized.as_str())
+    }
+}
+
+/// `.Capabilities.APIVersions`.
+pub struct ApiVersions(pub Vec<String>);
+
+impl Object for ApiVersions {
+    fn type_name(&self) -> &'static str {
+        "common.VersionSet"
+    }
+    fn field(&self, _name: &str) -> Option<Value> {
+        None
+    }
+    fn has_method(&self, name: &str) -> bool {
+        name == "Has"
+    }
+    fn call(&self, name: &str, args: &[Value]) -> Option<Result<Value, String>> {
+        if name != "Has" {
+            return None;
+        }
+        Some(arg_s(args, 0).map(|a| Value::Bool(self.0.contains(&a))))
+    }
+    fn to_value(&self) -> Value {
+        Value::from(self.0.iter().map(|s| Value::from(s.as_str())).collect::<Vec<_>>())
+    }
+}
+
+/// `.Capabilities`.
+pub struct Capabilities {
+    pub kube: Rc<KubeVersion>,
+    pub apis: Rc<ApiVersions>,
+    pub helm: Value,
+}
+
+impl Object for Capabilities {
+    fn type_name(&self) -> &'static str {
+        "*common.Capabilities"
+    }
+    fn field(&self, name: &str) -> Option<Value> {
+        match name {
+            "KubeVersion" => Some(Value::Obj(self.kube.clone())),
+            "APIVersions" => Some(Value::Obj(self.apis.clone())),
+            "HelmVersion" => Some(self.helm.clone()),
+            _ => None,
+        }
+    }
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("KubeVersion".into(), self.kube.to_value());
+        m.insert("APIVersions".into(), self.apis.to_value());
+        m.insert("HelmVersion".into(), self.helm.clone());
+        Value::from(m)
+    }
+}
+
+/// The API versions `helm template` knows without a cluster (client-go's scheme plus
+/// apiextensions), as Helm 4.2 lists them.
+pub const DEFAULT_API_VERSIONS: &[&str] = &[
+    "v1",
+    "admissionregistration.k8s.io/v1",
+    "admissionregistration.k8s.io/v1alpha1",
+    "admissionregistration.k8s.io/v1beta1",
+    "internal.apiserver.k8s.io/v1alpha1",
+    "apps/v1",
+    "apps/v1beta1",
+    "apps/v1beta2",
+    "authentication.k8s.io/v1",
+    "authentication.k8s.io/v1alpha1",
+    "authentication.k8s.io/v1beta1",
+    "authorization.k8s.io/v1",
+    "authorization.k8s.io/v1beta1",
+    "autoscaling/v1",
+    "autoscaling/v2",
+    "autoscaling/v2beta1",
+    "autoscaling/v2beta2",
+    "batch/v1",
+    "batch/v1beta1",
+    "certificates.k8s.io/v1",
+    "certificates.k8s.io/v1beta1",
+    "certificates.k8s.io/v1alpha1",
+    "coordination.k8s.io/v1alpha2",
+    "coordination.k8s.io/v1beta1",
+    "coordination.k8s.io/v1",
+    "discovery.k8s.io/v1",
+    "discovery.k8s.io/v1beta1",
+    "events.k8s.io/v1",
+    "events.k8s.io/v1beta1",
+    "extensions/v1beta1",
+    "flowcontrol.apiserver.k8s.io/v1",
+    "flowcontrol.apiserver.k8s.io/v1beta1",
+    "flowcontrol.apiserver.k8s.io/v1beta2",
+    "flowcontrol.apiserver.k8s.io/v1beta3",
+    "networking.k8s.io/v1",
+    "networking.k8s.io/v1alpha1",
+    "networking.k8s.io/v1beta1",
+    "node.k8s.io/v1",
+    "node.k8s.io/v1alpha1",
+    "node.k8s.io/v1beta1",
+    "policy/v1",
+    "policy/v1beta1",
+    "rbac.authorization.k8s.io/v1",
+    "rbac.authorization.k8s.io/v1beta1",
+    "rbac.authorization.k8s.io/v1alpha1",
+    "resource.k8s.io/v1",
+    "resource.k8s.io/v1beta2",
+    "resource.k8s.io/v1beta1",
+    "resource.k8s.io/v1alpha3",
+    "scheduling.k8s.io/v1alpha1",
+    "scheduling.k8s.io/v1beta1",
+    "scheduling.k8s.io/v1",
+    "storage.k8s.io/v1beta1",
+    "storage.k8s.io/v1",
+    "storage.k8s.io/v1alpha1",
+    "storagemigration.k8s.io/v1alpha1",
+    "apiextensions.k8s.io/v1beta1",
+    "apiextensions.k8s.io/v1",
+];

@@ -1,0 +1,139 @@
+//! The host-facing plugin abstraction: [`DeployerPlugin`] (what the controller calls) and
+//! [`HostServices`] (what the controller provides to a plugin for one invocation).
+//!
+//! Owns: the async trait boundary between the controller and any plugin implementation
+//! (wasm component or native Rust).
+//! Must not touch: Kubernetes clients (this crate does not depend on kube) — Kubernetes
+//! access is whatever the controller puts behind [`HostServices::kube`].
+
+use sdk_guest::{DeployerError, Description, Invocation, KubeOp, Response};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A loaded deployer plugin. The controller stores `Arc<dyn DeployerPlugin>`.
+///
+/// Errors are always Landscaper-shaped [`DeployerError`]s: a plugin trap, deadline or memory
+/// overrun becomes an error of *this* invocation (`ERR_TIMEOUT` / `ERR_INTERNAL_PROBLEM`),
+/// never a panic or error of the host.
+#[async_trait::async_trait]
+pub trait DeployerPlugin: Send + Sync {
+    /// What the plugin said in `describe` (called once at load).
+    fn description(&self) -> &Description;
+
+    /// Human-readable origin for logs and error messages, e.g.
+    /// `wasm component /plugins/mock.wasm (sha256 3f2a…)` or `native (mock::Mock)`.
+    fn origin(&self) -> String;
+
+    /// One reconcile step.
+    async fn reconcile(
+        &self,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError>;
+
+    /// One delete step.
+    async fn delete(
+        &self,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError>;
+}
+
+/// Services the controller provides to one invocation, scoped to the DeployItem (its
+/// Target cluster, its progressing timeout).
+#[async_trait::async_trait]
+pub trait HostServices: Send + Sync {
+    /// Progress checkpoint. Return `Err(DeployerError::progressing_timeout(name))`
+    /// (`ERR_TIMEOUT`, message `timeout at: "<name>"`) once the item's progressing timeout
+    /// (initTime + spec.timeout) has passed, `Ok(())` otherwise.
+    fn checkpoint(&self, name: &str) -> Result<(), DeployerError>;
+
+    /// Time left until the progressing timeout; `None` if it passed or is unknown.
+    fn remaining(&self) -> Option<Duration> {
+        None
+    }
+
+    /// One Kubernetes operation on the item's Target cluster. Results:
+    /// `Get` → `Some(object json)` or `None` (NotFound); `Create`/`Update` →
+    /// `Some(resulting object json)`; `Delete` → `Some(_)` if it existed, `None` if it was
+    /// already gone. Errors should carry codes (e.g. `ERR_UNAUTHORIZED`).
+    async fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError>;
+}
+
+/// [`HostServices`] with no progressing timeout and no Kubernetes access (tests, benchmarks,
+/// `describe`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopHost;
+
+#[async_trait::async_trait]
+impl HostServices for NoopHost {
+    fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
+        Ok(())
+    }
+
+    async fn kube(&self, _op: KubeOp) -> Result<Option<String>, DeployerError> {
+        Err(DeployerError::internal(
+            "KubernetesUnavailable",
+            "no Kubernetes access in this context",
+        ))
+    }
+}
+
+/// Per-plugin resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock deadline of one invocation (instantiate + call, host calls included).
+    /// Exceeding it fails the item with `ERR_TIMEOUT`. Default 30 s.
+    pub deadline: Duration,
+    /// Maximum size of each linear memory of an instance. Exceeding it fails the item with
+    /// `ERR_INTERNAL_PROBLEM` ("plugin exceeded its memory limit of 64 MiB"). Default 64 MiB.
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            deadline: Duration::from_secs(30),
+            memory_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Which exported function an invocation calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Reconcile,
+    Delete,
+}
+
+impl Op {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Reconcile => "reconcile",
+            Op::Delete => "delete",
+        }
+    }
+}
+
+/// Human-readable size (`64 MiB`, `512 KiB`, `100 bytes`).
+pub(crate) fn human_bytes(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Emit a plugin log record into `tracing` (target `plugin`, field `plugin`).
+pub(crate) fn emit_log(plugin: &str, level: sdk_guest::LogLevel, message: &str) {
+    use sdk_guest::LogLevel as L;
+    match level {
+        L::Trace => tracing::trace!(target: "plugin", plugin, "{message}"),
+        L::Debug => tracing::debug!(target: "plugin", plugin, "{message}"),
+        L::Info => tracing::info!(target: "plugin", plugin, "{message}"),
+        L::Warn => tracing::warn!(target: "plugin", plugin, "{message}"),
+        L::Error => tracing::error!(target: "plugin", plugin, "{message}"),
+    }
+}

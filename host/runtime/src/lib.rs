@@ -1,0 +1,60 @@
+//! # plugin-runtime — runs deployer plugins
+//!
+//! Loads WASI components that implement `wasm-deployer:plugin/deployer-plugin` (see
+//! `wit/deployer.wit`) and runs them under wasmtime 48 (component model, async):
+//!
+//! - one [`wasmtime::Engine`] per [`PluginRuntime`]; per component one `InstancePre`, keyed
+//!   by the SHA-256 of the component bytes;
+//! - a fresh `Store` (and instance) per invocation: nothing leaks between items, and a
+//!   trapped instance is simply dropped;
+//! - an on-disk artifact cache keyed by SHA-256 + engine compatibility hash and
+//!   authenticated with a per-cache HMAC key (never loads a blob it did not write);
+//! - epoch interruption (tick ≤ 10 ms) with a per-plugin deadline, plus a tokio timeout
+//!   around the whole invocation → `ERR_TIMEOUT`;
+//! - a memory cap per instance (default 64 MiB) → `ERR_INTERNAL_PROBLEM`;
+//! - any other trap → `ERR_INTERNAL_PROBLEM` with the trap message (and the plugin's stderr);
+//! - no preopens, environment, arguments or sockets: every capability is a WIT import that
+//!   forwards to the controller's [`HostServices`] for the item.
+//!
+//! Native plugins ([`NativePlugin`]) run an `sdk_guest::Deployer` in-process behind the same
+//! [`DeployerPlugin`] trait. [`PluginRegistry`] maps DeployItem types to plugins and
+//! refuses two plugins claiming one type.
+//!
+//! Owns: everything between "bytes of a component" and "a `Response` or `DeployerError`".
+//! Must not touch: Kubernetes (no kube dependency), status writes, timestamps — the
+//! controller owns those.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use plugin_runtime::{PluginRuntime, PluginRegistry, RuntimeConfig, DeployerPlugin, NoopHost};
+//! use std::sync::Arc;
+//! let rt = PluginRuntime::new(RuntimeConfig { cache_dir: Some("/var/cache/wd".into()), ..Default::default() })?;
+//! let plugins = rt.load_dir("target/plugins".as_ref()).await?;
+//! let registry = PluginRegistry::new(plugins.into_iter().map(|p| p as Arc<dyn DeployerPlugin>).collect())?;
+//! let mock = registry.for_type("landscaper.gardener.cloud/mock").unwrap();
+//! let item = serde_json::json!({"spec": {"type": "landscaper.gardener.cloud/mock", "config": {
+//!     "apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1", "kind": "ProviderConfiguration"}}});
+//! let response = mock.reconcile(plugin_runtime::Invocation::for_item(item), Arc::new(NoopHost)).await;
+//! # let _ = response; Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+mod api;
+mod cache;
+mod native;
+mod registry;
+mod runtime;
+mod wasm;
+
+pub use api::{DeployerPlugin, HostServices, Limits, NoopHost};
+pub use native::NativePlugin;
+pub use registry::PluginRegistry;
+pub use runtime::{LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats};
+pub use wasm::WasmPlugin;
+
+/// The shared data model (re-exported from `sdk-guest`).
+pub use sdk_guest::{
+    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
+    ObjectRef, ResolvedTarget, Response, codes, phase,
+};

@@ -1,0 +1,405 @@
+//! The plugin runtime: one wasmtime `Engine`, the epoch ticker, the compiled-artifact cache
+//! and plugin loading.
+//!
+//! Owns: engine configuration (epoch interruption, optimisation level), the linker (WASI p2
+//! with an empty context plus the `wasm-deployer:plugin` imports), one `InstancePre` per
+//! component keyed by its SHA-256, load statistics, and loading from a directory.
+//! Must not touch: invocation details (see `wasm`) and the type → plugin map (see
+//! `registry`).
+
+use crate::api::Limits;
+use crate::cache::{ArtifactCache, Lookup, engine_hash, sha256};
+use crate::wasm::{self, Prepared, State, WasmPlugin, bindings};
+use anyhow::{Context, Result, bail};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+/// Cranelift optimisation level (part of the engine hash: changing it recompiles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OptLevel {
+    /// No optimisation (fastest compile).
+    None,
+    /// Optimise for speed (default).
+    #[default]
+    Speed,
+    /// Optimise for speed and size.
+    SpeedAndSize,
+}
+
+/// Runtime configuration.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Directory for compiled artifacts; `None` disables the on-disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Limits for plugins without an entry in `plugin_limits`.
+    pub default_limits: Limits,
+    /// Per-plugin limits, keyed by the plugin name from `describe`.
+    pub plugin_limits: HashMap<String, Limits>,
+    /// Epoch tick (deadline granularity). Clamped to at most 10 ms. Default 10 ms.
+    pub epoch_tick: Duration,
+    /// Cranelift optimisation level.
+    pub opt_level: OptLevel,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: None,
+            default_limits: Limits::default(),
+            plugin_limits: HashMap::new(),
+            epoch_tick: Duration::from_millis(10),
+            opt_level: OptLevel::default(),
+        }
+    }
+}
+
+/// How a component was obtained by a load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadOutcome {
+    /// Compiled with Cranelift. `cache_rejected` says why a cache file was not used, if one
+    /// existed.
+    Compiled {
+        /// Why an existing cache file was rejected.
+        cache_rejected: Option<String>,
+    },
+    /// Deserialized from a verified cache file.
+    CacheHit,
+    /// Already loaded in this runtime (same SHA-256): the `InstancePre` was reused.
+    Reused,
+}
+
+/// One load, for diagnostics and benchmarks.
+#[derive(Debug, Clone)]
+pub struct LoadRecord {
+    /// File path or name given to `load_bytes`.
+    pub source: String,
+    /// Plugin name from `describe`.
+    pub plugin: String,
+    /// SHA-256 of the component (hex).
+    pub sha256: String,
+    /// How the component was obtained.
+    pub outcome: LoadOutcome,
+    /// Time to compile or deserialize (zero when reused).
+    pub prepare_time: Duration,
+    /// Total load time including linking and `describe`.
+    pub total_time: Duration,
+}
+
+/// Load statistics of a runtime.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeStats {
+    /// Components compiled with Cranelift.
+    pub compiled: u64,
+    /// Components deserialized from the cache.
+    pub cache_hits: u64,
+    /// Cache files rejected (foreign, tampered, other engine, ...).
+    pub cache_rejected: u64,
+    /// Cache files written.
+    pub cache_writes: u64,
+    /// Loads that reused an already prepared component.
+    pub reused: u64,
+    /// Total compile time.
+    pub compile_time: Duration,
+    /// Total deserialize time.
+    pub deserialize_time: Duration,
+    /// Every load, in order.
+    pub loads: Vec<LoadRecord>,
+}
+
+/// Increments the engine epoch every tick on a dedicated thread; stops when dropped.
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine, tick: Duration) -> Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    engine.increment_epoch();
+                }
+            })
+            .context("starting the epoch ticker thread")?;
+        Ok(EpochTicker {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Prepared components by SHA-256, with the description `describe` returned.
+type PreparedMap = HashMap<[u8; 32], (Arc<Prepared>, sdk_guest::Description)>;
+
+/// Loads and runs wasm deployer plugins. Create one per process.
+pub struct PluginRuntime {
+    engine: Engine,
+    linker: Linker<State>,
+    config: RuntimeConfig,
+    cache: Option<ArtifactCache>,
+    prepared: tokio::sync::Mutex<PreparedMap>,
+    stats: Mutex<RuntimeStats>,
+    ticker: Arc<EpochTicker>,
+}
+
+impl std::fmt::Debug for PluginRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRuntime")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PluginRuntime {
+    /// Create the engine, the linker, the epoch ticker and (if configured) the cache.
+    pub fn new(config: RuntimeConfig) -> Result<Arc<Self>> {
+        let mut cfg = Config::new();
+        cfg.epoch_interruption(true);
+        cfg.cranelift_opt_level(match config.opt_level {
+            OptLevel::None => wasmtime::OptLevel::None,
+            OptLevel::Speed => wasmtime::OptLevel::Speed,
+            OptLevel::SpeedAndSize => wasmtime::OptLevel::SpeedAndSize,
+        });
+        let engine = Engine::new(&cfg)?;
+
+        let mut linker: Linker<State> = Linker::new(&engine);
+        // WASI p2 is linked so std-based guests instantiate, but the per-invocation context
+        // grants nothing (see `wasm::new_store`).
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        bindings::DeployerPlugin::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
+
+        let cache = match &config.cache_dir {
+            Some(dir) => Some(ArtifactCache::open(dir, engine_hash(&engine))?),
+            None => None,
+        };
+        let tick = config.epoch_tick.min(Duration::from_millis(10));
+        let ticker = Arc::new(EpochTicker::start(engine.clone(), tick)?);
+        Ok(Arc::new(PluginRuntime {
+            engine,
+            linker,
+            config,
+            cache,
+            prepared: tokio::sync::Mutex::new(HashMap::new()),
+            stats: Mutex::new(RuntimeStats::default()),
+            ticker,
+        }))
+    }
+
+    /// The wasmtime engine (shared by all plugins).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// A snapshot of the load statistics.
+    pub fn stats(&self) -> RuntimeStats {
+        self.stats.lock().expect("stats lock").clone()
+    }
+
+    /// Limits for the plugin named `name`.
+    pub fn limits_for(&self, name: &str) -> Limits {
+        self.config
+            .plugin_limits
+            .get(name)
+            .copied()
+            .unwrap_or(self.config.default_limits)
+    }
+
+    /// Load one component from memory. `source_name` is used in logs and errors. Calls
+    /// `describe` once and validates the answer.
+    pub async fn load_bytes(&self, source_name: &str, bytes: &[u8]) -> Result<Arc<WasmPlugin>> {
+        let started = Instant::now();
+        let sha = sha256(bytes);
+        let mut prepared = self.prepared.lock().await;
+        let (entry, outcome, prepare_time) = match prepared.get(&sha) {
+            Some(e) => (e.clone(), LoadOutcome::Reused, Duration::ZERO),
+            None => {
+                let (component, outcome, prepare_time) =
+                    self.obtain(source_name, &sha, bytes).await?;
+                let pre = self
+                    .linker
+                    .instantiate_pre(&component)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("linking plugin {source_name}"))?;
+                let pre = bindings::DeployerPluginPre::new(pre)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| {
+                        format!(
+                            "{source_name} does not export wasm-deployer:plugin/deployer@{}",
+                            sdk_guest::WIT_VERSION
+                        )
+                    })?;
+                let description =
+                    wasm::describe(&self.engine, &pre, source_name, self.config.default_limits)
+                        .await?;
+                validate(source_name, &description)?;
+                let entry = (
+                    Arc::new(Prepared {
+                        pre,
+                        sha256: hex::encode(sha),
+                    }),
+                    description,
+                );
+                prepared.insert(sha, entry.clone());
+                (entry, outcome, prepare_time)
+            }
+        };
+        drop(prepared);
+        let (prepared, description) = entry;
+        let limits = self.limits_for(&description.name);
+        let plugin = Arc::new(WasmPlugin {
+            engine: self.engine.clone(),
+            name: Arc::from(description.name.as_str()),
+            description,
+            prepared,
+            limits,
+            source: source_name.to_string(),
+            _ticker: self.ticker.clone(),
+        });
+        let record = LoadRecord {
+            source: source_name.to_string(),
+            plugin: plugin.description.name.clone(),
+            sha256: plugin.sha256().to_string(),
+            outcome,
+            prepare_time,
+            total_time: started.elapsed(),
+        };
+        tracing::info!(
+            plugin = %record.plugin,
+            version = %plugin.description.version,
+            types = ?plugin.description.deploy_item_types,
+            source = %record.source,
+            outcome = ?record.outcome,
+            prepare_ms = record.prepare_time.as_secs_f64() * 1e3,
+            "loaded plugin"
+        );
+        let mut stats = self.stats.lock().expect("stats lock");
+        if record.outcome == LoadOutcome::Reused {
+            stats.reused += 1;
+        }
+        stats.loads.push(record);
+        Ok(plugin)
+    }
+
+    /// Compile the component or take it from the cache.
+    async fn obtain(
+        &self,
+        source: &str,
+        sha: &[u8; 32],
+        bytes: &[u8],
+    ) -> Result<(Component, LoadOutcome, Duration)> {
+        let mut rejected = None;
+        if let Some(cache) = &self.cache {
+            match cache.read(sha) {
+                Lookup::Hit(artifact) => {
+                    let t = Instant::now();
+                    // SAFETY: the artifact was written by this runtime (HMAC-verified with our
+                    // key) for this engine configuration and this component hash.
+                    match unsafe { Component::deserialize(&self.engine, &artifact) } {
+                        Ok(c) => {
+                            let d = t.elapsed();
+                            let mut s = self.stats.lock().expect("stats lock");
+                            s.cache_hits += 1;
+                            s.deserialize_time += d;
+                            return Ok((c, LoadOutcome::CacheHit, d));
+                        }
+                        Err(e) => rejected = Some(format!("deserialize failed: {e}")),
+                    }
+                }
+                Lookup::Miss => {}
+                Lookup::Rejected(r) => rejected = Some(r),
+            }
+            if let Some(r) = &rejected {
+                tracing::warn!(source, reason = %r, "ignoring cached artifact; recompiling");
+                self.stats.lock().expect("stats lock").cache_rejected += 1;
+            }
+        }
+        let engine = self.engine.clone();
+        let owned = bytes.to_vec();
+        let t = Instant::now();
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &owned))
+            .await
+            .context("compile task")?
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("compiling {source}"))?;
+        let d = t.elapsed();
+        {
+            let mut s = self.stats.lock().expect("stats lock");
+            s.compiled += 1;
+            s.compile_time += d;
+        }
+        if let Some(cache) = &self.cache {
+            let written = component
+                .serialize()
+                .map_err(anyhow::Error::from)
+                .and_then(|artifact: Vec<u8>| cache.write(sha, &artifact));
+            match written {
+                Ok(()) => self.stats.lock().expect("stats lock").cache_writes += 1,
+                Err(e) => tracing::warn!(source, error = %e, "could not write compiled artifact"),
+            }
+        }
+        Ok((
+            component,
+            LoadOutcome::Compiled {
+                cache_rejected: rejected,
+            },
+            d,
+        ))
+    }
+
+    /// Load every `*.wasm` file in `dir` (sorted by file name). Other files are ignored.
+    /// Fails on the first component that cannot be loaded. Check for conflicting types with
+    /// [`crate::PluginRegistry::new`].
+    pub async fn load_dir(&self, dir: &Path) -> Result<Vec<Arc<WasmPlugin>>> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir)
+            .with_context(|| format!("reading plugin directory {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "wasm") && path.is_file() {
+                files.push(path);
+            }
+        }
+        files.sort();
+        let mut plugins = Vec::with_capacity(files.len());
+        for path in files {
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            plugins.push(self.load_bytes(&path.display().to_string(), &bytes).await?);
+        }
+        Ok(plugins)
+    }
+}
+
+fn validate(source: &str, d: &sdk_guest::Description) -> Result<()> {
+    if d.name.trim().is_empty() {
+        bail!("plugin {source}: describe returned an empty name");
+    }
+    if d.deploy_item_types.is_empty() {
+        bail!(
+            "plugin {source} ({}): describe lists no deploy item types",
+            d.name
+        );
+    }
+    if let Some(t) = d.deploy_item_types.iter().find(|t| t.trim().is_empty()) {
+        bail!("plugin {source} ({}): empty deploy item type {t:?}", d.name);
+    }
+    Ok(())
+}

@@ -1,0 +1,600 @@
+//! Wasm component plugins: bindings of the `deployer-plugin` world, the per-invocation
+//! store, host imports, and trap classification.
+//!
+//! Owns: one [`WasmPlugin`] per loaded component (its `InstancePre`, description and
+//! limits) and everything that happens inside one invocation: a fresh `Store` with a WASI
+//! context that has no preopens, no environment, no arguments and no sockets; a memory
+//! limiter; an epoch deadline; async host imports that forward to [`HostServices`].
+//! Must not touch: engine/cache management (see `runtime`) or Kubernetes itself.
+
+use crate::api::{DeployerPlugin, HostServices, Limits, Op, emit_log, human_bytes};
+use sdk_guest::{
+    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
+    ObjectRef, Response,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "deployer-plugin",
+        imports: {
+            "wasm-deployer:plugin/kubernetes": async,
+        },
+        exports: { default: async },
+    });
+}
+
+use bindings::wasm_deployer::plugin as wit;
+
+/// How much of a plugin's stdout/stderr is kept per invocation (logged, and quoted in
+/// trap messages).
+const STDIO_CAPTURE: usize = 16 << 10;
+
+/// Store data of one invocation.
+pub(crate) struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    plugin: Arc<str>,
+    host: Option<Arc<dyn HostServices>>,
+    started: Instant,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps each linear memory at `cap` bytes and remembers whether a growth was refused.
+pub(crate) struct MemoryLimiter {
+    cap: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.cap {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+impl wit::types::Host for State {}
+
+impl wit::log::Host for State {
+    fn log(&mut self, level: wit::types::LogLevel, message: String) {
+        let level = match level {
+            wit::types::LogLevel::Trace => LogLevel::Trace,
+            wit::types::LogLevel::Debug => LogLevel::Debug,
+            wit::types::LogLevel::Info => LogLevel::Info,
+            wit::types::LogLevel::Warn => LogLevel::Warn,
+            wit::types::LogLevel::Error => LogLevel::Error,
+        };
+        emit_log(&self.plugin, level, &message);
+    }
+}
+
+impl wit::clock::Host for State {
+    fn now_unix_millis(&mut self) -> u64 {
+        unix_millis()
+    }
+
+    fn now_rfc3339(&mut self) -> String {
+        sdk_guest::format_rfc3339(unix_millis())
+    }
+
+    fn monotonic_nanos(&mut self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+}
+
+impl wit::progress::Host for State {
+    fn checkpoint(&mut self, name: String) -> Result<(), wit::types::DeployerError> {
+        match &self.host {
+            Some(h) => h.checkpoint(&name).map_err(error_to_wit),
+            None => Ok(()),
+        }
+    }
+
+    fn remaining_millis(&mut self) -> Option<u64> {
+        self.host
+            .as_ref()
+            .and_then(|h| h.remaining())
+            .map(|d| d.as_millis() as u64)
+    }
+}
+
+fn ref_from_wit(r: wit::kubernetes::ObjectRef) -> ObjectRef {
+    ObjectRef {
+        api_version: r.api_version,
+        kind: r.kind,
+        namespace: r.namespace,
+        name: r.name,
+    }
+}
+
+impl State {
+    async fn kube(&mut self, op: KubeOp) -> Result<Option<String>, wit::types::DeployerError> {
+        match &self.host {
+            Some(h) => h.clone().kube(op).await.map_err(error_to_wit),
+            None => Err(error_to_wit(DeployerError::internal(
+                "KubernetesUnavailable",
+                "Kubernetes access is not available during describe",
+            ))),
+        }
+    }
+}
+
+impl wit::kubernetes::Host for State {
+    async fn get(
+        &mut self,
+        r: wit::kubernetes::ObjectRef,
+    ) -> Result<Option<String>, wit::types::DeployerError> {
+        self.kube(KubeOp::Get(ref_from_wit(r))).await
+    }
+
+    async fn create(&mut self, object: String) -> Result<String, wit::types::DeployerError> {
+        let out = self
+            .kube(KubeOp::Create {
+                object_json: object,
+            })
+            .await?;
+        Ok(out.unwrap_or_default())
+    }
+
+    async fn update(&mut self, object: String) -> Result<String, wit::types::DeployerError> {
+        let out = self
+            .kube(KubeOp::Update {
+                object_json: object,
+            })
+            .await?;
+        Ok(out.unwrap_or_default())
+    }
+
+    async fn delete(
+        &mut self,
+        r: wit::kubernetes::ObjectRef,
+    ) -> Result<bool, wit::types::DeployerError> {
+        Ok(self.kube(KubeOp::Delete(ref_from_wit(r))).await?.is_some())
+    }
+}
+
+fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+// ---- conversions -------------------------------------------------------------------------
+
+fn status_to_wit(s: ConditionStatus) -> wit::types::ConditionStatus {
+    match s {
+        ConditionStatus::True => wit::types::ConditionStatus::True,
+        ConditionStatus::False => wit::types::ConditionStatus::False,
+        ConditionStatus::Unknown => wit::types::ConditionStatus::Unknown,
+        ConditionStatus::Progressing => wit::types::ConditionStatus::Progressing,
+    }
+}
+
+fn status_from_wit(s: wit::types::ConditionStatus) -> ConditionStatus {
+    match s {
+        wit::types::ConditionStatus::True => ConditionStatus::True,
+        wit::types::ConditionStatus::False => ConditionStatus::False,
+        wit::types::ConditionStatus::Unknown => ConditionStatus::Unknown,
+        wit::types::ConditionStatus::Progressing => ConditionStatus::Progressing,
+    }
+}
+
+fn condition_to_wit(c: ConditionReport) -> wit::types::ConditionReport {
+    wit::types::ConditionReport {
+        type_: c.type_,
+        status: status_to_wit(c.status),
+        reason: c.reason,
+        message: c.message,
+        codes: c.codes,
+    }
+}
+
+fn condition_from_wit(c: wit::types::ConditionReport) -> ConditionReport {
+    ConditionReport {
+        type_: c.type_,
+        status: status_from_wit(c.status),
+        reason: c.reason,
+        message: c.message,
+        codes: c.codes,
+    }
+}
+
+fn error_to_wit(e: DeployerError) -> wit::types::DeployerError {
+    wit::types::DeployerError {
+        codes: e.codes,
+        operation: e.operation,
+        reason: e.reason,
+        message: e.message,
+        conditions: e.conditions.into_iter().map(condition_to_wit).collect(),
+    }
+}
+
+fn error_from_wit(e: wit::types::DeployerError) -> DeployerError {
+    DeployerError {
+        codes: e.codes,
+        operation: e.operation,
+        reason: e.reason,
+        message: e.message,
+        conditions: e.conditions.into_iter().map(condition_from_wit).collect(),
+    }
+}
+
+fn invocation_to_wit(inv: &Invocation) -> wit::types::Invocation {
+    wit::types::Invocation {
+        deploy_item: inv.deploy_item.to_string(),
+        target: inv.target.as_ref().map(|t| wit::types::ResolvedTarget {
+            target: t.target.to_string(),
+            content: t.content.clone(),
+        }),
+        context: inv.context.as_ref().map(|c| c.to_string()),
+        previous_provider_status: inv.previous_provider_status.as_ref().map(|p| p.to_string()),
+    }
+}
+
+fn parse_plugin_json(
+    op: Op,
+    field: &str,
+    s: Option<String>,
+) -> Result<Option<serde_json::Value>, DeployerError> {
+    s.map(|s| {
+        serde_json::from_str(&s).map_err(|e| {
+            DeployerError::internal(
+                "InvalidPluginResponse",
+                format!("plugin returned invalid JSON in {field}: {e}"),
+            )
+            .with_operation(op.name())
+        })
+    })
+    .transpose()
+}
+
+fn response_from_wit(op: Op, r: wit::types::Response) -> Result<Response, DeployerError> {
+    Ok(Response {
+        phase: r.phase,
+        provider_status: parse_plugin_json(op, "provider-status", r.provider_status)?,
+        exports: parse_plugin_json(op, "exports", r.exports)?,
+        conditions: r.conditions.into_iter().map(condition_from_wit).collect(),
+        retry_after: r.retry_after_ms.map(Duration::from_millis),
+    })
+}
+
+pub(crate) fn description_from_wit(d: wit::types::Description) -> Description {
+    Description {
+        name: d.name,
+        version: d.version,
+        deploy_item_types: d.deploy_item_types,
+        hook_types: d.hook_types,
+    }
+}
+
+// ---- invocation --------------------------------------------------------------------------
+
+/// The compiled, linked form of one component, shared by every plugin loaded from it.
+pub(crate) struct Prepared {
+    pub(crate) pre: bindings::DeployerPluginPre<State>,
+    pub(crate) sha256: String,
+}
+
+/// Captured stdio of one invocation.
+struct Stdio {
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl Stdio {
+    fn flush_to_log(&self, plugin: &str) -> String {
+        let out = self.stdout.contents();
+        if !out.is_empty() {
+            tracing::debug!(target: "plugin", plugin, stdout = %String::from_utf8_lossy(&out).trim_end());
+        }
+        let err = self.stderr.contents();
+        let err = String::from_utf8_lossy(&err).trim_end().to_string();
+        if !err.is_empty() {
+            tracing::warn!(target: "plugin", plugin, stderr = %err);
+        }
+        err
+    }
+}
+
+fn new_store(
+    engine: &wasmtime::Engine,
+    plugin: Arc<str>,
+    limits: Limits,
+    host: Option<Arc<dyn HostServices>>,
+) -> (Store<State>, Stdio) {
+    let stdio = Stdio {
+        stdout: MemoryOutputPipe::new(STDIO_CAPTURE),
+        stderr: MemoryOutputPipe::new(STDIO_CAPTURE),
+    };
+    // No preopens, no env, no args, no sockets, no stdin: the builder's defaults plus
+    // explicitly disabled networking. stdout/stderr go to bounded in-memory pipes.
+    let wasi = WasiCtxBuilder::new()
+        .stdout(stdio.stdout.clone())
+        .stderr(stdio.stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let started = Instant::now();
+    let deadline = started + limits.deadline;
+    let mut store = Store::new(
+        engine,
+        State {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                cap: limits.memory_bytes,
+                hit: false,
+            },
+            plugin,
+            host,
+            started,
+        },
+    );
+    store.limiter(|s| &mut s.limiter);
+    // Every epoch tick (<= 10 ms) either interrupts (deadline passed) or yields to the
+    // executor, so a spinning plugin neither outlives its deadline nor starves tokio.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        Ok(if Instant::now() >= deadline {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+    (store, stdio)
+}
+
+fn last_lines(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// Turn a wasmtime error of an invocation into the item's error.
+fn classify(
+    op: Op,
+    plugin: &str,
+    limits: Limits,
+    err: wasmtime::Error,
+    memory_hit: bool,
+    stderr: &str,
+) -> DeployerError {
+    let trap = err.downcast_ref::<Trap>().copied();
+    if trap == Some(Trap::Interrupt) {
+        return deadline_error(op, plugin, limits);
+    }
+    if memory_hit {
+        return DeployerError::internal(
+            "PluginMemoryLimitExceeded",
+            format!(
+                "plugin {plugin:?} exceeded its memory limit of {}",
+                human_bytes(limits.memory_bytes)
+            ),
+        )
+        .with_operation(op.name());
+    }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return DeployerError::internal(
+            "PluginExited",
+            format!("plugin {plugin:?} called exit({})", exit.0),
+        )
+        .with_operation(op.name());
+    }
+    let what = match trap {
+        Some(t) => format!("plugin {plugin:?} trapped: {t}"),
+        None => format!("plugin {plugin:?} failed: {err:#}"),
+    };
+    let message = if stderr.is_empty() {
+        what
+    } else {
+        format!("{what}; stderr: {}", last_lines(stderr, 1024))
+    };
+    DeployerError::internal("PluginTrapped", message).with_operation(op.name())
+}
+
+fn deadline_error(op: Op, plugin: &str, limits: Limits) -> DeployerError {
+    DeployerError::timeout(
+        "PluginDeadlineExceeded",
+        format!(
+            "plugin {plugin:?} did not finish within its deadline of {:?} and was interrupted",
+            limits.deadline
+        ),
+    )
+    .with_operation(op.name())
+}
+
+/// Call `describe` on a fresh instance (no host services).
+pub(crate) async fn describe(
+    engine: &wasmtime::Engine,
+    pre: &bindings::DeployerPluginPre<State>,
+    source: &str,
+    limits: Limits,
+) -> anyhow::Result<Description> {
+    let (mut store, stdio) = new_store(engine, Arc::from(source), limits, None);
+    let call = async {
+        let instance = pre.instantiate_async(&mut store).await?;
+        instance
+            .wasm_deployer_plugin_deployer()
+            .call_describe(&mut store)
+            .await
+    };
+    let out = tokio::time::timeout(limits.deadline, call).await;
+    let stderr = stdio.flush_to_log(source);
+    match out {
+        Err(_) => anyhow::bail!(
+            "describe of {source} did not finish within {:?}",
+            limits.deadline
+        ),
+        Ok(Err(e)) => {
+            let e = classify(
+                Op::Reconcile,
+                source,
+                limits,
+                e,
+                store.data().limiter.hit,
+                &stderr,
+            );
+            anyhow::bail!("describe of {source} failed: {}", e.message)
+        }
+        Ok(Ok(d)) => Ok(description_from_wit(d)),
+    }
+}
+
+/// A deployer plugin backed by a wasm component.
+pub struct WasmPlugin {
+    pub(crate) engine: wasmtime::Engine,
+    pub(crate) prepared: Arc<Prepared>,
+    pub(crate) description: Description,
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: Limits,
+    pub(crate) source: String,
+    /// Keeps the epoch ticker alive while any plugin exists.
+    pub(crate) _ticker: Arc<crate::runtime::EpochTicker>,
+}
+
+impl std::fmt::Debug for WasmPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmPlugin")
+            .field("description", &self.description)
+            .field("source", &self.source)
+            .field("sha256", &self.prepared.sha256)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl WasmPlugin {
+    /// SHA-256 (hex) of the component bytes.
+    pub fn sha256(&self) -> &str {
+        &self.prepared.sha256
+    }
+
+    /// Where the component was loaded from (file path or the name given to `load_bytes`).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The limits applied to each invocation.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Create a fresh store and instance without calling anything (benchmarks: splits the
+    /// invocation cost into instantiate vs call). Not part of the stable API.
+    #[doc(hidden)]
+    pub async fn instantiate_only(&self) -> anyhow::Result<()> {
+        let (mut store, _stdio) = new_store(&self.engine, self.name.clone(), self.limits, None);
+        self.prepared.pre.instantiate_async(&mut store).await?;
+        Ok(())
+    }
+
+    async fn invoke(
+        &self,
+        op: Op,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
+        let limits = self.limits;
+        let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, Some(host));
+        let wit_inv = invocation_to_wit(&inv);
+        drop(inv);
+        let pre = &self.prepared.pre;
+        let call = async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            let d = instance.wasm_deployer_plugin_deployer();
+            match op {
+                Op::Reconcile => d.call_reconcile(&mut store, &wit_inv).await,
+                Op::Delete => d.call_delete(&mut store, &wit_inv).await,
+            }
+        };
+        let out = tokio::time::timeout(limits.deadline, call).await;
+        let stderr = stdio.flush_to_log(&self.name);
+        let result = match out {
+            Err(_) => Err(deadline_error(op, &self.name, limits)),
+            Ok(Err(e)) => Err(classify(
+                op,
+                &self.name,
+                limits,
+                e,
+                store.data().limiter.hit,
+                &stderr,
+            )),
+            Ok(Ok(Ok(r))) => response_from_wit(op, r),
+            Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(op.name())),
+        };
+        if let Err(e) = &result {
+            tracing::debug!(plugin = %self.name, op = op.name(), error = %e, "plugin invocation failed");
+        }
+        result
+    }
+}
+
+#[async_trait::async_trait]
+impl DeployerPlugin for WasmPlugin {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    fn origin(&self) -> String {
+        format!(
+            "wasm component {} (sha256 {})",
+            self.source,
+            &self.prepared.sha256[..12]
+        )
+    }
+
+    async fn reconcile(
+        &self,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
+        self.invoke(Op::Reconcile, inv, host).await
+    }
+
+    async fn delete(
+        &self,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
+        self.invoke(Op::Delete, inv, host).await
+    }
+}

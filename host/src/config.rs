@@ -1,0 +1,223 @@
+//! Host configuration: who this deployer is (`status.deployer`), which items it takes
+//! (namespace, target selectors), how many workers run, and the plugins' limits.
+//!
+//! Read from a YAML file (`--config`), then overridden by command-line flags. Unknown keys are
+//! rejected so a typo never silently changes behaviour. Only parsing and validation live here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+use crate::landscaper::{DeployerInformation, GoDuration, parse_go_duration};
+use crate::targetselector::{self, TargetSelector};
+
+/// Default deployer name written to `status.deployer.name`.
+pub const DEFAULT_NAME: &str = "wasm-deployer";
+
+/// The configuration file (`--config`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostConfig {
+    /// `status.deployer.identity`. Default: `<name>-<unix seconds at start-up>`.
+    pub identity: Option<String>,
+    /// `status.deployer.name`. Default: `wasm-deployer`.
+    pub name: Option<String>,
+    /// Only watch DeployItems in this namespace. Default: all namespaces.
+    pub namespace: Option<String>,
+    /// Only take items whose Target matches one of these selectors (OR). Default: every target.
+    #[serde(default)]
+    pub target_selectors: Vec<TargetSelector>,
+    /// Concurrent reconciles. Default: 10.
+    pub workers: Option<usize>,
+    /// How often an unfinished job is polled. Default: `5s` (Landscaper's value).
+    pub requeue_interval: Option<String>,
+    /// Plugin loading and limits.
+    #[serde(default)]
+    pub plugins: PluginsConfig,
+}
+
+/// `plugins:` section of the configuration.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Directory of `.wasm` components. Default: `target/plugins`.
+    pub dir: Option<PathBuf>,
+    /// Directory for compiled artifacts. Default: `<dir>/.cache`.
+    pub cache_dir: Option<PathBuf>,
+    /// Limits for every plugin.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Limits per plugin name (as the plugin's `describe` names itself).
+    #[serde(default)]
+    pub per_plugin: BTreeMap<String, LimitsConfig>,
+}
+
+/// Limits of one plugin invocation.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Wall-clock deadline of one call (Go duration). Default: `30s`.
+    pub deadline: Option<String>,
+    /// Memory cap per instance in MiB. Default: 64.
+    pub memory_mib: Option<u64>,
+}
+
+/// Resolved limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub deadline: Duration,
+    pub memory_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(30),
+            memory_bytes: 64 << 20,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// Applies these settings over `base`.
+    pub fn resolve(&self, base: Limits) -> anyhow::Result<Limits> {
+        let deadline = match self.deadline.as_deref() {
+            None => base.deadline,
+            Some(s) => match parse_go_duration(s).map_err(anyhow::Error::msg)? {
+                GoDuration::Finite(d) if !d.is_zero() => d,
+                _ => anyhow::bail!("plugin deadline must be a positive duration, got {s:?}"),
+            },
+        };
+        let memory_bytes = match self.memory_mib {
+            None => base.memory_bytes,
+            Some(0) => anyhow::bail!("plugin memoryMib must be positive"),
+            Some(m) => m << 20,
+        };
+        Ok(Limits {
+            deadline,
+            memory_bytes,
+        })
+    }
+}
+
+impl HostConfig {
+    /// Reads and validates a configuration file.
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading configuration {}", path.display()))?;
+        let config: HostConfig = serde_yaml::from_str(&text)
+            .with_context(|| format!("parsing configuration {}", path.display()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        targetselector::validate(&self.target_selectors).context("targetSelectors")?;
+        self.requeue_interval()?;
+        self.plugins.limits.resolve(Limits::default())?;
+        for (name, l) in &self.plugins.per_plugin {
+            l.resolve(Limits::default())
+                .with_context(|| format!("plugins.perPlugin.{name}"))?;
+        }
+        if self.workers == Some(0) {
+            anyhow::bail!("workers must be at least 1");
+        }
+        Ok(())
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or(10)
+    }
+
+    pub fn requeue_interval(&self) -> anyhow::Result<Duration> {
+        match self.requeue_interval.as_deref() {
+            None => Ok(Duration::from_secs(5)),
+            Some(s) => match parse_go_duration(s).map_err(anyhow::Error::msg)? {
+                GoDuration::Finite(d) if !d.is_zero() => Ok(d),
+                _ => anyhow::bail!("requeueInterval must be a positive duration, got {s:?}"),
+            },
+        }
+    }
+
+    /// The triple written to `status.deployer`.
+    pub fn deployer_information(&self) -> DeployerInformation {
+        let name = self.name.clone().unwrap_or_else(|| DEFAULT_NAME.to_string());
+        let identity = self.identity.clone().unwrap_or_else(|| {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default();
+            format!("{name}-{secs}")
+        });
+        DeployerInformation {
+            identity,
+            name,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.plugins
+            .dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("target/plugins"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_configuration_parses() {
+        let yaml = r#"
+identity: my-host
+name: wasm-deployer
+namespace: landscaper
+workers: 4
+requeueInterval: 2s
+targetSelectors:
+  - annotations:
+      - key: somekey
+        operator: "="
+        values: [do]
+plugins:
+  dir: /plugins
+  limits: {deadline: 10s, memoryMib: 32}
+  perPlugin:
+    helm: {deadline: 2m, memoryMib: 256}
+"#;
+        let c: HostConfig = serde_yaml::from_str(yaml).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.workers(), 4);
+        assert_eq!(c.requeue_interval().unwrap(), Duration::from_secs(2));
+        let base = c.plugins.limits.resolve(Limits::default()).unwrap();
+        assert_eq!(base, Limits { deadline: Duration::from_secs(10), memory_bytes: 32 << 20 });
+        let helm = c.plugins.per_plugin["helm"].resolve(base).unwrap();
+        assert_eq!(helm.deadline, Duration::from_secs(120));
+        assert_eq!(c.deployer_information().identity, "my-host");
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_rejected() {
+        assert!(serde_yaml::from_str::<HostConfig>("workerz: 3").is_err());
+        let c: HostConfig = serde_yaml::from_str("requeueInterval: soon").unwrap();
+        assert!(c.validate().is_err());
+        let c: HostConfig = serde_yaml::from_str(
+            "targetSelectors: [{labels: [{key: a, operator: in, values: []}]}]",
+        )
+        .unwrap();
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn default_identity_is_name_and_start_time() {
+        let info = HostConfig::default().deployer_information();
+        assert_eq!(info.name, "wasm-deployer");
+        assert!(info.identity.starts_with("wasm-deployer-"));
+        assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
+    }
+}

@@ -1,0 +1,171 @@
+//! Resolving a Target's content (contract section 1.4): `spec.config` as JSON text, or the data of
+//! the Secret named by `spec.secretRef` (one key, or every key as one JSON object).
+
+use std::collections::BTreeMap;
+
+use crate::landscaper::{ResolvedTarget, Target};
+
+/// Resolves `target`. `secret_data` is the decoded `data` of the Secret named by
+/// `spec.secretRef` (the caller reads it from the Target's namespace).
+pub fn resolve(
+    target: &Target,
+    secret_data: Option<&BTreeMap<String, Vec<u8>>>,
+) -> Result<ResolvedTarget, String> {
+    let name = target.metadata.name.as_deref().unwrap_or_default();
+    if target.spec.config.is_some() && target.spec.secret_ref.is_some() {
+        return Err(format!(
+            "target {name:?}: either config or secretRef may be set, not both"
+        ));
+    }
+    let content = match &target.spec.secret_ref {
+        None => match &target.spec.config {
+            None => String::new(),
+            Some(config) => serde_json::to_string(config).map_err(|e| e.to_string())?,
+        },
+        Some(secret_ref) => {
+            let data = secret_data.ok_or_else(|| {
+                format!("target {name:?}: secret {:?} not found", secret_ref.name)
+            })?;
+            match secret_ref.key.as_deref().filter(|k| !k.is_empty()) {
+                Some(key) => {
+                    let bytes = data.get(key).ok_or_else(|| {
+                        format!("key {key:?} in secret {:?} does not exist", secret_ref.name)
+                    })?;
+                    String::from_utf8(bytes.clone()).map_err(|_| {
+                        format!("key {key:?} in secret {:?} is not UTF-8", secret_ref.name)
+                    })?
+                }
+                None => {
+                    let mut all = serde_json::Map::new();
+                    for (k, v) in data {
+                        let value: serde_json::Value = serde_yaml::from_slice(v).map_err(|e| {
+                            format!("key {k:?} in secret {:?} is not YAML/JSON: {e}", secret_ref.name)
+                        })?;
+                        all.insert(k.clone(), value);
+                    }
+                    serde_json::Value::Object(all).to_string()
+                }
+            }
+        }
+    };
+    Ok(ResolvedTarget {
+        target: target.clone(),
+        content,
+    })
+}
+
+/// Extracts the kubeconfig text from a `kubernetes-cluster` target's content: the `kubeconfig`
+/// string, or — the legacy fallback — the whole content when none of the known keys is present.
+pub fn kubeconfig_of(content: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(content).ok()?;
+    match value.get("kubeconfig") {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(other) => Some(other.to_string()),
+        None if value.get("oidcConfig").is_none() && value.get("selfConfig").is_none() => {
+            Some(content.to_string())
+        }
+        None => None,
+    }
+}
+
+/// Validates a resolved target before any reconcile or delete: a kubeconfig in it must not
+/// use credential files, impersonation, auth providers or exec plugins (contract section 1.4).
+pub fn validate(resolved: &ResolvedTarget) -> Result<(), String> {
+    let Some(kubeconfig) = kubeconfig_of(&resolved.content) else {
+        return Ok(());
+    };
+    let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(&kubeconfig) else {
+        // Not a kubeconfig document (e.g. another target type): nothing to check here.
+        return Ok(());
+    };
+    let users = doc.get("users").and_then(|u| u.as_sequence()).cloned().unwrap_or_default();
+    for user in users {
+        let name = user.get("name").and_then(|n| n.as_str()).unwrap_or("").to_string();
+        let Some(auth) = user.get("user").and_then(|u| u.as_mapping()) else { continue };
+        for (key, value) in auth {
+            let key = key.as_str().unwrap_or_default();
+            let forbidden = match key {
+                "client-certificate" | "client-key" | "tokenFile" | "as" | "as-groups"
+                | "as-uid" | "as-user-extra" | "exec" => true,
+                "auth-provider" => value
+                    .get("config")
+                    .and_then(|c| c.as_mapping())
+                    .is_some_and(|c| !c.is_empty()),
+                _ => false,
+            };
+            if forbidden {
+                return Err(format!(
+                    "kubeconfig user {name:?} uses {key:?}, which is not allowed; allowed credential fields are client-certificate-data, client-key-data, token, username, password"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::landscaper::LocalSecretReference;
+
+    fn target(config: Option<serde_json::Value>, secret: Option<(&str, Option<&str>)>) -> Target {
+        let mut t = Target::default();
+        t.metadata.name = Some("t".into());
+        t.spec.config = config;
+        t.spec.secret_ref = secret.map(|(n, k)| LocalSecretReference {
+            name: n.into(),
+            key: k.map(Into::into),
+        });
+        t
+    }
+
+    #[test]
+    fn inline_config_is_the_content() {
+        let r = resolve(&target(Some(serde_json::json!({"kubeconfig": "abc"})), None), None).unwrap();
+        assert_eq!(r.content, r#"{"kubeconfig":"abc"}"#);
+        assert_eq!(kubeconfig_of(&r.content).as_deref(), Some("abc"));
+        assert_eq!(resolve(&target(None, None), None).unwrap().content, "");
+    }
+
+    #[test]
+    fn secret_ref_with_key_takes_that_key() {
+        let data: BTreeMap<_, _> = [("kubeconfig".to_string(), b"apiVersion: v1".to_vec())].into();
+        let r = resolve(&target(None, Some(("s", Some("kubeconfig")))), Some(&data)).unwrap();
+        assert_eq!(r.content, "apiVersion: v1");
+        let err = resolve(&target(None, Some(("s", Some("other")))), Some(&data)).unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn secret_ref_without_key_takes_all_keys_as_json() {
+        let data: BTreeMap<_, _> = [
+            ("kubeconfig".to_string(), b"abc".to_vec()),
+            ("n".to_string(), b"5".to_vec()),
+        ]
+        .into();
+        let r = resolve(&target(None, Some(("s", None))), Some(&data)).unwrap();
+        assert_eq!(r.content, r#"{"kubeconfig":"abc","n":5}"#);
+    }
+
+    #[test]
+    fn kubeconfigs_with_files_or_exec_are_rejected() {
+        let with = |user: &str| ResolvedTarget {
+            target: Target::default(),
+            content: serde_json::json!({
+                "kubeconfig": format!("apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    {user}\n")
+            })
+            .to_string(),
+        };
+        assert!(validate(&with("token: abc")).is_ok());
+        let err = validate(&with("tokenFile: /etc/token")).unwrap_err();
+        assert!(err.contains("tokenFile"), "{err}");
+        assert!(validate(&with("exec: {command: aws}")).is_err());
+        assert!(validate(&with("client-key: /k")).is_err());
+    }
+
+    #[test]
+    fn config_and_secret_ref_together_are_rejected() {
+        let err = resolve(&target(Some(serde_json::json!({})), Some(("s", None))), None).unwrap_err();
+        assert!(err.contains("not both"));
+    }
+}

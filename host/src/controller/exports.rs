@@ -1,0 +1,124 @@
+//! The export Secret: plugins return export values, the host stores them in a Secret in the
+//! item's namespace (data key `config`, owner reference to the item) and points
+//! `status.exportRef` at it — what Landscaper reads after the job (contract sections 3.10, 8.2).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{Value, json};
+
+use crate::landscaper::{API_VERSION, DeployItem, ObjectReference};
+
+/// Data key of the export Secret.
+pub const EXPORT_KEY: &str = "config";
+
+/// Creates or updates the export Secret of `item` and returns the reference for
+/// `status.exportRef`.
+pub async fn write(client: &Client, item: &DeployItem, values: &Value) -> Result<ObjectReference, kube::Error> {
+    let item_namespace = item.metadata.namespace.clone().unwrap_or_default();
+    let existing = item.status.as_ref().and_then(|s| s.export_ref.clone());
+    let namespace = existing
+        .as_ref()
+        .and_then(|r| r.namespace.clone())
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| item_namespace.clone());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let bytes = serde_json::to_vec(values).map_err(kube::Error::SerdeError)?;
+    let data = BTreeMap::from([(EXPORT_KEY.to_string(), ByteString(bytes))]);
+
+    if let Some(r) = &existing {
+        if secrets.get_opt(&r.name).await?.is_some() {
+            let patch = json!({ "data": { EXPORT_KEY: data[EXPORT_KEY] } });
+            secrets
+                .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            return Ok(ObjectReference {
+                name: r.name.clone(),
+                namespace: Some(namespace),
+            });
+        }
+    }
+    let name = existing
+        .map(|r| r.name)
+        .unwrap_or_else(|| format!("{}-export-{}", export_prefix(item), random_suffix()));
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: API_VERSION.into(),
+                kind: "DeployItem".into(),
+                name: item.metadata.name.clone().unwrap_or_default(),
+                uid: item.metadata.uid.clone().unwrap_or_default(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &secret).await?;
+    Ok(ObjectReference {
+        name,
+        namespace: Some(namespace),
+    })
+}
+
+/// Deletes the export Secret named by `status.exportRef`, if any.
+pub async fn delete(client: &Client, item: &DeployItem) -> Result<(), kube::Error> {
+    let Some(r) = item.status.as_ref().and_then(|s| s.export_ref.clone()) else {
+        return Ok(());
+    };
+    let namespace = r
+        .namespace
+        .filter(|ns| !ns.is_empty())
+        .or_else(|| item.metadata.namespace.clone())
+        .unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    match secrets.delete(&r.name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `mock` for `landscaper.gardener.cloud/mock`, as Landscaper's `mock-export-` names.
+fn export_prefix(item: &DeployItem) -> String {
+    let last = item.spec.type_.rsplit('/').next().unwrap_or("deployer");
+    let cleaned: String = last
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    let trimmed = cleaned.trim_matches('-');
+    if trimmed.is_empty() { "deployer".into() } else { trimmed.chars().take(40).collect() }
+}
+
+/// Five random lower-case alphanumerics, like the API server's `generateName`.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    uuid::Uuid::new_v4()
+        .as_bytes()
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_comes_from_the_type() {
+        let mut di = DeployItem::default();
+        di.spec.type_ = "landscaper.gardener.cloud/mock".into();
+        assert_eq!(export_prefix(&di), "mock");
+        di.spec.type_ = "landscaper.gardener.cloud/kubernetes-manifest".into();
+        assert_eq!(export_prefix(&di), "kubernetes-manifest");
+        assert_eq!(random_suffix().len(), 5);
+    }
+}

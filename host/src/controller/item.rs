@@ -1,0 +1,547 @@
+//! One reconcile of one DeployItem, in the contract's order: responsibility (check 1 from
+//! metadata, check 2 with target selectors), the job decision, pickup, the plugin call, and
+//! the one status write that finishes a step.
+//!
+//! An item that is not ours returns before any write. A 409 on any write aborts the reconcile
+//! (the item is re-read and decided again); nothing is retried blindly.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use plugin_runtime::{DeployerError, DeployerPlugin, Invocation, Response};
+use serde_json::json;
+use tracing::Instrument;
+
+use super::services::ItemServices;
+use super::{Deployer, Error, exports};
+use crate::contract::status::{self, ConditionUpdate, StepError};
+use crate::contract::{JobStep, ProgressingTimeout, next_step, responsibility, target};
+use crate::landscaper::{
+    Context, DeployItem, FINALIZER, Phase, ResolvedTarget, Target, TransitionTimes, annotations,
+    codes,
+};
+use crate::targetselector;
+
+/// Reconciles the item behind `meta`.
+pub async fn reconcile(
+    meta: &PartialObjectMeta<DeployItem>,
+    deployer: &Arc<Deployer>,
+) -> Result<Action, Error> {
+    let name = meta.metadata.name.clone().unwrap_or_default();
+    let namespace = meta.metadata.namespace.clone().unwrap_or_default();
+    let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), &namespace);
+
+    // Responsibility, check 1: the type (from annotations when present).
+    let (route, mut prefetched) =
+        match responsibility::route_from_annotations(meta.metadata.annotations.as_ref()) {
+            Some(route) => (route, None),
+            None => {
+                let Some(item) = items.get_opt(&name).await? else {
+                    return Ok(Action::await_change());
+                };
+                (responsibility::route_from_item(&item), Some(item))
+            }
+        };
+    let Some(plugin) = deployer.plugins.for_type(&route.deploy_item_type) else {
+        return Ok(Action::await_change());
+    };
+
+    // Responsibility, check 2: the Target, read from the item's own namespace.
+    let targets: Api<Target> = Api::namespaced(deployer.client.clone(), &namespace);
+    let mut target_missing = false;
+    let mut target_obj = None;
+    if let Some(target_name) = &route.target_name {
+        match targets.get_opt(target_name).await? {
+            None => target_missing = true,
+            Some(t) => {
+                let ours = targetselector::matches_any(&deployer.target_selectors, &t)
+                    .map_err(|e| Error::Invalid(e.to_string()))?;
+                if !ours {
+                    return Ok(Action::await_change());
+                }
+                target_obj = Some(t);
+            }
+        }
+    }
+
+    // Only now the full item.
+    let mut item = match prefetched.take() {
+        Some(item) => item,
+        None => match items.get_opt(&name).await? {
+            Some(item) => item,
+            None => return Ok(Action::await_change()),
+        },
+    };
+    if item.metadata.uid != meta.metadata.uid {
+        return Err(Error::Invalid(format!(
+            "item {namespace}/{name} was replaced while reconciling (different UID)"
+        )));
+    }
+
+    let job = item.status.as_ref().map(|s| s.job_id.clone()).unwrap_or_default();
+    let span = tracing::info_span!("reconcile", item = %format!("{namespace}/{name}"), job = %job, plugin = %plugin.description().name);
+    let ctx = ItemCtx {
+        deployer: deployer.clone(),
+        items,
+        plugin,
+        namespace,
+        name,
+    };
+    async move {
+        if crate::contract::job::has_test_reconcile(&item) {
+            item = ctx.start_test_reconcile(&item).await?;
+        }
+        ctx.run_step(item, target_obj, target_missing).await
+    }
+    .instrument(span)
+    .await
+}
+
+struct ItemCtx {
+    deployer: Arc<Deployer>,
+    items: Api<DeployItem>,
+    plugin: Arc<dyn DeployerPlugin>,
+    namespace: String,
+    name: String,
+}
+
+/// What the plugin step produced, before it is folded into the status.
+struct StepOutcome {
+    error: Option<StepError>,
+    retry_after: Option<Duration>,
+    /// The item's finalizer was removed: the object is gone or going.
+    released: bool,
+}
+
+impl ItemCtx {
+    async fn run_step(
+        &self,
+        mut item: DeployItem,
+        target_obj: Option<Target>,
+        target_missing: bool,
+    ) -> Result<Action, Error> {
+        let step = next_step(&item, target_missing);
+        let at = now();
+        match step {
+            JobStep::Finished => return Ok(Action::await_change()),
+            JobStep::FailMissingTarget { deleting } => {
+                let mut s = item.status();
+                s.phase = if deleting { Phase::DeleteFailed } else { Phase::Failed };
+                let err = StepError::new(
+                    "reconcilePrivate",
+                    "NoTargetFound",
+                    "setting deploy item to failed due to missing target",
+                );
+                status::handle_step_result(&mut s, Some(&err), deleting, &at);
+                item.status = Some(s);
+                self.write_status(&item).await?;
+                self.finished(&item);
+                return Ok(Action::await_change());
+            }
+            JobStep::FinishUnchanged => {
+                let mut s = item.status();
+                let generation = item.metadata.generation.unwrap_or_default();
+                status::init_status(&mut s, generation, &self.deployer.deployer, Phase::Succeeded, &at);
+                status::handle_step_result(&mut s, None, false, &at);
+                item.status = Some(s);
+                self.write_status(&item).await?;
+                self.finished(&item);
+                return Ok(Action::await_change());
+            }
+            JobStep::Start { deleting } => {
+                let mut s = item.status();
+                let generation = item.metadata.generation.unwrap_or_default();
+                let phase = if deleting { Phase::InitDelete } else { Phase::Init };
+                status::init_status(&mut s, generation, &self.deployer.deployer, phase, &at);
+                item.status = Some(s);
+                item = self.write_status(&item).await?;
+                tracing::info!(phase = %item.status().phase, "picked up job");
+            }
+            JobStep::Continue { .. } => {}
+        }
+        let deleting = item.is_being_deleted();
+        let before = item.status();
+
+        let outcome = match self.resolve_target(target_obj, deleting).await? {
+            Err(err) => StepOutcome { error: Some(err), retry_after: None, released: false },
+            Ok(resolved) => {
+                if deleting {
+                    self.delete_path(&mut item, resolved).await?
+                } else {
+                    self.reconcile_path(&mut item, resolved).await?
+                }
+            }
+        };
+
+        let now = now();
+        let mut s = item.status();
+        if let Some(err) = &outcome.error {
+            tracing::warn!(error = %err, "step failed");
+        }
+        let finished = status::handle_step_result(&mut s, outcome.error.as_ref(), deleting, &now);
+        item.status = Some(s);
+        if outcome.released {
+            // The finalizer is gone; the API server removes the object. A final status write
+            // would only race with that, and NotFound is success here.
+            if item.status() != before {
+                match self.write_status(&item).await {
+                    Ok(_) => {}
+                    Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 || e.code == 409 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.deployer.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+            tracing::info!("deleted");
+            return Ok(Action::await_change());
+        }
+        if item.status() != before || finished {
+            item = self.write_status(&item).await?;
+        }
+        if finished {
+            self.finished(&item);
+            Ok(Action::await_change())
+        } else {
+            Ok(Action::requeue(
+                outcome.retry_after.unwrap_or(self.deployer.requeue_interval),
+            ))
+        }
+    }
+
+    fn finished(&self, item: &DeployItem) {
+        self.deployer.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+        let s = item.status();
+        tracing::info!(phase = %s.phase, "job finished");
+    }
+
+    /// Reconcile path (contract section 3.5).
+    async fn reconcile_path(
+        &self,
+        item: &mut DeployItem,
+        resolved: Option<ResolvedTarget>,
+    ) -> Result<StepOutcome, Error> {
+        let fail = |err: StepError| Ok(StepOutcome { error: Some(err), retry_after: None, released: false });
+        if !item.has_finalizer(FINALIZER) {
+            *item = self.add_finalizer(item).await?;
+        }
+        let context = match self.read_context(item).await? {
+            Ok(c) => c,
+            Err(err) => return fail(err.with_operation("reconcile")),
+        };
+        let config_missing = match &item.spec.config {
+            None | Some(serde_json::Value::Null) => true,
+            Some(serde_json::Value::Object(m)) => m.is_empty(),
+            Some(_) => false,
+        };
+        if config_missing {
+            return fail(
+                StepError::new("reconcile", "ProviderConfigurationMissing", "provider configuration missing")
+                    .with_code(codes::CONFIGURATION_PROBLEM),
+            );
+        }
+        let result = self.call_plugin(item, resolved, context, false).await;
+        let response = match result {
+            Ok(r) => r,
+            Err(e) => {
+                // Conditions reported with an error (e.g. validation False) still count.
+                let mut s = item.status();
+                apply_conditions(&mut s, &e.conditions, &now());
+                item.status = Some(s);
+                return fail(step_error(e, "reconcile"));
+            }
+        };
+        let mut s = item.status();
+        let retry_after = response.retry_after;
+        apply_response(&mut s, &response, &now());
+        if response.phase.is_none() && retry_after.is_none() && !s.phase.is_final() {
+            // Done and no phase named: the step succeeded.
+            s.phase = Phase::Succeeded;
+        }
+        item.status = Some(s);
+        if let Some(values) = &response.exports {
+            match exports::write(&self.deployer.client, item, values).await {
+                Ok(export_ref) => {
+                    let mut s = item.status();
+                    s.export_ref = Some(export_ref);
+                    item.status = Some(s);
+                }
+                Err(e) => {
+                    return fail(StepError::new("reconcile", "CreateOrUpdateExport", e.to_string()));
+                }
+            }
+        }
+        Ok(StepOutcome { error: None, retry_after, released: false })
+    }
+
+    /// Delete path (contract section 3.6).
+    async fn delete_path(
+        &self,
+        item: &mut DeployItem,
+        resolved: Option<ResolvedTarget>,
+    ) -> Result<StepOutcome, Error> {
+        let fail = |err: StepError| Ok(StepOutcome { error: Some(err), retry_after: None, released: false });
+        let without_uninstall =
+            item.annotation(annotations::DELETE_WITHOUT_UNINSTALL) == Some("true");
+        if !without_uninstall {
+            let context = match self.read_context(item).await? {
+                Ok(c) => c,
+                Err(err) => return fail(err.with_operation("delete")),
+            };
+            let result = self.call_plugin(item, resolved, context, true).await;
+            let response = match result {
+                Ok(r) => r,
+                Err(e) => {
+                // Conditions reported with an error (e.g. validation False) still count.
+                let mut s = item.status();
+                apply_conditions(&mut s, &e.conditions, &now());
+                item.status = Some(s);
+                return fail(step_error(e, "delete"));
+            }
+            };
+            let mut s = item.status();
+            apply_response(&mut s, &response, &now());
+            if let Some(after) = response.retry_after {
+                if s.phase == Phase::InitDelete {
+                    s.phase = Phase::Deleting;
+                }
+                item.status = Some(s);
+                return Ok(StepOutcome { error: None, retry_after: Some(after), released: false });
+            }
+            item.status = Some(s);
+            if let Err(e) = exports::delete(&self.deployer.client, item).await {
+                return fail(StepError::new("delete", "DeleteExport", e.to_string()));
+            }
+        }
+        if item.has_finalizer(FINALIZER) {
+            self.remove_finalizer(item).await?;
+        }
+        Ok(StepOutcome { error: None, retry_after: None, released: true })
+    }
+
+    async fn call_plugin(
+        &self,
+        item: &DeployItem,
+        resolved: Option<ResolvedTarget>,
+        context: Option<Context>,
+        delete: bool,
+    ) -> Result<Response, DeployerError> {
+        let timeout = ProgressingTimeout::for_item(item, self.deployer.checkpoint_mode.clone())
+            .map_err(to_deployer_error)?;
+        // Every attempt starts at a checkpoint, so a step that keeps failing with a retryable
+        // error still ends in ERR_TIMEOUT once the progressing timeout has passed.
+        let checkpoint = format!(
+            "{} deployer: start {}",
+            self.plugin.description().name,
+            if delete { "delete" } else { "reconcile" }
+        );
+        timeout
+            .check(&checkpoint, jiff::Timestamp::now())
+            .map_err(to_deployer_error)?;
+        let invocation = build_invocation(item, resolved.as_ref(), context.as_ref()).map_err(|e| {
+            to_deployer_error(
+                StepError::new("reconcile", "EncodeInvocation", e.to_string())
+                    .with_code(codes::INTERNAL_PROBLEM),
+            )
+        })?;
+        let services = Arc::new(ItemServices::new(
+            timeout.clone(),
+            resolved,
+            self.deployer.target_clients.clone(),
+        ));
+        self.deployer.stats.plugin_calls.fetch_add(1, Ordering::Relaxed);
+        if delete {
+            self.plugin.delete(invocation, services).await
+        } else {
+            self.plugin.reconcile(invocation, services).await
+        }
+    }
+
+    /// Resolves and validates the Target. `Ok(Err(_))` is a step error, `Err` an API failure.
+    async fn resolve_target(
+        &self,
+        target: Option<Target>,
+        deleting: bool,
+    ) -> Result<Result<Option<ResolvedTarget>, StepError>, Error> {
+        let operation = if deleting { "delete" } else { "reconcile" };
+        let Some(target) = target else { return Ok(Ok(None)) };
+        let secret_data = match &target.spec.secret_ref {
+            None => None,
+            Some(r) => {
+                let secrets: Api<Secret> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
+                secrets.get_opt(&r.name).await?.map(|s| {
+                    s.data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0))
+                        .collect::<BTreeMap<_, _>>()
+                })
+            }
+        };
+        let resolved = match target::resolve(&target, secret_data.as_ref()) {
+            Ok(r) => r,
+            Err(message) => return Ok(Err(StepError::new(operation, "ResolveTarget", message))),
+        };
+        if let Err(message) = target::validate(&resolved) {
+            return Ok(Err(StepError::new(operation, "ValidateTarget", message)
+                .with_code(codes::CONFIGURATION_PROBLEM)));
+        }
+        Ok(Ok(Some(resolved)))
+    }
+
+    /// Reads the item's Context. `Ok(Err(_))` is a step error (retried), `Err` an API failure.
+    async fn read_context(&self, item: &DeployItem) -> Result<Result<Option<Context>, StepError>, Error> {
+        let contexts: Api<Context> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
+        let name = item.context_name();
+        Ok(match contexts.get_opt(name).await? {
+            Some(c) => Ok(Some(c)),
+            None => Err(StepError::new(
+                "reconcile",
+                "GetLandscaperContext",
+                format!("context {:?} not found in namespace {:?}", name, self.namespace),
+            )),
+        })
+    }
+
+    async fn write_status(&self, item: &DeployItem) -> Result<DeployItem, Error> {
+        Ok(self.items.replace_status(&self.name, &PostParams::default(), item).await?)
+    }
+
+    async fn add_finalizer(&self, item: &DeployItem) -> Result<DeployItem, Error> {
+        let mut finalizers = item.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(FINALIZER.to_string());
+        self.patch_metadata(item, json!({ "finalizers": finalizers })).await
+    }
+
+    async fn remove_finalizer(&self, item: &DeployItem) -> Result<(), Error> {
+        let finalizers: Vec<String> = item
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f != FINALIZER)
+            .collect();
+        match self.patch_metadata(item, json!({ "finalizers": finalizers })).await {
+            Ok(_) => Ok(()),
+            Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A merge patch of `metadata`, conditional on the item's resourceVersion.
+    async fn patch_metadata(&self, item: &DeployItem, metadata: serde_json::Value) -> Result<DeployItem, Error> {
+        let mut metadata = metadata;
+        metadata["resourceVersion"] = json!(item.metadata.resource_version);
+        let patch = json!({ "metadata": metadata });
+        Ok(self
+            .items
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?)
+    }
+
+    /// `operation: test-reconcile`: remove the annotation (spec write), then start a fresh job
+    /// in memory with a random jobID.
+    async fn start_test_reconcile(&self, item: &DeployItem) -> Result<DeployItem, Error> {
+        let mut updated = self
+            .patch_metadata(item, json!({ "annotations": { annotations::OPERATION: null } }))
+            .await?;
+        let mut s = updated.status();
+        s.job_id = uuid::Uuid::new_v4().to_string();
+        s.transition_times = Some(TransitionTimes {
+            trigger_time: Some(now()),
+            ..Default::default()
+        });
+        updated.status = Some(s);
+        Ok(updated)
+    }
+}
+
+/// Folds a plugin response into the status (the host owns condition timestamps).
+fn apply_response(s: &mut crate::landscaper::DeployItemStatus, response: &Response, now: &str) {
+    if let Some(phase) = &response.phase {
+        s.phase = Phase::from(phase.as_str());
+    } else if response.retry_after.is_some() && s.phase == Phase::Init {
+        s.phase = Phase::Progressing;
+    }
+    if let Some(ps) = &response.provider_status {
+        s.provider_status = Some(ps.clone());
+    }
+    apply_conditions(s, &response.conditions, now);
+}
+
+/// Applies plugin-reported conditions with the host's timestamps.
+fn apply_conditions(
+    s: &mut crate::landscaper::DeployItemStatus,
+    conditions: &[plugin_runtime::ConditionReport],
+    now: &str,
+) {
+    let updates: Vec<ConditionUpdate> = conditions
+        .iter()
+        .map(|c| ConditionUpdate {
+            type_: c.type_.clone(),
+            status: c.status.as_str().to_string(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            codes: c.codes.clone(),
+        })
+        .collect();
+    status::update_conditions(&mut s.conditions, &updates, now);
+}
+
+fn build_invocation(
+    item: &DeployItem,
+    target: Option<&ResolvedTarget>,
+    context: Option<&Context>,
+) -> Result<Invocation, serde_json::Error> {
+    Ok(Invocation {
+        deploy_item: serde_json::to_value(item)?,
+        target: target
+            .map(|t| -> Result<_, serde_json::Error> {
+                Ok(plugin_runtime::ResolvedTarget {
+                    target: serde_json::to_value(&t.target)?,
+                    content: t.content.clone(),
+                })
+            })
+            .transpose()?,
+        context: context.map(serde_json::to_value).transpose()?,
+        previous_provider_status: item.status.as_ref().and_then(|s| s.provider_status.clone()),
+    })
+}
+
+fn step_error(e: DeployerError, default_operation: &str) -> StepError {
+    StepError {
+        operation: if e.operation.is_empty() { default_operation.to_string() } else { e.operation },
+        reason: if e.reason.is_empty() { "Reconcile".to_string() } else { e.reason },
+        message: e.message,
+        codes: e.codes,
+    }
+}
+
+fn to_deployer_error(e: StepError) -> DeployerError {
+    DeployerError {
+        codes: e.codes,
+        operation: e.operation,
+        reason: e.reason,
+        message: e.message,
+        ..Default::default()
+    }
+}
+
+impl StepError {
+    fn with_operation(mut self, operation: &str) -> Self {
+        self.operation = operation.to_string();
+        self
+    }
+}
+
+/// Now, as a Kubernetes timestamp (RFC 3339, seconds).
+pub fn now() -> String {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
+}

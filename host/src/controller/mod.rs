@@ -1,0 +1,155 @@
+//! The controller: watch → responsibility → contract → plugin → status.
+//!
+//! It owns the I/O of the deployer contract: a metadata-only watch of DeployItems
+//! (kube-runtime `Controller`), the reads the responsibility check needs, the status and
+//! finalizer writes, and the call into the plugin. Every decision is delegated to
+//! [`crate::contract`]; plugin execution to `plugin-runtime`.
+
+mod exports;
+mod item;
+mod services;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::watcher;
+use kube::Client;
+use plugin_runtime::PluginRegistry;
+
+use crate::config::HostConfig;
+use crate::contract::CheckpointMode;
+use crate::landscaper::{DeployItem, DeployerInformation};
+use crate::targetselector::TargetSelector;
+
+pub use item::now;
+pub use services::TargetClients;
+
+/// Everything a reconcile needs; shared by all workers.
+pub struct Deployer {
+    /// Client of the cluster that holds DeployItems, Targets and Contexts.
+    pub client: Client,
+    pub plugins: Arc<PluginRegistry>,
+    pub target_selectors: Vec<TargetSelector>,
+    pub deployer: DeployerInformation,
+    /// Poll interval of unfinished jobs (Landscaper: 5 s).
+    pub requeue_interval: Duration,
+    /// Test hook for the progressing timeout.
+    pub checkpoint_mode: CheckpointMode,
+    /// Kubernetes clients for the plugins' Targets.
+    pub target_clients: TargetClients,
+    pub stats: Stats,
+}
+
+impl Deployer {
+    /// Builds the shared reconcile state from the host configuration.
+    pub fn new(
+        client: Client,
+        plugins: Arc<PluginRegistry>,
+        config: &HostConfig,
+        target_clients: TargetClients,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            client,
+            plugins,
+            target_selectors: config.target_selectors.clone(),
+            deployer: config.deployer_information(),
+            requeue_interval: config.requeue_interval()?,
+            checkpoint_mode: CheckpointMode::Standard,
+            target_clients,
+            stats: Stats::default(),
+        })
+    }
+}
+
+/// Counters exposed for tests, benchmarks and logs.
+#[derive(Default, Debug)]
+pub struct Stats {
+    pub reconciles: AtomicU64,
+    pub jobs_finished: AtomicU64,
+    pub plugin_calls: AtomicU64,
+}
+
+impl Stats {
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        (
+            self.reconciles.load(Ordering::Relaxed),
+            self.jobs_finished.load(Ordering::Relaxed),
+            self.plugin_calls.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Errors that abort one reconcile; the item is retried after a short delay.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("encoding: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(kube::Error::Api(s)) if s.code == 409)
+    }
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(
+    deployer: Arc<Deployer>,
+    namespace: Option<String>,
+    workers: usize,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<PartialObjectMeta<DeployItem>> = match namespace.as_deref() {
+        Some(ns) => Api::namespaced(deployer.client.clone(), ns),
+        None => Api::all(deployer.client.clone()),
+    };
+    tracing::info!(
+        identity = %deployer.deployer.identity,
+        types = ?deployer.plugins.deploy_item_types(),
+        workers,
+        "starting deployer controller"
+    );
+    Controller::new(api, watcher::Config::default())
+        .with_config(ControllerConfig::default().concurrency(workers as u16))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, deployer)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "reconcile error");
+            }
+        })
+        .await;
+}
+
+async fn reconcile(
+    meta: Arc<PartialObjectMeta<DeployItem>>,
+    deployer: Arc<Deployer>,
+) -> Result<Action, Error> {
+    deployer.stats.reconciles.fetch_add(1, Ordering::Relaxed);
+    item::reconcile(&meta, &deployer).await
+}
+
+fn error_policy(
+    meta: Arc<PartialObjectMeta<DeployItem>>,
+    error: &Error,
+    _: Arc<Deployer>,
+) -> Action {
+    let name = meta.metadata.name.as_deref().unwrap_or_default();
+    let namespace = meta.metadata.namespace.as_deref().unwrap_or_default();
+    if error.is_conflict() {
+        // Someone else wrote the item: re-read and decide again, soon.
+        tracing::debug!(item = %format!("{namespace}/{name}"), "conflict, re-reading");
+        Action::requeue(Duration::from_millis(50))
+    } else {
+        tracing::warn!(item = %format!("{namespace}/{name}"), error = %error, "reconcile failed, retrying");
+        Action::requeue(Duration::from_secs(1))
+    }
+}

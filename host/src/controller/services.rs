@@ -1,0 +1,247 @@
+//! The host capabilities one plugin invocation gets, scoped to its item: progress checkpoints
+//! against the item's progressing timeout, and Kubernetes access to the item's Target cluster
+//! only (the plugin never sees the credentials).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use kube::discovery::{ApiCapabilities, ApiResource, Scope};
+use kube::Client;
+use plugin_runtime::{DeployerError, HostServices, KubeOp};
+
+use crate::contract::ProgressingTimeout;
+use crate::contract::target::kubeconfig_of;
+use crate::landscaper::{ResolvedTarget, codes};
+
+/// Kubernetes clients per Target kubeconfig, shared by all invocations. Tests and dev mode can
+/// register an in-process client for a kubeconfig.
+#[derive(Clone, Default)]
+pub struct TargetClients {
+    clients: Arc<Mutex<HashMap<String, Client>>>,
+    discovery: Arc<Mutex<HashMap<(String, String, String), (ApiResource, ApiCapabilities)>>>,
+}
+
+impl TargetClients {
+    /// Uses `client` for every Target whose kubeconfig is exactly `kubeconfig`.
+    pub fn register(&self, kubeconfig: &str, client: Client) {
+        self.clients
+            .lock()
+            .expect("target client cache poisoned")
+            .insert(kubeconfig.to_string(), client);
+    }
+
+    async fn client_for(&self, kubeconfig: &str) -> Result<Client, DeployerError> {
+        if let Some(c) = self.clients.lock().expect("poisoned").get(kubeconfig) {
+            return Ok(c.clone());
+        }
+        let config_error = |m: String| error(codes::CONFIGURATION_PROBLEM, "TargetKubeconfig", m);
+        let parsed = Kubeconfig::from_yaml(kubeconfig)
+            .map_err(|e| config_error(format!("target kubeconfig is invalid: {e}")))?;
+        let config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| config_error(format!("target kubeconfig is unusable: {e}")))?;
+        let client = Client::try_from(config)
+            .map_err(|e| config_error(format!("cannot build a client for the target: {e}")))?;
+        self.clients
+            .lock()
+            .expect("poisoned")
+            .insert(kubeconfig.to_string(), client.clone());
+        Ok(client)
+    }
+
+    async fn resource(
+        &self,
+        key: &str,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, ApiCapabilities), DeployerError> {
+        let cache_key = (key.to_string(), api_version.to_string(), kind.to_string());
+        if let Some(hit) = self.discovery.lock().expect("poisoned").get(&cache_key) {
+            return Ok(hit.clone());
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .map_err(|e| match &e {
+                kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
+                    error(codes::UNAUTHORIZED, "GetApiResourceList", e.to_string())
+                }
+                _ => error(
+                    codes::CONFIGURATION_PROBLEM,
+                    "GetApiResource",
+                    format!("unknown kind {kind} in {api_version}: {e}"),
+                ),
+            })?;
+        self.discovery
+            .lock()
+            .expect("poisoned")
+            .insert(cache_key, found.clone());
+        Ok(found)
+    }
+}
+
+/// Capabilities of one invocation.
+pub struct ItemServices {
+    timeout: ProgressingTimeout,
+    target: Option<ResolvedTarget>,
+    clients: TargetClients,
+}
+
+impl ItemServices {
+    pub fn new(
+        timeout: ProgressingTimeout,
+        target: Option<ResolvedTarget>,
+        clients: TargetClients,
+    ) -> Self {
+        Self {
+            timeout,
+            target,
+            clients,
+        }
+    }
+
+    async fn api_for(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, DeployerError> {
+        let target = self.target.as_ref().ok_or_else(|| {
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "NoTarget",
+                "the DeployItem has no target, so the plugin has no Kubernetes cluster".into(),
+            )
+        })?;
+        let kubeconfig = kubeconfig_of(&target.content).ok_or_else(|| {
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "TargetKubeconfig",
+                "the target has no kubeconfig".into(),
+            )
+        })?;
+        let client = self.clients.client_for(&kubeconfig).await?;
+        let (resource, caps) = self
+            .clients
+            .resource(&kubeconfig, &client, api_version, kind)
+            .await?;
+        Ok(match (caps.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, &resource),
+            (Scope::Namespaced, None) => Api::default_namespaced_with(client, &resource),
+            (Scope::Cluster, _) => Api::all_with(client, &resource),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl HostServices for ItemServices {
+    fn checkpoint(&self, name: &str) -> Result<(), DeployerError> {
+        self.timeout
+            .check(name, jiff::Timestamp::now())
+            .map(|_| ())
+            .map_err(|e| DeployerError {
+                codes: e.codes,
+                operation: e.operation,
+                reason: e.reason,
+                message: e.message,
+                ..Default::default()
+            })
+    }
+
+    fn remaining(&self) -> Option<std::time::Duration> {
+        self.timeout.check("remaining", jiff::Timestamp::now()).ok().flatten()
+    }
+
+    async fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
+        match op {
+            KubeOp::Get(r) => {
+                let api = self.api_for(&r.api_version, &r.kind, r.namespace.as_deref()).await?;
+                let obj = api.get_opt(&r.name).await.map_err(kube_error)?;
+                obj.map(|o| serde_json::to_string(&o).map_err(internal)).transpose()
+            }
+            KubeOp::Create { object_json } => {
+                let (api, obj) = self.api_for_object(&object_json).await?;
+                let created = api.create(&PostParams::default(), &obj).await.map_err(kube_error)?;
+                Ok(Some(serde_json::to_string(&created).map_err(internal)?))
+            }
+            KubeOp::Update { object_json } => {
+                let (api, obj) = self.api_for_object(&object_json).await?;
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let updated = api
+                    .replace(&name, &PostParams::default(), &obj)
+                    .await
+                    .map_err(kube_error)?;
+                Ok(Some(serde_json::to_string(&updated).map_err(internal)?))
+            }
+            KubeOp::Delete(r) => {
+                let api = self.api_for(&r.api_version, &r.kind, r.namespace.as_deref()).await?;
+                match api.delete(&r.name, &DeleteParams::background()).await {
+                    Ok(_) => Ok(Some("true".into())),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+                    Err(e) => Err(kube_error(e)),
+                }
+            }
+        }
+    }
+}
+
+impl ItemServices {
+    async fn api_for_object(
+        &self,
+        object_json: &str,
+    ) -> Result<(Api<DynamicObject>, DynamicObject), DeployerError> {
+        let obj: DynamicObject = serde_json::from_str(object_json).map_err(|e| {
+            error(codes::CONFIGURATION_PROBLEM, "InvalidObject", format!("object is not valid JSON: {e}"))
+        })?;
+        let types = obj.types.clone().ok_or_else(|| {
+            error(codes::CONFIGURATION_PROBLEM, "InvalidObject", "object has no apiVersion/kind".into())
+        })?;
+        let api = self
+            .api_for(&types.api_version, &types.kind, obj.metadata.namespace.as_deref())
+            .await?;
+        Ok((api, obj))
+    }
+}
+
+fn error(code: &str, reason: &str, message: String) -> DeployerError {
+    DeployerError {
+        codes: vec![code.to_string()],
+        operation: "kubernetes".into(),
+        reason: reason.into(),
+        message,
+        ..Default::default()
+    }
+}
+
+fn internal(e: serde_json::Error) -> DeployerError {
+    error(codes::INTERNAL_PROBLEM, "Encode", e.to_string())
+}
+
+/// Maps an API error onto Landscaper codes: 401/403 are unrecoverable, the rest is retried.
+fn kube_error(e: kube::Error) -> DeployerError {
+    match &e {
+        kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
+            error(codes::UNAUTHORIZED, &s.reason, s.message.clone())
+        }
+        kube::Error::Api(s) => DeployerError {
+            operation: "kubernetes".into(),
+            reason: s.reason.clone(),
+            message: s.message.clone(),
+            ..Default::default()
+        },
+        other => DeployerError {
+            operation: "kubernetes".into(),
+            reason: "Request".into(),
+            message: other.to_string(),
+            ..Default::default()
+        },
+    }
+}

@@ -1,0 +1,190 @@
+//! `deployer-host dev`: the whole system on one machine, no cluster needed.
+//!
+//! Starts the embedded API server (in-process for the controller, HTTP on loopback for kubectl),
+//! installs the Landscaper CRDs, creates namespace `default`, a Target `default` whose kubeconfig
+//! points at the server itself and a Context `default`, loads the plugins, runs the controller
+//! and — unless switched off — plays Landscaper's side of the job protocol ([`landscaper`]).
+
+pub mod landscaper;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use embedded_apiserver::ApiServer;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use crate::config::HostConfig;
+use crate::controller::{self, Deployer};
+use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, Target};
+use crate::plugins;
+
+/// The Landscaper CRDs, installed into the embedded API server.
+pub const LANDSCAPER_CRDS: [&str; 5] = [
+    include_str!("../../crds/landscaper.gardener.cloud_deployitems.yaml"),
+    include_str!("../../crds/landscaper.gardener.cloud_targets.yaml"),
+    include_str!("../../crds/landscaper.gardener.cloud_contexts.yaml"),
+    include_str!("../../crds/landscaper.gardener.cloud_syncobjects.yaml"),
+    include_str!("../../crds/landscaper.gardener.cloud_lshealthchecks.yaml"),
+];
+
+/// Options of `deployer-host dev`.
+#[derive(Clone, Debug)]
+pub struct DevOptions {
+    pub listen: SocketAddr,
+    pub kubeconfig_out: PathBuf,
+    pub data_dir: Option<PathBuf>,
+    /// Play Landscaper's part (new jobIDs on create, spec change, deletion).
+    pub simulate_landscaper: bool,
+    /// YAML files or directories of YAML files whose objects are created once ready.
+    pub apply: Vec<PathBuf>,
+}
+
+/// A running dev environment (also used by tests, which skip the HTTP listener).
+pub struct DevEnvironment {
+    pub server: ApiServer,
+    pub client: Client,
+    /// Kubeconfig text of the `default` Target.
+    pub target_kubeconfig: String,
+}
+
+impl DevEnvironment {
+    /// Creates the API server with CRDs, namespace, Target and Context. `server_url` is what
+    /// the `default` Target's kubeconfig points at.
+    pub async fn bootstrap(server: ApiServer, server_url: &str) -> anyhow::Result<Self> {
+        for crd in LANDSCAPER_CRDS {
+            server
+                .install_yaml_documents(crd)
+                .context("installing the Landscaper CRDs")?;
+        }
+        let client = server.client();
+        let target_kubeconfig = ApiServer::kubeconfig_yaml(server_url);
+        ensure_default_objects(&client, &target_kubeconfig).await?;
+        Ok(Self {
+            server,
+            client,
+            target_kubeconfig,
+        })
+    }
+}
+
+/// Creates the `default` Target and Context in namespace `default` unless they exist.
+async fn ensure_default_objects(client: &Client, kubeconfig: &str) -> anyhow::Result<()> {
+    let targets: Api<Target> = Api::namespaced(client.clone(), "default");
+    if targets.get_opt("default").await?.is_none() {
+        let target: Target = serde_json::from_value(json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+            "kind": "Target",
+            "metadata": { "name": "default", "namespace": "default" },
+            "spec": {
+                "type": KUBERNETES_CLUSTER_TARGET_TYPE,
+                "config": { "kubeconfig": kubeconfig }
+            }
+        }))?;
+        targets.create(&PostParams::default(), &target).await?;
+    }
+    let contexts: Api<crate::landscaper::Context> = Api::namespaced(client.clone(), "default");
+    if contexts.get_opt("default").await?.is_none() {
+        let context = serde_json::from_value(json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+            "kind": "Context",
+            "metadata": { "name": "default", "namespace": "default" }
+        }))?;
+        contexts.create(&PostParams::default(), &context).await?;
+    }
+    Ok(())
+}
+
+/// Creates the objects of a YAML file, or of every `.yaml`/`.yml` file of a directory (sorted).
+pub fn apply_path(server: &ApiServer, path: &std::path::Path) -> anyhow::Result<()> {
+    let mut files = Vec::new();
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))? {
+            let p = entry?.path();
+            if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+                files.push(p);
+            }
+        }
+        files.sort();
+    } else {
+        files.push(path.to_path_buf());
+    }
+    for file in files {
+        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        server
+            .install_yaml_documents(&text)
+            .with_context(|| format!("applying {}", file.display()))?;
+        tracing::info!(file = %file.display(), "applied");
+    }
+    Ok(())
+}
+
+/// Runs dev mode until Ctrl-C / SIGTERM.
+pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> {
+    let server = ApiServer::new(embedded_apiserver::Options {
+        data_dir: options.data_dir.clone(),
+        ..Default::default()
+    })?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("binding {}", options.listen))?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let env = DevEnvironment::bootstrap(server.clone(), &url).await?;
+
+    let registry = plugins::load(&config).await?;
+    let target_clients = controller::TargetClients::default();
+    target_clients.register(&env.target_kubeconfig, env.client.clone());
+    let deployer = Arc::new(Deployer::new(env.client.clone(), registry, &config, target_clients)?);
+
+    if let Some(parent) = options.kubeconfig_out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&options.kubeconfig_out, ApiServer::kubeconfig_yaml(&url))
+        .with_context(|| format!("writing {}", options.kubeconfig_out.display()))?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let serve = tokio::spawn({
+        let server = server.clone();
+        let stopped = stopped();
+        async move { server.serve(listener, stopped).await }
+    });
+    let controller_task = tokio::spawn(controller::run(
+        deployer,
+        config.namespace.clone(),
+        config.workers(),
+        stopped(),
+    ));
+    let simulator = options
+        .simulate_landscaper
+        .then(|| tokio::spawn(landscaper::run(env.client.clone())));
+
+    for path in &options.apply {
+        apply_path(&server, path)?;
+    }
+    println!("ready {url}");
+    tracing::info!(
+        url = %url,
+        kubeconfig = %options.kubeconfig_out.display(),
+        "dev mode ready: kubectl --kubeconfig {} get deployitems",
+        options.kubeconfig_out.display()
+    );
+    crate::shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    if let Some(sim) = simulator {
+        sim.abort();
+    }
+    let _ = controller_task.await;
+    serve.await??;
+    server.flush().await?;
+    Ok(())
+}

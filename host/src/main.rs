@@ -1,0 +1,143 @@
+//! `deployer-host`: parses the command line and starts one of the modes. Nothing else.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use deployer_host::config::HostConfig;
+use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::dev::{self, DevOptions};
+use deployer_host::telemetry::{self, LogFormat};
+use deployer_host::{plugins, shutdown_signal};
+
+#[derive(Parser)]
+#[command(name = "deployer-host", version, about = "Runs Gardener Landscaper deployers as WebAssembly components")]
+struct Cli {
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "DEPLOYER_LOG_FORMAT", global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded Kubernetes-compatible API server alone.
+    Apiserver {
+        /// Address to listen on (loopback).
+        #[arg(long, default_value = "127.0.0.1:6080", env = "APISERVER_LISTEN")]
+        listen: SocketAddr,
+        /// Where to write a kubeconfig for kubectl and kube-rs.
+        #[arg(long, env = "APISERVER_KUBECONFIG_OUT")]
+        kubeconfig_out: PathBuf,
+        /// Keep every object in this directory across restarts.
+        #[arg(long, env = "APISERVER_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Everything on one machine: embedded API server, Landscaper CRDs, a default Target and
+    /// Context, the plugins and the controller; plays Landscaper's side of the job protocol.
+    Dev {
+        #[arg(long, default_value = "127.0.0.1:6080", env = "DEV_LISTEN")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "target/dev/kubeconfig", env = "DEV_KUBECONFIG_OUT")]
+        kubeconfig_out: PathBuf,
+        /// Directory of plugin components (default from the config, else `target/plugins`).
+        #[arg(long, env = "DEPLOYER_PLUGINS")]
+        plugins: Option<PathBuf>,
+        /// Host configuration file (YAML).
+        #[arg(long, env = "DEPLOYER_CONFIG")]
+        config: Option<PathBuf>,
+        /// Keep the API server's objects in this directory across restarts.
+        #[arg(long, env = "DEV_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Do not issue jobIDs (no simulated Landscaper): set status.jobID yourself.
+        #[arg(long, env = "DEV_NO_LANDSCAPER")]
+        no_landscaper: bool,
+        /// Create the objects of these YAML files (or directories) once ready.
+        #[arg(long)]
+        apply: Vec<PathBuf>,
+    },
+    /// Run the controller against a real cluster.
+    Run {
+        /// Kubeconfig of the cluster that holds DeployItems, Targets and Contexts.
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: Option<PathBuf>,
+        /// Host configuration file (YAML).
+        #[arg(long, env = "DEPLOYER_CONFIG")]
+        config: Option<PathBuf>,
+        /// Directory of plugin components (overrides the config).
+        #[arg(long, env = "DEPLOYER_PLUGINS")]
+        plugins: Option<PathBuf>,
+    },
+}
+
+fn load_config(path: Option<&PathBuf>, plugins: Option<PathBuf>) -> anyhow::Result<HostConfig> {
+    let mut config = match path {
+        Some(p) => HostConfig::from_file(p)?,
+        None => HostConfig::default(),
+    };
+    if let Some(dir) = plugins {
+        config.plugins.dir = Some(dir);
+    }
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    telemetry::init(cli.log_format);
+    match cli.command {
+        Command::Apiserver {
+            listen,
+            kubeconfig_out,
+            data_dir,
+        } => embedded_apiserver::run_standalone(listen, &kubeconfig_out, data_dir).await,
+        Command::Dev {
+            listen,
+            kubeconfig_out,
+            plugins,
+            config,
+            data_dir,
+            no_landscaper,
+            apply,
+        } => {
+            let config = load_config(config.as_ref(), plugins)?;
+            dev::run(
+                DevOptions {
+                    listen,
+                    kubeconfig_out,
+                    data_dir,
+                    simulate_landscaper: !no_landscaper,
+                    apply,
+                },
+                config,
+            )
+            .await
+        }
+        Command::Run {
+            kubeconfig,
+            config,
+            plugins,
+        } => {
+            let config = load_config(config.as_ref(), plugins)?;
+            let kube_config = match kubeconfig {
+                Some(path) => {
+                    let kc = kube::config::Kubeconfig::read_from(&path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+                }
+                None => kube::Config::infer().await?,
+            };
+            let client = kube::Client::try_from(kube_config)?;
+            if let Ok(pod) = std::env::var("MY_POD_NAME") {
+                tracing::info!(pod = %pod, "replica identity");
+            }
+            let registry = plugins::load(&config).await?;
+            let deployer = Arc::new(Deployer::new(client, registry, &config, TargetClients::default())?);
+            controller::run(deployer, config.namespace.clone(), config.workers(), shutdown_signal()).await;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Plugin sources: where the host finds its deployer plugins and how they are limited.
+//!
+//! Today: `.wasm` components from a directory (`plugins.dir`), with limits from the
+//! configuration. Building the type → plugin map (and refusing two plugins for one type) is
+//! the runtime's `PluginRegistry`.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use plugin_runtime::{DeployerPlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
+
+use crate::config::{HostConfig, Limits};
+
+/// Builds the runtime configuration (cache directory, limits) from the host configuration.
+pub fn runtime_config(config: &HostConfig) -> anyhow::Result<RuntimeConfig> {
+    let base = config.plugins.limits.resolve(Limits::default())?;
+    let mut runtime = RuntimeConfig {
+        cache_dir: Some(
+            config
+                .plugins
+                .cache_dir
+                .clone()
+                .unwrap_or_else(|| config.plugins_dir().join(".cache")),
+        ),
+        default_limits: to_runtime_limits(base),
+        ..Default::default()
+    };
+    for (name, l) in &config.plugins.per_plugin {
+        runtime
+            .plugin_limits
+            .insert(name.clone(), to_runtime_limits(l.resolve(base)?));
+    }
+    Ok(runtime)
+}
+
+fn to_runtime_limits(l: Limits) -> plugin_runtime::Limits {
+    plugin_runtime::Limits {
+        deadline: l.deadline,
+        memory_bytes: l.memory_bytes as usize,
+    }
+}
+
+/// Loads every plugin of the configured directory into a registry.
+pub async fn load(config: &HostConfig) -> anyhow::Result<Arc<PluginRegistry>> {
+    load_dirs(config, &[config.plugins_dir()]).await
+}
+
+/// Loads every plugin of several directories into one registry (tests add test-only plugins).
+pub async fn load_dirs(
+    config: &HostConfig,
+    dirs: &[std::path::PathBuf],
+) -> anyhow::Result<Arc<PluginRegistry>> {
+    let runtime = PluginRuntime::new(runtime_config(config)?)?;
+    let mut plugins: Vec<Arc<dyn DeployerPlugin>> = Vec::new();
+    for dir in dirs {
+        let loaded = runtime
+            .load_dir(dir)
+            .await
+            .with_context(|| format!("loading plugins from {}", dir.display()))?;
+        plugins.extend(loaded.into_iter().map(|p| p as Arc<dyn DeployerPlugin>));
+    }
+    if plugins.is_empty() {
+        tracing::warn!(dirs = ?dirs, "no plugins found; run `cargo xtask build-plugins`");
+    }
+    for p in &plugins {
+        let d = p.description();
+        tracing::info!(plugin = %d.name, version = %d.version, types = ?d.deploy_item_types, "loaded plugin");
+    }
+    Ok(Arc::new(PluginRegistry::new(plugins)?))
+}

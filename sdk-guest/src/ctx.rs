@@ -1,0 +1,220 @@
+//! The capabilities a plugin may use: [`Ctx`] (what plugin code calls) and [`NativeHost`]
+//! (what a native embedding supplies).
+//!
+//! Owns: the single API through which a plugin logs, reads clocks, reports progress
+//! checkpoints and talks to Kubernetes. On `wasm32` every call goes to a WIT import of
+//! `wasm-deployer:plugin`; natively it goes to a `&dyn NativeHost` (the plugin runtime's
+//! `NativePlugin` provides one).
+//! Must not touch: any ambient resource (files, environment, network) — a plugin gets
+//! nothing that does not pass through here.
+
+use crate::model::{DeployerError, KubeOp, LogLevel, ObjectRef};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Host services for a natively compiled plugin (the native twin of the WIT imports).
+///
+/// Implemented by the plugin runtime per invocation, scoped to the DeployItem. All methods
+/// are blocking; the runtime runs native plugins on a blocking thread.
+pub trait NativeHost: Send + Sync {
+    /// Emit a log record.
+    fn log(&self, level: LogLevel, message: &str);
+    /// Wall clock, milliseconds since the Unix epoch.
+    fn now_unix_millis(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+    /// Monotonic clock in nanoseconds (only differences are meaningful).
+    fn monotonic_nanos(&self) -> u64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
+    /// Progress checkpoint; `Err` (`ERR_TIMEOUT`) once the progressing timeout passed.
+    fn checkpoint(&self, name: &str) -> Result<(), DeployerError>;
+    /// Time left until the progressing timeout (`None` if it passed or is unknown).
+    fn remaining(&self) -> Option<Duration>;
+    /// One Kubernetes operation on the item's Target cluster (see [`KubeOp`] for results).
+    fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError>;
+}
+
+/// A [`NativeHost`] with no Kubernetes access and no timeout; logs go nowhere.
+/// Handy for unit tests and examples.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullHost;
+
+impl NativeHost for NullHost {
+    fn log(&self, _level: LogLevel, _message: &str) {}
+    fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
+        Ok(())
+    }
+    fn remaining(&self) -> Option<Duration> {
+        None
+    }
+    fn kube(&self, _op: KubeOp) -> Result<Option<String>, DeployerError> {
+        Err(DeployerError::internal(
+            "KubernetesUnavailable",
+            "no Kubernetes access in this context",
+        ))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum HostRef<'a> {
+    Native(&'a dyn NativeHost),
+    #[cfg(target_arch = "wasm32")]
+    Wasm,
+}
+
+/// The plugin's view of the host for one invocation.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    host: HostRef<'a>,
+}
+
+impl std::fmt::Debug for Ctx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.host {
+            HostRef::Native(_) => "Ctx(native)",
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => "Ctx(wasm)",
+        })
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// A context backed by a native host (used by the runtime's `NativePlugin` and tests).
+    pub fn native(host: &'a dyn NativeHost) -> Self {
+        Ctx {
+            host: HostRef::Native(host),
+        }
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn wasm() -> Ctx<'static> {
+        Ctx {
+            host: HostRef::Wasm,
+        }
+    }
+
+    /// Log `message` at `level` (goes into the host's `tracing` output).
+    pub fn log(&self, level: LogLevel, message: &str) {
+        match self.host {
+            HostRef::Native(h) => h.log(level, message),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::log(level, message),
+        }
+    }
+
+    /// Log at debug level.
+    pub fn debug(&self, message: &str) {
+        self.log(LogLevel::Debug, message)
+    }
+
+    /// Log at info level.
+    pub fn info(&self, message: &str) {
+        self.log(LogLevel::Info, message)
+    }
+
+    /// Log at warn level.
+    pub fn warn(&self, message: &str) {
+        self.log(LogLevel::Warn, message)
+    }
+
+    /// Log at error level.
+    pub fn error(&self, message: &str) {
+        self.log(LogLevel::Error, message)
+    }
+
+    /// Wall clock in milliseconds since the Unix epoch.
+    pub fn now_unix_millis(&self) -> u64 {
+        match self.host {
+            HostRef::Native(h) => h.now_unix_millis(),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::now_unix_millis(),
+        }
+    }
+
+    /// Wall clock as RFC 3339 (UTC, seconds precision), e.g. `2026-01-01T00:00:00Z`.
+    pub fn now_rfc3339(&self) -> String {
+        crate::time::format_rfc3339(self.now_unix_millis())
+    }
+
+    /// Monotonic clock in nanoseconds.
+    pub fn monotonic_nanos(&self) -> u64 {
+        match self.host {
+            HostRef::Native(h) => h.monotonic_nanos(),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::monotonic_nanos(),
+        }
+    }
+
+    /// Report a progress checkpoint. Returns `Err` with `ERR_TIMEOUT` once the item's
+    /// progressing timeout has passed; return that error from `reconcile`/`delete`.
+    pub fn checkpoint(&self, name: &str) -> Result<(), DeployerError> {
+        match self.host {
+            HostRef::Native(h) => h.checkpoint(name),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::checkpoint(name),
+        }
+    }
+
+    /// Time left until the progressing timeout.
+    pub fn remaining(&self) -> Option<Duration> {
+        match self.host {
+            HostRef::Native(h) => h.remaining(),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::remaining(),
+        }
+    }
+
+    /// Raw Kubernetes operation on the item's Target cluster.
+    pub fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
+        match self.host {
+            HostRef::Native(h) => h.kube(op),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::kube(op),
+        }
+    }
+
+    /// Read an object; `None` if it does not exist.
+    pub fn kube_get(&self, object: &ObjectRef) -> Result<Option<Value>, DeployerError> {
+        self.kube(KubeOp::Get(object.clone()))?
+            .map(|s| parse_host_json(&s))
+            .transpose()
+    }
+
+    /// Create an object; returns the created object.
+    pub fn kube_create(&self, object: &Value) -> Result<Value, DeployerError> {
+        let out = self.kube(KubeOp::Create {
+            object_json: object.to_string(),
+        })?;
+        parse_host_json(out.as_deref().unwrap_or("null"))
+    }
+
+    /// Replace an object; returns the updated object.
+    pub fn kube_update(&self, object: &Value) -> Result<Value, DeployerError> {
+        let out = self.kube(KubeOp::Update {
+            object_json: object.to_string(),
+        })?;
+        parse_host_json(out.as_deref().unwrap_or("null"))
+    }
+
+    /// Delete an object; `true` if it existed.
+    pub fn kube_delete(&self, object: &ObjectRef) -> Result<bool, DeployerError> {
+        Ok(self.kube(KubeOp::Delete(object.clone()))?.is_some())
+    }
+}
+
+fn parse_host_json(s: &str) -> Result<Value, DeployerError> {
+    serde_json::from_str(s).map_err(|e| {
+        DeployerError::internal(
+            "InvalidHostResponse",
+            format!("host returned invalid JSON: {e}"),
+        )
+    })
+}

@@ -1,0 +1,161 @@
+//! # sdk-guest — write wasm-deployer plugins in Rust
+//!
+//! A plugin is one `impl` of [`Deployer`] plus one [`export_deployer!`] line. Built for
+//! `wasm32-wasip2` (`cargo xtask build-plugins`) the crate becomes a WASI component that
+//! targets the `wasm-deployer:plugin/deployer-plugin` world in `wit/deployer.wit`. Built
+//! natively, the same code runs in-process (the plugin runtime's `NativePlugin`), which the
+//! host uses for benchmarks and differential tests.
+//!
+//! Owns: the plain data model shared by plugins, the runtime and the host ([`Invocation`],
+//! [`Response`], [`DeployerError`], ...), typed Landscaper models ([`DeployItem`],
+//! [`Target`], [`Context`]), the capability handle [`Ctx`], and the WIT glue (wasm32 only).
+//! Must not touch: Kubernetes status writes, timestamps, finalizers or export Secrets — the
+//! host owns those; a plugin only *returns* data.
+//!
+//! Natively this crate depends on nothing but `serde`/`serde_json`; `wit-bindgen` is only
+//! pulled in for `wasm32`.
+//!
+//! # Example
+//!
+//! ```
+//! use sdk_guest::{
+//!     export_deployer, ConditionReport, ConditionStatus, Ctx, Deployer, DeployerError,
+//!     Description, Invocation, Response,
+//! };
+//!
+//! #[derive(serde::Deserialize)]
+//! #[serde(rename_all = "camelCase", deny_unknown_fields)]
+//! struct Config {
+//!     api_version: String,
+//!     kind: String,
+//!     message: String,
+//! }
+//!
+//! pub struct Hello;
+//!
+//! impl Deployer for Hello {
+//!     fn describe() -> Description {
+//!         Description {
+//!             name: "hello".into(),
+//!             version: "0.1.0".into(),
+//!             deploy_item_types: vec!["example.dev/hello".into()],
+//!             hook_types: vec![],
+//!         }
+//!     }
+//!
+//!     fn reconcile(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError> {
+//!         ctx.checkpoint("hello: start reconcile")?;
+//!         let config: Config = inv.provider_config()?; // ERR_CONFIGURATION_PROBLEM on error
+//!         ctx.info(&format!("saying {:?} ({}/{})", config.message, config.api_version, config.kind));
+//!         Ok(Response {
+//!             phase: Some("Succeeded".into()),
+//!             exports: Some(serde_json::json!({ "message": config.message })),
+//!             conditions: vec![ConditionReport::new(
+//!                 "Hello", ConditionStatus::True, "Said", "said hello",
+//!             )],
+//!             ..Default::default()
+//!         })
+//!     }
+//!
+//!     fn delete(_ctx: &Ctx, _inv: Invocation) -> Result<Response, DeployerError> {
+//!         Ok(Response::default())
+//!     }
+//! }
+//!
+//! // Generates the WIT exports on wasm32; expands to nothing natively.
+//! export_deployer!(Hello);
+//!
+//! // Natively, run it against a NullHost:
+//! let item = serde_json::json!({
+//!     "spec": { "type": "example.dev/hello",
+//!               "config": { "apiVersion": "hello/v1", "kind": "Config", "message": "hi" } }
+//! });
+//! let host = sdk_guest::NullHost;
+//! let out = Hello::reconcile(&Ctx::native(&host), Invocation::for_item(item)).unwrap();
+//! assert_eq!(out.phase.as_deref(), Some("Succeeded"));
+//!
+//! let broken = serde_json::json!({ "spec": { "type": "example.dev/hello", "config": { "kind": 1 } } });
+//! let err = Hello::reconcile(&Ctx::native(&host), Invocation::for_item(broken)).unwrap_err();
+//! assert!(err.has_code(sdk_guest::codes::CONFIGURATION_PROBLEM));
+//! ```
+
+#![warn(missing_docs)]
+
+extern crate self as sdk_guest;
+
+mod ctx;
+mod k8s;
+mod model;
+mod time;
+#[cfg(target_arch = "wasm32")]
+mod wasm;
+
+pub use ctx::{Ctx, NativeHost, NullHost};
+pub use k8s::{
+    Context, DeployItem, DeployItemSpec, DeployItemStatus, ObjectMeta, ObjectReference, Target,
+    TargetSpec,
+};
+pub use model::{
+    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
+    ObjectRef, ResolvedTarget, Response, codes, phase,
+};
+pub use time::format_rfc3339;
+
+/// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// A deployer: what a plugin implements.
+///
+/// All functions are associated functions (no `self`): a plugin instance is created fresh
+/// for every invocation, so there is no state to keep between calls except what the
+/// DeployItem status (phase, providerStatus) carries.
+pub trait Deployer {
+    /// Name, version and the DeployItem types handled. Called once at load time.
+    fn describe() -> Description;
+    /// One reconcile step for an item without deletionTimestamp. Must be idempotent.
+    fn reconcile(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError>;
+    /// One delete step for an item with deletionTimestamp.
+    fn delete(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError>;
+}
+
+/// Export a [`Deployer`] implementation as the plugin's WIT `deployer` interface.
+///
+/// Use exactly once per plugin crate, at the crate root: `export_deployer!(MyType);`.
+/// On `wasm32` this generates the component exports; natively it expands to nothing.
+#[macro_export]
+macro_rules! export_deployer {
+    ($ty:ident) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            use $crate::__private::bindings::exports::wasm_deployer::plugin::deployer as __wd;
+            impl __wd::Guest for $ty {
+                fn describe() -> __wd::Description {
+                    $crate::__private::describe::<$ty>()
+                }
+                fn reconcile(
+                    invocation: __wd::Invocation,
+                ) -> ::core::result::Result<__wd::Response, __wd::DeployerError> {
+                    $crate::__private::reconcile::<$ty>(invocation)
+                }
+                fn delete(
+                    invocation: __wd::Invocation,
+                ) -> ::core::result::Result<__wd::Response, __wd::DeployerError> {
+                    $crate::__private::delete::<$ty>(invocation)
+                }
+            }
+            $crate::__private::bindings::__export_wit_bindings!($ty with_types_in $crate::__private::bindings);
+        };
+    };
+}
+
+/// Implementation details of [`export_deployer!`]; not a public API.
+#[doc(hidden)]
+#[cfg(target_arch = "wasm32")]
+pub mod __private {
+    pub use crate::wasm::bindings;
+    pub use crate::wasm::{delete, describe, reconcile};
+    pub use wit_bindgen;
+}
+
+#[cfg(test)]
+mod tests;

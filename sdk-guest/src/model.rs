@@ -1,0 +1,455 @@
+//! Plain data types of the plugin contract (native and wasm).
+//!
+//! Owns: the Rust mirror of the WIT records in `wit/deployer.wit` (description, invocation,
+//! response, conditions, errors, Kubernetes operations) and Landscaper's error codes.
+//! Must not touch: WIT bindings or any host/runtime concern — these types have no wasm
+//! dependency so the host, the runtime and native plugins share them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::time::Duration;
+
+/// Landscaper error codes (`ErrorCode`, contract section 1.2.5).
+pub mod codes {
+    /// `ERR_UNAUTHORIZED` (unrecoverable).
+    pub const UNAUTHORIZED: &str = "ERR_UNAUTHORIZED";
+    /// `ERR_CLEANUP`.
+    pub const CLEANUP: &str = "ERR_CLEANUP";
+    /// `ERR_CONFIGURATION_PROBLEM` (unrecoverable).
+    pub const CONFIGURATION_PROBLEM: &str = "ERR_CONFIGURATION_PROBLEM";
+    /// `ERR_INTERNAL_PROBLEM` (unrecoverable).
+    pub const INTERNAL_PROBLEM: &str = "ERR_INTERNAL_PROBLEM";
+    /// `ERR_TIMEOUT` (unrecoverable).
+    pub const TIMEOUT: &str = "ERR_TIMEOUT";
+    /// `ERR_CYCLIC_DEPENDENCIES` (unrecoverable).
+    pub const CYCLIC_DEPENDENCIES: &str = "ERR_CYCLIC_DEPENDENCIES";
+    /// `ERR_WEBHOOK`.
+    pub const WEBHOOK: &str = "ERR_WEBHOOK";
+    /// `ERR_UNFINISHED`.
+    pub const UNFINISHED: &str = "ERR_UNFINISHED";
+    /// `ERR_FOR_INFO_ONLY` (only lowers the log level).
+    pub const FOR_INFO_ONLY: &str = "ERR_FOR_INFO_ONLY";
+    /// `ERR_NO_RETRY`.
+    pub const NO_RETRY: &str = "ERR_NO_RETRY";
+
+    /// Codes that force a DeployItem into `Failed` / `DeleteFailed`.
+    pub const UNRECOVERABLE: [&str; 5] = [
+        CONFIGURATION_PROBLEM,
+        INTERNAL_PROBLEM,
+        TIMEOUT,
+        UNAUTHORIZED,
+        CYCLIC_DEPENDENCIES,
+    ];
+}
+
+/// Well-known DeployItem phases (contract section 1.3.3).
+pub mod phase {
+    /// Job picked up, not started.
+    pub const INIT: &str = "Init";
+    /// Work in progress.
+    pub const PROGRESSING: &str = "Progressing";
+    /// Final: success.
+    pub const SUCCEEDED: &str = "Succeeded";
+    /// Final: failure.
+    pub const FAILED: &str = "Failed";
+    /// Deletion picked up.
+    pub const INIT_DELETE: &str = "InitDelete";
+    /// Deletion in progress.
+    pub const DELETING: &str = "Deleting";
+    /// Final: deletion failed.
+    pub const DELETE_FAILED: &str = "DeleteFailed";
+}
+
+/// What a plugin says about itself (WIT `description`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Description {
+    /// Plugin name, e.g. `mock`.
+    pub name: String,
+    /// Plugin version, e.g. `0.1.0`.
+    pub version: String,
+    /// DeployItem `spec.type` values handled.
+    pub deploy_item_types: Vec<String>,
+    /// Landscaper hook types implemented (informational; hooks are disabled in Landscaper).
+    pub hook_types: Vec<String>,
+}
+
+/// A resolved Target: the Target object plus its resolved content (WIT `resolved-target`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ResolvedTarget {
+    /// The Target object.
+    pub target: Value,
+    /// The resolved content (raw JSON of `spec.config`, or Secret data).
+    pub content: String,
+}
+
+/// Input of one reconcile/delete step (WIT `invocation`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Invocation {
+    /// The full DeployItem (metadata, spec, status).
+    pub deploy_item: Value,
+    /// The resolved Target, if the item references one.
+    pub target: Option<ResolvedTarget>,
+    /// The Landscaper Context named by `spec.context`, if found.
+    pub context: Option<Value>,
+    /// The current `status.providerStatus`.
+    pub previous_provider_status: Option<Value>,
+}
+
+impl Invocation {
+    /// An invocation for `deploy_item`, with `previous_provider_status` taken from its status.
+    pub fn for_item(deploy_item: Value) -> Self {
+        let previous_provider_status = deploy_item
+            .pointer("/status/providerStatus")
+            .filter(|v| !v.is_null())
+            .cloned();
+        Invocation {
+            deploy_item,
+            target: None,
+            context: None,
+            previous_provider_status,
+        }
+    }
+
+    /// The DeployItem as a typed model. Fails with `ERR_CONFIGURATION_PROBLEM`.
+    pub fn deploy_item_typed(&self) -> Result<crate::DeployItem, DeployerError> {
+        serde_json::from_value(self.deploy_item.clone()).map_err(|e| {
+            DeployerError::configuration("ParseDeployItem", format!("invalid DeployItem: {e}"))
+        })
+    }
+
+    /// `spec.config` (the ProviderConfiguration) as raw JSON, if present and non-empty.
+    pub fn provider_config_raw(&self) -> Option<&Value> {
+        self.deploy_item
+            .pointer("/spec/config")
+            .filter(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
+    }
+
+    /// Decode `spec.config` into `T`.
+    ///
+    /// Errors (all `ERR_CONFIGURATION_PROBLEM`): reason `ProviderConfigurationMissing` if the
+    /// config is absent or empty, reason `ParseProviderConfiguration` with the decode error
+    /// (including the JSON path) otherwise.
+    pub fn provider_config<T: serde::de::DeserializeOwned>(&self) -> Result<T, DeployerError> {
+        let raw = self.provider_config_raw().ok_or_else(|| {
+            DeployerError::configuration(
+                "ProviderConfigurationMissing",
+                "provider configuration missing",
+            )
+        })?;
+        T::deserialize(raw).map_err(|e| {
+            DeployerError::configuration(
+                "ParseProviderConfiguration",
+                format!("invalid provider configuration (spec.config): {e}"),
+            )
+        })
+    }
+
+    /// `status.phase` of the DeployItem (empty string if unset).
+    pub fn current_phase(&self) -> &str {
+        self.deploy_item
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// The Target as a typed model, if any.
+    pub fn target_typed(&self) -> Result<Option<crate::Target>, DeployerError> {
+        self.target
+            .as_ref()
+            .map(|t| {
+                serde_json::from_value(t.target.clone()).map_err(|e| {
+                    DeployerError::configuration("ParseTarget", format!("invalid Target: {e}"))
+                })
+            })
+            .transpose()
+    }
+
+    /// The Context as a typed model, if any.
+    pub fn context_typed(&self) -> Result<Option<crate::Context>, DeployerError> {
+        self.context
+            .as_ref()
+            .map(|c| {
+                serde_json::from_value(c.clone()).map_err(|e| {
+                    DeployerError::configuration("ParseContext", format!("invalid Context: {e}"))
+                })
+            })
+            .transpose()
+    }
+}
+
+/// Status of a condition (WIT `condition-status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConditionStatus {
+    /// `True`
+    True,
+    /// `False`
+    False,
+    /// `Unknown`
+    Unknown,
+    /// `Progressing`
+    Progressing,
+}
+
+impl ConditionStatus {
+    /// The Kubernetes string form (`True`, `False`, `Unknown`, `Progressing`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+            ConditionStatus::Progressing => "Progressing",
+        }
+    }
+}
+
+/// A condition reported by a plugin (WIT `condition-report`). Timestamps are the host's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConditionReport {
+    /// Condition type, e.g. `DeployItemValidation`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Status.
+    pub status: ConditionStatus,
+    /// Reason (CamelCase).
+    pub reason: String,
+    /// Message.
+    pub message: String,
+    /// Optional `ERR_*` codes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<String>,
+}
+
+impl ConditionReport {
+    /// A condition without codes.
+    pub fn new(
+        type_: impl Into<String>,
+        status: ConditionStatus,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ConditionReport {
+            type_: type_.into(),
+            status,
+            reason: reason.into(),
+            message: message.into(),
+            codes: Vec::new(),
+        }
+    }
+}
+
+/// Successful outcome of a step (WIT `response`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Response {
+    /// New `status.phase`; `None` keeps the current phase.
+    pub phase: Option<String>,
+    /// New `status.providerStatus`; `None` keeps the current one.
+    pub provider_status: Option<Value>,
+    /// Exports; the host writes them into the export Secret (key `config`).
+    pub exports: Option<Value>,
+    /// Conditions to create/update.
+    pub conditions: Vec<ConditionReport>,
+    /// "Not yet, call me again after this delay."
+    pub retry_after: Option<Duration>,
+}
+
+impl Response {
+    /// A response setting `phase`.
+    pub fn with_phase(phase: impl Into<String>) -> Self {
+        Response {
+            phase: Some(phase.into()),
+            ..Default::default()
+        }
+    }
+
+    /// A response that asks to be called again after `after`, without changing the phase.
+    pub fn retry_after(after: Duration) -> Self {
+        Response {
+            retry_after: Some(after),
+            ..Default::default()
+        }
+    }
+}
+
+/// A failed step (WIT `deployer-error`), mapped by the host onto `status.lastError`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DeployerError {
+    /// `ERR_*` codes (see [`codes`]).
+    pub codes: Vec<String>,
+    /// Operation, e.g. `reconcile`. Left empty, the SDK and runtime fill in the name of the
+    /// exported function (`reconcile` / `delete`).
+    pub operation: String,
+    /// Reason (CamelCase).
+    pub reason: String,
+    /// Message saying what is wrong.
+    pub message: String,
+    /// Conditions the host should still apply although the step failed (e.g. the mock's
+    /// `DeployItemValidation=False`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionReport>,
+}
+
+impl DeployerError {
+    /// An error with the given codes.
+    pub fn new(codes: &[&str], reason: impl Into<String>, message: impl Into<String>) -> Self {
+        DeployerError {
+            codes: codes.iter().map(|c| c.to_string()).collect(),
+            operation: String::new(),
+            reason: reason.into(),
+            message: message.into(),
+            conditions: Vec::new(),
+        }
+    }
+
+    /// `ERR_CONFIGURATION_PROBLEM`: the DeployItem (or its Target) is wrong; the item fails.
+    pub fn configuration(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(&[codes::CONFIGURATION_PROBLEM], reason, message)
+    }
+
+    /// `ERR_INTERNAL_PROBLEM`: a bug or an unexpected state; the item fails.
+    pub fn internal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(&[codes::INTERNAL_PROBLEM], reason, message)
+    }
+
+    /// `ERR_TIMEOUT`: a timeout; the item fails.
+    pub fn timeout(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(&[codes::TIMEOUT], reason, message)
+    }
+
+    /// Landscaper's progressing-timeout error for checkpoint `checkpoint`
+    /// (operation `StandardTimeoutChecker.TimeoutExceeded`, reason `ProgressingTimeout`,
+    /// message `timeout at: "<checkpoint>"`, code `ERR_TIMEOUT`).
+    pub fn progressing_timeout(checkpoint: &str) -> Self {
+        Self::timeout("ProgressingTimeout", format!("timeout at: {checkpoint:?}"))
+            .with_operation("StandardTimeoutChecker.TimeoutExceeded")
+    }
+
+    /// No code: the item stays unfinished and is retried (until the progressing timeout).
+    pub fn retryable(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(&[], reason, message)
+    }
+
+    /// Set the operation.
+    pub fn with_operation(mut self, operation: impl Into<String>) -> Self {
+        self.operation = operation.into();
+        self
+    }
+
+    /// Add a code (no duplicates).
+    pub fn with_code(mut self, code: &str) -> Self {
+        if !self.has_code(code) {
+            self.codes.push(code.to_string());
+        }
+        self
+    }
+
+    /// Attach a condition the host applies despite the failure.
+    pub fn with_condition(mut self, condition: ConditionReport) -> Self {
+        self.conditions.push(condition);
+        self
+    }
+
+    /// Whether `code` is among the codes.
+    pub fn has_code(&self, code: &str) -> bool {
+        self.codes.iter().any(|c| c == code)
+    }
+
+    /// Whether any code is unrecoverable (the host then sets `Failed`/`DeleteFailed`).
+    pub fn is_unrecoverable(&self) -> bool {
+        self.codes
+            .iter()
+            .any(|c| codes::UNRECOVERABLE.contains(&c.as_str()))
+    }
+
+    /// Fill in `operation` if it is empty.
+    pub fn or_operation(mut self, operation: &str) -> Self {
+        if self.operation.is_empty() {
+            self.operation = operation.to_string();
+        }
+        self
+    }
+}
+
+impl fmt::Display for DeployerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.operation)?;
+        if !self.operation.is_empty() {
+            write!(f, ": ")?;
+        }
+        write!(f, "{}: {}", self.reason, self.message)?;
+        if !self.codes.is_empty() {
+            write!(f, " [{}]", self.codes.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DeployerError {}
+
+/// Log levels (WIT `log-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum LogLevel {
+    /// trace
+    Trace,
+    /// debug
+    Debug,
+    /// info
+    Info,
+    /// warn
+    Warn,
+    /// error
+    Error,
+}
+
+/// Identifies one Kubernetes object (WIT `kubernetes.object-ref`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// `apiVersion`, e.g. `v1`.
+    pub api_version: String,
+    /// `kind`, e.g. `ConfigMap`.
+    pub kind: String,
+    /// Namespace; `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// A namespaced object reference.
+    pub fn namespaced(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: Some(namespace.into()),
+            name: name.into(),
+        }
+    }
+}
+
+/// One Kubernetes operation on the item's Target cluster (WIT `kubernetes` interface).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KubeOp {
+    /// Read an object. Result: `Some(json)`, or `None` if not found.
+    Get(ObjectRef),
+    /// Create an object. Result: `Some(created object json)`.
+    Create {
+        /// The object as JSON.
+        object_json: String,
+    },
+    /// Replace an object. Result: `Some(updated object json)`.
+    Update {
+        /// The object as JSON.
+        object_json: String,
+    },
+    /// Delete an object. Result: `Some(_)` if it existed, `None` if it was already gone.
+    Delete(ObjectRef),
+}

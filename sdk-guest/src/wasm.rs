@@ -1,0 +1,211 @@
+//! WIT glue, compiled only for `wasm32`: the `wit-bindgen` bindings of the
+//! `deployer-plugin` world and conversions between them and the plain types in `model`.
+//!
+//! Owns: calls into the WIT imports and the bodies of the WIT exports that
+//! `export_deployer!` wires to a [`crate::Deployer`].
+//! Must not touch: plugin logic or any WASI interface directly.
+
+#![allow(missing_docs)]
+
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "deployer-plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_wit_bindings",
+        default_bindings_module: "::sdk_guest::__private::bindings",
+        runtime_path: "::sdk_guest::__private::wit_bindgen::rt",
+    });
+}
+
+use crate::model::{
+    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
+    ResolvedTarget, Response,
+};
+use crate::{Ctx, Deployer};
+use bindings::wasm_deployer::plugin as wit;
+use std::time::Duration;
+
+pub(crate) fn log(level: LogLevel, message: &str) {
+    let level = match level {
+        LogLevel::Trace => wit::types::LogLevel::Trace,
+        LogLevel::Debug => wit::types::LogLevel::Debug,
+        LogLevel::Info => wit::types::LogLevel::Info,
+        LogLevel::Warn => wit::types::LogLevel::Warn,
+        LogLevel::Error => wit::types::LogLevel::Error,
+    };
+    wit::log::log(level, message);
+}
+
+pub(crate) fn now_unix_millis() -> u64 {
+    wit::clock::now_unix_millis()
+}
+
+pub(crate) fn monotonic_nanos() -> u64 {
+    wit::clock::monotonic_nanos()
+}
+
+pub(crate) fn checkpoint(name: &str) -> Result<(), DeployerError> {
+    wit::progress::checkpoint(name).map_err(error_from_wit)
+}
+
+pub(crate) fn remaining() -> Option<Duration> {
+    wit::progress::remaining_millis().map(Duration::from_millis)
+}
+
+fn ref_to_wit(r: crate::ObjectRef) -> wit::kubernetes::ObjectRef {
+    wit::kubernetes::ObjectRef {
+        api_version: r.api_version,
+        kind: r.kind,
+        namespace: r.namespace,
+        name: r.name,
+    }
+}
+
+pub(crate) fn kube(op: KubeOp) -> Result<Option<String>, DeployerError> {
+    let r = match op {
+        KubeOp::Get(r) => wit::kubernetes::get(&ref_to_wit(r)),
+        KubeOp::Create { object_json } => wit::kubernetes::create(&object_json).map(Some),
+        KubeOp::Update { object_json } => wit::kubernetes::update(&object_json).map(Some),
+        KubeOp::Delete(r) => {
+            wit::kubernetes::delete(&ref_to_wit(r)).map(|existed| existed.then(String::new))
+        }
+    };
+    r.map_err(error_from_wit)
+}
+
+fn status_to_wit(s: ConditionStatus) -> wit::types::ConditionStatus {
+    match s {
+        ConditionStatus::True => wit::types::ConditionStatus::True,
+        ConditionStatus::False => wit::types::ConditionStatus::False,
+        ConditionStatus::Unknown => wit::types::ConditionStatus::Unknown,
+        ConditionStatus::Progressing => wit::types::ConditionStatus::Progressing,
+    }
+}
+
+fn status_from_wit(s: wit::types::ConditionStatus) -> ConditionStatus {
+    match s {
+        wit::types::ConditionStatus::True => ConditionStatus::True,
+        wit::types::ConditionStatus::False => ConditionStatus::False,
+        wit::types::ConditionStatus::Unknown => ConditionStatus::Unknown,
+        wit::types::ConditionStatus::Progressing => ConditionStatus::Progressing,
+    }
+}
+
+fn condition_to_wit(c: ConditionReport) -> wit::types::ConditionReport {
+    wit::types::ConditionReport {
+        type_: c.type_,
+        status: status_to_wit(c.status),
+        reason: c.reason,
+        message: c.message,
+        codes: c.codes,
+    }
+}
+
+fn condition_from_wit(c: wit::types::ConditionReport) -> ConditionReport {
+    ConditionReport {
+        type_: c.type_,
+        status: status_from_wit(c.status),
+        reason: c.reason,
+        message: c.message,
+        codes: c.codes,
+    }
+}
+
+fn error_to_wit(e: DeployerError) -> wit::types::DeployerError {
+    wit::types::DeployerError {
+        codes: e.codes,
+        operation: e.operation,
+        reason: e.reason,
+        message: e.message,
+        conditions: e.conditions.into_iter().map(condition_to_wit).collect(),
+    }
+}
+
+fn error_from_wit(e: wit::types::DeployerError) -> DeployerError {
+    DeployerError {
+        codes: e.codes,
+        operation: e.operation,
+        reason: e.reason,
+        message: e.message,
+        conditions: e.conditions.into_iter().map(condition_from_wit).collect(),
+    }
+}
+
+fn parse_json(what: &str, s: &str) -> Result<serde_json::Value, DeployerError> {
+    serde_json::from_str(s).map_err(|e| {
+        DeployerError::internal(
+            "InvalidHostInput",
+            format!("host sent invalid JSON for {what}: {e}"),
+        )
+    })
+}
+
+fn invocation_from_wit(inv: wit::types::Invocation) -> Result<Invocation, DeployerError> {
+    Ok(Invocation {
+        deploy_item: parse_json("deploy-item", &inv.deploy_item)?,
+        target: inv
+            .target
+            .map(|t| {
+                Ok::<_, DeployerError>(ResolvedTarget {
+                    target: parse_json("target", &t.target)?,
+                    content: t.content,
+                })
+            })
+            .transpose()?,
+        context: inv.context.map(|c| parse_json("context", &c)).transpose()?,
+        previous_provider_status: inv
+            .previous_provider_status
+            .map(|p| parse_json("previous-provider-status", &p))
+            .transpose()?,
+    })
+}
+
+fn response_to_wit(r: Response) -> wit::types::Response {
+    wit::types::Response {
+        phase: r.phase,
+        provider_status: r.provider_status.map(|v| v.to_string()),
+        exports: r.exports.map(|v| v.to_string()),
+        conditions: r.conditions.into_iter().map(condition_to_wit).collect(),
+        retry_after_ms: r.retry_after.map(|d| d.as_millis() as u64),
+    }
+}
+
+pub fn describe<D: Deployer>() -> wit::types::Description {
+    let Description {
+        name,
+        version,
+        deploy_item_types,
+        hook_types,
+    } = D::describe();
+    wit::types::Description {
+        name,
+        version,
+        deploy_item_types,
+        hook_types,
+    }
+}
+
+fn run(
+    operation: &str,
+    inv: wit::types::Invocation,
+    f: impl FnOnce(&Ctx<'static>, Invocation) -> Result<Response, DeployerError>,
+) -> Result<wit::types::Response, wit::types::DeployerError> {
+    let ctx = Ctx::wasm();
+    invocation_from_wit(inv)
+        .and_then(|inv| f(&ctx, inv))
+        .map(response_to_wit)
+        .map_err(|e| error_to_wit(e.or_operation(operation)))
+}
+
+pub fn reconcile<D: Deployer>(
+    inv: wit::types::Invocation,
+) -> Result<wit::types::Response, wit::types::DeployerError> {
+    run("reconcile", inv, D::reconcile)
+}
+
+pub fn delete<D: Deployer>(
+    inv: wit::types::Invocation,
+) -> Result<wit::types::Response, wit::types::DeployerError> {
+    run("delete", inv, D::delete)
+}

@@ -1,0 +1,151 @@
+//! The README's promise, end to end: `deployer-host dev` serves on loopback, a mock DeployItem
+//! applied from `examples/` ends `Succeeded` with `jobIDFinished == jobID` within seconds, and
+//! deleting it removes it. Uses kubectl when installed (a client we did not write), kube-rs
+//! over HTTP otherwise.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deployer_host::landscaper::{DeployItem, Phase};
+
+struct DevProcess {
+    child: Child,
+    url: String,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for DevProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_dev(extra: &[&str]) -> DevProcess {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(["dev", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .arg("--plugins")
+        .arg(support::plugins_dir())
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn deployer-host dev");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("expected `ready <url>`, got {line:?}"))
+        .to_string();
+    DevProcess { child, url, kubeconfig, _dir: dir }
+}
+
+fn kubectl() -> Option<PathBuf> {
+    ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+fn run_kubectl(kubectl: &Path, kubeconfig: &Path, home: &Path, args: &[&str]) -> String {
+    let out = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("HOME", home)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn example() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/10-deployitem-mock.yaml")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_runs_the_mock_example_to_succeeded_and_deletes_it() {
+    let dev = start_dev(&[]);
+    let Some(kubectl) = kubectl() else {
+        eprintln!("SKIP kubectl part: kubectl not installed; checking over HTTP with kube-rs");
+        return check_over_http(&dev).await;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let example = example();
+    run_kubectl(&kubectl, &dev.kubeconfig, home.path(), &["apply", "-f", example.to_str().unwrap()]);
+
+    let started = Instant::now();
+    let item = loop {
+        let yaml = run_kubectl(
+            &kubectl,
+            &dev.kubeconfig,
+            home.path(),
+            &["get", "deployitem", "my-mock-item", "-o", "json"],
+        );
+        let item: DeployItem = serde_json::from_str(&yaml).unwrap();
+        let s = item.status();
+        if !s.job_id.is_empty() && s.job_id == s.job_id_finished {
+            break item;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "not finished: {yaml}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(item.status().phase, Phase::Succeeded);
+
+    // kubectl delete waits until the finalizer is gone and the object disappears.
+    run_kubectl(
+        &kubectl,
+        &dev.kubeconfig,
+        home.path(),
+        &["delete", "deployitem", "my-mock-item", "--timeout=30s"],
+    );
+    let out = Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&dev.kubeconfig)
+        .args(["get", "deployitem", "my-mock-item"])
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "deleted item is gone");
+}
+
+async fn check_over_http(dev: &DevProcess) {
+    let kc = kube::config::Kubeconfig::read_from(&dev.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    assert_eq!(config.cluster_url.to_string().trim_end_matches('/'), dev.url);
+    let client = kube::Client::try_from(config).unwrap();
+    let api: kube::Api<DeployItem> = kube::Api::namespaced(client, "default");
+    let item: DeployItem = serde_yaml::from_str(&std::fs::read_to_string(example()).unwrap()).unwrap();
+    api.create(&Default::default(), &item).await.unwrap();
+    let started = Instant::now();
+    loop {
+        let s = api.get("my-mock-item").await.unwrap().status();
+        if !s.job_id.is_empty() && s.job_id == s.job_id_finished {
+            assert_eq!(s.phase, Phase::Succeeded);
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    api.delete("my-mock-item", &Default::default()).await.unwrap();
+    let started = Instant::now();
+    while api.get_opt("my-mock-item").await.unwrap().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

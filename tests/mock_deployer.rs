@@ -1,0 +1,263 @@
+//! Contract stories with the mock deployer plugin (Landscaper contract sections 3 and 8, cases
+//! of 12.1 and 12.2), run against the embedded API server with the simulated Landscaper.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use deployer_host::config::HostConfig;
+use deployer_host::landscaper::{FINALIZER, Phase, codes};
+use deployer_host::targetselector::{Requirement, TargetSelector};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{Harness, Options};
+
+const MOCK_SUCCEEDED: &str = r#"
+apiVersion: landscaper.gardener.cloud/v1alpha1
+kind: DeployItem
+metadata: {name: NAME, namespace: default}
+spec:
+  type: landscaper.gardener.cloud/mock
+  config:
+    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    phase: Succeeded
+    providerStatus:
+      apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
+      kind: ProviderStatus
+      key1: val1
+    export:
+      key2: val2
+"#;
+
+fn mock_item(name: &str) -> String {
+    MOCK_SUCCEEDED.replace("NAME", name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_with_exports() {
+    let h = Harness::start().await;
+    h.create_item(&mock_item("exports")).await;
+
+    let item = h.wait_finished("default", "exports").await;
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Succeeded);
+    assert_eq!(s.job_id, s.job_id_finished);
+    assert_eq!(s.observed_generation, 1);
+    assert!(s.last_reconcile_time.is_some(), "pickup is marked");
+    assert!(s.last_error.is_none());
+    let deployer = s.deployer.clone().expect("status.deployer");
+    assert_eq!(deployer.name, "wasm-deployer");
+    assert!(!deployer.identity.is_empty() && !deployer.version.is_empty());
+    let times = s.transition_times.clone().unwrap();
+    assert!(times.trigger_time.is_some() && times.init_time.is_some() && times.finished_time.is_some());
+    assert_eq!(s.provider_status.clone().unwrap()["key1"], "val1");
+    assert!(item.has_finalizer(FINALIZER));
+    let validation = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "DeployItemValidation")
+        .expect("DeployItemValidation condition");
+    assert_eq!(validation.status, "True");
+
+    let export_ref = s.export_ref.clone().expect("status.exportRef");
+    assert!(export_ref.name.starts_with("mock-export-"), "{}", export_ref.name);
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
+    let secret = secrets.get(&export_ref.name).await.unwrap();
+    let config = &secret.data.unwrap()["config"].0;
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(config).unwrap(), json!({"key2": "val2"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_succeeded_item_when_it_is_deleted_then_it_and_its_export_disappear() {
+    let h = Harness::start().await;
+    h.create_item(&mock_item("to-delete")).await;
+    let item = h.wait_finished("default", "to-delete").await;
+    let export = item.status().export_ref.unwrap().name;
+
+    h.items("default").delete("to-delete", &DeleteParams::default()).await.unwrap();
+    h.wait_gone("default", "to-delete", Duration::from_secs(20)).await;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
+    assert!(secrets.get_opt(&export).await.unwrap().is_none(), "export Secret removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_delete_without_uninstall_when_deleted_then_only_the_finalizer_goes() {
+    let h = Harness::start().await;
+    h.create_item(&mock_item("keep")).await;
+    h.wait_finished("default", "keep").await;
+    let patch = json!({"metadata": {"annotations": {"landscaper.gardener.cloud/delete-without-uninstall": "true"}}});
+    h.items("default")
+        .patch("keep", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let calls_before = h.deployer.stats.plugin_calls.load(Ordering::Relaxed);
+
+    h.items("default").delete("keep", &DeleteParams::default()).await.unwrap();
+    h.wait_gone("default", "keep", Duration::from_secs(20)).await;
+    assert_eq!(
+        h.deployer.stats.plugin_calls.load(Ordering::Relaxed),
+        calls_before,
+        "the plugin's delete was not called"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_spec_change_when_landscaper_issues_a_new_job_then_the_new_config_is_applied() {
+    let h = Harness::start().await;
+    h.create_item(&mock_item("changed")).await;
+    let first = h.wait_finished("default", "changed").await;
+
+    let patch = json!({"spec": {"config": {"providerStatus": {"key1": "val2"}}}});
+    h.items("default")
+        .patch("changed", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let second = h
+        .wait_for("default", "changed", Duration::from_secs(20), |i| {
+            let s = i.status();
+            s.job_id != first.status().job_id && s.job_id == s.job_id_finished
+        })
+        .await;
+    let s = second.status();
+    assert_eq!(s.observed_generation, 2);
+    assert_eq!(s.provider_status.unwrap()["key1"], "val2");
+    assert_eq!(s.export_ref, first.status().export_ref, "the export Secret is reused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_malformed_config_then_the_item_fails_with_a_configuration_problem() {
+    let h = Harness::start().await;
+    h.create_item(
+        r#"
+apiVersion: landscaper.gardener.cloud/v1alpha1
+kind: DeployItem
+metadata: {name: broken, namespace: default}
+spec:
+  type: landscaper.gardener.cloud/mock
+  config:
+    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    phase: [not, a, phase]
+"#,
+    )
+    .await;
+    let item = h.wait_finished("default", "broken").await;
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert!(err.codes.contains(&codes::CONFIGURATION_PROBLEM.to_string()), "{err:?}");
+    assert!(err.message.contains("phase"), "message says what is wrong: {}", err.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_no_provider_configuration_then_the_item_fails() {
+    let h = Harness::start().await;
+    h.create_item(
+        "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: empty, namespace: default}\nspec: {type: landscaper.gardener.cloud/mock}\n",
+    )
+    .await;
+    let s = h.wait_finished("default", "empty").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert_eq!(err.reason, "ProviderConfigurationMissing");
+    assert_eq!(err.codes, vec![codes::CONFIGURATION_PROBLEM.to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_missing_target_then_the_item_fails_with_no_target_found() {
+    let h = Harness::start().await;
+    h.create_item(&mock_item("no-target").replace(
+        "spec:\n",
+        "spec:\n  target: {name: does-not-exist, namespace: default}\n",
+    ))
+    .await;
+    let s = h.wait_finished("default", "no-target").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(s.last_error.unwrap().reason, "NoTargetFound");
+    assert!(s.last_reconcile_time.is_none(), "Landscaper does not initialise the status here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_missing_context_then_the_job_stays_unfinished_and_is_retried() {
+    let h = Harness::start().await;
+    h.create_item(&mock_item("no-context").replace("spec:\n", "spec:\n  context: nope\n"))
+        .await;
+    let item = h
+        .wait_for("default", "no-context", Duration::from_secs(20), |i| {
+            i.status().last_errors.len() >= 2
+        })
+        .await;
+    let s = item.status();
+    assert_ne!(s.job_id, s.job_id_finished, "retryable errors do not finish the job");
+    assert_eq!(s.phase, Phase::Init);
+    assert_eq!(s.last_error.unwrap().reason, "GetLandscaperContext");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_items_that_are_not_ours_then_they_are_never_written() {
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.target_selectors = vec![TargetSelector {
+        annotations: vec![Requirement {
+            key: "somekey".into(),
+            operator: "=".into(),
+            values: vec!["do".into()],
+        }],
+        ..Default::default()
+    }];
+    let h = Harness::start_with(Options {
+        config,
+        ..Options::default()
+    })
+    .await;
+    // An item of another type, and a mock item whose Target does not match the selector.
+    let foreign = h
+        .create_item(&mock_item("foreign").replace("landscaper.gardener.cloud/mock", "example.com/other"))
+        .await;
+    let unmatched = h
+        .create_item(&mock_item("unmatched").replace("spec:\n", "spec:\n  target: {name: default, namespace: default}\n"))
+        .await;
+    // A Target that matches, and an item on it, to know when the host has run.
+    let targets: Api<deployer_host::landscaper::Target> = Api::namespaced(h.client.clone(), "default");
+    let mut matching = targets.get("default").await.unwrap();
+    matching.metadata = kube::api::ObjectMeta {
+        name: Some("matching".into()),
+        namespace: Some("default".into()),
+        annotations: Some([("somekey".to_string(), "do".to_string())].into()),
+        ..Default::default()
+    };
+    targets.create(&PostParams::default(), &matching).await.unwrap();
+    h.create_item(&mock_item("matched").replace("spec:\n", "spec:\n  target: {name: matching, namespace: default}\n"))
+        .await;
+    h.wait_finished("default", "matched").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Only the simulated Landscaper wrote them (one jobID); the host never did.
+    for (name, created) in [("foreign", foreign), ("unmatched", unmatched)] {
+        let now = h.items("default").get(name).await.unwrap();
+        let s = now.status();
+        assert!(!s.job_id.is_empty(), "{name} has a job");
+        assert!(s.job_id_finished.is_empty(), "{name} was not processed");
+        assert!(s.phase.is_empty() && s.last_reconcile_time.is_none(), "{name} untouched");
+        assert_eq!(now.metadata.finalizers, created.metadata.finalizers, "{name}: no finalizer added");
+        assert_eq!(now.spec, created.spec);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_item_without_a_jobid_change_then_the_host_writes_nothing() {
+    let h = Harness::start_with(Options {
+        landscaper: false,
+        ..Options::default()
+    })
+    .await;
+    let created = h.create_item(&mock_item("idle")).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let now = h.items("default").get("idle").await.unwrap();
+    assert_eq!(now.metadata.resource_version, created.metadata.resource_version);
+}

@@ -1,0 +1,206 @@
+//! Test harness for the contract stories: an embedded API server with the Landscaper CRDs, a
+//! `default` Target and Context, the host's controller with the plugins from
+//! `target/plugins/` (built by `cargo xtask build-plugins`), and optionally the simulated
+//! Landscaper that issues jobIDs. Everything runs in-process and stops when the harness drops.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deployer_host::config::HostConfig;
+use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::dev::{DevEnvironment, landscaper};
+use deployer_host::landscaper::DeployItem;
+use embedded_apiserver::ApiServer;
+use kube::Client;
+use kube::api::{Api, PostParams};
+
+/// Where the built plugins are: `$DEPLOYER_TEST_PLUGINS`, else `<workspace>/target/plugins`.
+pub fn plugins_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("DEPLOYER_TEST_PLUGINS") {
+        return PathBuf::from(dir);
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    assert!(
+        dir.join("mock.wasm").exists(),
+        "no plugins in {}: run `cargo xtask build-plugins` first (or `cargo xtask test`)",
+        dir.display()
+    );
+    dir
+}
+
+/// Where the test-only plugins are (`faulty`): next to `plugins_dir()`, in `test-plugins/`.
+pub fn test_plugins_dir() -> PathBuf {
+    let dir = plugins_dir().join("../test-plugins");
+    assert!(
+        dir.join("faulty.wasm").exists(),
+        "no test plugins in {}: run `cargo xtask build-plugins`",
+        dir.display()
+    );
+    dir
+}
+
+pub struct Harness {
+    pub server: ApiServer,
+    pub client: Client,
+    pub deployer: Arc<Deployer>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+pub struct Options {
+    pub config: HostConfig,
+    /// Run the simulated Landscaper (new jobIDs on create / spec change / deletion).
+    pub landscaper: bool,
+    /// Run the controller (off: the test drives writes itself and checks nothing happens).
+    pub controller: bool,
+    /// Also load the test-only plugins from `target/test-plugins/` (e.g. `faulty`).
+    pub test_plugins: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            config: HostConfig {
+                requeue_interval: Some("200ms".into()),
+                ..HostConfig::default()
+            },
+            landscaper: true,
+            controller: true,
+            test_plugins: false,
+        }
+    }
+}
+
+impl Harness {
+    pub async fn start() -> Self {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(mut options: Options) -> Self {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .with_test_writer()
+            .try_init();
+        let server = ApiServer::new(Default::default()).expect("api server");
+        let env = DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1")
+            .await
+            .expect("bootstrap");
+        if options.config.plugins.dir.is_none() {
+            options.config.plugins.dir = Some(plugins_dir());
+        }
+        if options.config.plugins.cache_dir.is_none() {
+            // Shared by all tests: compile each plugin once, then load from the cache.
+            options.config.plugins.cache_dir = Some(plugins_dir().join("../plugin-cache"));
+        }
+        let mut dirs = vec![options.config.plugins_dir()];
+        if options.test_plugins {
+            dirs.push(test_plugins_dir());
+        }
+        let registry = deployer_host::plugins::load_dirs(&options.config, &dirs)
+            .await
+            .expect("loading plugins");
+        let target_clients = TargetClients::default();
+        target_clients.register(&env.target_kubeconfig, env.client.clone());
+        let deployer = Arc::new(
+            Deployer::new(env.client.clone(), registry, &options.config, target_clients)
+                .expect("deployer"),
+        );
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let mut tasks = Vec::new();
+        if options.controller {
+            let mut rx = stop_rx.clone();
+            tasks.push(tokio::spawn(controller::run(
+                deployer.clone(),
+                options.config.namespace.clone(),
+                options.config.workers(),
+                async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                },
+            )));
+        }
+        if options.landscaper {
+            tasks.push(tokio::spawn(landscaper::run(env.client.clone())));
+        }
+        Self {
+            server,
+            client: env.client,
+            deployer,
+            stop,
+            tasks,
+        }
+    }
+
+    pub fn items(&self, namespace: &str) -> Api<DeployItem> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Creates a DeployItem from YAML (namespace `default` unless the YAML says otherwise).
+    pub async fn create_item(&self, yaml: &str) -> DeployItem {
+        let item: DeployItem = serde_yaml::from_str(yaml).expect("DeployItem YAML");
+        let ns = item.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        self.items(&ns)
+            .create(&PostParams::default(), &item)
+            .await
+            .expect("create DeployItem")
+    }
+
+    /// Polls until `pred` holds for the item, or panics with the last state after `timeout`.
+    pub async fn wait_for(
+        &self,
+        namespace: &str,
+        name: &str,
+        timeout: Duration,
+        pred: impl Fn(&DeployItem) -> bool,
+    ) -> DeployItem {
+        let api = self.items(namespace);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let current = api.get_opt(name).await.expect("get DeployItem");
+            if let Some(item) = &current {
+                if pred(item) {
+                    return item.clone();
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {namespace}/{name}; last state:\n{}",
+                    serde_yaml::to_string(&current).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Waits until the item's current job is finished (`jobID == jobIDFinished`, non-empty).
+    pub async fn wait_finished(&self, namespace: &str, name: &str) -> DeployItem {
+        self.wait_for(namespace, name, Duration::from_secs(20), |i| {
+            let s = i.status();
+            !s.job_id.is_empty() && s.job_id == s.job_id_finished
+        })
+        .await
+    }
+
+    pub async fn wait_gone(&self, namespace: &str, name: &str, timeout: Duration) {
+        let api = self.items(namespace);
+        let deadline = tokio::time::Instant::now() + timeout;
+        while api.get_opt(name).await.expect("get").is_some() {
+            assert!(tokio::time::Instant::now() < deadline, "{namespace}/{name} still exists");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
