@@ -34,6 +34,8 @@ pub struct HostConfig {
     pub workers: Option<usize>,
     /// How often an unfinished job is polled. Default: `5s` (Landscaper's value).
     pub requeue_interval: Option<String>,
+    /// Kubernetes Events on DeployItems: `all` (pickup, finish, errors; default), `errors`, `none`.
+    pub events: Option<crate::controller::EventMode>,
     /// Plugin loading and limits.
     #[serde(default)]
     pub plugins: PluginsConfig,

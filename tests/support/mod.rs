@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
+use deployer_host::contract::CheckpointMode;
 use deployer_host::controller::{self, Deployer, TargetClients};
 use deployer_host::dev::{DevEnvironment, landscaper};
 use deployer_host::landscaper::DeployItem;
@@ -58,6 +59,8 @@ pub struct Options {
     pub controller: bool,
     /// Also load the test-only plugins from `target/test-plugins/` (e.g. `faulty`).
     pub test_plugins: bool,
+    /// The progressing-timeout test hook.
+    pub checkpoint_mode: CheckpointMode,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
             landscaper: true,
             controller: true,
             test_plugins: false,
+            checkpoint_mode: CheckpointMode::Standard,
         }
     }
 }
@@ -107,10 +111,10 @@ impl Harness {
             .expect("loading plugins");
         let target_clients = TargetClients::default();
         target_clients.register(&env.target_kubeconfig, env.client.clone());
-        let deployer = Arc::new(
-            Deployer::new(env.client.clone(), registry, &options.config, target_clients)
-                .expect("deployer"),
-        );
+        let mut deployer = Deployer::new(env.client.clone(), registry, &options.config, target_clients)
+            .expect("deployer");
+        deployer.checkpoint_mode = options.checkpoint_mode.clone();
+        let deployer = Arc::new(deployer);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
         if options.controller {

@@ -12,7 +12,7 @@ use crate::funcs::func_map;
 use crate::funcs::semver::{Constraints, Version};
 use crate::glob::go_match;
 use crate::objects::{ApiVersions, Capabilities, DEFAULT_API_VERSIONS, Files, KubeVersion};
-use crate::sort::{Hook, Manifest, sort_manifests, split_manifests};
+use crate::sort::{Hook, Manifest, SplitMode, sort_manifests, split_manifests};
 use crate::template::{Engine, TemplateError};
 use crate::value::{Map, MapRef, Value};
 use crate::values::{merge_maps, parse_set, read_values, table};
@@ -49,6 +49,8 @@ pub struct RenderOptions {
     pub skip_schema_validation: bool,
     /// `--render-subchart-notes`
     pub subchart_notes: bool,
+    /// Document splitting of the Helm version to match (default: current Helm).
+    pub split_mode: SplitMode,
 }
 
 impl Default for RenderOptions {
@@ -67,6 +69,7 @@ impl Default for RenderOptions {
             revision: 1,
             skip_schema_validation: false,
             subchart_notes: false,
+            split_mode: SplitMode::default(),
         }
     }
 }
@@ -102,6 +105,7 @@ pub struct Rendered {
     /// Rendered NOTES.txt.
     pub notes: String,
     include_crds: bool,
+    split_mode: SplitMode,
 }
 
 impl Rendered {
@@ -133,7 +137,7 @@ impl Rendered {
         if show_only.is_empty() {
             return Ok(manifests);
         }
-        let docs = split_manifests(&manifests);
+        let docs = split_manifests(&manifests, self.split_mode);
         let mut out = String::new();
         for f in show_only {
             let f = f.replace('\\', "/");
@@ -373,7 +377,7 @@ pub fn render(chart: &Chart, opts: &RenderOptions) -> Result<Rendered, RenderErr
         }
         manifest_files.push((k.clone(), v.clone()));
     }
-    let (hooks, manifests) = sort_manifests(&manifest_files).map_err(|e| {
+    let (hooks, manifests) = sort_manifests(&manifest_files, opts.split_mode).map_err(|e| {
         let mut partial = String::new();
         for (name, content) in &manifest_files {
             if content.trim().is_empty() {
@@ -393,5 +397,6 @@ pub fn render(chart: &Chart, opts: &RenderOptions) -> Result<Rendered, RenderErr
         crds,
         notes,
         include_crds: opts.include_crds,
+        split_mode: opts.split_mode,
     })
 }

@@ -93,33 +93,28 @@ impl Hook {
     }
 }
 
+/// Which `releaseutil.SplitManifests` separator to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SplitMode {
+    /// Helm ≥ 4.2.4 (and the helm-testdata goldens): `(?m)^---[ \t]*`; trailing newlines of a
+    /// document are kept.
+    #[default]
+    LineAnchored,
+    /// Helm 3 and Helm ≤ 4.2.3 (helm-python-sdk 0.2.2): `(?:^|\s*\n)---\s*`; whitespace before
+    /// a separator belongs to the separator.
+    Legacy,
+}
+
 /// `releaseutil.SplitManifests`, in document order.
-pub fn split_manifests(big: &str) -> Vec<String> {
+pub fn split_manifests(big: &str, mode: SplitMode) -> Vec<String> {
+    static LEGACY: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static ANCHORED: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let sep = match mode {
+        SplitMode::Legacy => LEGACY.get_or_init(|| regex::Regex::new(r"(?:^|\s*\n)---\s*").expect("valid regex")),
+        SplitMode::LineAnchored => ANCHORED.get_or_init(|| regex::Regex::new(r"(?m)^---[ \t]*").expect("valid regex")),
+    };
     let big = big.trim_start();
-    let mut docs = Vec::new();
-    let mut start = 0;
-    let bytes = big.as_bytes();
-    let mut i = 0;
-    let mut cuts: Vec<(usize, usize)> = Vec::new();
-    while i < bytes.len() {
-        let at_line_start = i == 0 || bytes[i - 1] == b'\n';
-        if at_line_start && big[i..].starts_with("---") {
-            let mut e = i + 3;
-            while e < bytes.len() && (bytes[e] == b' ' || bytes[e] == b'\t') {
-                e += 1;
-            }
-            cuts.push((i, e));
-            i = e;
-            continue;
-        }
-        i += 1;
-    }
-    for (s, e) in cuts {
-        docs.push(&big[start..s]);
-        start = e;
-    }
-    docs.push(&big[start..]);
-    docs.into_iter().filter(|d| !d.trim().is_empty()).map(|d| d.trim_start().to_string()).collect()
+    sep.split(big).filter(|d| !d.trim().is_empty()).map(|d| d.trim_start().to_string()).collect()
 }
 
 fn kind_rank(kind: &str) -> Option<usize> {
@@ -144,7 +139,7 @@ pub struct SortError {
 }
 
 /// `releaseutil.SortManifests` with `InstallOrder`.
-pub fn sort_manifests(files: &[(String, String)]) -> Result<(Vec<Hook>, Vec<Manifest>), SortError> {
+pub fn sort_manifests(files: &[(String, String)], mode: SplitMode) -> Result<(Vec<Hook>, Vec<Manifest>), SortError> {
     let mut files: Vec<&(String, String)> = files.iter().collect();
     files.sort_by(|a, b| a.0.cmp(&b.0));
     let mut hooks = Vec::new();
@@ -154,7 +149,7 @@ pub fn sort_manifests(files: &[(String, String)]) -> Result<(Vec<Hook>, Vec<Mani
         if base.starts_with('_') || content.trim().is_empty() {
             continue;
         }
-        for doc in split_manifests(content) {
+        for doc in split_manifests(content, mode) {
             let head = yaml::parse(&doc).map_err(|e| SortError { path: path.clone(), message: e.0 })?;
             let head = match head {
                 Value::Map(_) | Value::Nil => head,
@@ -213,9 +208,11 @@ mod tests {
 
     #[test]
     fn split() {
-        let d = split_manifests("\n---\na: 1\n---\n\n---  \nb: 2\n");
-        assert_eq!(d, vec!["a: 1\n".to_string(), "b: 2\n".to_string()]);
-        let d = split_manifests("---apiVersion: v1\nkind: X\n");
+        let d = split_manifests("\n---\na: 1\n\n---  \nb: 2\n", SplitMode::Legacy);
+        assert_eq!(d, vec!["a: 1".to_string(), "b: 2\n".to_string()]);
+        let d = split_manifests("a: 1\n---\nb: 2", SplitMode::LineAnchored);
+        assert_eq!(d, vec!["a: 1\n".to_string(), "b: 2".to_string()]);
+        let d = split_manifests("---apiVersion: v1\nkind: X\n", SplitMode::LineAnchored);
         assert_eq!(d, vec!["apiVersion: v1\nkind: X\n".to_string()]);
     }
 }

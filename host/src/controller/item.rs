@@ -84,7 +84,14 @@ pub async fn reconcile(
     }
 
     let job = item.status.as_ref().map(|s| s.job_id.clone()).unwrap_or_default();
-    let span = tracing::info_span!("reconcile", item = %format!("{namespace}/{name}"), job = %job, plugin = %plugin.description().name);
+    let phase = item.status().phase;
+    let span = tracing::info_span!(
+        "reconcile",
+        item = %format!("{namespace}/{name}"),
+        job = %job,
+        phase = %phase,
+        plugin = %plugin.description().name
+    );
     let ctx = ItemCtx {
         deployer: deployer.clone(),
         items,
@@ -139,7 +146,8 @@ impl ItemCtx {
                 );
                 status::handle_step_result(&mut s, Some(&err), deleting, &at);
                 item.status = Some(s);
-                self.write_status(&item).await?;
+                let item = self.write_status(&item).await?;
+                self.deployer.events.warning(&item, &err.reason, err.message.clone());
                 self.finished(&item);
                 return Ok(Action::await_change());
             }
@@ -160,7 +168,13 @@ impl ItemCtx {
                 status::init_status(&mut s, generation, &self.deployer.deployer, phase, &at);
                 item.status = Some(s);
                 item = self.write_status(&item).await?;
-                tracing::info!(phase = %item.status().phase, "picked up job");
+                tracing::Span::current().record("phase", tracing::field::display(item.status().phase));
+                tracing::info!("picked up job");
+                self.deployer.events.normal(
+                    &item,
+                    "PickedUp",
+                    format!("job {} picked up by {} ({})", item.status().job_id, self.deployer.deployer.name, self.deployer.deployer.identity),
+                );
             }
             JobStep::Continue { .. } => {}
         }
@@ -182,6 +196,7 @@ impl ItemCtx {
         let mut s = item.status();
         if let Some(err) = &outcome.error {
             tracing::warn!(error = %err, "step failed");
+            self.deployer.events.warning(&item, &err.reason, err.message.clone());
         }
         let finished = status::handle_step_result(&mut s, outcome.error.as_ref(), deleting, &now);
         item.status = Some(s);
@@ -216,6 +231,12 @@ impl ItemCtx {
         self.deployer.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
         let s = item.status();
         tracing::info!(phase = %s.phase, "job finished");
+        let note = format!("job {} finished with phase {}", s.job_id, s.phase);
+        if s.phase.is_failed() {
+            self.deployer.events.warning(item, "JobFailed", note);
+        } else {
+            self.deployer.events.normal(item, "JobFinished", note);
+        }
     }
 
     /// Reconcile path (contract section 3.5).

@@ -5,6 +5,7 @@
 //! finalizer writes, and the call into the plugin. Every decision is delegated to
 //! [`crate::contract`]; plugin execution to `plugin-runtime`.
 
+mod events;
 mod exports;
 mod item;
 mod services;
@@ -25,6 +26,7 @@ use crate::contract::CheckpointMode;
 use crate::landscaper::{DeployItem, DeployerInformation};
 use crate::targetselector::TargetSelector;
 
+pub use events::{EventMode, Events};
 pub use item::now;
 pub use services::TargetClients;
 
@@ -41,6 +43,8 @@ pub struct Deployer {
     pub checkpoint_mode: CheckpointMode,
     /// Kubernetes clients for the plugins' Targets.
     pub target_clients: TargetClients,
+    /// Kubernetes Events on DeployItems.
+    pub events: Events,
     pub stats: Stats,
 }
 
@@ -52,11 +56,14 @@ impl Deployer {
         config: &HostConfig,
         target_clients: TargetClients,
     ) -> anyhow::Result<Self> {
+        let deployer = config.deployer_information();
+        let events = Events::new(client.clone(), &deployer.name, &deployer.identity, config.events.unwrap_or_default());
         Ok(Self {
+            events,
             client,
             plugins,
             target_selectors: config.target_selectors.clone(),
-            deployer: config.deployer_information(),
+            deployer,
             requeue_interval: config.requeue_interval()?,
             checkpoint_mode: CheckpointMode::Standard,
             target_clients,

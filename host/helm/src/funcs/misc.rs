@@ -316,6 +316,18 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         Ok(Value::from(url_join(&a[0])))
     });
     m.insert("getHostByName", |_, _| Ok(Value::from("")));
+    m.insert("bcrypt", |_, a| {
+        want("bcrypt", a, 1)?;
+        Ok(Value::from(bcrypt_hash(arg_str(&a[0])?)))
+    });
+    m.insert("htpasswd", |_, a| {
+        want_min("htpasswd", a, 2)?;
+        let user = arg_str(&a[0])?;
+        if user.contains(':') {
+            return Ok(Value::from(format!("invalid username: {user}")));
+        }
+        Ok(Value::from(format!("{user}:{}", bcrypt_hash(arg_str(&a[1])?))))
+    });
     for name in [
         "genCA",
         "genCAWithKey",
@@ -325,8 +337,6 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         "genSignedCertWithKey",
         "genPrivateKey",
         "buildCustomCert",
-        "htpasswd",
-        "bcrypt",
         "derivePassword",
         "encryptAES",
         "decryptAES",
@@ -334,6 +344,16 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         m.insert(name, |_, _| {
             Err(FuncError::call("not supported by helm-engine (certificate/password generators are not implemented)"))
         });
+    }
+}
+
+/// Go `bcrypt.GenerateFromPassword(p, 10)` (`$2a$` form, random salt).
+fn bcrypt_hash(p: &str) -> String {
+    let mut salt = [0u8; 16];
+    let _ = getrandom::fill(&mut salt);
+    match bcrypt::hash_with_salt(p.as_bytes(), 10, salt) {
+        Ok(h) => h.format_for_version(bcrypt::Version::TwoA),
+        Err(e) => e.to_string(),
     }
 }
 

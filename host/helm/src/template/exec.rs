@@ -115,8 +115,8 @@ impl<'e> Exec<'e> {
                 let mut sub = Exec { eng: self.eng, vars: vec![(Rc::from("$"), newdot.clone())], tmpl: t.clone(), depth: self.depth + 1 };
                 sub.run(&t, &newdot, out)?;
             }
-            Node::Break(_) => return Ok(Flow::Break),
-            Node::Continue(_) => return Ok(Flow::Continue),
+            Node::Break => return Ok(Flow::Break),
+            Node::Continue => return Ok(Flow::Continue),
         }
         Ok(Flow::Normal)
     }

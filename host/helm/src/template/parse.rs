@@ -15,8 +15,8 @@ pub enum Node {
     With(Branch),
     Range(Branch),
     Template { pos: usize, name: String, pipe: Option<Pipe> },
-    Break(usize),
-    Continue(usize),
+    Break,
+    Continue,
 }
 
 /// `if`/`with`/`range` parts.
@@ -40,7 +40,6 @@ pub struct Pipe {
 /// One command of a pipeline.
 #[derive(Debug)]
 pub struct Cmd {
-    pub pos: usize,
     pub end: usize,
     pub args: Vec<Arg>,
 }
@@ -51,7 +50,7 @@ pub enum Arg {
     Dot(usize),
     Nil(usize),
     Bool(bool),
-    Num { pos: usize, int: Option<i64>, float: Option<f64>, text: String },
+    Num { pos: usize, int: Option<i64>, float: Option<f64> },
     Str(Rc<str>),
     Field { pos: usize, end: usize, path: Vec<Rc<str>> },
     Var { pos: usize, end: usize, name: Rc<str>, path: Vec<Rc<str>> },
@@ -180,11 +179,7 @@ impl<'a> Parser<'a> {
                             "break" | "continue" => {
                                 self.next();
                                 self.expect_close(name)?;
-                                nodes.push(if name == "break" {
-                                    Node::Break(kw.pos)
-                                } else {
-                                    Node::Continue(kw.pos)
-                                });
+                                nodes.push(if name == "break" { Node::Break } else { Node::Continue });
                                 continue;
                             }
                             _ => {}
@@ -407,7 +402,7 @@ impl<'a> Parser<'a> {
         if args.is_empty() {
             return Err(self.err_at(pos, "empty command"));
         }
-        Ok(Cmd { pos, end, args })
+        Ok(Cmd { end, args })
     }
 
     fn fields(&mut self) -> Vec<Rc<str>> {
@@ -442,7 +437,7 @@ impl<'a> Parser<'a> {
                 return Ok(Arg::Var { pos, end, name: Rc::from(v.as_str()), path });
             }
             Tok::Str(s) => Arg::Str(Rc::from(s)),
-            Tok::Char(c) => Arg::Num { pos, int: Some(c), float: Some(c as f64), text: format!("{c}") },
+            Tok::Char(c) => Arg::Num { pos, int: Some(c), float: Some(c as f64) },
             Tok::Number(n) => parse_number(&n).ok_or_else(|| {
                 self.err_at(pos, &format!("illegal number syntax: {n:?}"))
             })?(pos),
@@ -510,13 +505,7 @@ fn parse_number(text: &str) -> Option<NumCtor> {
         })
     });
     let is_float_text = !is_hex && lower.contains(['.', 'e', 'p']);
-    let text = text.to_string();
-    Some(Box::new(move |pos| Arg::Num {
-        pos,
-        int: if is_float_text { None } else { int },
-        float,
-        text,
-    }))
+    Some(Box::new(move |pos| Arg::Num { pos, int: if is_float_text { None } else { int }, float }))
 }
 
 fn desc(t: &Tok) -> String {
