@@ -39,6 +39,35 @@ pub struct HostConfig {
     /// Plugin loading and limits.
     #[serde(default)]
     pub plugins: PluginsConfig,
+    /// Horizontal scaling: locking is on by default iff `hpa.maxReplicas > 1`.
+    #[serde(default)]
+    pub hpa: HpaConfig,
+    /// SyncObject locking.
+    #[serde(default)]
+    pub locking: LockingConfig,
+}
+
+/// `hpa:` section: how many replicas may run.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HpaConfig {
+    pub max_replicas: Option<u32>,
+}
+
+/// `locking:` section.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LockingConfig {
+    /// Force locking on or off. Default: on iff `hpa.maxReplicas > 1`.
+    pub enabled: Option<bool>,
+    /// SyncObject name prefix (controller identifier). Default: the deployer name.
+    pub prefix: Option<String>,
+    /// Wait before retrying an item locked by another live replica. Default `1m`.
+    pub retry_after: Option<String>,
+    /// How long the list of replica pods is trusted. Default `1m`.
+    pub pod_cache_timeout: Option<String>,
+    /// Interval of the orphaned-SyncObject cleanup. Default `3h`; `none` disables it.
+    pub cleanup_interval: Option<String>,
 }
 
 /// `plugins:` section of the configuration.
@@ -124,10 +153,54 @@ impl HostConfig {
             l.resolve(Limits::default())
                 .with_context(|| format!("plugins.perPlugin.{name}"))?;
         }
+        for (key, value) in [
+            ("locking.retryAfter", &self.locking.retry_after),
+            ("locking.podCacheTimeout", &self.locking.pod_cache_timeout),
+            ("locking.cleanupInterval", &self.locking.cleanup_interval),
+        ] {
+            if let Some(v) = value {
+                parse_go_duration(v).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+            }
+        }
         if self.workers == Some(0) {
             anyhow::bail!("workers must be at least 1");
         }
         Ok(())
+    }
+
+    /// Locking is on whenever more than one replica may run (or when forced).
+    pub fn locking_enabled(&self) -> bool {
+        self.locking
+            .enabled
+            .unwrap_or(self.hpa.max_replicas.unwrap_or(1) > 1)
+    }
+
+    /// The lock configuration for this replica (pod identity from `MY_POD_NAME` /
+    /// `MY_POD_NAMESPACE`).
+    pub fn lock_config(&self) -> crate::locking::LockConfig {
+        let prefix = self
+            .locking
+            .prefix
+            .clone()
+            .or_else(|| self.name.clone())
+            .unwrap_or_else(|| DEFAULT_NAME.to_string());
+        let mut lock = crate::locking::LockConfig::from_env(&prefix);
+        let dur = |s: &Option<String>, default: Duration| match s.as_deref().map(parse_go_duration) {
+            Some(Ok(GoDuration::Finite(d))) => d,
+            _ => default,
+        };
+        lock.retry_after = dur(&self.locking.retry_after, lock.retry_after);
+        lock.pod_cache_timeout = dur(&self.locking.pod_cache_timeout, lock.pod_cache_timeout);
+        lock
+    }
+
+    /// Interval of the SyncObject cleanup; `None` = disabled.
+    pub fn cleanup_interval(&self) -> Option<Duration> {
+        match self.locking.cleanup_interval.as_deref().map(parse_go_duration) {
+            None => Some(Duration::from_secs(3 * 3600)),
+            Some(Ok(GoDuration::Finite(d))) if !d.is_zero() => Some(d),
+            _ => None,
+        }
     }
 
     pub fn workers(&self) -> usize {

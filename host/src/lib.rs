@@ -10,6 +10,7 @@ pub mod contract;
 pub mod controller;
 pub mod dev;
 pub mod landscaper;
+pub mod locking;
 pub mod plugins;
 pub mod targetselector;
 pub mod telemetry;

@@ -61,9 +61,14 @@ enum Command {
     },
     /// Run the controller against a real cluster.
     Run {
-        /// Kubeconfig of the cluster that holds DeployItems, Targets and Contexts.
+        /// Kubeconfig of the cluster that holds DeployItems, Targets and Contexts
+        /// (default: in-cluster configuration).
         #[arg(long, env = "KUBECONFIG")]
         kubeconfig: Option<PathBuf>,
+        /// Kubeconfig of the cluster the host runs in, when it differs from the one holding
+        /// DeployItems (fenced environments). Default: the same cluster.
+        #[arg(long, env = "HOST_KUBECONFIG")]
+        host_kubeconfig: Option<PathBuf>,
         /// Host configuration file (YAML).
         #[arg(long, env = "DEPLOYER_CONFIG")]
         config: Option<PathBuf>,
@@ -82,6 +87,19 @@ fn load_config(path: Option<&PathBuf>, plugins: Option<PathBuf>) -> anyhow::Resu
         config.plugins.dir = Some(dir);
     }
     Ok(config)
+}
+
+/// A client from a kubeconfig file, or the in-cluster / `KUBECONFIG` configuration.
+async fn client_from(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
 }
 
 #[tokio::main]
@@ -118,24 +136,27 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run {
             kubeconfig,
+            host_kubeconfig,
             config,
             plugins,
         } => {
             let config = load_config(config.as_ref(), plugins)?;
-            let kube_config = match kubeconfig {
-                Some(path) => {
-                    let kc = kube::config::Kubeconfig::read_from(&path)
-                        .with_context(|| format!("reading {}", path.display()))?;
-                    kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
-                }
-                None => kube::Config::infer().await?,
+            let client = client_from(kubeconfig.as_ref()).await?;
+            let host_client = match &host_kubeconfig {
+                Some(path) => client_from(Some(path)).await?,
+                None => client.clone(),
             };
-            let client = kube::Client::try_from(kube_config)?;
             if let Ok(pod) = std::env::var("MY_POD_NAME") {
                 tracing::info!(pod = %pod, "replica identity");
             }
             let registry = plugins::load(&config).await?;
-            let deployer = Arc::new(Deployer::new(client, registry, &config, TargetClients::default())?);
+            let deployer = Arc::new(Deployer::new(
+                client,
+                host_client,
+                registry,
+                &config,
+                TargetClients::default(),
+            )?);
             controller::run(deployer, config.namespace.clone(), config.workers(), shutdown_signal()).await;
             Ok(())
         }

@@ -111,7 +111,7 @@ impl Harness {
             .expect("loading plugins");
         let target_clients = TargetClients::default();
         target_clients.register(&env.target_kubeconfig, env.client.clone());
-        let mut deployer = Deployer::new(env.client.clone(), registry, &options.config, target_clients)
+        let mut deployer = Deployer::new(env.client.clone(), env.client.clone(), registry, &options.config, target_clients)
             .expect("deployer");
         deployer.checkpoint_mode = options.checkpoint_mode.clone();
         let deployer = Arc::new(deployer);

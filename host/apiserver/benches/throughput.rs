@@ -15,10 +15,17 @@ use tower::ServiceExt;
 const CONCURRENCY: usize = 4;
 
 async fn send(s: &axum::Router, method: &str, uri: String, ct: &str, body: Vec<u8>) -> u16 {
-    let req = Request::builder().method(method).uri(uri).header("content-type", ct).body(Body::from(body)).unwrap();
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", ct)
+        .body(Body::from(body))
+        .unwrap();
     let resp = s.clone().oneshot(req).await.unwrap();
     let code = resp.status().as_u16();
-    let _ = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    let _ = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
     code
 }
 
@@ -56,7 +63,12 @@ fn cm(i: usize, v: usize) -> Vec<u8> {
     .unwrap()
 }
 
-async fn watchers(s: &ApiServer, w: usize, from_rv: u64, expect: usize) -> Vec<tokio::task::JoinHandle<usize>> {
+async fn watchers(
+    s: &ApiServer,
+    w: usize,
+    from_rv: u64,
+    expect: usize,
+) -> Vec<tokio::task::JoinHandle<usize>> {
     let mut hs = Vec::new();
     for _ in 0..w {
         let r = s.router();
@@ -77,12 +89,23 @@ async fn watchers(s: &ApiServer, w: usize, from_rv: u64, expect: usize) -> Vec<t
 }
 
 fn row(name: &str, n: usize, rate: f64, el: Duration) {
-    println!("| {name:<44} | {n:>8} | {:>10.0} | {:>8.2} |", rate, el.as_secs_f64());
+    println!(
+        "| {name:<44} | {n:>8} | {:>10.0} | {:>8.2} |",
+        rate,
+        el.as_secs_f64()
+    );
 }
 
 fn main() {
-    let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let n: usize = std::env::var("BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         println!("embedded-apiserver throughput, in-process Router, {CONCURRENCY} concurrent clients, {} CPUs", std::thread::available_parallelism().map(|p| p.get()).unwrap_or(0));
         println!();
@@ -196,6 +219,22 @@ fn main() {
             row(&format!("watch: {w} watcher(s), events delivered"), total, total as f64 / el.as_secs_f64(), el);
             row(&format!("  writes while {w} watcher(s) attached"), n, n as f64 / write_el.as_secs_f64(), write_el);
         }
+        // The same creates with persistence on (append log, flushed per write).
+        let dir = tempfile::tempdir().unwrap();
+        let ps = ApiServer::new(Options { data_dir: Some(dir.path().to_path_buf()), ..Default::default() }).unwrap();
+        let (rate, el) = timed(n, {
+            let r = ps.router();
+            move |i| {
+                let r = r.clone();
+                async move { assert_eq!(send(&r, "POST", "/api/v1/namespaces/default/configmaps".into(), "application/json", cm(i, 0)).await, 201) }
+            }
+        })
+        .await;
+        row("create with data_dir (append log)", n, rate, el);
+        let start = Instant::now();
+        ps.flush().await.unwrap();
+        row("flush (compact snapshot + fsync)", n, n as f64 / start.elapsed().as_secs_f64(), start.elapsed());
+
         let st = s.stats();
         println!();
         println!("total committed writes: {}, requests: {}", st.writes, st.total_requests);

@@ -423,7 +423,10 @@ pub async fn run_standalone_until(
     data_dir: Option<PathBuf>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let server = ApiServer::new(Options { data_dir, ..Options::default() })?;
+    let server = ApiServer::new(Options {
+        data_dir,
+        ..Options::default()
+    })?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -432,8 +435,12 @@ pub async fn run_standalone_until(
         addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
     let url = format!("http://{addr}");
-    if let Some(parent) = kubeconfig_out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    if let Some(parent) = kubeconfig_out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
     }
     std::fs::write(kubeconfig_out, ApiServer::kubeconfig_yaml(&url))
         .with_context(|| format!("writing {}", kubeconfig_out.display()))?;

@@ -4,8 +4,9 @@
 //! by a BOOKMARK annotated `k8s.io/initial-events-end`), then live events
 //! from the store's broadcast, filtered per watcher by namespace and
 //! selectors (objects moving in/out of a selector become ADDED/DELETED).
-//! A too-old rv, or a watcher that falls behind the broadcast buffer, gets an
-//! ERROR event with a 410 `Expired` Status. Streams end at `timeoutSeconds`.
+//! A watcher that falls behind the broadcast buffer catches up from the
+//! history ring. A too-old rv (older than the ring) gets an ERROR event with
+//! a 410 `Expired` Status. Streams end at `timeoutSeconds`.
 
 use crate::ApiServer;
 use crate::registry::ResourceType;
@@ -248,9 +249,29 @@ async fn pump(
                                 }
                             }
                         }
-                        Err(broadcast::error::RecvError::Lagged(k)) => {
-                            buf.extend_from_slice(&expired_line(format!("too old resource version: {progress} (watcher fell behind by {k} events)")));
-                            end = true;
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            // Fell behind the broadcast buffer: catch up from the
+                            // history ring if it still covers us, else 410.
+                            let g = api.shared.store.lock();
+                            match g.history_since(progress) {
+                                Ok(evs) => {
+                                    rx = g.subscribe();
+                                    drop(g);
+                                    for ev in &evs {
+                                        if ev.rv > progress {
+                                            progress = ev.rv;
+                                            if let Some(t) = filter.classify(ev) {
+                                                filter.line_for_event(&mut buf, t, ev);
+                                            }
+                                        }
+                                    }
+                                }
+                                Err(oldest) => {
+                                    drop(g);
+                                    buf.extend_from_slice(&expired_line(format!("too old resource version: {progress} ({oldest})")));
+                                    end = true;
+                                }
+                            }
                             break;
                         }
                         Err(broadcast::error::RecvError::Closed) => {

@@ -286,6 +286,43 @@ async fn kubectl_smoke() {
             .contains("Error from server (NotFound): configmaps \"nonexist\" not found")
     );
 
+    // Typed generators (protobuf bodies) and server-side apply.
+    assert!(
+        k.run(&[
+            "create",
+            "configmap",
+            "gen",
+            "-n",
+            "smoke",
+            "--from-literal=a=b"
+        ])
+        .await
+        .contains("configmap/gen created")
+    );
+    assert_eq!(cms.get("gen").await.unwrap().data.unwrap()["a"], "b");
+    let ssa = k.file("ssa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: smoke\ndata:\n  a: \"1\"\n  b: \"2\"\n");
+    assert!(
+        k.run(&["apply", "--server-side", "-f", &ssa])
+            .await
+            .contains("serverside-applied")
+    );
+    let ssa = k.file("ssa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: smoke\ndata:\n  a: \"1\"\n");
+    k.run(&["apply", "--server-side", "-f", &ssa]).await;
+    let data = cms.get("ssa").await.unwrap().data.unwrap();
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        ["a"],
+        "re-apply without b removed it"
+    );
+
+    // Deleting the namespace deletes its content; kubectl waits until it is gone.
+    assert!(
+        k.run(&["delete", "namespace", "smoke", "--timeout=30s"])
+            .await
+            .contains("namespace \"smoke\" deleted")
+    );
+    assert!(cms.get("gen").await.is_err());
+
     let _ = stop_tx.send(());
     tokio::time::timeout(Duration::from_secs(10), serving)
         .await

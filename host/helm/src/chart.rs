@@ -155,7 +155,11 @@ impl Metadata {
         let maintainers = match v.get("maintainers") {
             Value::List(l) => l
                 .iter()
-                .map(|m| Maintainer { name: s(&m.get("name")), email: s(&m.get("email")), url: s(&m.get("url")) })
+                .map(|m| Maintainer {
+                    name: s(&m.get("name")),
+                    email: s(&m.get("email")),
+                    url: s(&m.get("url")),
+                })
                 .collect(),
             _ => Vec::new(),
         };
@@ -193,23 +197,36 @@ impl Metadata {
         if self.name.is_empty() {
             return err("chart.metadata.name is required");
         }
-        if self.name.contains('/') || self.name.contains('\\') || self.name == "." || self.name == ".." {
+        if self.name.contains('/')
+            || self.name.contains('\\')
+            || self.name == "."
+            || self.name == ".."
+        {
             return err(&format!("chart.metadata.name {:?} is invalid", self.name));
         }
         if self.version.is_empty() {
             return err("chart.metadata.version is required");
         }
         if Version::parse(&self.version).is_err() {
-            return err(&format!("chart.metadata.version {:?} is invalid", self.version));
+            return err(&format!(
+                "chart.metadata.version {:?} is invalid",
+                self.version
+            ));
         }
         if !matches!(self.chart_type.as_str(), "" | "application" | "library") {
             return err("chart.metadata.type must be application or library");
         }
         let mut seen = std::collections::HashSet::new();
         for d in &self.dependencies {
-            let key = if d.alias.is_empty() { &d.name } else { &d.alias };
+            let key = if d.alias.is_empty() {
+                &d.name
+            } else {
+                &d.alias
+            };
             if !seen.insert(key.clone()) {
-                return err(&format!("more than one dependency with name or alias {key:?}"));
+                return err(&format!(
+                    "more than one dependency with name or alias {key:?}"
+                ));
             }
         }
         Ok(())
@@ -218,7 +235,13 @@ impl Metadata {
     /// `.Chart` as Helm 4 exposes it (Go field names, all fields present).
     pub fn to_value(&self, is_root: bool) -> Value {
         let mut m = Map::new();
-        let strs = |v: &[String]| Value::from(v.iter().map(|x| Value::from(x.as_str())).collect::<Vec<_>>());
+        let strs = |v: &[String]| {
+            Value::from(
+                v.iter()
+                    .map(|x| Value::from(x.as_str()))
+                    .collect::<Vec<_>>(),
+            )
+        };
         m.insert("Name".into(), Value::from(self.name.as_str()));
         m.insert("Home".into(), Value::from(self.home.as_str()));
         m.insert("Sources".into(), strs(&self.sources));
@@ -243,9 +266,23 @@ impl Metadata {
         m.insert("Tags".into(), Value::from(self.tags.as_str()));
         m.insert("AppVersion".into(), Value::from(self.app_version.as_str()));
         m.insert("Deprecated".into(), Value::Bool(self.deprecated));
-        let ann: Map = self.annotations.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
-        m.insert("Annotations".into(), if self.annotations.is_empty() { Value::Nil } else { Value::from(ann) });
-        m.insert("KubeVersion".into(), Value::from(self.kube_version.as_str()));
+        let ann: Map = self
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect();
+        m.insert(
+            "Annotations".into(),
+            if self.annotations.is_empty() {
+                Value::Nil
+            } else {
+                Value::from(ann)
+            },
+        );
+        m.insert(
+            "KubeVersion".into(),
+            Value::from(self.kube_version.as_str()),
+        );
         let deps: Vec<Value> = self
             .dependencies
             .iter()
@@ -392,18 +429,25 @@ impl Chart {
                 n if n.starts_with("charts/") && !n.ends_with(".prov") => {
                     let rest = &n["charts/".len()..];
                     let cname = rest.split('/').next().unwrap_or("").to_string();
-                    subcharts.entry(cname).or_default().push((rest.to_string(), data));
+                    subcharts
+                        .entry(cname)
+                        .or_default()
+                        .push((rest.to_string(), data));
                 }
                 _ => c.files.push(File { name, data }),
             }
         }
-        let mut meta = meta.ok_or_else(|| LoadError::Invalid("Chart.yaml file is missing".into()))?;
+        let mut meta =
+            meta.ok_or_else(|| LoadError::Invalid("Chart.yaml file is missing".into()))?;
         if let Some(r) = requirements {
             let v = yaml::parse(&String::from_utf8_lossy(&r))
                 .map_err(|e| LoadError::Invalid(format!("cannot load requirements.yaml: {e}")))?;
             meta.dependencies = parse_dependencies(&v.get("dependencies"));
             if meta.api_version == "v1" {
-                c.files.push(File { name: "requirements.yaml".into(), data: r });
+                c.files.push(File {
+                    name: "requirements.yaml".into(),
+                    data: r,
+                });
             }
         }
         meta.validate()?;
@@ -418,12 +462,17 @@ impl Chart {
             } else {
                 let buff: Vec<(String, Vec<u8>)> = files
                     .into_iter()
-                    .filter_map(|(name, d)| name.split_once('/').map(|(_, rest)| (rest.to_string(), d)))
+                    .filter_map(|(name, d)| {
+                        name.split_once('/').map(|(_, rest)| (rest.to_string(), d))
+                    })
                     .collect();
                 Chart::load_files(buff)
             };
             let sc = sc.map_err(|e| {
-                LoadError::Invalid(format!("error unpacking subchart {n} in {}: {e}", c.metadata.name))
+                LoadError::Invalid(format!(
+                    "error unpacking subchart {n} in {}: {e}",
+                    c.metadata.name
+                ))
             })?;
             c.dependencies.push(sc);
         }
@@ -439,13 +488,24 @@ impl Chart {
     pub fn crd_files(&self) -> impl Iterator<Item = &File> {
         self.files.iter().filter(|f| {
             f.name.starts_with("crds/")
-                && (f.name.ends_with(".yaml") || f.name.ends_with(".yml") || f.name.ends_with(".json"))
+                && (f.name.ends_with(".yaml")
+                    || f.name.ends_with(".yml")
+                    || f.name.ends_with(".json"))
         })
     }
 }
 
-fn walk(root: &Path, rel: &str, rules: &Ignore, out: &mut Vec<(String, Vec<u8>)>) -> Result<(), LoadError> {
-    let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
+fn walk(
+    root: &Path,
+    rel: &str,
+    rules: &Ignore,
+    out: &mut Vec<(String, Vec<u8>)>,
+) -> Result<(), LoadError> {
+    let dir = if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    };
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .map_err(|e| LoadError::Io(dir.display().to_string(), e))?
         .filter_map(|e| e.ok())
@@ -453,7 +513,11 @@ fn walk(root: &Path, rel: &str, rules: &Ignore, out: &mut Vec<(String, Vec<u8>)>
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let name = e.file_name().to_string_lossy().into_owned();
-        let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+        let path = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
         let meta = std::fs::metadata(e.path()).map_err(|err| LoadError::Io(path.clone(), err))?;
         if meta.is_dir() {
             if rules.ignored(&path, true) {
@@ -475,22 +539,33 @@ fn untar(bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
     let gz = flate2::read::GzDecoder::new(bytes);
     let mut ar = tar::Archive::new(gz);
     let mut out = Vec::new();
-    let entries = ar.entries().map_err(|e| LoadError::Io("archive".into(), e))?;
+    let entries = ar
+        .entries()
+        .map_err(|e| LoadError::Io("archive".into(), e))?;
     for e in entries {
         let mut e = e.map_err(|e| LoadError::Io("archive".into(), e))?;
         if !e.header().entry_type().is_file() {
             continue;
         }
-        let path = e.path().map_err(|e| LoadError::Io("archive".into(), e))?.to_string_lossy().replace('\\', "/");
+        let path = e
+            .path()
+            .map_err(|e| LoadError::Io("archive".into(), e))?
+            .to_string_lossy()
+            .replace('\\', "/");
         if path == "pax_global_header" {
             continue;
         }
-        let Some((_, rest)) = path.split_once('/') else { continue };
+        let Some((_, rest)) = path.split_once('/') else {
+            continue;
+        };
         if rest.split('/').any(|p| p == "..") || rest.starts_with('/') {
-            return Err(LoadError::Invalid(format!("chart illegally references parent directory: {path}")));
+            return Err(LoadError::Invalid(format!(
+                "chart illegally references parent directory: {path}"
+            )));
         }
         let mut data = Vec::new();
-        e.read_to_end(&mut data).map_err(|e| LoadError::Io(path.clone(), e))?;
+        e.read_to_end(&mut data)
+            .map_err(|e| LoadError::Io(path.clone(), e))?;
         out.push((rest.to_string(), data));
     }
     if out.is_empty() {

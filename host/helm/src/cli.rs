@@ -65,7 +65,10 @@ pub struct TemplateOutput {
 
 /// Runs `helm template` and returns stdout and the error message, like the real command.
 pub fn cli_template_output(a: &TemplateArgs) -> TemplateOutput {
-    let fail = |e: String| TemplateOutput { stdout: String::new(), error: Some(e) };
+    let fail = |e: String| TemplateOutput {
+        stdout: String::new(),
+        error: Some(e),
+    };
     let (name, chart_path) = match a.args.as_slice() {
         [] => {
             return fail("\"helm template\" requires at least 1 argument\n\nUsage:  helm template [NAME] [CHART] [flags]".into());
@@ -100,15 +103,27 @@ pub fn cli_template_output(a: &TemplateArgs) -> TemplateOutput {
     opts.skip_schema_validation = a.skip_schema_validation;
     match render(&chart, &opts) {
         Ok(r) => match r.to_template_stream(&a.show_only, a.skip_tests) {
-            Ok(s) => TemplateOutput { stdout: s, error: None },
+            Ok(s) => TemplateOutput {
+                stdout: s,
+                error: None,
+            },
             Err(e) => fail(e.to_string()),
         },
-        Err(RenderError::Yaml { path, message, partial }) => {
+        Err(RenderError::Yaml {
+            path,
+            message,
+            partial,
+        }) => {
             let msg = format!("YAML parse error on {path}: {message}");
             if a.debug {
-                TemplateOutput { stdout: format!("{}\n", partial.trim()), error: Some(msg) }
+                TemplateOutput {
+                    stdout: format!("{}\n", partial.trim()),
+                    error: Some(msg),
+                }
             } else {
-                fail(format!("{msg}\n\nUse --debug flag to render out invalid YAML"))
+                fail(format!(
+                    "{msg}\n\nUse --debug flag to render out invalid YAML"
+                ))
             }
         }
         Err(e) => fail(e.to_string()),

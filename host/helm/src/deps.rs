@@ -29,29 +29,26 @@ impl WChart {
                 .map_err(|e| format!("cannot load values.yaml: {e}"))?,
             None => Value::new_map(),
         };
-        let Value::Map(values) = values else { unreachable!() };
+        let Value::Map(values) = values else {
+            unreachable!()
+        };
         Ok(WChart {
             meta: c.metadata.clone(),
             values,
             templates: Rc::new(c.templates.clone()),
             files: Rc::new(c.files.clone()),
             schema: c.schema.clone().map(Rc::new),
-            deps: c.dependencies.iter().map(WChart::from_chart).collect::<Result<_, _>>()?,
+            deps: c
+                .dependencies
+                .iter()
+                .map(WChart::from_chart)
+                .collect::<Result<_, _>>()?,
         })
     }
 
     fn deep_clone(&self) -> WChart {
         let mut c = self.clone();
-        c.values = match self.values.borrow().clone().into() {
-            Value::Map(m) => {
-                let v = Value::Map(m).deep_copy();
-                match v {
-                    Value::Map(m) => m,
-                    _ => unreachable!(),
-                }
-            }
-            _ => unreachable!(),
-        };
+        c.values = copy_map(&self.values);
         c.deps = self.deps.iter().map(|d| d.deep_clone()).collect();
         c
     }
@@ -63,7 +60,9 @@ impl WChart {
 }
 
 fn compatible(constraint: &str, ver: &str) -> bool {
-    let Ok(v) = Version::parse(ver) else { return false };
+    let Ok(v) = Version::parse(ver) else {
+        return false;
+    };
     match Constraints::parse(constraint) {
         Ok(c) => c.check(&v),
         Err(_) => false,
@@ -100,13 +99,18 @@ fn coalesce_deps(c: &WChart, dest: &MapRef, prefix: &str, merge: bool) {
         let dv = match existing {
             None => {
                 let m = new_map();
-                dest.borrow_mut().insert(name.clone(), Value::Map(m.clone()));
+                dest.borrow_mut()
+                    .insert(name.clone(), Value::Map(m.clone()));
                 m
             }
             Some(Value::Map(m)) => m,
             Some(_) => continue,
         };
-        let sub_prefix = if prefix.is_empty() { c.name().to_string() } else { format!("{prefix}.{}", c.name()) };
+        let sub_prefix = if prefix.is_empty() {
+            c.name().to_string()
+        } else {
+            format!("{prefix}.{}", c.name())
+        };
         coalesce_globals(&dv, dest);
         coalesce(sub, &dv, &sub_prefix, merge);
     }
@@ -123,7 +127,11 @@ fn coalesce_globals(dest: &MapRef, src: &MapRef) {
         Some(Value::Map(m)) => m.clone(),
         Some(_) => return,
     };
-    let entries: Vec<(String, Value)> = sg.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let entries: Vec<(String, Value)> = sg
+        .borrow()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for (key, val) in entries {
         if let Value::Map(vm) = &val {
             let vv: MapRef = Rc::new(std::cell::RefCell::new(vm.borrow().clone()));
@@ -149,7 +157,11 @@ fn coalesce_globals(dest: &MapRef, src: &MapRef) {
 
 fn coalesce_chart_values(c: &WChart, v: &MapRef, merge: bool) {
     let vc = copy_map(&c.values);
-    let entries: Vec<(String, Value)> = vc.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let entries: Vec<(String, Value)> = vc
+        .borrow()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for (key, val) in entries {
         let cur = v.borrow().get(&key).cloned();
         match cur {
@@ -202,7 +214,11 @@ fn process_enabled(c: &mut WChart, v: &MapRef, path: &str) -> Result<(), String>
         chart_deps.push(existing.clone());
     }
     for req in c.meta.dependencies.iter_mut() {
-        if let Some(found) = c.deps.iter().find(|d| d.name() == req.name && compatible(&req.version, &d.meta.version)) {
+        if let Some(found) = c
+            .deps
+            .iter()
+            .find(|d| d.name() == req.name && compatible(&req.version, &d.meta.version))
+        {
             let mut out = found.deep_clone();
             if !req.alias.is_empty() {
                 out.meta.name = req.alias.clone();
@@ -220,7 +236,13 @@ fn process_enabled(c: &mut WChart, v: &MapRef, path: &str) -> Result<(), String>
     let cvals = coalesce_values(c, v, false);
     process_tags(&mut c.meta.dependencies, &cvals);
     process_conditions(&mut c.meta.dependencies, &cvals, path);
-    let rm: Vec<String> = c.meta.dependencies.iter().filter(|d| !d.enabled).map(|d| d.name.clone()).collect();
+    let rm: Vec<String> = c
+        .meta
+        .dependencies
+        .iter()
+        .filter(|d| !d.enabled)
+        .map(|d| d.name.clone())
+        .collect();
     c.deps.retain(|d| !rm.contains(&d.meta.name));
     c.meta.dependencies.retain(|d| !rm.contains(&d.name));
     for t in c.deps.iter_mut() {
@@ -231,7 +253,9 @@ fn process_enabled(c: &mut WChart, v: &MapRef, path: &str) -> Result<(), String>
 }
 
 fn process_tags(reqs: &mut [Dependency], cvals: &MapRef) {
-    let Some(vt) = table(cvals, "tags") else { return };
+    let Some(vt) = table(cvals, "tags") else {
+        return;
+    };
     for r in reqs.iter_mut() {
         let (mut has_true, mut has_false) = (false, false);
         for k in &r.tags {
@@ -299,7 +323,10 @@ fn process_import_values(c: &mut WChart) {
         for iv in &r.import_values {
             match iv {
                 ImportValue::Map { child, parent } => {
-                    out.push(ImportValue::Map { child: child.clone(), parent: parent.clone() });
+                    out.push(ImportValue::Map {
+                        child: child.clone(),
+                        parent: parent.clone(),
+                    });
                     if let Some(vv) = table(&cvals, &format!("{}.{}", r.name, child)) {
                         let src = path_to_map(parent, copy_map(&vv));
                         coalesce_tables(&b, &src, true);
@@ -307,7 +334,10 @@ fn process_import_values(c: &mut WChart) {
                 }
                 ImportValue::Name(n) => {
                     let child = format!("exports.{n}");
-                    out.push(ImportValue::Map { child: child.clone(), parent: ".".into() });
+                    out.push(ImportValue::Map {
+                        child: child.clone(),
+                        parent: ".".into(),
+                    });
                     if let Some(vm) = table(&cvals, &format!("{}.{}", r.name, child)) {
                         coalesce_tables(&b, &copy_map(&vm), true);
                     }

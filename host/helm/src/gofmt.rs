@@ -23,7 +23,11 @@ fn special(f: f64) -> Option<String> {
     if f.is_nan() {
         Some("NaN".into())
     } else if f.is_infinite() {
-        Some(if f > 0.0 { "+Inf".into() } else { "-Inf".into() })
+        Some(if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        })
     } else {
         None
     }
@@ -85,7 +89,11 @@ pub fn format_float_v(f: f64) -> String {
         return s;
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     let (neg, digits, dp) = shortest_digits(f);
     let exp = dp - 1;
@@ -343,7 +351,9 @@ fn fmt_value(v: &Value, verb: char, spec: &Spec) -> String {
             }
             Value::Int(i) => match verb {
                 'd' | 'x' | 'X' | 'o' | 'b' => pad(fmt_int(*i, verb, spec), spec, true),
-                'c' => char::from_u32(*i as u32).map(String::from).unwrap_or_default(),
+                'c' => char::from_u32(*i as u32)
+                    .map(String::from)
+                    .unwrap_or_default(),
                 'q' => format!("'{}'", char::from_u32(*i as u32).unwrap_or('?')),
                 _ => bad(verb, v),
             },

@@ -126,19 +126,26 @@ pub fn to_serde(v: &Value) -> serde_json::Value {
             if f.fract() == 0.0 && f.abs() < 9e15 {
                 serde_json::Value::from(*f as i64)
             } else {
-                serde_json::Number::from_f64(*f).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
+                serde_json::Number::from_f64(*f)
+                    .map(serde_json::Value::Number)
+                    .unwrap_or(serde_json::Value::Null)
             }
         }
         Value::Str(s) => serde_json::Value::String(s.to_string()),
         Value::List(l) => serde_json::Value::Array(l.iter().map(to_serde).collect()),
-        Value::Map(m) => {
-            serde_json::Value::Object(m.borrow().iter().map(|(k, v)| (k.clone(), to_serde(v))).collect())
-        }
+        Value::Map(m) => serde_json::Value::Object(
+            m.borrow()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_serde(v)))
+                .collect(),
+        ),
         Value::Obj(o) => to_serde(&o.to_value()),
     }
 }
 
 /// `json.Unmarshal` into `interface{}`.
 pub fn parse(s: &str) -> Result<Value, String> {
-    serde_json::from_str::<serde_json::Value>(s).map(|v| from_serde(&v)).map_err(|e| e.to_string())
+    serde_json::from_str::<serde_json::Value>(s)
+        .map(|v| from_serde(&v))
+        .map_err(|e| e.to_string())
 }

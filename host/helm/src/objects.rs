@@ -16,8 +16,12 @@ pub struct Files {
 
 impl Files {
     fn subset(&self, pattern: &str) -> Files {
-        let m: BTreeMap<String, Rc<Vec<u8>>> =
-            self.files.iter().filter(|(k, _)| glob_match(pattern, k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let m: BTreeMap<String, Rc<Vec<u8>>> = self
+            .files
+            .iter()
+            .filter(|(k, _)| glob_match(pattern, k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         Files { files: Rc::new(m) }
     }
 
@@ -37,8 +41,15 @@ impl Files {
 fn arg_s(args: &[Value], i: usize) -> Result<String, String> {
     match args.get(i) {
         Some(Value::Str(s)) => Ok(s.to_string()),
-        Some(v) => Err(format!("wrong type for value; expected string; got {}", v.type_name())),
-        None => Err(format!("wrong number of args: want {} got {}", i + 1, args.len())),
+        Some(v) => Err(format!(
+            "wrong type for value; expected string; got {}",
+            v.type_name()
+        )),
+        None => Err(format!(
+            "wrong number of args: want {} got {}",
+            i + 1,
+            args.len()
+        )),
     }
 }
 
@@ -50,18 +61,31 @@ impl Object for Files {
         None
     }
     fn has_method(&self, name: &str) -> bool {
-        matches!(name, "Get" | "GetBytes" | "Glob" | "Lines" | "AsConfig" | "AsSecrets")
+        matches!(
+            name,
+            "Get" | "GetBytes" | "Glob" | "Lines" | "AsConfig" | "AsSecrets"
+        )
     }
     fn call(&self, name: &str, args: &[Value]) -> Option<Result<Value, String>> {
         Some((|| -> Result<Value, String> {
             Ok(match name {
                 "Get" => {
                     let n = arg_s(args, 0)?;
-                    Value::from(self.files.get(&n).map(|d| String::from_utf8_lossy(d).into_owned()).unwrap_or_default())
+                    Value::from(
+                        self.files
+                            .get(&n)
+                            .map(|d| String::from_utf8_lossy(d).into_owned())
+                            .unwrap_or_default(),
+                    )
                 }
                 "GetBytes" => {
                     let n = arg_s(args, 0)?;
-                    Value::from(self.files.get(&n).map(|d| String::from_utf8_lossy(d).into_owned()).unwrap_or_default())
+                    Value::from(
+                        self.files
+                            .get(&n)
+                            .map(|d| String::from_utf8_lossy(d).into_owned())
+                            .unwrap_or_default(),
+                    )
                 }
                 "Glob" => Value::Obj(Rc::new(self.subset(&arg_s(args, 0)?))),
                 "Lines" => {
@@ -78,7 +102,9 @@ impl Object for Files {
                     }
                 }
                 "AsConfig" => Value::from(self.as_map(|d| String::from_utf8_lossy(d).into_owned())),
-                "AsSecrets" => Value::from(self.as_map(|d| base64::engine::general_purpose::STANDARD.encode(d))),
+                "AsSecrets" => Value::from(
+                    self.as_map(|d| base64::engine::general_purpose::STANDARD.encode(d)),
+                ),
                 _ => return Err(format!("can't evaluate field {name}")),
             })
         })())
@@ -108,14 +134,20 @@ impl KubeVersion {
     /// `common.ParseKubeVersion` (`1.20`, `v1.20.3-gke.1`).
     pub fn parse(v: &str) -> Result<KubeVersion, String> {
         let t = v.trim().trim_start_matches('v');
-        let core_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let core_end = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
         let core = &t[..core_end];
         let nums: Vec<&str> = core.split('.').filter(|s| !s.is_empty()).collect();
         if nums.len() < 2 || nums.iter().any(|n| n.parse::<u64>().is_err()) {
             return Err(format!("could not parse {v:?} as version"));
         }
         let n = |i: usize| nums.get(i).map(|x| x.parse::<u64>().unwrap()).unwrap_or(0);
-        let git = if v.starts_with('v') { v.to_string() } else { format!("v{v}") };
+        let git = if v.starts_with('v') {
+            v.to_string()
+        } else {
+            format!("v{v}")
+        };
         let rest = &t[core_end..];
         Ok(KubeVersion {
             version: git,
@@ -173,7 +205,44 @@ impl Object for ApiVersions {
         Some(arg_s(args, 0).map(|a| Value::Bool(self.0.contains(&a))))
     }
     fn to_value(&self) -> Value {
-        Value::from(self.0.iter().map(|s| Value::from(s.as_str())).collect::<Vec<_>>())
+        Value::from(
+            self.0
+                .iter()
+                .map(|s| Value::from(s.as_str()))
+                .collect::<Vec<_>>(),
+        )
+    }
+}
+
+/// `.Capabilities.HelmVersion` (Go field names; JSON keys when serialised).
+pub struct HelmVersion {
+    pub version: String,
+    pub go_version: String,
+    pub kube_client_version: String,
+}
+
+impl Object for HelmVersion {
+    fn type_name(&self) -> &'static str {
+        "version.BuildInfo"
+    }
+    fn field(&self, name: &str) -> Option<Value> {
+        Some(Value::from(match name {
+            "Version" => self.version.as_str(),
+            "GoVersion" => self.go_version.as_str(),
+            "KubeClientVersion" => self.kube_client_version.as_str(),
+            "GitCommit" | "GitTreeState" => "",
+            _ => return None,
+        }))
+    }
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("version".into(), Value::from(self.version.as_str()));
+        m.insert("go_version".into(), Value::from(self.go_version.as_str()));
+        m.insert(
+            "kube_client_version".into(),
+            Value::from(self.kube_client_version.as_str()),
+        );
+        Value::from(m)
     }
 }
 
@@ -206,7 +275,7 @@ impl Object for Capabilities {
 }
 
 /// The API versions `helm template` knows without a cluster (client-go's scheme plus
-/// apiextensions), as Helm 4.2 lists them.
+/// apiextensions), as Helm 4.2.3 (client-go v0.36) lists them.
 pub const DEFAULT_API_VERSIONS: &[&str] = &[
     "v1",
     "admissionregistration.k8s.io/v1",
@@ -223,8 +292,6 @@ pub const DEFAULT_API_VERSIONS: &[&str] = &[
     "authorization.k8s.io/v1beta1",
     "autoscaling/v1",
     "autoscaling/v2",
-    "autoscaling/v2beta1",
-    "autoscaling/v2beta2",
     "batch/v1",
     "batch/v1beta1",
     "certificates.k8s.io/v1",
@@ -243,7 +310,6 @@ pub const DEFAULT_API_VERSIONS: &[&str] = &[
     "flowcontrol.apiserver.k8s.io/v1beta2",
     "flowcontrol.apiserver.k8s.io/v1beta3",
     "networking.k8s.io/v1",
-    "networking.k8s.io/v1alpha1",
     "networking.k8s.io/v1beta1",
     "node.k8s.io/v1",
     "node.k8s.io/v1alpha1",
@@ -257,13 +323,13 @@ pub const DEFAULT_API_VERSIONS: &[&str] = &[
     "resource.k8s.io/v1beta2",
     "resource.k8s.io/v1beta1",
     "resource.k8s.io/v1alpha3",
-    "scheduling.k8s.io/v1alpha1",
+    "scheduling.k8s.io/v1alpha2",
     "scheduling.k8s.io/v1beta1",
     "scheduling.k8s.io/v1",
     "storage.k8s.io/v1beta1",
     "storage.k8s.io/v1",
     "storage.k8s.io/v1alpha1",
-    "storagemigration.k8s.io/v1alpha1",
+    "storagemigration.k8s.io/v1beta1",
     "apiextensions.k8s.io/v1beta1",
     "apiextensions.k8s.io/v1",
 ];

@@ -11,7 +11,9 @@ use crate::deps::{WChart, coalesce_values, process_dependencies};
 use crate::funcs::func_map;
 use crate::funcs::semver::{Constraints, Version};
 use crate::glob::go_match;
-use crate::objects::{ApiVersions, Capabilities, DEFAULT_API_VERSIONS, Files, KubeVersion};
+use crate::objects::{
+    ApiVersions, Capabilities, DEFAULT_API_VERSIONS, Files, HelmVersion, KubeVersion,
+};
 use crate::sort::{Hook, Manifest, SplitMode, sort_manifests, split_manifests};
 use crate::template::{Engine, TemplateError};
 use crate::value::{Map, MapRef, Value};
@@ -86,7 +88,11 @@ pub enum RenderError {
     /// A rendered document is not valid YAML; `partial` holds the raw rendered files
     /// (what `helm template --debug` prints).
     #[error("YAML parse error on {path}: {message}")]
-    Yaml { path: String, message: String, partial: String },
+    Yaml {
+        path: String,
+        message: String,
+        partial: String,
+    },
 }
 
 /// The result of rendering a chart.
@@ -124,7 +130,11 @@ impl Rendered {
     }
 
     /// Exactly what `helm template` prints on stdout for these options.
-    pub fn to_template_stream(&self, show_only: &[String], skip_tests: bool) -> Result<String, RenderError> {
+    pub fn to_template_stream(
+        &self,
+        show_only: &[String],
+        skip_tests: bool,
+    ) -> Result<String, RenderError> {
         let mut manifests = String::new();
         manifests.push_str(self.manifest().trim());
         manifests.push('\n');
@@ -143,18 +153,26 @@ impl Rendered {
             let f = f.replace('\\', "/");
             let mut missing = true;
             for m in &docs {
-                let Some(line) = m.lines().find(|l| l.starts_with("# Source: ")).filter(|_| m.contains("# Source: ")) else {
+                let Some(line) = m
+                    .lines()
+                    .find(|l| l.starts_with("# Source: "))
+                    .filter(|_| m.contains("# Source: "))
+                else {
                     continue;
                 };
                 let src = &line["# Source: ".len()..];
-                let Some((_, path)) = src.split_once('/') else { continue };
+                let Some((_, path)) = src.split_once('/') else {
+                    continue;
+                };
                 if go_match(&f, path) {
                     out.push_str(&format!("---\n{m}\n"));
                     missing = false;
                 }
             }
             if missing {
-                return Err(RenderError::Invalid(format!("could not find template {f} in chart")));
+                return Err(RenderError::Invalid(format!(
+                    "could not find template {f} in chart"
+                )));
             }
         }
         Ok(out)
@@ -164,13 +182,15 @@ impl Rendered {
 fn user_values(opts: &RenderOptions) -> Result<MapRef, RenderError> {
     let mut base: MapRef = Rc::new(std::cell::RefCell::new(Map::new()));
     for f in &opts.values_files {
-        let v = read_values(f).map_err(|e| RenderError::Invalid(format!("failed to parse values: {e}")))?;
+        let v = read_values(f)
+            .map_err(|e| RenderError::Invalid(format!("failed to parse values: {e}")))?;
         if let Value::Map(m) = v {
             base = merge_maps(&base, &m);
         }
     }
     for s in &opts.set {
-        parse_set(s, &base, false).map_err(|e| RenderError::Invalid(format!("failed parsing --set data: {e}")))?;
+        parse_set(s, &base, false)
+            .map_err(|e| RenderError::Invalid(format!("failed parsing --set data: {e}")))?;
     }
     for s in &opts.set_string {
         parse_set(s, &base, true)
@@ -180,10 +200,13 @@ fn user_values(opts: &RenderOptions) -> Result<MapRef, RenderError> {
 }
 
 fn release_name(opts: &RenderOptions) -> Result<String, RenderError> {
-    let Some(t) = &opts.name_template else { return Ok(opts.release_name.clone()) };
+    let Some(t) = &opts.name_template else {
+        return Ok(opts.release_name.clone());
+    };
     let eng = Engine::new(func_map());
     eng.add("name-template", t).map_err(RenderError::Template)?;
-    eng.execute("name-template", &Value::Nil).map_err(RenderError::Template)
+    eng.execute("name-template", &Value::Nil)
+        .map_err(RenderError::Template)
 }
 
 fn capabilities(opts: &RenderOptions) -> Result<Rc<Capabilities>, RenderError> {
@@ -194,16 +217,15 @@ fn capabilities(opts: &RenderOptions) -> Result<Rc<Capabilities>, RenderError> {
     for a in &opts.api_versions {
         apis.extend(a.split(',').filter(|s| !s.is_empty()).map(String::from));
     }
-    let mut helm = Map::new();
-    helm.insert("Version".into(), Value::from("v4.2.3"));
-    helm.insert("GitCommit".into(), Value::from(""));
-    helm.insert("GitTreeState".into(), Value::from(""));
-    helm.insert("GoVersion".into(), Value::from("go1.26.6"));
-    helm.insert("KubeClientVersion".into(), Value::from("v1.36"));
+    let helm = HelmVersion {
+        version: "v4.2".into(),
+        go_version: "go1.26.6".into(),
+        kube_client_version: "v1.36".into(),
+    };
     Ok(Rc::new(Capabilities {
         kube: Rc::new(kube),
         apis: Rc::new(ApiVersions(apis)),
-        helm: Value::from(helm),
+        helm: Value::Obj(Rc::new(helm)),
     }))
 }
 
@@ -221,15 +243,37 @@ fn rec_all_templates(
     out: &mut BTreeMap<String, Renderable>,
 ) -> MapRef {
     let subcharts = Rc::new(std::cell::RefCell::new(Map::new()));
-    let files: BTreeMap<String, Rc<Vec<u8>>> =
-        c.files.iter().map(|f| (f.name.clone(), Rc::new(f.data.clone()))).collect();
+    let files: BTreeMap<String, Rc<Vec<u8>>> = c
+        .files
+        .iter()
+        .map(|f| (f.name.clone(), Rc::new(f.data.clone())))
+        .collect();
     let mut next = Map::new();
     next.insert("Chart".into(), c.meta.to_value(is_root));
-    next.insert("Files".into(), Value::Obj(Rc::new(Files { files: Rc::new(files) })));
-    next.insert("Release".into(), parent.borrow().get("Release").cloned().unwrap_or_default());
-    next.insert("Capabilities".into(), parent.borrow().get("Capabilities").cloned().unwrap_or_default());
+    next.insert(
+        "Files".into(),
+        Value::Obj(Rc::new(Files {
+            files: Rc::new(files),
+        })),
+    );
+    next.insert(
+        "Release".into(),
+        parent.borrow().get("Release").cloned().unwrap_or_default(),
+    );
+    next.insert(
+        "Capabilities".into(),
+        parent
+            .borrow()
+            .get("Capabilities")
+            .cloned()
+            .unwrap_or_default(),
+    );
     let values = if is_root {
-        parent.borrow().get("Values").cloned().unwrap_or_else(Value::new_map)
+        parent
+            .borrow()
+            .get("Values")
+            .cloned()
+            .unwrap_or_else(Value::new_map)
     } else {
         let pv = match parent.borrow().get("Values") {
             Some(Value::Map(m)) => Some(m.clone()),
@@ -246,7 +290,9 @@ fn rec_all_templates(
     for d in &c.deps {
         let child_path = format!("{full_path}/charts/{}", d.name());
         let sub = rec_all_templates(d, &child_path, &next, false, out);
-        subcharts.borrow_mut().insert(d.name().to_string(), Value::Map(sub));
+        subcharts
+            .borrow_mut()
+            .insert(d.name().to_string(), Value::Map(sub));
     }
     let library = c.meta.chart_type == "library";
     for t in c.templates.iter() {
@@ -256,7 +302,11 @@ fn rec_all_templates(
         }
         out.insert(
             format!("{full_path}/{}", t.name),
-            Renderable { src: Rc::new(t.data.clone()), vals: next.clone(), base_path: format!("{full_path}/templates") },
+            Renderable {
+                src: Rc::new(t.data.clone()),
+                vals: next.clone(),
+                base_path: format!("{full_path}/templates"),
+            },
         );
     }
     next
@@ -276,7 +326,10 @@ fn collect_crds(c: &WChart, full_path: &str, out: &mut Vec<(String, String)>) {
         if f.name.starts_with("crds/")
             && (f.name.ends_with(".yaml") || f.name.ends_with(".yml") || f.name.ends_with(".json"))
         {
-            out.push((format!("{full_path}/{}", f.name), String::from_utf8_lossy(&f.data).into_owned()));
+            out.push((
+                format!("{full_path}/{}", f.name),
+                String::from_utf8_lossy(&f.data).into_owned(),
+            ));
         }
     }
     for d in &c.deps {
@@ -289,7 +342,10 @@ fn check_kube_version(c: &WChart, caps: &Capabilities) -> Result<(), RenderError
     if kv.is_empty() {
         return Ok(());
     }
-    let ok = match (Constraints::parse(kv), Version::parse(&caps.kube.normalized)) {
+    let ok = match (
+        Constraints::parse(kv),
+        Version::parse(&caps.kube.normalized),
+    ) {
         (Ok(con), Ok(v)) => con.check(&v),
         _ => false,
     };
@@ -305,7 +361,9 @@ fn check_kube_version(c: &WChart, caps: &Capabilities) -> Result<(), RenderError
 /// Renders a chart as `helm template` (client-only install) does.
 pub fn render(chart: &Chart, opts: &RenderOptions) -> Result<Rendered, RenderError> {
     if chart.metadata.chart_type == "library" {
-        return Err(RenderError::Invalid("library charts are not installable".into()));
+        return Err(RenderError::Invalid(
+            "library charts are not installable".into(),
+        ));
     }
     let user = user_values(opts)?;
     let mut wc = WChart::from_chart(chart).map_err(RenderError::Invalid)?;
@@ -357,8 +415,12 @@ pub fn render(chart: &Chart, opts: &RenderOptions) -> Result<Rendered, RenderErr
         let mut tm = Map::new();
         tm.insert("Name".into(), Value::from(k.as_str()));
         tm.insert("BasePath".into(), Value::from(r.base_path.as_str()));
-        r.vals.borrow_mut().insert("Template".into(), Value::from(tm));
-        let out = eng.execute(k, &Value::Map(r.vals.clone())).map_err(RenderError::Template)?;
+        r.vals
+            .borrow_mut()
+            .insert("Template".into(), Value::from(tm));
+        let out = eng
+            .execute(k, &Value::Map(r.vals.clone()))
+            .map_err(RenderError::Template)?;
         files.insert(k.clone(), out.replace("<no value>", ""));
     }
 
@@ -385,7 +447,11 @@ pub fn render(chart: &Chart, opts: &RenderOptions) -> Result<Rendered, RenderErr
             }
             partial.push_str(&format!("---\n# Source: {name}\n{content}\n"));
         }
-        RenderError::Yaml { path: e.path, message: e.message, partial }
+        RenderError::Yaml {
+            path: e.path,
+            message: e.message,
+            partial,
+        }
     })?;
     let mut crds = Vec::new();
     collect_crds(&wc, &root_name, &mut crds);

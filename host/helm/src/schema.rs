@@ -14,7 +14,8 @@ use crate::value::{MapRef, Value};
 pub fn validate_tree(c: &WChart, vals: &MapRef) -> Result<(), String> {
     let mut sb = String::new();
     if let Some(schema) = &c.schema {
-        let schema: J = serde_json::from_slice(schema).map_err(|e| format!("{}:\n{e}", c.name()))?;
+        let schema: J =
+            serde_json::from_slice(schema).map_err(|e| format!("{}:\n{e}", c.name()))?;
         let inst = to_serde(&Value::Map(vals.clone()));
         let mut errs = Vec::new();
         check(&schema, &schema, &inst, "", &mut errs);
@@ -76,7 +77,11 @@ fn resolve<'a>(root: &'a J, r: &str) -> Option<&'a J> {
 }
 
 fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
-    let loc = if at.is_empty() { "''".to_string() } else { format!("'{at}'") };
+    let loc = if at.is_empty() {
+        "''".to_string()
+    } else {
+        format!("'{at}'")
+    };
     let J::Object(s) = s else {
         if s == &J::Bool(false) {
             errs.push(format!("at {loc}: false schema"));
@@ -96,7 +101,11 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
         };
         if !ok {
             let want = match t {
-                J::Array(ws) => ws.iter().filter_map(|w| w.as_str()).collect::<Vec<_>>().join(" or "),
+                J::Array(ws) => ws
+                    .iter()
+                    .filter_map(|w| w.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
                 J::String(w) => w.clone(),
                 _ => String::new(),
             };
@@ -107,7 +116,13 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
     if let Some(J::Array(e)) = s.get("enum")
         && !e.contains(v)
     {
-        errs.push(format!("at {loc}: value must be one of {}", e.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")));
+        errs.push(format!(
+            "at {loc}: value must be one of {}",
+            e.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     if let Some(c) = s.get("const")
         && c != v
@@ -198,8 +213,12 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
     }
     if let J::Object(o) = v {
         if let Some(J::Array(req)) = s.get("required") {
-            let missing: Vec<String> =
-                req.iter().filter_map(|r| r.as_str()).filter(|r| !o.contains_key(*r)).map(|r| format!("'{r}'")).collect();
+            let missing: Vec<String> = req
+                .iter()
+                .filter_map(|r| r.as_str())
+                .filter(|r| !o.contains_key(*r))
+                .map(|r| format!("'{r}'"))
+                .collect();
             if !missing.is_empty() {
                 errs.push(format!("at {loc}: missing property {}", missing.join(", ")));
             }
@@ -222,7 +241,9 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
             }
             if !matched {
                 match s.get("additionalProperties") {
-                    Some(J::Bool(false)) => errs.push(format!("at {loc}: additional properties '{k}' not allowed")),
+                    Some(J::Bool(false)) => {
+                        errs.push(format!("at {loc}: additional properties '{k}' not allowed"))
+                    }
                     Some(t @ J::Object(_)) => check(root, t, x, &format!("{at}/{k}"), errs),
                     _ => {}
                 }

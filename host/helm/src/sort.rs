@@ -110,11 +110,18 @@ pub fn split_manifests(big: &str, mode: SplitMode) -> Vec<String> {
     static LEGACY: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     static ANCHORED: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let sep = match mode {
-        SplitMode::Legacy => LEGACY.get_or_init(|| regex::Regex::new(r"(?:^|\s*\n)---\s*").expect("valid regex")),
-        SplitMode::LineAnchored => ANCHORED.get_or_init(|| regex::Regex::new(r"(?m)^---[ \t]*").expect("valid regex")),
+        SplitMode::Legacy => {
+            LEGACY.get_or_init(|| regex::Regex::new(r"(?:^|\s*\n)---\s*").expect("valid regex"))
+        }
+        SplitMode::LineAnchored => {
+            ANCHORED.get_or_init(|| regex::Regex::new(r"(?m)^---[ \t]*").expect("valid regex"))
+        }
     };
     let big = big.trim_start();
-    sep.split(big).filter(|d| !d.trim().is_empty()).map(|d| d.trim_start().to_string()).collect()
+    sep.split(big)
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| d.trim_start().to_string())
+        .collect()
 }
 
 fn kind_rank(kind: &str) -> Option<usize> {
@@ -139,7 +146,10 @@ pub struct SortError {
 }
 
 /// `releaseutil.SortManifests` with `InstallOrder`.
-pub fn sort_manifests(files: &[(String, String)], mode: SplitMode) -> Result<(Vec<Hook>, Vec<Manifest>), SortError> {
+pub fn sort_manifests(
+    files: &[(String, String)],
+    mode: SplitMode,
+) -> Result<(Vec<Hook>, Vec<Manifest>), SortError> {
     let mut files: Vec<&(String, String)> = files.iter().collect();
     files.sort_by(|a, b| a.0.cmp(&b.0));
     let mut hooks = Vec::new();
@@ -150,7 +160,10 @@ pub fn sort_manifests(files: &[(String, String)], mode: SplitMode) -> Result<(Ve
             continue;
         }
         for doc in split_manifests(content, mode) {
-            let head = yaml::parse(&doc).map_err(|e| SortError { path: path.clone(), message: e.0 })?;
+            let head = yaml::parse(&doc).map_err(|e| SortError {
+                path: path.clone(),
+                message: e.0,
+            })?;
             let head = match head {
                 Value::Map(_) | Value::Nil => head,
                 _ => {
@@ -170,15 +183,29 @@ pub fn sort_manifests(files: &[(String, String)], mode: SplitMode) -> Result<(Ve
                 _ => None,
             };
             let Some(hook_types) = hook_ann else {
-                generic.push(Manifest { name: path.clone(), content: doc, kind, api_version, object_name });
+                generic.push(Manifest {
+                    name: path.clone(),
+                    content: doc,
+                    kind,
+                    api_version,
+                    object_name,
+                });
                 continue;
             };
-            let weight = ann.get("helm.sh/hook-weight").as_str().and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+            let weight = ann
+                .get("helm.sh/hook-weight")
+                .as_str()
+                .and_then(|s| s.parse::<i64>().ok())
+                .unwrap_or(0);
             let mut events = Vec::new();
             let mut unknown = false;
             for t in hook_types.split(',') {
                 let t = t.trim().to_lowercase();
-                let t = if t == "test-success" { "test".to_string() } else { t };
+                let t = if t == "test-success" {
+                    "test".to_string()
+                } else {
+                    t
+                };
                 if EVENTS.contains(&t.as_str()) {
                     events.push(t);
                 } else {
@@ -194,7 +221,15 @@ pub fn sort_manifests(files: &[(String, String)], mode: SplitMode) -> Result<(Ve
                 .as_str()
                 .map(|s| s.split(',').map(|p| p.trim().to_lowercase()).collect())
                 .unwrap_or_default();
-            hooks.push(Hook { name: object_name, kind, path: path.clone(), manifest: doc, events, weight, delete_policies });
+            hooks.push(Hook {
+                name: object_name,
+                kind,
+                path: path.clone(),
+                manifest: doc,
+                events,
+                weight,
+                delete_policies,
+            });
         }
     }
     generic.sort_by(|a, b| less_by_kind(&a.kind, &b.kind));

@@ -294,8 +294,7 @@ pub fn deep_equal(a: &Value, b: &Value) -> bool {
             }
             let (x, y) = (x.borrow(), y.borrow());
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .zip(y.iter())
                     .all(|((ka, va), (kb, vb))| ka == kb && deep_equal(va, vb))
         }

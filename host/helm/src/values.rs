@@ -56,7 +56,8 @@ fn typed_val(v: &str, as_string: bool) -> Value {
     if v == "0" {
         return Value::Int(0);
     }
-    if !v.is_empty() && !v.starts_with('0')
+    if !v.is_empty()
+        && !v.starts_with('0')
         && let Ok(i) = v.parse::<i64>()
     {
         return Value::Int(i);
@@ -125,10 +126,16 @@ fn parse_key(k: &str) -> Result<Vec<Seg>, String> {
         }
         p = &p[name_end..];
         while let Some(rest) = p.strip_prefix('[') {
-            let end = rest.find(']').ok_or_else(|| format!("key {k:?} has no closing bracket"))?;
-            let idx: usize = rest[..end].parse().map_err(|_| format!("failed to parse index {:?}", &rest[..end]))?;
+            let end = rest
+                .find(']')
+                .ok_or_else(|| format!("key {k:?} has no closing bracket"))?;
+            let idx: usize = rest[..end]
+                .parse()
+                .map_err(|_| format!("failed to parse index {:?}", &rest[..end]))?;
             if idx > 65536 {
-                return Err(format!("index of {idx} is greater than maximum supported index of 65536"));
+                return Err(format!(
+                    "index of {idx} is greater than maximum supported index of 65536"
+                ));
             }
             segs.push(Seg::Index(idx));
             p = &rest[end + 1..];
@@ -216,7 +223,12 @@ fn is_table(v: &Value) -> bool {
 
 /// Removes nil values recursively.
 pub fn clean_nil(m: &MapRef) {
-    let keys: Vec<String> = m.borrow().iter().filter(|(_, v)| v.is_nil()).map(|(k, _)| k.clone()).collect();
+    let keys: Vec<String> = m
+        .borrow()
+        .iter()
+        .filter(|(_, v)| v.is_nil())
+        .map(|(k, _)| k.clone())
+        .collect();
     for k in keys {
         m.borrow_mut().remove(&k);
     }
@@ -232,13 +244,26 @@ pub fn coalesce_tables(dst: &MapRef, src: &MapRef, merge: bool) {
     if Rc::ptr_eq(dst, src) {
         return;
     }
-    let src_non_nil: Vec<String> =
-        src.borrow().iter().filter(|(_, v)| !v.is_nil()).map(|(k, _)| k.clone()).collect();
-    let dst_nil: Vec<String> = dst.borrow().iter().filter(|(_, v)| v.is_nil()).map(|(k, _)| k.clone()).collect();
+    let src_non_nil: Vec<String> = src
+        .borrow()
+        .iter()
+        .filter(|(_, v)| !v.is_nil())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let dst_nil: Vec<String> = dst
+        .borrow()
+        .iter()
+        .filter(|(_, v)| v.is_nil())
+        .map(|(k, _)| k.clone())
+        .collect();
     for k in dst_nil {
         src.borrow_mut().insert(k, Value::Nil);
     }
-    let entries: Vec<(String, Value)> = src.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let entries: Vec<(String, Value)> = src
+        .borrow()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for (k, val) in entries {
         let dv = dst.borrow().get(&k).cloned();
         match dv {

@@ -29,7 +29,11 @@ impl std::fmt::Display for YamlError {
 
 #[derive(Debug, Clone)]
 enum Node {
-    Scalar { value: String, plain: bool, tag: Option<String> },
+    Scalar {
+        value: String,
+        plain: bool,
+        tag: Option<String>,
+    },
     Seq(Vec<Node>),
     Map(Vec<(Node, Node)>),
     Null,
@@ -61,14 +65,20 @@ impl Parser {
             }
             let ev = ev.assume_init_mut();
             let cstr = |p: *mut u8| -> Option<String> {
-                if p.is_null() { None } else { Some(CStr::from_ptr(p as *const _).to_string_lossy().into_owned()) }
+                if p.is_null() {
+                    None
+                } else {
+                    Some(CStr::from_ptr(p as *const _).to_string_lossy().into_owned())
+                }
             };
             let out = match ev.type_ {
                 sys::YAML_STREAM_START_EVENT => Event::Other,
                 sys::YAML_STREAM_END_EVENT => Event::StreamEnd,
                 sys::YAML_DOCUMENT_START_EVENT => Event::DocStart,
                 sys::YAML_DOCUMENT_END_EVENT => Event::DocEnd,
-                sys::YAML_ALIAS_EVENT => Event::Alias(cstr(ev.data.alias.anchor).unwrap_or_default()),
+                sys::YAML_ALIAS_EVENT => {
+                    Event::Alias(cstr(ev.data.alias.anchor).unwrap_or_default())
+                }
                 sys::YAML_SCALAR_EVENT => {
                     let s = ev.data.scalar;
                     let bytes = std::slice::from_raw_parts(s.value, s.length as usize);
@@ -79,9 +89,13 @@ impl Parser {
                         plain: s.style == sys::YAML_PLAIN_SCALAR_STYLE,
                     }
                 }
-                sys::YAML_SEQUENCE_START_EVENT => Event::SeqStart(cstr(ev.data.sequence_start.anchor)),
+                sys::YAML_SEQUENCE_START_EVENT => {
+                    Event::SeqStart(cstr(ev.data.sequence_start.anchor))
+                }
                 sys::YAML_SEQUENCE_END_EVENT => Event::SeqEnd,
-                sys::YAML_MAPPING_START_EVENT => Event::MapStart(cstr(ev.data.mapping_start.anchor)),
+                sys::YAML_MAPPING_START_EVENT => {
+                    Event::MapStart(cstr(ev.data.mapping_start.anchor))
+                }
                 sys::YAML_MAPPING_END_EVENT => Event::MapEnd,
                 _ => Event::Other,
             };
@@ -127,7 +141,12 @@ enum Event {
     DocStart,
     DocEnd,
     Alias(String),
-    Scalar { anchor: Option<String>, tag: Option<String>, value: String, plain: bool },
+    Scalar {
+        anchor: Option<String>,
+        tag: Option<String>,
+        value: String,
+        plain: bool,
+    },
     SeqStart(Option<String>),
     SeqEnd,
     MapStart(Option<String>),
@@ -143,7 +162,12 @@ struct Builder {
 impl Builder {
     fn node(&mut self, ev: Event) -> Result<Node, YamlError> {
         match ev {
-            Event::Scalar { anchor, tag, value, plain } => {
+            Event::Scalar {
+                anchor,
+                tag,
+                value,
+                plain,
+            } => {
                 let n = Node::Scalar { value, plain, tag };
                 if let Some(a) = anchor {
                     self.anchors.insert(a, n.clone());
@@ -209,7 +233,11 @@ impl Builder {
         };
         match self.parser.next()? {
             Event::DocEnd => {}
-            _ => return Err(YamlError("yaml: did not find expected <document end>".into())),
+            _ => {
+                return Err(YamlError(
+                    "yaml: did not find expected <document end>".into(),
+                ));
+            }
         }
         Ok(Some(n))
     }
@@ -278,7 +306,11 @@ fn is_timestamp(s: &str) -> bool {
         None => (s, None),
     };
     let parts: Vec<&str> = date.split('-').collect();
-    if parts.len() != 3 || !parts.iter().all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|c| c.is_ascii_digit())) {
+    if parts.len() != 3
+        || !parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|c| c.is_ascii_digit()))
+    {
         return false;
     }
     if parts[1].len() > 2 || parts[2].len() > 2 {
@@ -289,7 +321,9 @@ fn is_timestamp(s: &str) -> bool {
         Some(t) => {
             let t = t.trim_end_matches('Z');
             let hms: Vec<&str> = t.splitn(3, ':').collect();
-            hms.len() == 3 && hms[0].bytes().all(|c| c.is_ascii_digit()) && hms[1].bytes().all(|c| c.is_ascii_digit())
+            hms.len() == 3
+                && hms[0].bytes().all(|c| c.is_ascii_digit())
+                && hms[1].bytes().all(|c| c.is_ascii_digit())
         }
     }
 }
@@ -301,13 +335,17 @@ fn parse_go_int(plain: &str) -> Option<i64> {
 /// go-yaml v2 `resolve("", s)` for a plain scalar.
 pub fn resolve(s: &str) -> Scalar {
     match s {
-        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => return Scalar::Bool(true),
+        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            return Scalar::Bool(true);
+        }
         "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
             return Scalar::Bool(false);
         }
         "" | "~" | "null" | "Null" | "NULL" => return Scalar::Null,
         ".nan" | ".NaN" | ".NAN" => return Scalar::Float(f64::NAN),
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Scalar::Float(f64::INFINITY),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Scalar::Float(f64::INFINITY);
+        }
         "-.inf" | "-.Inf" | "-.INF" => return Scalar::Float(f64::NEG_INFINITY),
         "<<" => return Scalar::Str,
         _ => {}
@@ -330,7 +368,9 @@ pub fn resolve(s: &str) -> Scalar {
             if let Some(i) = parse_go_int(&plain) {
                 return Scalar::Int(i);
             }
-            if let Some(rest) = plain.strip_prefix("0x").or_else(|| plain.strip_prefix("+0x"))
+            if let Some(rest) = plain
+                .strip_prefix("0x")
+                .or_else(|| plain.strip_prefix("+0x"))
                 && u64::from_str_radix(rest, 16).is_ok()
             {
                 return Scalar::Float(u64::from_str_radix(rest, 16).unwrap() as f64);
@@ -360,7 +400,11 @@ pub fn resolve(s: &str) -> Scalar {
 }
 
 fn scalar_to_value(value: &str, plain: bool, tag: Option<&str>) -> Value {
-    let tag = tag.map(|t| t.strip_prefix("tag:yaml.org,2002:").map(|x| format!("!!{x}")).unwrap_or(t.to_string()));
+    let tag = tag.map(|t| {
+        t.strip_prefix("tag:yaml.org,2002:")
+            .map(|x| format!("!!{x}"))
+            .unwrap_or(t.to_string())
+    });
     match tag.as_deref() {
         Some("!!str") | Some("!!binary") => return Value::from(value),
         Some("!!int") | Some("!!float") => {
@@ -388,21 +432,31 @@ fn scalar_to_value(value: &str, plain: bool, tag: Option<&str>) -> Value {
 
 fn key_string(n: &Node) -> Result<String, YamlError> {
     Ok(match n {
-        Node::Scalar { value, plain, tag } => match scalar_to_value(value, *plain, tag.as_deref()) {
-            Value::Str(s) => s.to_string(),
-            Value::Bool(b) => b.to_string(),
-            Value::Float(f) => {
-                if f.fract() == 0.0 && f.abs() < 1e19 && *plain && !value.contains(['.', 'e', 'E']) {
-                    format!("{}", f as i64)
-                } else {
-                    format_float_v(f)
+        Node::Scalar { value, plain, tag } => {
+            match scalar_to_value(value, *plain, tag.as_deref()) {
+                Value::Str(s) => s.to_string(),
+                Value::Bool(b) => b.to_string(),
+                Value::Float(f) => {
+                    if f.fract() == 0.0
+                        && f.abs() < 1e19
+                        && *plain
+                        && !value.contains(['.', 'e', 'E'])
+                    {
+                        format!("{}", f as i64)
+                    } else {
+                        format_float_v(f)
+                    }
                 }
+                Value::Nil => "null".into(),
+                other => other.to_go_string(),
             }
-            Value::Nil => "null".into(),
-            other => other.to_go_string(),
-        },
+        }
         Node::Null => "null".into(),
-        _ => return Err(YamlError("error converting YAML to JSON: yaml: invalid map key".into())),
+        _ => {
+            return Err(YamlError(
+                "error converting YAML to JSON: yaml: invalid map key".into(),
+            ));
+        }
     })
 }
 
@@ -415,7 +469,9 @@ fn to_value(n: &Node) -> Result<Value, YamlError> {
             let mut m = Map::new();
             // merge keys first (explicit keys win)
             for (k, v) in items {
-                if let Node::Scalar { value, plain: true, .. } = k
+                if let Node::Scalar {
+                    value, plain: true, ..
+                } = k
                     && value == "<<"
                 {
                     let merge_one = |m: &mut Map, v: &Node| -> Result<(), YamlError> {
@@ -437,7 +493,9 @@ fn to_value(n: &Node) -> Result<Value, YamlError> {
                 }
             }
             for (k, v) in items {
-                if let Node::Scalar { value, plain: true, .. } = k
+                if let Node::Scalar {
+                    value, plain: true, ..
+                } = k
                     && value == "<<"
                 {
                     continue;
@@ -451,19 +509,31 @@ fn to_value(n: &Node) -> Result<Value, YamlError> {
 
 /// `sigs.k8s.io/yaml.Unmarshal` of the first document into `interface{}`.
 pub fn parse(src: &str) -> Result<Value, YamlError> {
-    let mut b = Builder { parser: Parser::new(src.as_bytes()), anchors: HashMap::new() };
-    let doc = b.document().map_err(|e| YamlError(format!("error converting YAML to JSON: {}", e.0)))?;
+    let mut b = Builder {
+        parser: Parser::new(src.as_bytes()),
+        anchors: HashMap::new(),
+    };
+    let doc = b
+        .document()
+        .map_err(|e| YamlError(format!("error converting YAML to JSON: {}", e.0)))?;
     match doc {
         None => Ok(Value::Nil),
         Some(n) => to_value(&n).map_err(|e| {
-            if e.0.starts_with("error converting") { e } else { YamlError(format!("error converting YAML to JSON: {}", e.0)) }
+            if e.0.starts_with("error converting") {
+                e
+            } else {
+                YamlError(format!("error converting YAML to JSON: {}", e.0))
+            }
         }),
     }
 }
 
 /// Parses every document of a stream (for `fromYamlArray`-like uses and validation).
 pub fn parse_all(src: &str) -> Result<Vec<Value>, YamlError> {
-    let mut b = Builder { parser: Parser::new(src.as_bytes()), anchors: HashMap::new() };
+    let mut b = Builder {
+        parser: Parser::new(src.as_bytes()),
+        anchors: HashMap::new(),
+    };
     let mut out = Vec::new();
     while let Some(n) = b.document()? {
         out.push(to_value(&n)?);
@@ -542,7 +612,10 @@ fn is_base60_float(s: &str) -> bool {
     }
     let mut parts = main.split(':');
     let first = parts.next().unwrap_or("");
-    if first.is_empty() || !first.as_bytes()[0].is_ascii_digit() || !first.bytes().all(|c| c.is_ascii_digit() || c == b'_') {
+    if first.is_empty()
+        || !first.as_bytes()[0].is_ascii_digit()
+        || !first.bytes().all(|c| c.is_ascii_digit() || c == b'_')
+    {
         return false;
     }
     let mut n = 0;
@@ -628,7 +701,10 @@ impl Emitter {
     fn value(&mut self, v: &Value) {
         match v {
             Value::Nil => self.scalar("null", sys::YAML_PLAIN_SCALAR_STYLE),
-            Value::Bool(b) => self.scalar(if *b { "true" } else { "false" }, sys::YAML_PLAIN_SCALAR_STYLE),
+            Value::Bool(b) => self.scalar(
+                if *b { "true" } else { "false" },
+                sys::YAML_PLAIN_SCALAR_STYLE,
+            ),
             Value::Int(i) => self.scalar(&i.to_string(), sys::YAML_PLAIN_SCALAR_STYLE),
             Value::Float(f) => {
                 let s = match format_float_v(*f).as_str() {
@@ -701,7 +777,8 @@ impl Emitter {
     fn document(mut self, v: &Value) -> Option<String> {
         unsafe {
             let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
-            let _ = sys::yaml_stream_start_event_initialize(ev.as_mut_ptr(), sys::YAML_UTF8_ENCODING);
+            let _ =
+                sys::yaml_stream_start_event_initialize(ev.as_mut_ptr(), sys::YAML_UTF8_ENCODING);
             self.emit(ev);
             let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
             let _ = sys::yaml_document_start_event_initialize(
@@ -749,7 +826,11 @@ pub fn json_normalize(v: &Value) -> Value {
         }
         Value::List(l) => Value::from(l.iter().map(json_normalize).collect::<Vec<_>>()),
         Value::Map(m) => {
-            let c: Map = m.borrow().iter().map(|(k, v)| (k.clone(), json_normalize(v))).collect();
+            let c: Map = m
+                .borrow()
+                .iter()
+                .map(|(k, v)| (k.clone(), json_normalize(v)))
+                .collect();
             Value::from(c)
         }
         Value::Obj(o) => json_normalize(&o.to_value()),
@@ -789,15 +870,25 @@ mod tests {
     #[test]
     fn natural_keys() {
         let mut k = vec!["b", "a10", "a2", "a", "B", "10", "9", "1", "_x"];
-        k.sort_by(|a, b| if key_less(a, b) { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater });
+        k.sort_by(|a, b| {
+            if key_less(a, b) {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Greater
+            }
+        });
         assert_eq!(k, vec!["_x", "1", "9", "10", "B", "a", "a2", "a10", "b"]);
     }
 
     #[test]
     fn to_yaml_basics() {
-        let v = parse("b: yes\na: [1, 'x', '1.0']\nc: {}\nd: \"line1\\nline2\"\ne: 1000000\n").unwrap();
+        let v =
+            parse("b: yes\na: [1, 'x', '1.0']\nc: {}\nd: \"line1\\nline2\"\ne: 1000000\n").unwrap();
         let y = to_yaml(&v);
-        assert_eq!(y, "a:\n- 1\n- x\n- \"1.0\"\nb: true\nc: {}\nd: |-\n  line1\n  line2\ne: 1000000");
+        assert_eq!(
+            y,
+            "a:\n- 1\n- x\n- \"1.0\"\nb: true\nc: {}\nd: |-\n  line1\n  line2\ne: 1000000"
+        );
     }
 
     #[test]

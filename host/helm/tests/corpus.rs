@@ -26,7 +26,10 @@ fn corpus_matches_helm() {
     let Some(results) = oracle(1) else { return };
     let show = std::env::var("CORPUS_DIFF").ok();
     let (mut total, mut same) = (0usize, 0usize);
-    println!("{:<16} {:>8} {:>8} {:>7}  stream", "chart", "objects", "same", "rate");
+    println!(
+        "{:<16} {:>8} {:>8} {:>7}  stream",
+        "chart", "objects", "same", "rate"
+    );
     for case in CASES {
         let res = &results[case.id];
         if let Some(err) = res["error"].as_str() {
@@ -44,10 +47,16 @@ fn corpus_matches_helm() {
         let want_manifest = res["manifest"].as_str().unwrap_or_default();
         let want_files: Vec<(String, String)> = res["files"]
             .as_object()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
             .unwrap_or_default();
         let want_docs = docs(want_manifest);
-        let want_hooks = sort_manifests(&want_files, SplitMode::Legacy).map(|(h, _)| h).unwrap_or_default();
+        let want_hooks = sort_manifests(&want_files, SplitMode::Legacy)
+            .map(|(h, _)| h)
+            .unwrap_or_default();
         let n = want_docs.len() + want_hooks.len();
         let (ok, stream_same) = match &mine {
             Ok(r) => {
@@ -57,11 +66,17 @@ fn corpus_matches_helm() {
                     if got_docs.get(i) == Some(w) {
                         ok += 1;
                     } else if show.as_deref() == Some(case.id) {
-                        println!("--- want[{i}]\n{w}\n--- got[{i}]\n{}", got_docs.get(i).map(String::as_str).unwrap_or("<none>"));
+                        println!(
+                            "--- want[{i}]\n{w}\n--- got[{i}]\n{}",
+                            got_docs.get(i).map(String::as_str).unwrap_or("<none>")
+                        );
                     }
                 }
                 for w in &want_hooks {
-                    let hit = r.hooks.iter().any(|h| h.path == w.path && h.manifest == w.manifest);
+                    let hit = r
+                        .hooks
+                        .iter()
+                        .any(|h| h.path == w.path && h.manifest == w.manifest);
                     if hit {
                         ok += 1;
                     } else if show.as_deref() == Some(case.id) {
@@ -83,11 +98,26 @@ fn corpus_matches_helm() {
             case.id,
             n,
             ok,
-            if n == 0 { 100.0 } else { 100.0 * ok as f64 / n as f64 },
+            if n == 0 {
+                100.0
+            } else {
+                100.0 * ok as f64 / n as f64
+            },
             if stream_same { "identical" } else { "differs" }
         );
     }
-    let rate = if total == 0 { 1.0 } else { same as f64 / total as f64 };
-    println!("aggregate: {same}/{total} objects identical ({:.1}%)", rate * 100.0);
-    assert!(rate >= common::CORPUS_MIN_RATE, "corpus pass rate {rate:.3} below {}", common::CORPUS_MIN_RATE);
+    let rate = if total == 0 {
+        1.0
+    } else {
+        same as f64 / total as f64
+    };
+    println!(
+        "aggregate: {same}/{total} objects identical ({:.1}%)",
+        rate * 100.0
+    );
+    assert!(
+        rate >= common::CORPUS_MIN_RATE,
+        "corpus pass rate {rate:.3} below {}",
+        common::CORPUS_MIN_RATE
+    );
 }

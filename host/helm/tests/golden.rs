@@ -19,37 +19,115 @@ fn testdata() -> PathBuf {
 /// (golden file, arguments after `helm template`); `CHART` is `testcharts/subchart`.
 const CASES: &[(&str, &[&str])] = &[
     ("template.txt", &["CHART"]),
-    ("template-set.txt", &["CHART", "--set", "service.name=apache"]),
-    ("template-values-files.txt", &["CHART", "--values", "CHART/charts/subchartA/values.yaml"]),
-    ("template-name-template.txt", &["CHART", "--name-template", "foobar-{{ b64enc \"abc\" | lower }}-baz"]),
+    (
+        "template-set.txt",
+        &["CHART", "--set", "service.name=apache"],
+    ),
+    (
+        "template-values-files.txt",
+        &["CHART", "--values", "CHART/charts/subchartA/values.yaml"],
+    ),
+    (
+        "template-name-template.txt",
+        &[
+            "CHART",
+            "--name-template",
+            "foobar-{{ b64enc \"abc\" | lower }}-baz",
+        ],
+    ),
     ("template-lib-chart.txt", &["testcharts/lib-chart"]),
-    ("template-chart-bad-type.txt", &["testcharts/chart-bad-type"]),
-    ("template-chart-with-template-lib-dep.txt", &["testcharts/chart-with-template-lib-dep"]),
-    ("template-chart-with-template-lib-archive-dep.txt", &["testcharts/chart-with-template-lib-archive-dep"]),
-    ("template-with-kube-version.txt", &["--kube-version", "1.16.0", "CHART"]),
-    ("template-with-api-version.txt", &["--api-versions", "helm.k8s.io/test,helm.k8s.io/test2", "CHART"]),
+    (
+        "template-chart-bad-type.txt",
+        &["testcharts/chart-bad-type"],
+    ),
+    (
+        "template-chart-with-template-lib-dep.txt",
+        &["testcharts/chart-with-template-lib-dep"],
+    ),
+    (
+        "template-chart-with-template-lib-archive-dep.txt",
+        &["testcharts/chart-with-template-lib-archive-dep"],
+    ),
+    (
+        "template-with-kube-version.txt",
+        &["--kube-version", "1.16.0", "CHART"],
+    ),
+    (
+        "template-with-api-version.txt",
+        &[
+            "--api-versions",
+            "helm.k8s.io/test,helm.k8s.io/test2",
+            "CHART",
+        ],
+    ),
     ("template-with-crds.txt", &["CHART", "--include-crds"]),
-    ("template-show-only-one.txt", &["CHART", "--show-only", "templates/service.yaml"]),
+    (
+        "template-show-only-one.txt",
+        &["CHART", "--show-only", "templates/service.yaml"],
+    ),
     (
         "template-show-only-multiple.txt",
-        &["CHART", "--show-only", "templates/service.yaml", "--show-only", "charts/subcharta/templates/service.yaml"],
+        &[
+            "CHART",
+            "--show-only",
+            "templates/service.yaml",
+            "--show-only",
+            "charts/subcharta/templates/service.yaml",
+        ],
     ),
-    ("template-show-only-glob.txt", &["CHART", "--show-only", "templates/subdir/role*"]),
+    (
+        "template-show-only-glob.txt",
+        &["CHART", "--show-only", "templates/subdir/role*"],
+    ),
     ("object-order.txt", &["testcharts/object-order"]),
-    ("template-with-invalid-yaml.txt", &["testcharts/chart-with-template-with-invalid-yaml"]),
-    ("template-with-invalid-yaml-debug.txt", &["testcharts/chart-with-template-with-invalid-yaml", "--debug"]),
+    (
+        "template-with-invalid-yaml.txt",
+        &["testcharts/chart-with-template-with-invalid-yaml"],
+    ),
+    (
+        "template-with-invalid-yaml-debug.txt",
+        &[
+            "testcharts/chart-with-template-with-invalid-yaml",
+            "--debug",
+        ],
+    ),
     (
         "template-with-invalid-template-expr-debug-show-only.txt",
-        &["testcharts/chart-with-template-with-invalid-template-expr", "--debug", "--show-only", "templates/alpine-pod.yaml"],
+        &[
+            "testcharts/chart-with-template-with-invalid-template-expr",
+            "--debug",
+            "--show-only",
+            "templates/alpine-pod.yaml",
+        ],
     ),
     ("template-skip-tests.txt", &["CHART", "--skip-tests"]),
     ("issue-9027.txt", &["testcharts/issue-9027"]),
-    ("template-subchart-cm.txt", &["CHART", "--set", "configmap.enabled=true", "--set", "subchartb.enabled=true"]),
+    (
+        "template-subchart-cm.txt",
+        &[
+            "CHART",
+            "--set",
+            "configmap.enabled=true",
+            "--set",
+            "subchartb.enabled=true",
+        ],
+    ),
     (
         "template-subchart-cm-set.txt",
-        &["CHART", "--set", "configmap.enabled=true", "--set", "subchartb.enabled=true", "--set", "configmap.value=baz"],
+        &[
+            "CHART",
+            "--set",
+            "configmap.enabled=true",
+            "--set",
+            "subchartb.enabled=true",
+            "--set",
+            "configmap.value=baz",
+        ],
     ),
-    ("template-subchart-cm-set-file.txt", &["CHART", "-f", "CHART/extra_values.yaml"]),
+    (
+        "template-subchart-cm-set-file.txt",
+        &["CHART", "-f", "CHART/extra_values.yaml"],
+    ),
     ("template-no-args.txt", &[]),
 ];
 
@@ -59,7 +137,11 @@ fn run_case(args: &[&str]) -> String {
     let mut argv = vec!["helm-template".to_string()];
     for a in args {
         let a = a.replace("CHART", &chart.display().to_string());
-        let a = if a.starts_with("testcharts/") { td.join(&a).display().to_string() } else { a };
+        let a = if a.starts_with("testcharts/") {
+            td.join(&a).display().to_string()
+        } else {
+            a
+        };
         argv.push(a);
     }
     let cmd = Cmd::try_parse_from(&argv).expect("arguments parse");
@@ -88,7 +170,10 @@ fn helm_testdata_goldens() {
         if let Some(name) = line.strip_prefix("| ").and_then(|l| l.split(" |").next())
             && name.ends_with(".txt")
         {
-            assert!(CASES.iter().any(|(n, _)| *n == name), "case {name} from CASES.md is not covered");
+            assert!(
+                CASES.iter().any(|(n, _)| *n == name),
+                "case {name} from CASES.md is not covered"
+            );
         }
     }
     let mut failed = Vec::new();
@@ -105,6 +190,10 @@ fn helm_testdata_goldens() {
             }
         }
     }
-    println!("goldens: {}/{} byte-identical", CASES.len() - failed.len(), CASES.len());
+    println!(
+        "goldens: {}/{} byte-identical",
+        CASES.len() - failed.len(),
+        CASES.len()
+    );
     assert!(failed.is_empty(), "failed goldens: {failed:?}");
 }

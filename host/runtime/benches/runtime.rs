@@ -30,7 +30,10 @@ fn mock_path() -> PathBuf {
 }
 
 fn env_n(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 struct Summary {
@@ -144,7 +147,7 @@ async fn run() {
         native.reconcile(inv.clone(), host.clone()).await
     );
 
-    let mut measure = async |p: &Arc<dyn DeployerPlugin>| {
+    let measure = async |p: &Arc<dyn DeployerPlugin>| {
         for _ in 0..(n_calls / 10).max(10) {
             p.reconcile(inv.clone(), host.clone()).await.unwrap();
         }
@@ -184,7 +187,10 @@ async fn run() {
     println!("| path | p50 | p99 | mean | min |");
     println!("|---|---|---|---|---|");
     for (name, s) in [
-        ("wasm: fresh Store + instantiate + reconcile (WasmPlugin)", &w),
+        (
+            "wasm: fresh Store + instantiate + reconcile (WasmPlugin)",
+            &w,
+        ),
         ("wasm: of which fresh Store + instantiate only", &inst),
         ("native: NativePlugin (spawn_blocking)", &n),
         ("native: direct Mock::reconcile call", &direct),

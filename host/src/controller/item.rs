@@ -25,6 +25,7 @@ use crate::landscaper::{
     Context, DeployItem, FINALIZER, Phase, ResolvedTarget, Target, TransitionTimes, annotations,
     codes,
 };
+use crate::locking::LockOutcome;
 use crate::targetselector;
 
 /// Reconciles the item behind `meta`.
@@ -34,7 +35,15 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let name = meta.metadata.name.clone().unwrap_or_default();
     let namespace = meta.metadata.namespace.clone().unwrap_or_default();
+    let uid = meta.metadata.uid.clone().unwrap_or_default();
     let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), &namespace);
+
+    // An unchanged item we saw finished: nothing to read, lock or write.
+    if let Some(rv) = meta.metadata.resource_version.as_deref() {
+        if deployer.finished.is_finished(&uid, rv) {
+            return Ok(Action::await_change());
+        }
+    }
 
     // Responsibility, check 1: the type (from annotations when present).
     let (route, mut prefetched) =
@@ -74,7 +83,10 @@ pub async fn reconcile(
         Some(item) => item,
         None => match items.get_opt(&name).await? {
             Some(item) => item,
-            None => return Ok(Action::await_change()),
+            None => {
+                deployer.finished.remove(&uid);
+                return Ok(Action::await_change());
+            }
         },
     };
     if item.metadata.uid != meta.metadata.uid {
@@ -82,6 +94,37 @@ pub async fn reconcile(
             "item {namespace}/{name} was replaced while reconciling (different UID)"
         )));
     }
+    // Nothing to do: remember it, so its next unchanged event is free. Checked before locking,
+    // so replicas never write a lock for an item that needs no work.
+    if next_step(&item, false) == JobStep::Finished {
+        if let Some(rv) = item.metadata.resource_version.as_deref() {
+            deployer.finished.insert(&uid, rv);
+        }
+        return Ok(Action::await_change());
+    }
+
+    // Lock (only when several replicas may run), then re-read: another replica may have
+    // finished the job between our read and our lock.
+    let lock = match &deployer.locker {
+        None => None,
+        Some(locker) => match locker.lock(&namespace, &name, &uid).await? {
+            LockOutcome::NotLocked => {
+                tracing::debug!(item = %format!("{namespace}/{name}"), "locked by another replica");
+                return Ok(Action::requeue(locker.config().retry_after));
+            }
+            LockOutcome::Locked(lock) => {
+                match items.get_opt(&name).await {
+                    Ok(Some(fresh)) if fresh.metadata.uid == item.metadata.uid => item = fresh,
+                    other => {
+                        locker.unlock(lock).await;
+                        other?;
+                        return Ok(Action::await_change());
+                    }
+                }
+                Some(lock)
+            }
+        },
+    };
 
     let job = item.status.as_ref().map(|s| s.job_id.clone()).unwrap_or_default();
     let phase = item.status().phase;
@@ -99,14 +142,18 @@ pub async fn reconcile(
         namespace,
         name,
     };
-    async move {
+    let result = async move {
         if crate::contract::job::has_test_reconcile(&item) {
             item = ctx.start_test_reconcile(&item).await?;
         }
         ctx.run_step(item, target_obj, target_missing).await
     }
     .instrument(span)
-    .await
+    .await;
+    if let (Some(locker), Some(lock)) = (&deployer.locker, lock) {
+        locker.unlock(lock).await;
+    }
+    result
 }
 
 struct ItemCtx {
@@ -157,7 +204,7 @@ impl ItemCtx {
                 status::init_status(&mut s, generation, &self.deployer.deployer, Phase::Succeeded, &at);
                 status::handle_step_result(&mut s, None, false, &at);
                 item.status = Some(s);
-                self.write_status(&item).await?;
+                let item = self.write_status(&item).await?;
                 self.finished(&item);
                 return Ok(Action::await_change());
             }
@@ -229,6 +276,9 @@ impl ItemCtx {
 
     fn finished(&self, item: &DeployItem) {
         self.deployer.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+        if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
+            self.deployer.finished.insert(uid, rv);
+        }
         let s = item.status();
         tracing::info!(phase = %s.phase, "job finished");
         let note = format!("job {} finished with phase {}", s.job_id, s.phase);
@@ -418,13 +468,51 @@ impl ItemCtx {
         let contexts: Api<Context> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
         let name = item.context_name();
         Ok(match contexts.get_opt(name).await? {
-            Some(c) => Ok(Some(c)),
+            Some(mut c) => match self.resolve_pull_secrets(&c).await? {
+                Ok(resolved) => {
+                    if !resolved.is_empty() {
+                        c.extra.insert(RESOLVED_PULL_SECRETS.into(), serde_json::Value::Object(resolved));
+                    }
+                    Ok(Some(c))
+                }
+                Err(e) => Err(e),
+            },
             None => Err(StepError::new(
                 "reconcile",
                 "GetLandscaperContext",
                 format!("context {:?} not found in namespace {:?}", name, self.namespace),
             )),
         })
+    }
+
+    /// Reads the Context's `registryPullSecrets` (data key `.dockerconfigjson`, or
+    /// `.ocmcredentialconfig`) so plugins that pull from registries get them with the Context.
+    async fn resolve_pull_secrets(
+        &self,
+        context: &Context,
+    ) -> Result<Result<serde_json::Map<String, serde_json::Value>, StepError>, Error> {
+        let mut resolved = serde_json::Map::new();
+        let Some(refs) = context.extra.get("registryPullSecrets").and_then(|v| v.as_array()) else {
+            return Ok(Ok(resolved));
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
+        for name in refs.iter().filter_map(|r| r.get("name").and_then(|n| n.as_str())) {
+            let Some(secret) = secrets.get_opt(name).await? else {
+                return Ok(Err(StepError::new(
+                    "reconcile",
+                    "GetRegistryPullSecret",
+                    format!("registry pull secret {name:?} of the context not found"),
+                )));
+            };
+            let data = secret.data.unwrap_or_default();
+            let value = [".dockerconfigjson", ".ocmcredentialconfig"]
+                .iter()
+                .find_map(|k| data.get(*k))
+                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+                .unwrap_or_default();
+            resolved.insert(name.to_string(), serde_json::Value::String(value));
+        }
+        Ok(Ok(resolved))
     }
 
     async fn write_status(&self, item: &DeployItem) -> Result<DeployItem, Error> {
@@ -480,6 +568,10 @@ impl ItemCtx {
         Ok(updated)
     }
 }
+
+/// Key under which the Context handed to a plugin carries its resolved registry pull secrets
+/// (`{secret name: .dockerconfigjson content}`).
+pub const RESOLVED_PULL_SECRETS: &str = "resolvedRegistryPullSecrets";
 
 /// Folds a plugin response into the status (the host owns condition timestamps).
 fn apply_response(s: &mut crate::landscaper::DeployItemStatus, response: &Response, now: &str) {

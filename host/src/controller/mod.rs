@@ -7,8 +7,10 @@
 
 mod events;
 mod exports;
+mod finished;
 mod item;
 mod services;
+mod workers;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,13 +29,18 @@ use crate::landscaper::{DeployItem, DeployerInformation};
 use crate::targetselector::TargetSelector;
 
 pub use events::{EventMode, Events};
+pub use finished::FinishedCache;
+pub use workers::WorkerCounter;
 pub use item::now;
 pub use services::TargetClients;
 
 /// Everything a reconcile needs; shared by all workers.
 pub struct Deployer {
-    /// Client of the cluster that holds DeployItems, Targets and Contexts.
+    /// Client of the cluster that holds DeployItems, Targets and Contexts (the "LS cluster").
     pub client: Client,
+    /// Client of the cluster the host itself runs in (the "host cluster": its pods, leases).
+    /// The same as `client` unless the host runs in a fenced environment.
+    pub host_client: Client,
     pub plugins: Arc<PluginRegistry>,
     pub target_selectors: Vec<TargetSelector>,
     pub deployer: DeployerInformation,
@@ -45,6 +52,12 @@ pub struct Deployer {
     pub target_clients: TargetClients,
     /// Kubernetes Events on DeployItems.
     pub events: Events,
+    /// SyncObject locking; `None` when only one replica can run.
+    pub locker: Option<crate::locking::Locker>,
+    /// Items known finished at a resourceVersion.
+    pub finished: FinishedCache,
+    /// Reconciles in flight.
+    pub workers: WorkerCounter,
     pub stats: Stats,
 }
 
@@ -52,14 +65,23 @@ impl Deployer {
     /// Builds the shared reconcile state from the host configuration.
     pub fn new(
         client: Client,
+        host_client: Client,
         plugins: Arc<PluginRegistry>,
         config: &HostConfig,
         target_clients: TargetClients,
     ) -> anyhow::Result<Self> {
         let deployer = config.deployer_information();
         let events = Events::new(client.clone(), &deployer.name, &deployer.identity, config.events.unwrap_or_default());
+        let locker = config.locking_enabled().then(|| {
+            crate::locking::Locker::new(client.clone(), host_client.clone(), config.lock_config())
+        });
+        let workers = WorkerCounter::new("deployitems", config.workers());
         Ok(Self {
             events,
+            locker,
+            finished: FinishedCache::default(),
+            workers,
+            host_client,
             client,
             plugins,
             target_selectors: config.target_selectors.clone(),
@@ -141,6 +163,7 @@ async fn reconcile(
     deployer: Arc<Deployer>,
 ) -> Result<Action, Error> {
     deployer.stats.reconciles.fetch_add(1, Ordering::Relaxed);
+    let _worker = deployer.workers.enter();
     item::reconcile(&meta, &deployer).await
 }
 

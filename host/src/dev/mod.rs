@@ -137,7 +137,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let registry = plugins::load(&config).await?;
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
-    let deployer = Arc::new(Deployer::new(env.client.clone(), registry, &config, target_clients)?);
+    let deployer = Arc::new(Deployer::new(env.client.clone(), env.client.clone(), registry, &config, target_clients)?);
 
     if let Some(parent) = options.kubeconfig_out.parent() {
         std::fs::create_dir_all(parent)?;

@@ -8,6 +8,7 @@ mod faults;
 mod finalizers;
 mod metadata_only;
 mod noop;
+mod observability;
 mod patches;
 mod persistence;
 mod status_subresource;

@@ -102,9 +102,14 @@ async fn standalone_writes_a_kubeconfig_kube_accepts_and_persists_on_a_clean_sto
     let task = tokio::spawn({
         let (kubeconfig, data) = (kubeconfig.clone(), data.clone());
         async move {
-            embedded_apiserver::run_standalone_until("127.0.0.1:0".parse().unwrap(), &kubeconfig, Some(data), async {
-                let _ = rx.await;
-            })
+            embedded_apiserver::run_standalone_until(
+                "127.0.0.1:0".parse().unwrap(),
+                &kubeconfig,
+                Some(data),
+                async {
+                    let _ = rx.await;
+                },
+            )
             .await
         }
     });
@@ -114,16 +119,36 @@ async fn standalone_writes_a_kubeconfig_kube_accepts_and_persists_on_a_clean_sto
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-    assert!(cfg.cluster_url.to_string().starts_with("http://127.0.0.1:"), "{}", cfg.cluster_url);
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    assert!(
+        cfg.cluster_url.to_string().starts_with("http://127.0.0.1:"),
+        "{}",
+        cfg.cluster_url
+    );
     let client = kube::Client::try_from(cfg).unwrap();
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
-    cms.create(&PostParams::default(), &cm("over-http", &[])).await.unwrap();
-    let w = cms.watch(&kube::api::WatchParams::default(), "0").await.unwrap();
+    cms.create(&PostParams::default(), &cm("over-http", &[]))
+        .await
+        .unwrap();
+    let w = cms
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .unwrap();
     // Stop with a watch still open: the server must not wait for it.
     tx.send(()).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), task).await.expect("stops promptly").unwrap().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), task)
+        .await
+        .expect("stops promptly")
+        .unwrap()
+        .unwrap();
     drop(w);
     let s = open(&data).unwrap();
-    assert!(Api::<ConfigMap>::default_namespaced(s.client()).get("over-http").await.is_ok());
+    assert!(
+        Api::<ConfigMap>::default_namespaced(s.client())
+            .get("over-http")
+            .await
+            .is_ok()
+    );
 }

@@ -34,8 +34,12 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         Ok(Value::Bool(!eq(e, a)?.truthy()))
     });
     m.insert("lt", |_, a| cmp("lt", a, |o| o == std::cmp::Ordering::Less));
-    m.insert("le", |_, a| cmp("le", a, |o| o != std::cmp::Ordering::Greater));
-    m.insert("gt", |_, a| cmp("gt", a, |o| o == std::cmp::Ordering::Greater));
+    m.insert("le", |_, a| {
+        cmp("le", a, |o| o != std::cmp::Ordering::Greater)
+    });
+    m.insert("gt", |_, a| {
+        cmp("gt", a, |o| o == std::cmp::Ordering::Greater)
+    });
     m.insert("ge", |_, a| cmp("ge", a, |o| o != std::cmp::Ordering::Less));
 }
 
@@ -52,7 +56,9 @@ fn len(_: &mut Exec, a: &[Value]) -> FR {
 
 fn index(_: &mut Exec, a: &[Value]) -> FR {
     if a.is_empty() {
-        return Err(FuncError::Arg("wrong number of args for index: want at least 1 got 0".into()));
+        return Err(FuncError::Arg(
+            "wrong number of args for index: want at least 1 got 0".into(),
+        ));
     }
     let mut item = a[0].plain();
     for k in &a[1..] {
@@ -98,7 +104,12 @@ fn index(_: &mut Exec, a: &[Value]) -> FR {
                 }
             }
             Value::Nil => return Err(FuncError::call("index of untyped nil")),
-            o => return Err(FuncError::call(format!("can't index item of type {}", o.type_name()))),
+            o => {
+                return Err(FuncError::call(format!(
+                    "can't index item of type {}",
+                    o.type_name()
+                )));
+            }
         };
         item = item.plain();
     }
@@ -170,7 +181,9 @@ fn cmp(name: &str, a: &[Value], f: fn(std::cmp::Ordering) -> bool) -> FR {
     want(name, a, 2)?;
     let (x, y) = (a[0].plain(), a[1].plain());
     let (kx, ky) = (kind(&x), kind(&y));
-    if matches!(kx, Kind::Invalid | Kind::Other | Kind::Bool) || matches!(ky, Kind::Invalid | Kind::Other | Kind::Bool) {
+    if matches!(kx, Kind::Invalid | Kind::Other | Kind::Bool)
+        || matches!(ky, Kind::Invalid | Kind::Other | Kind::Bool)
+    {
         return Err(FuncError::call("invalid type for comparison"));
     }
     if kx != ky {
@@ -227,7 +240,9 @@ pub(crate) fn query_escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => o.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                o.push(b as char)
+            }
             b' ' => o.push('+'),
             b => o.push_str(&format!("%{b:02X}")),
         }

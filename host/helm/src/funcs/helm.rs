@@ -19,7 +19,9 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         let warn = arg_str(&a[0])?;
         match &a[1] {
             Value::Nil => Err(FuncError::call(format!("HELM_ERR_START{warn}HELM_ERR_END"))),
-            Value::Str(s) if s.is_empty() => Err(FuncError::call(format!("HELM_ERR_START{warn}HELM_ERR_END"))),
+            Value::Str(s) if s.is_empty() => {
+                Err(FuncError::call(format!("HELM_ERR_START{warn}HELM_ERR_END")))
+            }
             v => Ok(v.clone()),
         }
     });
@@ -187,7 +189,9 @@ fn tpl(ex: &mut Exec, a: &[Value]) -> FR {
             format!("error during tpl function execution for {src:?}: "),
             Box::new(e),
         )),
-        Err(e) => Err(FuncError::call(format!("error during tpl function execution for {src:?}: {e}"))),
+        Err(e) => Err(FuncError::call(format!(
+            "error during tpl function execution for {src:?}: {e}"
+        ))),
     }
 }
 
@@ -197,10 +201,17 @@ fn toml_value(v: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::Float(f) => {
             let s = crate::gofmt::format_float_v(*f);
-            if s.contains(['.', 'e', 'I', 'N']) { s } else { format!("{s}.0") }
+            if s.contains(['.', 'e', 'I', 'N']) {
+                s
+            } else {
+                format!("{s}.0")
+            }
         }
         Value::Bool(b) => b.to_string(),
-        Value::List(l) => format!("[{}]", l.iter().map(toml_value).collect::<Vec<_>>().join(", ")),
+        Value::List(l) => format!(
+            "[{}]",
+            l.iter().map(toml_value).collect::<Vec<_>>().join(", ")
+        ),
         Value::Nil => String::new(),
         other => other.to_go_string(),
     }
@@ -214,7 +225,11 @@ fn toml_table(out: &mut String, prefix: &str, m: &Map) {
     }
     for (k, v) in m.iter() {
         if let Value::Map(sub) = v {
-            let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            let name = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
             out.push_str(&format!("\n[{name}]\n"));
             toml_table(out, &name, &sub.borrow());
         }

@@ -95,12 +95,19 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     both!(m, "compact", "mustCompact", |a| {
         want("compact", a, 1)?;
         let l = arg_list("compact", &a[0])?;
-        Ok(list_of(l.iter().filter(|e| !is_empty(e)).cloned().collect()))
+        Ok(list_of(
+            l.iter().filter(|e| !is_empty(e)).cloned().collect(),
+        ))
     });
     both!(m, "without", "mustWithout", |a| {
         want_min("without", a, 1)?;
         let l = arg_list("find without", &a[0])?;
-        Ok(list_of(l.iter().filter(|e| !a[1..].iter().any(|x| deep_equal(x, e))).cloned().collect()))
+        Ok(list_of(
+            l.iter()
+                .filter(|e| !a[1..].iter().any(|x| deep_equal(x, e)))
+                .cloned()
+                .collect(),
+        ))
     });
     both!(m, "has", "mustHas", |a| {
         want("has", a, 2)?;
@@ -117,7 +124,9 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         let start = a.get(1).map(super::to_i64).unwrap_or(0);
         let end = a.get(2).map(super::to_i64).unwrap_or(len);
         if start < 0 || end > len || start > end {
-            return Err(FuncError::call(format!("slice bounds out of range [{start}:{end}]")));
+            return Err(FuncError::call(format!(
+                "slice bounds out of range [{start}:{end}]"
+            )));
         }
         Ok(list_of(l[start as usize..end as usize].to_vec()))
     });
@@ -149,7 +158,8 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want("get", a, 2)?;
         let d = arg_map(&a[0])?;
         let k = arg_str(&a[1])?;
-        Ok(d.and_then(|d| d.borrow().get(k).cloned()).unwrap_or_else(|| Value::from("")))
+        Ok(d.and_then(|d| d.borrow().get(k).cloned())
+            .unwrap_or_else(|| Value::from("")))
     });
     m.insert("set", |_, a| {
         want("set", a, 3)?;
@@ -198,7 +208,10 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     m.insert("values", |_, a| {
         want("values", a, 1)?;
         let d = arg_map(&a[0])?;
-        Ok(list_of(d.map(|d| d.borrow().values().cloned().collect()).unwrap_or_default()))
+        Ok(list_of(
+            d.map(|d| d.borrow().values().cloned().collect())
+                .unwrap_or_default(),
+        ))
     });
     m.insert("pick", |_, a| {
         want_min("pick", a, 1)?;
@@ -243,7 +256,9 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     m.insert("mustDeepCopy", |_, a| {
         want("mustDeepCopy", a, 1)?;
         if a[0].is_nil() {
-            return Err(FuncError::call("reflect: call of reflect.Value.Type on zero Value"));
+            return Err(FuncError::call(
+                "reflect: call of reflect.Value.Type on zero Value",
+            ));
         }
         Ok(a[0].plain().deep_copy())
     });

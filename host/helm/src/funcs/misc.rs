@@ -14,7 +14,10 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want_min("default", a, 1)?;
         let given = a.get(1);
         if a.len() > 2 {
-            return Err(FuncError::Arg(format!("wrong number of args for default: want 2 got {}", a.len())));
+            return Err(FuncError::Arg(format!(
+                "wrong number of args for default: want 2 got {}",
+                a.len()
+            )));
         }
         match given {
             Some(v) if !is_empty(v) => Ok(v.clone()),
@@ -25,12 +28,22 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want("empty", a, 1)?;
         Ok(Value::Bool(is_empty(&a[0])))
     });
-    m.insert("coalesce", |_, a| Ok(a.iter().find(|v| !is_empty(v)).cloned().unwrap_or_default()));
-    m.insert("all", |_, a| Ok(Value::Bool(a.iter().all(|v| !is_empty(v)))));
-    m.insert("any", |_, a| Ok(Value::Bool(a.iter().any(|v| !is_empty(v)))));
+    m.insert("coalesce", |_, a| {
+        Ok(a.iter().find(|v| !is_empty(v)).cloned().unwrap_or_default())
+    });
+    m.insert("all", |_, a| {
+        Ok(Value::Bool(a.iter().all(|v| !is_empty(v))))
+    });
+    m.insert("any", |_, a| {
+        Ok(Value::Bool(a.iter().any(|v| !is_empty(v))))
+    });
     m.insert("ternary", |_, a| {
         want("ternary", a, 3)?;
-        Ok(if arg_bool(&a[2])? { a[0].clone() } else { a[1].clone() })
+        Ok(if arg_bool(&a[2])? {
+            a[0].clone()
+        } else {
+            a[1].clone()
+        })
     });
     m.insert("fail", |_, a| {
         want("fail", a, 1)?;
@@ -57,7 +70,9 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     });
     m.insert("toDecimal", |_, a| {
         want("toDecimal", a, 1)?;
-        Ok(Value::Int(i64::from_str_radix(&strval(&a[0]), 8).unwrap_or(0)))
+        Ok(Value::Int(
+            i64::from_str_radix(&strval(&a[0]), 8).unwrap_or(0),
+        ))
     });
     m.insert("seq", |_, a| {
         let p: Vec<i64> = a.iter().map(to_i64).collect();
@@ -146,10 +161,16 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     });
     m.insert("untilStep", |_, a| {
         want("untilStep", a, 3)?;
-        Ok(until_step(arg_int(&a[0])?, arg_int(&a[1])?, arg_int(&a[2])?))
+        Ok(until_step(
+            arg_int(&a[0])?,
+            arg_int(&a[1])?,
+            arg_int(&a[2])?,
+        ))
     });
     // float math (Sprig uses shopspring/decimal; results are float64)
-    m.insert("addf", |_, a| Ok(Value::Float(dec_round(a.iter().map(to_f64).sum()))));
+    m.insert("addf", |_, a| {
+        Ok(Value::Float(dec_round(a.iter().map(to_f64).sum())))
+    });
     m.insert("add1f", |_, a| {
         want("add1f", a, 1)?;
         Ok(Value::Float(dec_round(to_f64(&a[0]) + 1.0)))
@@ -219,8 +240,12 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     m.insert("mustRegexFindAll", |_, a| regex_find_all(a, true));
     m.insert("regexReplaceAll", |_, a| regex_replace(a, false, false));
     m.insert("mustRegexReplaceAll", |_, a| regex_replace(a, false, true));
-    m.insert("regexReplaceAllLiteral", |_, a| regex_replace(a, true, false));
-    m.insert("mustRegexReplaceAllLiteral", |_, a| regex_replace(a, true, true));
+    m.insert("regexReplaceAllLiteral", |_, a| {
+        regex_replace(a, true, false)
+    });
+    m.insert("mustRegexReplaceAllLiteral", |_, a| {
+        regex_replace(a, true, true)
+    });
     m.insert("regexSplit", |_, a| regex_split(a, false));
     m.insert("mustRegexSplit", |_, a| regex_split(a, true));
     m.insert("regexQuoteMeta", |_, a| {
@@ -246,7 +271,14 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
         let h = hex::encode(b);
-        Ok(Value::from(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])))
+        Ok(Value::from(format!(
+            "{}-{}-{}-{}-{}",
+            &h[..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..]
+        )))
     });
     m.insert("randInt", |_, a| {
         want("randInt", a, 2)?;
@@ -254,14 +286,18 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         if hi <= lo {
             return Err(FuncError::call("invalid argument to Intn"));
         }
-        Ok(Value::Int(lo + (super::strings::rand_u64() % (hi - lo) as u64) as i64))
+        Ok(Value::Int(
+            lo + (super::strings::rand_u64() % (hi - lo) as u64) as i64,
+        ))
     });
     m.insert("randBytes", |_, a| {
         want("randBytes", a, 1)?;
         let mut b = vec![0u8; arg_int(&a[0])?.max(0) as usize];
         let _ = getrandom::fill(&mut b);
         use base64::Engine as _;
-        Ok(Value::from(base64::engine::general_purpose::STANDARD.encode(b)))
+        Ok(Value::from(
+            base64::engine::general_purpose::STANDARD.encode(b),
+        ))
     });
     // paths
     m.insert("base", |_, a| {
@@ -280,7 +316,9 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want("ext", a, 1)?;
         let s = arg_str(&a[0])?;
         let b = path_base(s);
-        Ok(Value::from(b.rfind('.').map(|i| b[i..].to_string()).unwrap_or_default()))
+        Ok(Value::from(
+            b.rfind('.').map(|i| b[i..].to_string()).unwrap_or_default(),
+        ))
     });
     m.insert("isAbs", |_, a| {
         want("isAbs", a, 1)?;
@@ -301,7 +339,9 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     m.insert("osExt", |_, a| {
         want("osExt", a, 1)?;
         let b = path_base(arg_str(&a[0])?);
-        Ok(Value::from(b.rfind('.').map(|i| b[i..].to_string()).unwrap_or_default()))
+        Ok(Value::from(
+            b.rfind('.').map(|i| b[i..].to_string()).unwrap_or_default(),
+        ))
     });
     m.insert("osIsAbs", |_, a| {
         want("osIsAbs", a, 1)?;
@@ -326,7 +366,10 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         if user.contains(':') {
             return Ok(Value::from(format!("invalid username: {user}")));
         }
-        Ok(Value::from(format!("{user}:{}", bcrypt_hash(arg_str(&a[1])?))))
+        Ok(Value::from(format!(
+            "{user}:{}",
+            bcrypt_hash(arg_str(&a[1])?)
+        )))
     });
     for name in [
         "genCA",
@@ -391,14 +434,19 @@ fn compile(re: &str, must: bool) -> Result<Option<regex::Regex>, FuncError> {
 fn regex_match(a: &[Value], must: bool) -> FR {
     want("regexMatch", a, 2)?;
     let r = compile(arg_str(&a[0])?, must)?;
-    Ok(Value::Bool(r.is_some_and(|r| r.is_match(arg_str(&a[1]).unwrap_or("")))))
+    Ok(Value::Bool(
+        r.is_some_and(|r| r.is_match(arg_str(&a[1]).unwrap_or(""))),
+    ))
 }
 
 fn regex_find(a: &[Value], must: bool) -> FR {
     want("regexFind", a, 2)?;
     let r = compile(arg_str(&a[0])?, must)?;
     let s = arg_str(&a[1])?;
-    Ok(Value::from(r.and_then(|r| r.find(s).map(|m| m.as_str().to_string())).unwrap_or_default()))
+    Ok(Value::from(
+        r.and_then(|r| r.find(s).map(|m| m.as_str().to_string()))
+            .unwrap_or_default(),
+    ))
 }
 
 fn regex_find_all(a: &[Value], must: bool) -> FR {
@@ -406,9 +454,15 @@ fn regex_find_all(a: &[Value], must: bool) -> FR {
     let r = compile(arg_str(&a[0])?, must)?;
     let s = arg_str(&a[1])?;
     let n = arg_int(&a[2])?;
-    let Some(r) = r else { return Ok(Value::from(Vec::new())) };
+    let Some(r) = r else {
+        return Ok(Value::from(Vec::new()));
+    };
     let it = r.find_iter(s).map(|m| Value::from(m.as_str()));
-    let v: Vec<Value> = if n < 0 { it.collect() } else { it.take(n as usize).collect() };
+    let v: Vec<Value> = if n < 0 {
+        it.collect()
+    } else {
+        it.take(n as usize).collect()
+    };
     Ok(Value::from(v))
 }
 
@@ -417,7 +471,9 @@ fn regex_replace(a: &[Value], literal: bool, must: bool) -> FR {
     let r = compile(arg_str(&a[0])?, must)?;
     let s = arg_str(&a[1])?;
     let repl = arg_str(&a[2])?;
-    let Some(r) = r else { return Ok(Value::from(s)) };
+    let Some(r) = r else {
+        return Ok(Value::from(s));
+    };
     let out = if literal {
         r.replace_all(s, regex::NoExpand(repl)).into_owned()
     } else {
@@ -431,7 +487,9 @@ fn regex_split(a: &[Value], must: bool) -> FR {
     let r = compile(arg_str(&a[0])?, must)?;
     let s = arg_str(&a[1])?;
     let n = arg_int(&a[2])?;
-    let Some(r) = r else { return Ok(Value::from(Vec::new())) };
+    let Some(r) = r else {
+        return Ok(Value::from(Vec::new()));
+    };
     let v: Vec<Value> = if n < 0 {
         r.split(s).map(Value::from).collect()
     } else {
@@ -496,7 +554,10 @@ fn url_parse(s: &str) -> Value {
         Some((sc, r)) if !sc.contains('/') => (sc, format!("//{r}")),
         _ => ("", rest.to_string()),
     };
-    let (rest, query) = rest.split_once('?').map(|(a, b)| (a.to_string(), b.to_string())).unwrap_or((rest.clone(), String::new()));
+    let (rest, query) = rest
+        .split_once('?')
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .unwrap_or((rest.clone(), String::new()));
     let (authority, path) = if let Some(r) = rest.strip_prefix("//") {
         match r.find('/') {
             Some(i) => (r[..i].to_string(), r[i..].to_string()),
@@ -510,7 +571,11 @@ fn url_parse(s: &str) -> Value {
         None => (String::new(), authority.clone()),
     };
     let hostname = if host.starts_with('[') {
-        host.split(']').next().unwrap_or("").trim_start_matches('[').to_string()
+        host.split(']')
+            .next()
+            .unwrap_or("")
+            .trim_start_matches('[')
+            .to_string()
     } else {
         host.split(':').next().unwrap_or("").to_string()
     };

@@ -31,7 +31,10 @@ pub fn func_map() -> HashMap<&'static str, Func> {
 /// Checks an exact argument count.
 pub(crate) fn want(name: &str, args: &[Value], n: usize) -> Result<(), FuncError> {
     if args.len() != n {
-        return Err(FuncError::Arg(format!("wrong number of args for {name}: want {n} got {}", args.len())));
+        return Err(FuncError::Arg(format!(
+            "wrong number of args for {name}: want {n} got {}",
+            args.len()
+        )));
     }
     Ok(())
 }
@@ -52,7 +55,10 @@ pub(crate) fn arg_str(v: &Value) -> Result<&str, FuncError> {
     match v {
         Value::Str(s) => Ok(s),
         Value::Nil => Err(FuncError::Arg("invalid value; expected string".into())),
-        o => Err(FuncError::Arg(format!("wrong type for value; expected string; got {}", o.type_name()))),
+        o => Err(FuncError::Arg(format!(
+            "wrong type for value; expected string; got {}",
+            o.type_name()
+        ))),
     }
 }
 
@@ -61,7 +67,10 @@ pub(crate) fn arg_int(v: &Value) -> Result<i64, FuncError> {
     match v {
         Value::Int(i) => Ok(*i),
         Value::Nil => Err(FuncError::Arg("invalid value; expected int".into())),
-        o => Err(FuncError::Arg(format!("wrong type for value; expected int; got {}", o.type_name()))),
+        o => Err(FuncError::Arg(format!(
+            "wrong type for value; expected int; got {}",
+            o.type_name()
+        ))),
     }
 }
 
@@ -70,7 +79,10 @@ pub(crate) fn arg_bool(v: &Value) -> Result<bool, FuncError> {
     match v {
         Value::Bool(b) => Ok(*b),
         Value::Nil => Err(FuncError::Arg("invalid value; expected bool".into())),
-        o => Err(FuncError::Arg(format!("wrong type for value; expected bool; got {}", o.type_name()))),
+        o => Err(FuncError::Arg(format!(
+            "wrong type for value; expected bool; got {}",
+            o.type_name()
+        ))),
     }
 }
 
@@ -174,9 +186,15 @@ pub(crate) fn arg_list(name: &str, v: &Value) -> Result<std::rc::Rc<Vec<Value>>,
         Value::List(l) => Ok(l.clone()),
         Value::Obj(o) => match o.to_value() {
             Value::List(l) => Ok(l),
-            _ => Err(FuncError::call(format!("Cannot {name} on type {}", o.type_name()))),
+            _ => Err(FuncError::call(format!(
+                "Cannot {name} on type {}",
+                o.type_name()
+            ))),
         },
-        o => Err(FuncError::call(format!("Cannot {name} on type {}", o.type_name()))),
+        o => Err(FuncError::call(format!(
+            "Cannot {name} on type {}",
+            o.type_name()
+        ))),
     }
 }
 

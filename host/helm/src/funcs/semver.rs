@@ -32,15 +32,35 @@ impl Version {
             None => (s, String::new()),
         };
         let parts: Vec<&str> = core.split('.').collect();
-        if parts.is_empty() || parts.len() > 3 || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit())) {
+        if parts.is_empty()
+            || parts.len() > 3
+            || parts
+                .iter()
+                .any(|p| p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit()))
+        {
             return Err("Invalid Semantic Version".into());
         }
-        let num = |i: usize| parts.get(i).map(|p| p.parse::<u64>().unwrap_or(0)).unwrap_or(0);
-        let ident_ok = |x: &str| x.split('.').all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'));
+        let num = |i: usize| {
+            parts
+                .get(i)
+                .map(|p| p.parse::<u64>().unwrap_or(0))
+                .unwrap_or(0)
+        };
+        let ident_ok = |x: &str| {
+            x.split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
+        };
         if (!pre.is_empty() && !ident_ok(&pre)) || (!meta.is_empty() && !ident_ok(&meta)) {
             return Err("Invalid Semantic Version".into());
         }
-        Ok(Version { major: num(0), minor: num(1), patch: num(2), pre, meta, original: orig.to_string() })
+        Ok(Version {
+            major: num(0),
+            minor: num(1),
+            patch: num(2),
+            pre,
+            meta,
+            original: orig.to_string(),
+        })
     }
 
     /// Version ordering (metadata ignored).
@@ -111,7 +131,12 @@ fn parse_one(op: &str, ver: &str) -> Result<Constraint, String> {
     let ver = ver.trim();
     let ver_nov = ver.strip_prefix('v').unwrap_or(ver);
     if ver_nov.is_empty() || ver_nov == "*" || ver_nov.eq_ignore_ascii_case("x") {
-        return Ok(Constraint { op: op.into(), v: Version::parse("0.0.0").unwrap(), parts: 0, any: true });
+        return Ok(Constraint {
+            op: op.into(),
+            v: Version::parse("0.0.0").unwrap(),
+            parts: 0,
+            any: true,
+        });
     }
     let (core, rest) = match ver_nov.find(['-', '+']) {
         Some(i) => (&ver_nov[..i], &ver_nov[i..]),
@@ -119,7 +144,10 @@ fn parse_one(op: &str, ver: &str) -> Result<Constraint, String> {
     };
     let mut comps: Vec<&str> = core.split('.').collect();
     let mut parts = comps.len();
-    if let Some(i) = comps.iter().position(|c| *c == "*" || c.eq_ignore_ascii_case("x")) {
+    if let Some(i) = comps
+        .iter()
+        .position(|c| *c == "*" || c.eq_ignore_ascii_case("x"))
+    {
         parts = i;
         comps.truncate(i);
     }
@@ -129,7 +157,12 @@ fn parse_one(op: &str, ver: &str) -> Result<Constraint, String> {
     }
     let v = Version::parse(&format!("{}{}", fixed.join("."), rest))
         .map_err(|_| format!("improper constraint: {op}{ver}"))?;
-    Ok(Constraint { op: op.into(), v, parts, any: false })
+    Ok(Constraint {
+        op: op.into(),
+        v,
+        parts,
+        any: false,
+    })
 }
 
 impl Constraints {
@@ -192,7 +225,9 @@ impl Constraints {
 
     /// Whether `v` satisfies any group.
     pub fn check(&self, v: &Version) -> bool {
-        self.groups.iter().any(|g| g.iter().all(|c| check_one(c, v)))
+        self.groups
+            .iter()
+            .any(|g| g.iter().all(|c| check_one(c, v)))
     }
 }
 
@@ -278,7 +313,9 @@ mod tests {
     use super::*;
 
     fn ok(c: &str, v: &str) -> bool {
-        Constraints::parse(c).unwrap().check(&Version::parse(v).unwrap())
+        Constraints::parse(c)
+            .unwrap()
+            .check(&Version::parse(v).unwrap())
     }
 
     #[test]

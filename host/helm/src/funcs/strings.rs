@@ -42,30 +42,54 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         let mut out = String::new();
         let mut prev_space = true;
         for c in s.chars() {
-            if prev_space { out.extend(c.to_lowercase()) } else { out.push(c) }
+            if prev_space {
+                out.extend(c.to_lowercase())
+            } else {
+                out.push(c)
+            }
             prev_space = c.is_whitespace();
         }
         out
     });
     s1!(m, "trim", |s| s.trim().to_string());
-    s1!(m, "nospace", |s| s.chars().filter(|c| !c.is_whitespace()).collect());
-    s1!(m, "initials", |s| s.split_whitespace().filter_map(|w| w.chars().next()).collect());
+    s1!(m, "nospace", |s| s
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect());
+    s1!(m, "initials", |s| s
+        .split_whitespace()
+        .filter_map(|w| w.chars().next())
+        .collect());
     s1!(m, "swapcase", |s| s
         .chars()
-        .map(|c| if c.is_uppercase() { c.to_lowercase().next().unwrap_or(c) } else { c.to_uppercase().next().unwrap_or(c) })
+        .map(|c| if c.is_uppercase() {
+            c.to_lowercase().next().unwrap_or(c)
+        } else {
+            c.to_uppercase().next().unwrap_or(c)
+        })
         .collect());
     s1!(m, "snakecase", |s| case_words(s, "_", false));
     s1!(m, "kebabcase", |s| case_words(s, "-", false));
     s1!(m, "camelcase", camelcase);
-    s1!(m, "b64enc", |s| base64::engine::general_purpose::STANDARD.encode(s));
-    s1!(m, "b64dec", |s| match base64::engine::general_purpose::STANDARD.decode(s) {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) => e.to_string(),
-    });
+    s1!(m, "b64enc", |s| base64::engine::general_purpose::STANDARD
+        .encode(s));
+    s1!(
+        m,
+        "b64dec",
+        |s| match base64::engine::general_purpose::STANDARD.decode(s) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => e.to_string(),
+        }
+    );
     s1!(m, "b32enc", b32enc);
-    s1!(m, "b32dec", |s| b32dec(s).unwrap_or_else(|| "illegal base32 data".into()));
-    s1!(m, "sha256sum", |s| hex::encode(sha2::Sha256::digest(s.as_bytes())));
-    s1!(m, "sha512sum", |s| hex::encode(sha2::Sha512::digest(s.as_bytes())));
+    s1!(m, "b32dec", |s| b32dec(s)
+        .unwrap_or_else(|| "illegal base32 data".into()));
+    s1!(m, "sha256sum", |s| hex::encode(sha2::Sha256::digest(
+        s.as_bytes()
+    )));
+    s1!(m, "sha512sum", |s| hex::encode(sha2::Sha512::digest(
+        s.as_bytes()
+    )));
     s1!(m, "sha1sum", |s| {
         use sha1::Digest as _;
         hex::encode(sha1::Sha1::digest(s.as_bytes()))
@@ -78,14 +102,27 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         }
         ((b << 16) | a).to_string()
     });
-    s2!(m, "trimSuffix", |suf, s| Value::from(s.strip_suffix(suf).unwrap_or(s)));
-    s2!(m, "trimPrefix", |pre, s| Value::from(s.strip_prefix(pre).unwrap_or(s)));
-    s2!(m, "trimAll", |cut, s| Value::from(s.trim_matches(|c| cut.contains(c))));
-    s2!(m, "trimall", |cut, s| Value::from(s.trim_matches(|c| cut.contains(c))));
+    s2!(m, "trimSuffix", |suf, s| Value::from(
+        s.strip_suffix(suf).unwrap_or(s)
+    ));
+    s2!(m, "trimPrefix", |pre, s| Value::from(
+        s.strip_prefix(pre).unwrap_or(s)
+    ));
+    s2!(m, "trimAll", |cut, s| Value::from(
+        s.trim_matches(|c| cut.contains(c))
+    ));
+    s2!(m, "trimall", |cut, s| Value::from(
+        s.trim_matches(|c| cut.contains(c))
+    ));
     s2!(m, "contains", |sub, s| Value::Bool(s.contains(sub)));
     s2!(m, "hasPrefix", |pre, s| Value::Bool(s.starts_with(pre)));
     s2!(m, "hasSuffix", |suf, s| Value::Bool(s.ends_with(suf)));
-    s2!(m, "splitList", |sep, s| Value::from(go_split(s, sep).into_iter().map(Value::from).collect::<Vec<_>>()));
+    s2!(m, "splitList", |sep, s| Value::from(
+        go_split(s, sep)
+            .into_iter()
+            .map(Value::from)
+            .collect::<Vec<_>>()
+    ));
     s2!(m, "split", |sep, s| {
         let mut mp = Map::new();
         for (i, p) in go_split(s, sep).into_iter().enumerate() {
@@ -98,7 +135,11 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         let sep = arg_str(&a[0])?;
         let n = arg_int(&a[1])?;
         let s = arg_str(&a[2])?;
-        let parts: Vec<&str> = if n < 0 { s.split(sep).collect() } else { s.splitn(n as usize, sep).collect() };
+        let parts: Vec<&str> = if n < 0 {
+            s.split(sep).collect()
+        } else {
+            s.splitn(n as usize, sep).collect()
+        };
         let mut mp = Map::new();
         for (i, p) in parts.into_iter().enumerate() {
             mp.insert(format!("_{i}"), Value::from(p));
@@ -170,15 +211,27 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         Ok(Value::from(format!("\n{}", indent(n, s))))
     });
     m.insert("quote", |_, a| {
-        let parts: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(|v| go_quote(&strval(v))).collect();
+        let parts: Vec<String> = a
+            .iter()
+            .filter(|v| !v.is_nil())
+            .map(|v| go_quote(&strval(v)))
+            .collect();
         Ok(Value::from(parts.join(" ")))
     });
     m.insert("squote", |_, a| {
-        let parts: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(|v| format!("'{}'", strval(v))).collect();
+        let parts: Vec<String> = a
+            .iter()
+            .filter(|v| !v.is_nil())
+            .map(|v| format!("'{}'", strval(v)))
+            .collect();
         Ok(Value::from(parts.join(" ")))
     });
     m.insert("cat", |_, a| {
-        let parts: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(|v| v.to_go_string()).collect();
+        let parts: Vec<String> = a
+            .iter()
+            .filter(|v| !v.is_nil())
+            .map(|v| v.to_go_string())
+            .collect();
         Ok(Value::from(parts.join(" ")))
     });
     m.insert("join", |_, a| {
@@ -194,11 +247,18 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
             o => vec![strval(&o)],
         };
         v.sort();
-        Ok(Value::from(v.into_iter().map(Value::from).collect::<Vec<_>>()))
+        Ok(Value::from(
+            v.into_iter().map(Value::from).collect::<Vec<_>>(),
+        ))
     });
     m.insert("toStrings", |_, a| {
         want("toStrings", a, 1)?;
-        Ok(Value::from(strslice(&a[0].plain()).into_iter().map(Value::from).collect::<Vec<_>>()))
+        Ok(Value::from(
+            strslice(&a[0].plain())
+                .into_iter()
+                .map(Value::from)
+                .collect::<Vec<_>>(),
+        ))
     });
     m.insert("plural", |_, a| {
         want("plural", a, 3)?;
@@ -215,11 +275,29 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     m.insert("wrapWith", |_, a| {
         want("wrapWith", a, 3)?;
         let n = arg_int(&a[0])?;
-        Ok(Value::from(wrap(arg_str(&a[2])?, n as usize, arg_str(&a[1])?)))
+        Ok(Value::from(wrap(
+            arg_str(&a[2])?,
+            n as usize,
+            arg_str(&a[1])?,
+        )))
     });
-    m.insert("randAlphaNum", |_, a| rand_str(a, "randAlphaNum", b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"));
-    m.insert("randAlpha", |_, a| rand_str(a, "randAlpha", b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"));
-    m.insert("randNumeric", |_, a| rand_str(a, "randNumeric", b"0123456789"));
+    m.insert("randAlphaNum", |_, a| {
+        rand_str(
+            a,
+            "randAlphaNum",
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        )
+    });
+    m.insert("randAlpha", |_, a| {
+        rand_str(
+            a,
+            "randAlpha",
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+        )
+    });
+    m.insert("randNumeric", |_, a| {
+        rand_str(a, "randNumeric", b"0123456789")
+    });
     m.insert("randAscii", |_, a| {
         let set: Vec<u8> = (32u8..127).collect();
         want("randAscii", a, 1)?;
@@ -255,7 +333,9 @@ pub(crate) fn rand_u64() -> u64 {
 }
 
 fn random_from(set: &[u8], n: usize) -> String {
-    (0..n).map(|_| set[(rand_u64() % set.len() as u64) as usize] as char).collect()
+    (0..n)
+        .map(|_| set[(rand_u64() % set.len() as u64) as usize] as char)
+        .collect()
 }
 
 /// Go `strings.Split`.
@@ -329,7 +409,11 @@ fn split_words(s: &str) -> Vec<String> {
 }
 
 fn case_words(s: &str, sep: &str, _upper: bool) -> String {
-    split_words(s).into_iter().map(|w| w.to_lowercase()).collect::<Vec<_>>().join(sep)
+    split_words(s)
+        .into_iter()
+        .map(|w| w.to_lowercase())
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 fn camelcase(s: &str) -> String {
@@ -412,4 +496,3 @@ fn b32dec(s: &str) -> Option<String> {
     }
     Some(String::from_utf8_lossy(&out).into_owned())
 }
-

@@ -35,8 +35,13 @@ impl Object for Time {
 impl Time {
     fn now() -> Time {
         #[allow(clippy::disallowed_methods)]
-        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Time { secs: d.as_secs() as i64, nanos: d.subsec_nanos() }
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Time {
+            secs: d.as_secs() as i64,
+            nanos: d.subsec_nanos(),
+        }
     }
     fn go_string(&self) -> String {
         format(self, "2006-01-02 15:04:05.999999999 -0700 MST")
@@ -58,7 +63,15 @@ fn civil(secs: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = if m <= 2 { y + 1 } else { y };
     let wd = ((days + 4).rem_euclid(7)) as u32; // 1970-01-01 was a Thursday
-    (y, m, d, (rem / 3600) as u32, ((rem % 3600) / 60) as u32, (rem % 60) as u32, wd)
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        ((rem % 3600) / 60) as u32,
+        (rem % 60) as u32,
+        wd,
+    )
 }
 
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
@@ -72,9 +85,28 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 }
 
 const MONTHS: [&str; 12] = [
-    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 ];
-const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+const DAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
 
 /// Formats with a Go reference layout.
 fn format(t: &Time, layout: &str) -> String {
@@ -82,8 +114,12 @@ fn format(t: &Time, layout: &str) -> String {
     let mut out = String::new();
     let mut rest = layout;
     let toks: &[(&str, &dyn Fn(&mut String))] = &[
-        ("January", &|o: &mut String| o.push_str(MONTHS[mo as usize - 1])),
-        ("Jan", &|o: &mut String| o.push_str(&MONTHS[mo as usize - 1][..3])),
+        ("January", &|o: &mut String| {
+            o.push_str(MONTHS[mo as usize - 1])
+        }),
+        ("Jan", &|o: &mut String| {
+            o.push_str(&MONTHS[mo as usize - 1][..3])
+        }),
         ("Monday", &|o: &mut String| o.push_str(DAYS[wd as usize])),
         ("Mon", &|o: &mut String| o.push_str(&DAYS[wd as usize][..3])),
         ("MST", &|o: &mut String| o.push_str("UTC")),
@@ -93,27 +129,43 @@ fn format(t: &Time, layout: &str) -> String {
         ("-07", &|o: &mut String| o.push_str("+00")),
         ("Z07:00", &|o: &mut String| o.push('Z')),
         ("Z0700", &|o: &mut String| o.push('Z')),
-        (".000000000", &|o: &mut String| o.push_str(&format!(".{:09}", t.nanos))),
+        (".000000000", &|o: &mut String| {
+            o.push_str(&format!(".{:09}", t.nanos))
+        }),
         (".999999999", &|o: &mut String| {
             if t.nanos > 0 {
                 o.push_str(format!(".{:09}", t.nanos).trim_end_matches('0'))
             }
         }),
-        (".000000", &|o: &mut String| o.push_str(&format!(".{:06}", t.nanos / 1000))),
-        (".000", &|o: &mut String| o.push_str(&format!(".{:03}", t.nanos / 1_000_000))),
+        (".000000", &|o: &mut String| {
+            o.push_str(&format!(".{:06}", t.nanos / 1000))
+        }),
+        (".000", &|o: &mut String| {
+            o.push_str(&format!(".{:03}", t.nanos / 1_000_000))
+        }),
         ("01", &|o: &mut String| o.push_str(&format!("{mo:02}"))),
         ("02", &|o: &mut String| o.push_str(&format!("{d:02}"))),
         ("_2", &|o: &mut String| o.push_str(&format!("{d:>2}"))),
-        ("06", &|o: &mut String| o.push_str(&format!("{:02}", y % 100))),
+        ("06", &|o: &mut String| {
+            o.push_str(&format!("{:02}", y % 100))
+        }),
         ("15", &|o: &mut String| o.push_str(&format!("{h:02}"))),
-        ("03", &|o: &mut String| o.push_str(&format!("{:02}", if h % 12 == 0 { 12 } else { h % 12 }))),
+        ("03", &|o: &mut String| {
+            o.push_str(&format!("{:02}", if h % 12 == 0 { 12 } else { h % 12 }))
+        }),
         ("04", &|o: &mut String| o.push_str(&format!("{mi:02}"))),
         ("05", &|o: &mut String| o.push_str(&format!("{s:02}"))),
-        ("PM", &|o: &mut String| o.push_str(if h >= 12 { "PM" } else { "AM" })),
-        ("pm", &|o: &mut String| o.push_str(if h >= 12 { "pm" } else { "am" })),
+        ("PM", &|o: &mut String| {
+            o.push_str(if h >= 12 { "PM" } else { "AM" })
+        }),
+        ("pm", &|o: &mut String| {
+            o.push_str(if h >= 12 { "pm" } else { "am" })
+        }),
         ("1", &|o: &mut String| o.push_str(&mo.to_string())),
         ("2", &|o: &mut String| o.push_str(&d.to_string())),
-        ("3", &|o: &mut String| o.push_str(&(if h % 12 == 0 { 12 } else { h % 12 }).to_string())),
+        ("3", &|o: &mut String| {
+            o.push_str(&(if h % 12 == 0 { 12 } else { h % 12 }).to_string())
+        }),
         ("4", &|o: &mut String| o.push_str(&mi.to_string())),
         ("5", &|o: &mut String| o.push_str(&s.to_string())),
     ];
@@ -139,7 +191,10 @@ fn to_time(v: &Value) -> Time {
             Time { secs, nanos: 0 }
         }
         Value::Int(i) => Time { secs: *i, nanos: 0 },
-        Value::Float(f) => Time { secs: *f as i64, nanos: 0 },
+        Value::Float(f) => Time {
+            secs: *f as i64,
+            nanos: 0,
+        },
         _ => Time::now(),
     }
 }
@@ -209,7 +264,10 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     });
     m.insert("toDate", |_, a| {
         want("toDate", a, 2)?;
-        let t = parse_date(arg_str(&a[0])?, arg_str(&a[1])?).unwrap_or(Time { secs: -62135596800, nanos: 0 });
+        let t = parse_date(arg_str(&a[0])?, arg_str(&a[1])?).unwrap_or(Time {
+            secs: -62135596800,
+            nanos: 0,
+        });
         Ok(Value::Obj(Rc::new(t)))
     });
     m.insert("mustToDate", |_, a| {
@@ -240,4 +298,3 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         Ok(a[1].clone())
     });
 }
-

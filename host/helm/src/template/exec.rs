@@ -6,7 +6,7 @@ use super::parse::{Arg, Branch, Cmd, Node, Pipe};
 use super::{Engine, Frame, FuncError, Template, TemplateError};
 use crate::value::Value;
 
-/// Maximum `template`/`include` nesting (Go: 100000 for exec depth; Helm: 1000 per include name).
+/// Maximum `template`/`include` nesting depth (Go allows 100000; kept lower for wasm stacks).
 const MAX_DEPTH: usize = 10000;
 
 enum Flow {
@@ -28,7 +28,12 @@ type R<T> = Result<T, TemplateError>;
 
 impl<'e> Exec<'e> {
     pub(crate) fn new(eng: &'e Engine, tmpl: Rc<Template>, data: Value) -> Self {
-        Exec { eng, vars: vec![(Rc::from("$"), data)], tmpl, depth: 0 }
+        Exec {
+            eng,
+            vars: vec![(Rc::from("$"), data)],
+            tmpl,
+            depth: 0,
+        }
     }
 
     /// Runs a template body with `dot`, writing into `out`.
@@ -41,12 +46,21 @@ impl<'e> Exec<'e> {
     /// Executes the named template (for `include`) into a new string, with a fresh variable scope.
     pub fn execute_named(&mut self, name: &str, data: &Value) -> R<String> {
         let t = self.eng.get(name).ok_or_else(|| {
-            TemplateError::Plain(format!("template: no template {name:?} associated with template \"gotpl\""))
+            TemplateError::Plain(format!(
+                "template: no template {name:?} associated with template \"gotpl\""
+            ))
         })?;
         if self.depth >= MAX_DEPTH {
-            return Err(TemplateError::Plain("exceeded maximum template depth".into()));
+            return Err(TemplateError::Plain(
+                "exceeded maximum template depth".into(),
+            ));
         }
-        let mut sub = Exec { eng: self.eng, vars: vec![(Rc::from("$"), data.clone())], tmpl: t.clone(), depth: self.depth + 1 };
+        let mut sub = Exec {
+            eng: self.eng,
+            vars: vec![(Rc::from("$"), data.clone())],
+            tmpl: t.clone(),
+            depth: self.depth + 1,
+        };
         let mut out = String::new();
         sub.run(&t, data, &mut out)?;
         Ok(out)
@@ -103,16 +117,31 @@ impl<'e> Exec<'e> {
             Node::Range(b) => return self.walk_range(out, dot, b),
             Node::Template { pos, name, pipe } => {
                 let t = self.eng.get(name).ok_or_else(|| {
-                    self.err(*pos, &format!("template {name:?}"), format!("template: no template {name:?} associated with template \"gotpl\""))
+                    self.err(
+                        *pos,
+                        &format!("template {name:?}"),
+                        format!(
+                            "template: no template {name:?} associated with template \"gotpl\""
+                        ),
+                    )
                 })?;
                 let newdot = match pipe {
                     Some(p) => self.eval_pipe(dot, p)?,
                     None => Value::Nil,
                 };
                 if self.depth >= MAX_DEPTH {
-                    return Err(self.err(*pos, name, "exceeded maximum template depth (100000)".into()));
+                    return Err(self.err(
+                        *pos,
+                        name,
+                        format!("exceeded maximum template depth ({MAX_DEPTH})"),
+                    ));
                 }
-                let mut sub = Exec { eng: self.eng, vars: vec![(Rc::from("$"), newdot.clone())], tmpl: t.clone(), depth: self.depth + 1 };
+                let mut sub = Exec {
+                    eng: self.eng,
+                    vars: vec![(Rc::from("$"), newdot.clone())],
+                    tmpl: t.clone(),
+                    depth: self.depth + 1,
+                };
                 sub.run(&t, &newdot, out)?;
             }
             Node::Break => return Ok(Flow::Break),
@@ -160,7 +189,11 @@ impl<'e> Exec<'e> {
             }
             Value::Int(n) => {
                 if decl.len() > 1 {
-                    return Err(self.err(b.pos, "range", "can't use int to iterate over more than one variable".into()));
+                    return Err(self.err(
+                        b.pos,
+                        "range",
+                        "can't use int to iterate over more than one variable".into(),
+                    ));
                 }
                 for i in 0..n.max(0) {
                     items.push((Value::Int(i), Value::Int(i)));
@@ -170,7 +203,10 @@ impl<'e> Exec<'e> {
             other => {
                 return Err(self.err(
                     b.pipe.pos,
-                    &self.src_text(b.pipe.pos, b.pipe.cmds.last().map(|c| c.end).unwrap_or(b.pipe.pos)),
+                    &self.src_text(
+                        b.pipe.pos,
+                        b.pipe.cmds.last().map(|c| c.end).unwrap_or(b.pipe.pos),
+                    ),
                     format!("range can't iterate over {}", other.to_go_string()),
                 ));
             }
@@ -249,7 +285,12 @@ impl<'e> Exec<'e> {
                 let ctx = self.src_text(*pos, *end);
                 self.eval_field_chain(dot, dot.clone(), path, rest, fin, *pos, &ctx)
             }
-            Arg::Var { pos, end, name, path } => {
+            Arg::Var {
+                pos,
+                end,
+                name,
+                path,
+            } => {
                 let v = self.lookup_var(name);
                 if path.is_empty() {
                     self.no_args(rest, &fin, *pos, name)?;
@@ -258,7 +299,12 @@ impl<'e> Exec<'e> {
                 let ctx = self.src_text(*pos, *end);
                 self.eval_field_chain(dot, v, path, rest, fin, *pos, &ctx)
             }
-            Arg::Chain { pos, end, node, path } => {
+            Arg::Chain {
+                pos,
+                end,
+                node,
+                path,
+            } => {
                 let v = self.eval_arg(dot, node)?;
                 let ctx = self.src_text(*pos, *end);
                 self.eval_field_chain(dot, v, path, rest, fin, *pos, &ctx)
@@ -271,6 +317,7 @@ impl<'e> Exec<'e> {
                 self.vars.truncate(mark);
                 v
             }
+            Arg::Nil(p) => Err(self.err(*p, "nil", "nil is not a command".into())),
             other => {
                 let pos = other.pos();
                 self.no_args(rest, &fin, pos, "")?;
@@ -281,7 +328,11 @@ impl<'e> Exec<'e> {
 
     fn no_args(&self, rest: &[Arg], fin: &Option<Value>, pos: usize, ctx: &str) -> R<()> {
         if !rest.is_empty() || fin.is_some() {
-            return Err(self.err(pos, ctx, format!("can't give argument to non-function {ctx}")));
+            return Err(self.err(
+                pos,
+                ctx,
+                format!("can't give argument to non-function {ctx}"),
+            ));
         }
         Ok(())
     }
@@ -289,7 +340,7 @@ impl<'e> Exec<'e> {
     fn eval_arg(&mut self, dot: &Value, a: &Arg) -> R<Value> {
         Ok(match a {
             Arg::Dot(_) => dot.clone(),
-            Arg::Nil(p) => return Err(self.err(*p, "nil", "nil is not a command".into())),
+            Arg::Nil(_) => Value::Nil,
             Arg::Bool(b) => Value::Bool(*b),
             Arg::Num { int, float, .. } => match (int, float) {
                 (Some(i), _) => Value::Int(*i),
@@ -301,7 +352,12 @@ impl<'e> Exec<'e> {
                 let ctx = self.src_text(*pos, *end);
                 self.eval_field_chain(dot, dot.clone(), path, &[], None, *pos, &ctx)?
             }
-            Arg::Var { pos, end, name, path } => {
+            Arg::Var {
+                pos,
+                end,
+                name,
+                path,
+            } => {
                 let v = self.lookup_var(name);
                 if path.is_empty() {
                     v
@@ -310,7 +366,12 @@ impl<'e> Exec<'e> {
                     self.eval_field_chain(dot, v, path, &[], None, *pos, &ctx)?
                 }
             }
-            Arg::Chain { pos, end, node, path } => {
+            Arg::Chain {
+                pos,
+                end,
+                node,
+                path,
+            } => {
                 let v = self.eval_arg(dot, node)?;
                 let ctx = self.src_text(*pos, *end);
                 self.eval_field_chain(dot, v, path, &[], None, *pos, &ctx)?
@@ -343,12 +404,20 @@ impl<'e> Exec<'e> {
             recv = match &recv {
                 Value::Map(m) => {
                     if has_args {
-                        return Err(self.err(pos, ctx, format!("{name} is not a method but has arguments")));
+                        return Err(self.err(
+                            pos,
+                            ctx,
+                            format!("{name} is not a method but has arguments"),
+                        ));
                     }
                     match m.borrow().get(&**name) {
                         Some(v) => v.clone(),
                         None if self.eng.strict => {
-                            return Err(self.err(pos, ctx, format!("map has no entry for key {:?}", &**name)));
+                            return Err(self.err(
+                                pos,
+                                ctx,
+                                format!("map has no entry for key {:?}", &**name),
+                            ));
                         }
                         None => Value::Nil,
                     }
@@ -366,12 +435,22 @@ impl<'e> Exec<'e> {
                         }
                         match o.call(name, &argv) {
                             Some(Ok(v)) => v,
-                            Some(Err(e)) => return Err(self.err(pos, ctx, format!("error calling {name}: {e}"))),
+                            Some(Err(e)) => {
+                                return Err(self.err(
+                                    pos,
+                                    ctx,
+                                    format!("error calling {name}: {e}"),
+                                ));
+                            }
                             None => Value::Nil,
                         }
                     } else if let Some(v) = o.field(name) {
                         if has_args {
-                            return Err(self.err(pos, ctx, format!("{name} has arguments but cannot be invoked as function")));
+                            return Err(self.err(
+                                pos,
+                                ctx,
+                                format!("{name} has arguments but cannot be invoked as function"),
+                            ));
                         }
                         v
                     } else {
@@ -383,7 +462,11 @@ impl<'e> Exec<'e> {
                     }
                 }
                 Value::Nil => {
-                    return Err(self.err(pos, ctx, format!("nil pointer evaluating interface {{}}.{name}")));
+                    return Err(self.err(
+                        pos,
+                        ctx,
+                        format!("nil pointer evaluating interface {{}}.{name}"),
+                    ));
                 }
                 other => {
                     return Err(self.err(
@@ -397,12 +480,23 @@ impl<'e> Exec<'e> {
         Ok(recv)
     }
 
-    fn eval_function(&mut self, dot: &Value, name: &str, pos: usize, args: &[Arg], fin: Option<Value>) -> R<Value> {
+    fn eval_function(
+        &mut self,
+        dot: &Value,
+        name: &str,
+        pos: usize,
+        args: &[Arg],
+        fin: Option<Value>,
+    ) -> R<Value> {
         // short-circuit and/or
         if name == "and" || name == "or" {
             let is_and = name == "and";
             if args.is_empty() && fin.is_none() {
-                return Err(self.err(pos, name, format!("wrong number of args for {name}: want at least 1 got 0")));
+                return Err(self.err(
+                    pos,
+                    name,
+                    format!("wrong number of args for {name}: want at least 1 got 0"),
+                ));
             }
             let mut last = Value::Nil;
             for a in args {
@@ -429,10 +523,18 @@ impl<'e> Exec<'e> {
         match f(self, &argv) {
             Ok(v) => Ok(v),
             Err(FuncError::Arg(m)) => Err(self.err(pos, name, m)),
-            Err(FuncError::Call(m)) => Err(self.err(pos, name, format!("error calling {name}: {m}"))),
+            Err(FuncError::Call(m)) => {
+                Err(self.err(pos, name, format!("error calling {name}: {m}")))
+            }
             Err(FuncError::Nested(prefix, inner)) => {
                 let mut e = self.err(pos, name, format!("error calling {name}: {prefix}{inner}"));
-                if let (TemplateError::Exec { frames }, TemplateError::Exec { frames: inner_frames }) = (&mut e, *inner) {
+                if let (
+                    TemplateError::Exec { frames },
+                    TemplateError::Exec {
+                        frames: inner_frames,
+                    },
+                ) = (&mut e, *inner)
+                {
                     frames.extend(inner_frames);
                 }
                 Err(e)

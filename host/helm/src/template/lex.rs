@@ -76,7 +76,12 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
         }
         if next >= b.len() {
             if !text.is_empty() {
-                toks.push(Token { tok: Tok::Text(text.to_string()), pos: start, end: next, space_before: false });
+                toks.push(Token {
+                    tok: Tok::Text(text.to_string()),
+                    pos: start,
+                    end: next,
+                    space_before: false,
+                });
             }
             break;
         }
@@ -88,7 +93,12 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
             j += 2;
         }
         if !text.is_empty() {
-            toks.push(Token { tok: Tok::Text(text.to_string()), pos: start, end: next, space_before: false });
+            toks.push(Token {
+                tok: Tok::Text(text.to_string()),
+                pos: start,
+                end: next,
+                space_before: false,
+            });
         }
         // comment?
         let mut k = j;
@@ -101,20 +111,32 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
             };
             let mut m = k + 2 + endc + 2;
             let trim_right;
-            if src[m..].starts_with(" -}}") || src[m..].starts_with("\t-}}") || src[m..].starts_with("\n-}}") {
+            if src[m..].starts_with(" -}}")
+                || src[m..].starts_with("\t-}}")
+                || src[m..].starts_with("\n-}}")
+            {
                 trim_right = true;
                 m += 4;
             } else if src[m..].starts_with("}}") {
                 trim_right = false;
                 m += 2;
             } else {
-                return Err(TemplateError::parse(src, m, "comment ends before closing delimiter"));
+                return Err(TemplateError::parse(
+                    src,
+                    m,
+                    "comment ends before closing delimiter",
+                ));
             }
             trim_next_text = trim_right;
             i = m;
             continue;
         }
-        toks.push(Token { tok: Tok::Open, pos: next, end: j, space_before: false });
+        toks.push(Token {
+            tok: Tok::Open,
+            pos: next,
+            end: j,
+            space_before: false,
+        });
         // inside action
         let mut space = false;
         loop {
@@ -125,7 +147,12 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
             if is_space(c) {
                 // right trim marker " -}}"
                 if src[j..].len() >= 4 && b[j + 1] == b'-' && src[j + 2..].starts_with("}}") {
-                    toks.push(Token { tok: Tok::Close, pos: j + 1, end: j + 4, space_before: true });
+                    toks.push(Token {
+                        tok: Tok::Close,
+                        pos: j + 1,
+                        end: j + 4,
+                        space_before: true,
+                    });
                     trim_next_text = true;
                     j += 4;
                     break;
@@ -135,7 +162,12 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
                 continue;
             }
             if src[j..].starts_with("}}") {
-                toks.push(Token { tok: Tok::Close, pos: j, end: j + 2, space_before: space });
+                toks.push(Token {
+                    tok: Tok::Close,
+                    pos: j,
+                    end: j + 2,
+                    space_before: space,
+                });
                 j += 2;
                 break;
             }
@@ -176,7 +208,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
                 }
                 b'`' => {
                     let Some(e) = src[j + 1..].find('`') else {
-                        return Err(TemplateError::parse(src, j, "unterminated raw quoted string"));
+                        return Err(TemplateError::parse(
+                            src,
+                            j,
+                            "unterminated raw quoted string",
+                        ));
                     };
                     let s = src[j + 1..j + 1 + e].to_string();
                     j = j + 2 + e;
@@ -257,17 +293,30 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
                         return Err(TemplateError::parse(
                             src,
                             j,
-                            &format!("unexpected bad character U+{:04X} '{}' in command", ch as u32, ch),
+                            &format!(
+                                "unexpected bad character U+{:04X} '{}' in command",
+                                ch as u32, ch
+                            ),
                         ));
                     }
                 }
             };
-            toks.push(Token { tok, pos, end: j, space_before: space });
+            toks.push(Token {
+                tok,
+                pos,
+                end: j,
+                space_before: space,
+            });
             space = false;
         }
         i = j;
     }
-    toks.push(Token { tok: Tok::Eof, pos: b.len(), end: b.len(), space_before: false });
+    toks.push(Token {
+        tok: Tok::Eof,
+        pos: b.len(),
+        end: b.len(),
+        space_before: false,
+    });
     Ok(toks)
 }
 
@@ -292,7 +341,9 @@ fn scan_number(b: &[u8], mut j: usize) -> usize {
 fn lex_char(src: &str, start: usize) -> Result<(i64, usize), TemplateError> {
     let rest = &src[start + 1..];
     let mut it = rest.char_indices();
-    let (_, c) = it.next().ok_or_else(|| TemplateError::parse(src, start, "unterminated character constant"))?;
+    let (_, c) = it
+        .next()
+        .ok_or_else(|| TemplateError::parse(src, start, "unterminated character constant"))?;
     let (v, used) = if c == '\\' {
         let (ch, n) = unescape(&rest[1..])
             .ok_or_else(|| TemplateError::parse(src, start, "bad escape in character constant"))?;
@@ -301,7 +352,11 @@ fn lex_char(src: &str, start: usize) -> Result<(i64, usize), TemplateError> {
         (c as i64, c.len_utf8())
     };
     if !rest[used..].starts_with('\'') {
-        return Err(TemplateError::parse(src, start, "unterminated character constant"));
+        return Err(TemplateError::parse(
+            src,
+            start,
+            "unterminated character constant",
+        ));
     }
     Ok((v, start + 1 + used + 1))
 }
@@ -365,5 +420,9 @@ fn lex_quote(src: &str, start: usize) -> Result<(String, usize), TemplateError> 
             }
         }
     }
-    Err(TemplateError::parse(src, start, "unterminated quoted string"))
+    Err(TemplateError::parse(
+        src,
+        start,
+        "unterminated quoted string",
+    ))
 }

@@ -34,7 +34,11 @@ pub struct Frame {
 #[derive(Debug, Clone)]
 pub enum TemplateError {
     /// Parse error (`name` is filled in by the caller).
-    Parse { name: String, line: usize, msg: String },
+    Parse {
+        name: String,
+        line: usize,
+        msg: String,
+    },
     /// Execution error; outermost frame first.
     Exec { frames: Vec<Frame> },
     /// Error without location (e.g. unknown template).
@@ -44,13 +48,24 @@ pub enum TemplateError {
 impl TemplateError {
     pub(crate) fn parse(src: &str, pos: usize, msg: &str) -> Self {
         let pos = pos.min(src.len());
-        let line = 1 + src.as_bytes()[..pos].iter().filter(|b| **b == b'\n').count();
-        TemplateError::Parse { name: String::new(), line, msg: msg.to_string() }
+        let line = 1 + src.as_bytes()[..pos]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+        TemplateError::Parse {
+            name: String::new(),
+            line,
+            msg: msg.to_string(),
+        }
     }
 
     fn with_name(self, name: &str) -> Self {
         match self {
-            TemplateError::Parse { line, msg, .. } => TemplateError::Parse { name: name.to_string(), line, msg },
+            TemplateError::Parse { line, msg, .. } => TemplateError::Parse {
+                name: name.to_string(),
+                line,
+                msg,
+            },
             e => e,
         }
     }
@@ -58,7 +73,9 @@ impl TemplateError {
     /// Helm 4's multi-line rendering of an execution error (`reformatExecErrorMsg`).
     pub fn helm_message(&self) -> String {
         match self {
-            TemplateError::Parse { name, line, msg } => format!("parse error at ({name}:{line}): {msg}"),
+            TemplateError::Parse { name, line, msg } => {
+                format!("parse error at ({name}:{line}): {msg}")
+            }
             TemplateError::Plain(m) => m.clone(),
             TemplateError::Exec { frames } => {
                 if let Some(f) = frames.first()
@@ -189,7 +206,12 @@ impl Engine {
         let mut replaced = Vec::new();
         let mut set = self.templates.borrow_mut();
         let mut install = |tname: Rc<str>, body: Vec<Node>| {
-            let t = Rc::new(Template { name: tname.clone(), parse_name: parse_name.clone(), src: src.clone(), body: Rc::new(body) });
+            let t = Rc::new(Template {
+                name: tname.clone(),
+                parse_name: parse_name.clone(),
+                src: src.clone(),
+                body: Rc::new(body),
+            });
             if let Some(old) = set.get(&tname)
                 && t.is_empty_tree()
                 && !old.is_empty_tree()
@@ -233,7 +255,9 @@ impl Engine {
     /// Executes the named template with `data` as dot.
     pub fn execute(&self, name: &str, data: &Value) -> Result<String, TemplateError> {
         let t = self.get(name).ok_or_else(|| {
-            TemplateError::Plain(format!("template: no template {name:?} associated with template \"gotpl\""))
+            TemplateError::Plain(format!(
+                "template: no template {name:?} associated with template \"gotpl\""
+            ))
         })?;
         let mut out = String::new();
         let mut ex = Exec::new(self, t.clone(), data.clone());

@@ -14,7 +14,11 @@ pub enum Node {
     If(Branch),
     With(Branch),
     Range(Branch),
-    Template { pos: usize, name: String, pipe: Option<Pipe> },
+    Template {
+        pos: usize,
+        name: String,
+        pipe: Option<Pipe>,
+    },
     Break,
     Continue,
 }
@@ -50,12 +54,33 @@ pub enum Arg {
     Dot(usize),
     Nil(usize),
     Bool(bool),
-    Num { pos: usize, int: Option<i64>, float: Option<f64> },
+    Num {
+        pos: usize,
+        int: Option<i64>,
+        float: Option<f64>,
+    },
     Str(Rc<str>),
-    Field { pos: usize, end: usize, path: Vec<Rc<str>> },
-    Var { pos: usize, end: usize, name: Rc<str>, path: Vec<Rc<str>> },
-    Ident { pos: usize, name: Rc<str> },
-    Chain { pos: usize, end: usize, node: Box<Arg>, path: Vec<Rc<str>> },
+    Field {
+        pos: usize,
+        end: usize,
+        path: Vec<Rc<str>>,
+    },
+    Var {
+        pos: usize,
+        end: usize,
+        name: Rc<str>,
+        path: Vec<Rc<str>>,
+    },
+    Ident {
+        pos: usize,
+        name: Rc<str>,
+    },
+    Chain {
+        pos: usize,
+        end: usize,
+        node: Box<Arg>,
+        path: Vec<Rc<str>>,
+    },
     Pipe(Box<Pipe>),
 }
 
@@ -98,14 +123,23 @@ enum End {
 /// Parses template source.
 pub fn parse(src: &str) -> Result<ParseOutput, TemplateError> {
     let toks = lex(src)?;
-    let mut p = Parser { src, toks, i: 0, defines: Vec::new(), vars: vec![vec!["$".into()]] };
+    let mut p = Parser {
+        src,
+        toks,
+        i: 0,
+        defines: Vec::new(),
+        vars: vec![vec!["$".into()]],
+    };
     let (body, end) = p.list()?;
     match end {
         End::Eof => {}
         End::End => return Err(p.err_at(p.prev_pos(), "unexpected {{end}}")),
         End::Else(pos) => return Err(p.err_at(pos, "unexpected {{else}}")),
     }
-    Ok(ParseOutput { body, defines: p.defines })
+    Ok(ParseOutput {
+        body,
+        defines: p.defines,
+    })
 }
 
 impl<'a> Parser<'a> {
@@ -179,7 +213,11 @@ impl<'a> Parser<'a> {
                             "break" | "continue" => {
                                 self.next();
                                 self.expect_close(name)?;
-                                nodes.push(if name == "break" { Node::Break } else { Node::Continue });
+                                nodes.push(if name == "break" {
+                                    Node::Break
+                                } else {
+                                    Node::Continue
+                                });
                                 continue;
                             }
                             _ => {}
@@ -197,7 +235,10 @@ impl<'a> Parser<'a> {
         let t = self.next();
         match t.tok {
             Tok::Str(s) => Ok(s),
-            other => Err(self.err_at(t.pos, &format!("unexpected {} in {ctx} clause", desc(&other)))),
+            other => Err(self.err_at(
+                t.pos,
+                &format!("unexpected {} in {ctx} clause", desc(&other)),
+            )),
         }
     }
 
@@ -237,7 +278,11 @@ impl<'a> Parser<'a> {
             _ => return Err(self.err_at(self.prev_pos(), "unexpected EOF")),
         }
         self.defines.push((name.clone(), body));
-        Ok(Node::Template { pos, name, pipe: Some(pipe) })
+        Ok(Node::Template {
+            pos,
+            name,
+            pipe: Some(pipe),
+        })
     }
 
     fn branch(&mut self, kind: String, pos: usize) -> Result<Node, TemplateError> {
@@ -251,7 +296,9 @@ impl<'a> Parser<'a> {
                 // "else if" / "else with" chains
                 let t = self.peek().clone();
                 let chained = match &t.tok {
-                    Tok::Ident(n) if (n == "if" && kind == "if") || (n == "with" && kind == "with") => {
+                    Tok::Ident(n)
+                        if (n == "if" && kind == "if") || (n == "with" && kind == "with") =>
+                    {
                         Some(n.clone())
                     }
                     _ => None,
@@ -264,8 +311,18 @@ impl<'a> Parser<'a> {
                     let inner = self.branch(k, t.pos)?;
                     self.vars.pop();
                     let node = match kind.as_str() {
-                        "if" => Node::If(Branch { pos, pipe, list, else_list: Some(vec![inner]) }),
-                        _ => Node::With(Branch { pos, pipe, list, else_list: Some(vec![inner]) }),
+                        "if" => Node::If(Branch {
+                            pos,
+                            pipe,
+                            list,
+                            else_list: Some(vec![inner]),
+                        }),
+                        _ => Node::With(Branch {
+                            pos,
+                            pipe,
+                            list,
+                            else_list: Some(vec![inner]),
+                        }),
                     };
                     return Ok(node);
                 }
@@ -281,7 +338,12 @@ impl<'a> Parser<'a> {
             }
         };
         self.vars.pop();
-        let b = Branch { pos, pipe, list, else_list };
+        let b = Branch {
+            pos,
+            pipe,
+            list,
+            else_list,
+        };
         Ok(match kind.as_str() {
             "if" => Node::If(b),
             "with" => Node::With(b),
@@ -294,7 +356,12 @@ impl<'a> Parser<'a> {
     }
 
     /// Parses a pipeline up to `}}` (or `)` when `paren`).
-    fn pipeline_inner(&mut self, ctx: &str, allow_decl: bool, paren: bool) -> Result<Pipe, TemplateError> {
+    fn pipeline_inner(
+        &mut self,
+        ctx: &str,
+        allow_decl: bool,
+        paren: bool,
+    ) -> Result<Pipe, TemplateError> {
         let pos = self.peek().pos;
         let mut decl = Vec::new();
         let mut is_assign = false;
@@ -366,14 +433,21 @@ impl<'a> Parser<'a> {
                 Tok::Close if !paren => {}
                 Tok::RParen if paren => {}
                 other => {
-                    return Err(self.err_at(t.pos, &format!("unexpected {} in operand", desc(&other))));
+                    return Err(
+                        self.err_at(t.pos, &format!("unexpected {} in operand", desc(&other)))
+                    );
                 }
             }
         }
         if cmds.is_empty() {
             return Err(self.err_at(pos, &format!("missing value for {ctx}")));
         }
-        Ok(Pipe { pos, decl, is_assign, cmds })
+        Ok(Pipe {
+            pos,
+            decl,
+            is_assign,
+            cmds,
+        })
     }
 
     fn pipeline(&mut self, ctx: &str, allow_decl: bool) -> Result<Pipe, TemplateError> {
@@ -434,13 +508,23 @@ impl<'a> Parser<'a> {
                 }
                 let path = self.fields();
                 let end = self.toks[self.i - 1].end;
-                return Ok(Arg::Var { pos, end, name: Rc::from(v.as_str()), path });
+                return Ok(Arg::Var {
+                    pos,
+                    end,
+                    name: Rc::from(v.as_str()),
+                    path,
+                });
             }
             Tok::Str(s) => Arg::Str(Rc::from(s)),
-            Tok::Char(c) => Arg::Num { pos, int: Some(c), float: Some(c as f64) },
-            Tok::Number(n) => parse_number(&n).ok_or_else(|| {
-                self.err_at(pos, &format!("illegal number syntax: {n:?}"))
-            })?(pos),
+            Tok::Char(c) => Arg::Num {
+                pos,
+                int: Some(c),
+                float: Some(c as f64),
+            },
+            Tok::Number(n) => parse_number(&n)
+                .ok_or_else(|| self.err_at(pos, &format!("illegal number syntax: {n:?}")))?(
+                pos
+            ),
             Tok::LParen => {
                 let p = self.pipeline_inner("parenthesized pipeline", false, true)?;
                 Arg::Pipe(Box::new(p))
@@ -449,19 +533,29 @@ impl<'a> Parser<'a> {
                 "true" => Arg::Bool(true),
                 "false" => Arg::Bool(false),
                 "nil" => Arg::Nil(pos),
-                "end" | "else" | "if" | "range" | "with" | "define" | "template" | "block" | "break"
-                | "continue" => {
+                "end" | "else" | "if" | "range" | "with" | "define" | "template" | "block"
+                | "break" | "continue" => {
                     return Err(self.err_at(pos, &format!("unexpected <{name}> in command")));
                 }
-                _ => Arg::Ident { pos, name: Rc::from(name.as_str()) },
+                _ => Arg::Ident {
+                    pos,
+                    name: Rc::from(name.as_str()),
+                },
             },
-            other => return Err(self.err_at(pos, &format!("unexpected {} in operand", desc(&other)))),
+            other => {
+                return Err(self.err_at(pos, &format!("unexpected {} in operand", desc(&other))));
+            }
         };
         // chained fields: (x).a.b, or func.a
         if matches!(self.peek().tok, Tok::Field(_)) && !self.peek().space_before {
             let path = self.fields();
             let end = self.toks[self.i - 1].end;
-            return Ok(Arg::Chain { pos, end, node: Box::new(arg), path });
+            return Ok(Arg::Chain {
+                pos,
+                end,
+                node: Box::new(arg),
+                path,
+            });
         }
         Ok(arg)
     }
@@ -482,7 +576,8 @@ fn parse_number(text: &str) -> Option<NumCtor> {
         i64::from_str_radix(o, 8).ok()
     } else if let Some(b) = lower.strip_prefix("0b") {
         i64::from_str_radix(b, 2).ok()
-    } else if lower.len() > 1 && lower.starts_with('0') && lower.bytes().all(|c| c.is_ascii_digit()) {
+    } else if lower.len() > 1 && lower.starts_with('0') && lower.bytes().all(|c| c.is_ascii_digit())
+    {
         i64::from_str_radix(&lower[1..], 8).ok()
     } else {
         lower.parse::<i64>().ok()
@@ -501,11 +596,19 @@ fn parse_number(text: &str) -> Option<NumCtor> {
     // as interface{} (it contains '.', 'e' or 'p').
     let int = int.or_else(|| {
         float.and_then(|f| {
-            if f.fract() == 0.0 && f.abs() < 9.2e18 { Some(f as i64) } else { None }
+            if f.fract() == 0.0 && f.abs() < 9.2e18 {
+                Some(f as i64)
+            } else {
+                None
+            }
         })
     });
     let is_float_text = !is_hex && lower.contains(['.', 'e', 'p']);
-    Some(Box::new(move |pos| Arg::Num { pos, int: if is_float_text { None } else { int }, float }))
+    Some(Box::new(move |pos| Arg::Num {
+        pos,
+        int: if is_float_text { None } else { int },
+        float,
+    }))
 }
 
 fn desc(t: &Tok) -> String {

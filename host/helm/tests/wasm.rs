@@ -1,0 +1,101 @@
+//! The engine as a `wasm32-wasip2` component: builds the `template` example for wasip2 (into
+//! `target/helm-wasm-test`) and runs it under wasmtime with the chart directory preopened, then
+//! compares its stdout with Helm's golden `template.txt`. Prints `SKIP:` when the wasip2 target
+//! cannot be built here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Proc;
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::p2::bindings::sync::Command;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn build_component() -> Option<PathBuf> {
+    let target = repo_root().join("target/helm-wasm-test");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Proc::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "helm-engine",
+            "--target",
+            "wasm32-wasip2",
+            "--example",
+            "template",
+        ])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(repo_root())
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    Some(target.join("wasm32-wasip2/debug/examples/template.wasm"))
+}
+
+#[test]
+fn renders_golden_under_wasm32_wasip2() -> anyhow::Result<()> {
+    let td = repo_root().join("../shared/charts/helm-testdata");
+    if !td.exists() {
+        println!("SKIP: {} not found", td.display());
+        return Ok(());
+    }
+    let Some(wasm) = build_component() else {
+        println!(
+            "SKIP: could not build the wasm32-wasip2 example (rustup target add wasm32-wasip2)"
+        );
+        return Ok(());
+    };
+    let engine = Engine::new(&Config::new())?;
+    let component = Component::from_file(&engine, &wasm)?;
+    let mut linker: Linker<State> = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    let stdout = MemoryOutputPipe::new(16 << 20);
+    let stderr = MemoryOutputPipe::new(1 << 20);
+    let wasi = WasiCtxBuilder::new()
+        .args(&["helm-template", "/chart", "--kube-version", "v1.20.0"])
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .preopened_dir(td.join("testcharts/subchart"), "/chart", FsPerms::ReadOnly)?
+        .build();
+    let mut store = Store::new(
+        &engine,
+        State {
+            wasi,
+            table: ResourceTable::new(),
+        },
+    );
+    let cmd = Command::instantiate(&mut store, &component, &linker)?;
+    let ok = cmd.wasi_cli_run().call_run(&mut store)?;
+    let out = String::from_utf8(stdout.contents().to_vec())?;
+    let err = String::from_utf8_lossy(&stderr.contents()).into_owned();
+    assert!(ok.is_ok(), "component failed: {err}");
+    let want = std::fs::read_to_string(td.join("output/template.txt"))?;
+    assert_eq!(out, want, "wasm output differs from the golden");
+    println!(
+        "wasm32-wasip2: template.txt byte-identical ({} bytes, component {})",
+        out.len(),
+        wasm.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! Deletes SyncObjects whose DeployItem no longer exists — decided **by UID**: a SyncObject
+//! `<prefix>-<uid>` is deleted when no item named `spec.name` exists, or when the item of that
+//! name has another UID (it was deleted and re-created; its lock is a different SyncObject and
+//! is never touched).
+
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+
+use super::SyncObject;
+use crate::landscaper::DeployItem;
+
+/// One cleanup pass over the SyncObjects of `prefix` (in `namespace`, or all namespaces).
+/// Returns the names of the deleted SyncObjects.
+pub async fn cleanup_once(
+    client: &Client,
+    prefix: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<String>, kube::Error> {
+    let locks: Api<SyncObject> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut deleted = Vec::new();
+    for lock in locks.list(&ListParams::default()).await?.items {
+        if lock.spec.prefix != prefix || lock.spec.kind != "DeployItem" {
+            continue;
+        }
+        let ns = lock.metadata.namespace.clone().unwrap_or_default();
+        let lock_name = lock.metadata.name.clone().unwrap_or_default();
+        let items: Api<DeployItem> = Api::namespaced(client.clone(), &ns);
+        let orphaned = match items.get_metadata_opt(&lock.spec.name).await {
+            Ok(None) => true,
+            Ok(Some(item)) => {
+                let uid = item.metadata.uid.unwrap_or_default();
+                format!("{prefix}-{uid}") != lock_name
+            }
+            Err(e) => {
+                tracing::debug!(lock = %lock_name, error = %e, "cannot check lock owner object; keeping it");
+                false
+            }
+        };
+        if !orphaned {
+            continue;
+        }
+        let api: Api<SyncObject> = Api::namespaced(client.clone(), &ns);
+        // Only the SyncObject we looked at: never one re-created under the same name since.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: lock.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&lock_name, &params).await {
+            Ok(_) => deleted.push(lock_name),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if !deleted.is_empty() {
+        tracing::info!(count = deleted.len(), "deleted orphaned SyncObjects");
+    }
+    Ok(deleted)
+}
+
+/// Runs [`cleanup_once`] every `interval` (first after `initial_delay`) until dropped.
+pub async fn run(client: Client, prefix: String, namespace: Option<String>, initial_delay: Duration, interval: Duration) {
+    tokio::time::sleep(initial_delay).await;
+    loop {
+        if let Err(e) = cleanup_once(&client, &prefix, namespace.as_deref()).await {
+            tracing::warn!(error = %e, "SyncObject cleanup failed");
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
