@@ -48,7 +48,12 @@ fn start_dev(extra: &[&str]) -> DevProcess {
         .strip_prefix("ready ")
         .unwrap_or_else(|| panic!("expected `ready <url>`, got {line:?}"))
         .to_string();
-    DevProcess { child, url, kubeconfig, _dir: dir }
+    DevProcess {
+        child,
+        url,
+        kubeconfig,
+        _dir: dir,
+    }
 }
 
 fn kubectl() -> Option<PathBuf> {
@@ -87,7 +92,12 @@ async fn dev_mode_runs_the_mock_example_to_succeeded_and_deletes_it() {
     };
     let home = tempfile::tempdir().unwrap();
     let example = example();
-    run_kubectl(&kubectl, &dev.kubeconfig, home.path(), &["apply", "-f", example.to_str().unwrap()]);
+    run_kubectl(
+        &kubectl,
+        &dev.kubeconfig,
+        home.path(),
+        &["apply", "-f", example.to_str().unwrap()],
+    );
 
     let started = Instant::now();
     let item = loop {
@@ -102,7 +112,10 @@ async fn dev_mode_runs_the_mock_example_to_succeeded_and_deletes_it() {
         if !s.job_id.is_empty() && s.job_id == s.job_id_finished {
             break item;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "not finished: {yaml}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not finished: {yaml}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(item.status().phase, Phase::Succeeded);
@@ -126,11 +139,17 @@ async fn dev_mode_runs_the_mock_example_to_succeeded_and_deletes_it() {
 
 async fn check_over_http(dev: &DevProcess) {
     let kc = kube::config::Kubeconfig::read_from(&dev.kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-    assert_eq!(config.cluster_url.to_string().trim_end_matches('/'), dev.url);
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        config.cluster_url.to_string().trim_end_matches('/'),
+        dev.url
+    );
     let client = kube::Client::try_from(config).unwrap();
     let api: kube::Api<DeployItem> = kube::Api::namespaced(client, "default");
-    let item: DeployItem = serde_yaml::from_str(&std::fs::read_to_string(example()).unwrap()).unwrap();
+    let item: DeployItem =
+        serde_yaml::from_str(&std::fs::read_to_string(example()).unwrap()).unwrap();
     api.create(&Default::default(), &item).await.unwrap();
     let started = Instant::now();
     loop {
@@ -142,7 +161,9 @@ async fn check_over_http(dev: &DevProcess) {
         assert!(started.elapsed() < Duration::from_secs(20));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    api.delete("my-mock-item", &Default::default()).await.unwrap();
+    api.delete("my-mock-item", &Default::default())
+        .await
+        .unwrap();
     let started = Instant::now();
     while api.get_opt("my-mock-item").await.unwrap().is_some() {
         assert!(started.elapsed() < Duration::from_secs(20));

@@ -62,10 +62,12 @@ async fn given_misbehaving_plugins_then_only_their_own_items_fail_with_the_right
     h.create_item(&faulty("hogs", "allocate")).await;
     h.create_item(MOCK).await;
 
-    let wait = |name: &'static str| h.wait_for("default", name, Duration::from_secs(30), |i| {
-        let s = i.status();
-        !s.job_id.is_empty() && s.job_id == s.job_id_finished
-    });
+    let wait = |name: &'static str| {
+        h.wait_for("default", name, Duration::from_secs(30), |i| {
+            let s = i.status();
+            !s.job_id.is_empty() && s.job_id == s.job_id_finished
+        })
+    };
     let traps = wait("traps").await.status();
     let loops = wait("loops").await.status();
     let hogs = wait("hogs").await.status();
@@ -74,17 +76,28 @@ async fn given_misbehaving_plugins_then_only_their_own_items_fail_with_the_right
     assert_eq!(traps.phase, Phase::Failed);
     let err = traps.last_error.unwrap();
     assert_eq!(err.codes, vec![codes::INTERNAL_PROBLEM.to_string()]);
-    assert!(err.message.contains("deliberate trap") || err.message.contains("unreachable"), "{}", err.message);
+    assert!(
+        err.message.contains("deliberate trap") || err.message.contains("unreachable"),
+        "{}",
+        err.message
+    );
 
     assert_eq!(loops.phase, Phase::Failed);
-    assert_eq!(loops.last_error.unwrap().codes, vec![codes::TIMEOUT.to_string()]);
+    assert_eq!(
+        loops.last_error.unwrap().codes,
+        vec![codes::TIMEOUT.to_string()]
+    );
 
     assert_eq!(hogs.phase, Phase::Failed);
     let err = hogs.last_error.unwrap();
     assert_eq!(err.codes, vec![codes::INTERNAL_PROBLEM.to_string()]);
     assert!(err.message.contains("memory"), "{}", err.message);
 
-    assert_eq!(healthy.phase, Phase::Succeeded, "the host and other items are unaffected");
+    assert_eq!(
+        healthy.phase,
+        Phase::Succeeded,
+        "the host and other items are unaffected"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,9 +121,15 @@ async fn given_a_plugin_without_ambient_authority_then_it_sees_no_env_files_or_n
             }
             "fs" => {
                 for probe in ["root", "dot"] {
-                    assert!(seen[probe].as_str().unwrap().starts_with("error"), "{probe}: {seen}");
+                    assert!(
+                        seen[probe].as_str().unwrap().starts_with("error"),
+                        "{probe}: {seen}"
+                    );
                 }
-                assert!(seen["passwd"].is_string(), "reading /etc/passwd failed: {seen}");
+                assert!(
+                    seen["passwd"].is_string(),
+                    "reading /etc/passwd failed: {seen}"
+                );
                 assert!(seen["write"].is_string(), "writing failed: {seen}");
             }
             _ => assert!(seen["connect"].is_string(), "connecting failed: {seen}"),

@@ -17,7 +17,9 @@ use embedded_apiserver::ApiServer;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use plugin_runtime::{DeployerError, DeployerPlugin, HostServices, Invocation, PluginRegistry, Response};
+use plugin_runtime::{
+    DeployerError, DeployerPlugin, HostServices, Invocation, PluginRegistry, Response,
+};
 
 const PODS_NAMESPACE: &str = "landscaper-system";
 
@@ -25,8 +27,10 @@ const PODS_NAMESPACE: &str = "landscaper-system";
 fn client_as(server: &ApiServer, user_agent: &'static str) -> Client {
     let service = tower::ServiceBuilder::new()
         .map_request(move |mut req: http::Request<kube::client::Body>| {
-            req.headers_mut()
-                .insert(http::header::USER_AGENT, http::HeaderValue::from_static(user_agent));
+            req.headers_mut().insert(
+                http::header::USER_AGENT,
+                http::HeaderValue::from_static(user_agent),
+            );
             req
         })
         .service(server.router());
@@ -48,8 +52,14 @@ fn config() -> HostConfig {
 
 fn start_replica(server: &ApiServer, registry: Arc<PluginRegistry>, pod: &'static str) -> Replica {
     let client = client_as(server, pod);
-    let mut deployer = Deployer::new(client.clone(), client.clone(), registry, &config(), TargetClients::default())
-        .expect("deployer");
+    let mut deployer = Deployer::new(
+        client.clone(),
+        client.clone(),
+        registry,
+        &config(),
+        TargetClients::default(),
+    )
+    .expect("deployer");
     let mut identity = deployer.deployer.clone();
     identity.identity = pod.to_string();
     deployer.deployer = identity;
@@ -65,14 +75,21 @@ fn start_replica(server: &ApiServer, registry: Arc<PluginRegistry>, pod: &'stati
         },
     ));
     let deployer = Arc::new(deployer);
-    let task = tokio::spawn(controller::run(deployer.clone(), None, 4, std::future::pending()));
+    let task = tokio::spawn(controller::run(
+        deployer.clone(),
+        None,
+        4,
+        std::future::pending(),
+    ));
     Replica { deployer, task }
 }
 
 async fn setup() -> (ApiServer, Client) {
     let server = ApiServer::new(Default::default()).unwrap();
     server.enable_audit(true);
-    let env = DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1").await.unwrap();
+    let env = DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1")
+        .await
+        .unwrap();
     let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PODS_NAMESPACE}});
     server.install_object(ns).unwrap();
     for pod in ["host-0", "host-1", "host-2"] {
@@ -126,7 +143,10 @@ async fn wait_all_finished(client: &Client, n: usize, timeout: Duration) -> Vec<
         if done == n {
             return items;
         }
-        assert!(tokio::time::Instant::now() < deadline, "only {done} of {n} jobs finished");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {done} of {n} jobs finished"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -161,7 +181,9 @@ async fn given_three_replicas_and_300_items_then_every_job_is_processed_by_exact
     let mut per_replica: BTreeMap<String, usize> = BTreeMap::new();
     for (item, by) in &writers {
         assert_eq!(by.len(), 1, "{item} was written by {by:?}");
-        *per_replica.entry(by.iter().next().unwrap().clone()).or_default() += 1;
+        *per_replica
+            .entry(by.iter().next().unwrap().clone())
+            .or_default() += 1;
     }
     eprintln!("jobs per replica: {per_replica:?}");
     // Every job's pickup names the replica that did the work.
@@ -173,7 +195,11 @@ async fn given_three_replicas_and_300_items_then_every_job_is_processed_by_exact
     // Locks are released at the end of every reconcile.
     let locks: Api<SyncObject> = Api::namespaced(client.clone(), "default");
     for lock in locks.list(&ListParams::default()).await.unwrap().items {
-        assert_eq!(lock.spec.pod_name, "", "{:?} still locked", lock.metadata.name);
+        assert_eq!(
+            lock.spec.pod_name, "",
+            "{:?} still locked",
+            lock.metadata.name
+        );
     }
     sim.abort();
     for r in replicas {
@@ -198,17 +224,26 @@ impl DeployerPlugin for Slow {
     fn origin(&self) -> String {
         "test".into()
     }
-    async fn reconcile(&self, _: Invocation, _: Arc<dyn HostServices>) -> Result<Response, DeployerError> {
+    async fn reconcile(
+        &self,
+        _: Invocation,
+        _: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
         tokio::time::sleep(Duration::from_secs(3600)).await;
         Ok(Response::with_phase("Succeeded"))
     }
-    async fn delete(&self, _: Invocation, _: Arc<dyn HostServices>) -> Result<Response, DeployerError> {
+    async fn delete(
+        &self,
+        _: Invocation,
+        _: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
         Ok(Response::default())
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_the_others_take_over() {
+async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_the_others_take_over()
+{
     let (server, client) = setup().await;
     let sim = tokio::spawn(landscaper::run(client_as(&server, "landscaper")));
     // host-2 starts first and alone, with a deployer that never finishes: it locks items and hangs.
@@ -228,7 +263,10 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
         if held >= 4 {
             break held;
         }
-        assert!(tokio::time::Instant::now() < deadline, "host-2 never held its locks");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "host-2 never held its locks"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let healthy = registry(vec![]).await;
@@ -248,10 +286,15 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
         .into_iter()
         .filter(|l| l.spec.pod_name == "host-2")
         .count();
-    assert_eq!(still_held, held, "its pod still exists, so nobody takes over yet");
+    assert_eq!(
+        still_held, held,
+        "its pod still exists, so nobody takes over yet"
+    );
     // Its pod goes away (as Kubernetes would delete it); the others now take over.
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NAMESPACE);
-    pods.delete("host-2", &DeleteParams::default()).await.unwrap();
+    pods.delete("host-2", &DeleteParams::default())
+        .await
+        .unwrap();
 
     let items = wait_all_finished(&client, 30, Duration::from_secs(60)).await;
     for item in &items {
@@ -263,7 +306,10 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
     let mut last_writer: BTreeMap<String, String> = BTreeMap::new();
     let mut picked_by_dead = 0;
     for e in server.audit_log() {
-        if e.resource == "deployitems.landscaper.gardener.cloud" && e.subresource.as_deref() == Some("status") && e.changed {
+        if e.resource == "deployitems.landscaper.gardener.cloud"
+            && e.subresource.as_deref() == Some("status")
+            && e.changed
+        {
             let ua = e.user_agent.unwrap_or_default();
             if ua.starts_with("host-") {
                 if ua == "host-2" {
@@ -273,7 +319,10 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
             }
         }
     }
-    assert!(picked_by_dead >= held, "host-2 had picked up the items it locked");
+    assert!(
+        picked_by_dead >= held,
+        "host-2 had picked up the items it locked"
+    );
     assert_eq!(last_writer.len(), 30);
     for (item, writer) in &last_writer {
         assert_ne!(writer, "host-2", "{item} was finished by a live replica");
@@ -286,7 +335,8 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes_only_the_old_lock() {
+async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes_only_the_old_lock()
+{
     let (server, client) = setup().await;
     let registry = registry(vec![]).await;
     let replica = start_replica(&server, registry, "host-0");
@@ -295,11 +345,19 @@ async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes
     let locks: Api<SyncObject> = Api::namespaced(client.clone(), "default");
 
     create_items(&client, 1, "same").await;
-    let old = wait_all_finished(&client, 1, Duration::from_secs(20)).await.remove(0);
+    let old = wait_all_finished(&client, 1, Duration::from_secs(20))
+        .await
+        .remove(0);
     let old_lock = format!("wasm-deployer-{}", old.metadata.uid.clone().unwrap());
-    assert!(locks.get_opt(&old_lock).await.unwrap().is_some(), "the job left its (unlocked) SyncObject");
+    assert!(
+        locks.get_opt(&old_lock).await.unwrap().is_some(),
+        "the job left its (unlocked) SyncObject"
+    );
 
-    items.delete("same-0", &DeleteParams::default()).await.unwrap();
+    items
+        .delete("same-0", &DeleteParams::default())
+        .await
+        .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while items.get_opt("same-0").await.unwrap().is_some() {
         assert!(tokio::time::Instant::now() < deadline, "item not deleted");
@@ -311,19 +369,28 @@ async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes
     let new = items.get("same-0").await.unwrap();
     let new_lock = format!("wasm-deployer-{}", new.metadata.uid.clone().unwrap());
     assert_ne!(old_lock, new_lock);
-    let held = locking::SyncObject::new("default", &new_lock, locking::SyncObjectSpec {
-        pod_name: "host-1".into(),
-        kind: "DeployItem".into(),
-        name: "same-0".into(),
-        last_update_time: deployer_host::controller::now(),
-        prefix: "wasm-deployer".into(),
-    });
+    let held = locking::SyncObject::new(
+        "default",
+        &new_lock,
+        locking::SyncObjectSpec {
+            pod_name: "host-1".into(),
+            kind: "DeployItem".into(),
+            name: "same-0".into(),
+            last_update_time: deployer_host::controller::now(),
+            prefix: "wasm-deployer".into(),
+        },
+    );
     locks.create(&PostParams::default(), &held).await.unwrap();
 
-    let deleted = locking::cleaner::cleanup_once(&client, "wasm-deployer", None).await.unwrap();
+    let deleted = locking::cleaner::cleanup_once(&client, "wasm-deployer", None)
+        .await
+        .unwrap();
     assert_eq!(deleted, vec![old_lock.clone()]);
     assert!(locks.get_opt(&old_lock).await.unwrap().is_none());
     let kept = locks.get(&new_lock).await.unwrap();
-    assert_eq!(kept.spec.pod_name, "host-1", "the new object's lock is untouched");
+    assert_eq!(
+        kept.spec.pod_name, "host-1",
+        "the new object's lock is untouched"
+    );
     sim.abort();
 }

@@ -52,7 +52,9 @@ async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_wit
     assert_eq!(deployer.name, "wasm-deployer");
     assert!(!deployer.identity.is_empty() && !deployer.version.is_empty());
     let times = s.transition_times.clone().unwrap();
-    assert!(times.trigger_time.is_some() && times.init_time.is_some() && times.finished_time.is_some());
+    assert!(
+        times.trigger_time.is_some() && times.init_time.is_some() && times.finished_time.is_some()
+    );
     assert_eq!(s.provider_status.clone().unwrap()["key1"], "val1");
     assert!(item.has_finalizer(FINALIZER));
     let validation = s
@@ -62,12 +64,29 @@ async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_wit
         .expect("DeployItemValidation condition");
     assert_eq!(validation.status, "True");
 
+    let metrics = deployer_host::metrics::render(&h.deployer);
+    assert!(
+        metrics.contains("wasm_deployer_jobs_finished_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("wasm_deployer_worker_threads_max 10\n"),
+        "{metrics}"
+    );
+
     let export_ref = s.export_ref.clone().expect("status.exportRef");
-    assert!(export_ref.name.starts_with("mock-export-"), "{}", export_ref.name);
+    assert!(
+        export_ref.name.starts_with("mock-export-"),
+        "{}",
+        export_ref.name
+    );
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
     let secret = secrets.get(&export_ref.name).await.unwrap();
     let config = &secret.data.unwrap()["config"].0;
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(config).unwrap(), json!({"key2": "val2"}));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(config).unwrap(),
+        json!({"key2": "val2"})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,10 +96,17 @@ async fn given_a_succeeded_item_when_it_is_deleted_then_it_and_its_export_disapp
     let item = h.wait_finished("default", "to-delete").await;
     let export = item.status().export_ref.unwrap().name;
 
-    h.items("default").delete("to-delete", &DeleteParams::default()).await.unwrap();
-    h.wait_gone("default", "to-delete", Duration::from_secs(20)).await;
+    h.items("default")
+        .delete("to-delete", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.wait_gone("default", "to-delete", Duration::from_secs(20))
+        .await;
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
-    assert!(secrets.get_opt(&export).await.unwrap().is_none(), "export Secret removed");
+    assert!(
+        secrets.get_opt(&export).await.unwrap().is_none(),
+        "export Secret removed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,8 +121,12 @@ async fn given_delete_without_uninstall_when_deleted_then_only_the_finalizer_goe
         .unwrap();
     let calls_before = h.deployer.stats.plugin_calls.load(Ordering::Relaxed);
 
-    h.items("default").delete("keep", &DeleteParams::default()).await.unwrap();
-    h.wait_gone("default", "keep", Duration::from_secs(20)).await;
+    h.items("default")
+        .delete("keep", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.wait_gone("default", "keep", Duration::from_secs(20))
+        .await;
     assert_eq!(
         h.deployer.stats.plugin_calls.load(Ordering::Relaxed),
         calls_before,
@@ -124,7 +154,11 @@ async fn given_a_spec_change_when_landscaper_issues_a_new_job_then_the_new_confi
     let s = second.status();
     assert_eq!(s.observed_generation, 2);
     assert_eq!(s.provider_status.unwrap()["key1"], "val2");
-    assert_eq!(s.export_ref, first.status().export_ref, "the export Secret is reused");
+    assert_eq!(
+        s.export_ref,
+        first.status().export_ref,
+        "the export Secret is reused"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,8 +182,16 @@ spec:
     let s = item.status();
     assert_eq!(s.phase, Phase::Failed);
     let err = s.last_error.unwrap();
-    assert!(err.codes.contains(&codes::CONFIGURATION_PROBLEM.to_string()), "{err:?}");
-    assert!(err.message.contains("phase"), "message says what is wrong: {}", err.message);
+    assert!(
+        err.codes
+            .contains(&codes::CONFIGURATION_PROBLEM.to_string()),
+        "{err:?}"
+    );
+    assert!(
+        err.message.contains("phase"),
+        "message says what is wrong: {}",
+        err.message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,7 +219,10 @@ async fn given_a_missing_target_then_the_item_fails_with_no_target_found() {
     let s = h.wait_finished("default", "no-target").await.status();
     assert_eq!(s.phase, Phase::Failed);
     assert_eq!(s.last_error.unwrap().reason, "NoTargetFound");
-    assert!(s.last_reconcile_time.is_none(), "Landscaper does not initialise the status here");
+    assert!(
+        s.last_reconcile_time.is_none(),
+        "Landscaper does not initialise the status here"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +236,10 @@ async fn given_a_missing_context_then_the_job_stays_unfinished_and_is_retried() 
         })
         .await;
     let s = item.status();
-    assert_ne!(s.job_id, s.job_id_finished, "retryable errors do not finish the job");
+    assert_ne!(
+        s.job_id, s.job_id_finished,
+        "retryable errors do not finish the job"
+    );
     assert_eq!(s.phase, Phase::Init);
     assert_eq!(s.last_error.unwrap().reason, "GetLandscaperContext");
 }
@@ -216,20 +264,28 @@ async fn given_items_that_are_not_ours_then_they_are_never_written() {
     })
     .await;
     // An item of another type, and a mock item whose Target does not match the selector.
-    h.create_item(&mock_item("foreign").replace("landscaper.gardener.cloud/mock", "example.com/other"))
-        .await;
-    h.create_item(&mock_item("unmatched").replace("spec:\n", "spec:\n  target: {name: default, namespace: default}\n"))
-        .await;
+    h.create_item(
+        &mock_item("foreign").replace("landscaper.gardener.cloud/mock", "example.com/other"),
+    )
+    .await;
+    h.create_item(&mock_item("unmatched").replace(
+        "spec:\n",
+        "spec:\n  target: {name: default, namespace: default}\n",
+    ))
+    .await;
     // Snapshot them once the simulated Landscaper has given them a job.
     let mut snapshots = Vec::new();
     for name in ["foreign", "unmatched"] {
         let item = h
-            .wait_for("default", name, Duration::from_secs(10), |i| !i.status().job_id.is_empty())
+            .wait_for("default", name, Duration::from_secs(10), |i| {
+                !i.status().job_id.is_empty()
+            })
             .await;
         snapshots.push((name, serde_json::to_string(&item).unwrap()));
     }
     // A Target that matches, and an item on it, to know when the host has run.
-    let targets: Api<deployer_host::landscaper::Target> = Api::namespaced(h.client.clone(), "default");
+    let targets: Api<deployer_host::landscaper::Target> =
+        Api::namespaced(h.client.clone(), "default");
     let mut matching = targets.get("default").await.unwrap();
     matching.metadata = kube::api::ObjectMeta {
         name: Some("matching".into()),
@@ -237,10 +293,19 @@ async fn given_items_that_are_not_ours_then_they_are_never_written() {
         annotations: Some([("somekey".to_string(), "do".to_string())].into()),
         ..Default::default()
     };
-    targets.create(&PostParams::default(), &matching).await.unwrap();
-    h.create_item(&mock_item("matched").replace("spec:\n", "spec:\n  target: {name: matching, namespace: default}\n"))
-        .await;
-    assert_eq!(h.wait_finished("default", "matched").await.status().phase, Phase::Succeeded);
+    targets
+        .create(&PostParams::default(), &matching)
+        .await
+        .unwrap();
+    h.create_item(&mock_item("matched").replace(
+        "spec:\n",
+        "spec:\n  target: {name: matching, namespace: default}\n",
+    ))
+    .await;
+    assert_eq!(
+        h.wait_finished("default", "matched").await.status().phase,
+        Phase::Succeeded
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     for (name, before) in snapshots {
@@ -259,5 +324,8 @@ async fn given_an_item_without_a_jobid_change_then_the_host_writes_nothing() {
     let created = h.create_item(&mock_item("idle")).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let now = h.items("default").get("idle").await.unwrap();
-    assert_eq!(now.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(
+        now.metadata.resource_version,
+        created.metadata.resource_version
+    );
 }

@@ -9,7 +9,9 @@ use deployer_host::landscaper::{Phase, codes};
 use support::{Harness, Options};
 
 fn item(name: &str, ty: &str, config: &str, timeout: Option<&str>) -> String {
-    let timeout = timeout.map(|t| format!("  timeout: {t}\n")).unwrap_or_default();
+    let timeout = timeout
+        .map(|t| format!("  timeout: {t}\n"))
+        .unwrap_or_default();
     format!(
         "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  type: {ty}\n{timeout}  config:\n{config}"
     )
@@ -20,13 +22,21 @@ const MOCK_PROGRESSING: &str = "    apiVersion: mock.deployer.landscaper.gardene
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_job_that_never_finishes_when_spec_timeout_passes_then_it_fails_with_err_timeout() {
     let h = Harness::start().await;
-    h.create_item(&item("slow", "landscaper.gardener.cloud/mock", MOCK_PROGRESSING, Some("1s")))
-        .await;
+    h.create_item(&item(
+        "slow",
+        "landscaper.gardener.cloud/mock",
+        MOCK_PROGRESSING,
+        Some("1s"),
+    ))
+    .await;
     let s = h.wait_finished("default", "slow").await.status();
     assert_eq!(s.phase, Phase::Failed);
     let err = s.last_error.unwrap();
     assert_eq!(err.reason, "ProgressingTimeout");
-    assert_eq!(err.message, "timeout at: \"mock deployer: start reconcile\"");
+    assert_eq!(
+        err.message,
+        "timeout at: \"mock deployer: start reconcile\""
+    );
     assert_eq!(err.codes, vec![codes::TIMEOUT.to_string()]);
 }
 
@@ -46,7 +56,10 @@ async fn given_the_checkpoint_test_hook_then_the_job_times_out_exactly_at_that_c
     .await;
     let s = h.wait_finished("default", "hooked").await.status();
     assert_eq!(s.phase, Phase::Failed);
-    assert_eq!(s.last_error.unwrap().message, "timeout at: \"mock deployer: start reconcile\"");
+    assert_eq!(
+        s.last_error.unwrap().message,
+        "timeout at: \"mock deployer: start reconcile\""
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,14 +87,29 @@ async fn given_a_plugin_reported_checkpoint_past_the_timeout_then_the_plugin_err
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_spec_timeout_none_then_there_is_no_progressing_timeout() {
     let h = Harness::start().await;
-    h.create_item(&item("forever", "landscaper.gardener.cloud/mock", MOCK_PROGRESSING, Some("none")))
-        .await;
+    h.create_item(&item(
+        "forever",
+        "landscaper.gardener.cloud/mock",
+        MOCK_PROGRESSING,
+        Some("none"),
+    ))
+    .await;
     let item = h
-        .wait_for("default", "forever", std::time::Duration::from_secs(10), |i| i.status().phase == Phase::Progressing)
+        .wait_for(
+            "default",
+            "forever",
+            std::time::Duration::from_secs(10),
+            |i| i.status().phase == Phase::Progressing,
+        )
         .await;
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let now = h.items("default").get("forever").await.unwrap().status();
-    assert_eq!(now.phase, Phase::Progressing, "still running: {:?}", now.last_error);
+    assert_eq!(
+        now.phase,
+        Phase::Progressing,
+        "still running: {:?}",
+        now.last_error
+    );
     assert_ne!(now.job_id, now.job_id_finished);
     assert_eq!(item.status().job_id, now.job_id);
 }

@@ -185,7 +185,8 @@ impl HostConfig {
             .or_else(|| self.name.clone())
             .unwrap_or_else(|| DEFAULT_NAME.to_string());
         let mut lock = crate::locking::LockConfig::from_env(&prefix);
-        let dur = |s: &Option<String>, default: Duration| match s.as_deref().map(parse_go_duration) {
+        let dur = |s: &Option<String>, default: Duration| match s.as_deref().map(parse_go_duration)
+        {
             Some(Ok(GoDuration::Finite(d))) => d,
             _ => default,
         };
@@ -196,7 +197,12 @@ impl HostConfig {
 
     /// Interval of the SyncObject cleanup; `None` = disabled.
     pub fn cleanup_interval(&self) -> Option<Duration> {
-        match self.locking.cleanup_interval.as_deref().map(parse_go_duration) {
+        match self
+            .locking
+            .cleanup_interval
+            .as_deref()
+            .map(parse_go_duration)
+        {
             None => Some(Duration::from_secs(3 * 3600)),
             Some(Ok(GoDuration::Finite(d))) if !d.is_zero() => Some(d),
             _ => None,
@@ -219,7 +225,10 @@ impl HostConfig {
 
     /// The triple written to `status.deployer`.
     pub fn deployer_information(&self) -> DeployerInformation {
-        let name = self.name.clone().unwrap_or_else(|| DEFAULT_NAME.to_string());
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| DEFAULT_NAME.to_string());
         let identity = self.identity.clone().unwrap_or_else(|| {
             let secs = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -270,7 +279,13 @@ plugins:
         assert_eq!(c.workers(), 4);
         assert_eq!(c.requeue_interval().unwrap(), Duration::from_secs(2));
         let base = c.plugins.limits.resolve(Limits::default()).unwrap();
-        assert_eq!(base, Limits { deadline: Duration::from_secs(10), memory_bytes: 32 << 20 });
+        assert_eq!(
+            base,
+            Limits {
+                deadline: Duration::from_secs(10),
+                memory_bytes: 32 << 20
+            }
+        );
         let helm = c.plugins.per_plugin["helm"].resolve(base).unwrap();
         assert_eq!(helm.deadline, Duration::from_secs(120));
         assert_eq!(c.deployer_information().identity, "my-host");

@@ -11,6 +11,7 @@ pub mod controller;
 pub mod dev;
 pub mod landscaper;
 pub mod locking;
+pub mod metrics;
 pub mod plugins;
 pub mod targetselector;
 pub mod telemetry;

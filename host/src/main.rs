@@ -13,7 +13,11 @@ use deployer_host::telemetry::{self, LogFormat};
 use deployer_host::{plugins, shutdown_signal};
 
 #[derive(Parser)]
-#[command(name = "deployer-host", version, about = "Runs Gardener Landscaper deployers as WebAssembly components")]
+#[command(
+    name = "deployer-host",
+    version,
+    about = "Runs Gardener Landscaper deployers as WebAssembly components"
+)]
 struct Cli {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "DEPLOYER_LOG_FORMAT", global = true)]
@@ -41,7 +45,11 @@ enum Command {
     Dev {
         #[arg(long, default_value = "127.0.0.1:6080", env = "DEV_LISTEN")]
         listen: SocketAddr,
-        #[arg(long, default_value = "target/dev/kubeconfig", env = "DEV_KUBECONFIG_OUT")]
+        #[arg(
+            long,
+            default_value = "target/dev/kubeconfig",
+            env = "DEV_KUBECONFIG_OUT"
+        )]
         kubeconfig_out: PathBuf,
         /// Directory of plugin components (default from the config, else `target/plugins`).
         #[arg(long, env = "DEPLOYER_PLUGINS")]
@@ -75,6 +83,9 @@ enum Command {
         /// Directory of plugin components (overrides the config).
         #[arg(long, env = "DEPLOYER_PLUGINS")]
         plugins: Option<PathBuf>,
+        /// Serve Prometheus metrics and /healthz on this address.
+        #[arg(long, env = "DEPLOYER_METRICS_LISTEN")]
+        metrics_listen: Option<SocketAddr>,
     },
 }
 
@@ -139,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
             host_kubeconfig,
             config,
             plugins,
+            metrics_listen,
         } => {
             let config = load_config(config.as_ref(), plugins)?;
             let client = client_from(kubeconfig.as_ref()).await?;
@@ -157,7 +169,19 @@ async fn main() -> anyhow::Result<()> {
                 &config,
                 TargetClients::default(),
             )?);
-            controller::run(deployer, config.namespace.clone(), config.workers(), shutdown_signal()).await;
+            if let Some(addr) = metrics_listen {
+                tokio::spawn(deployer_host::metrics::serve(addr, deployer.clone()));
+            }
+            if deployer.locker.is_some() {
+                tracing::info!("locking enabled (more than one replica may run)");
+            }
+            controller::run(
+                deployer,
+                config.namespace.clone(),
+                config.workers(),
+                shutdown_signal(),
+            )
+            .await;
             Ok(())
         }
     }

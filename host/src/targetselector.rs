@@ -60,7 +60,10 @@ pub fn matches(selector: &TargetSelector, target: &Target) -> Result<bool, Selec
         let name = target.metadata.name.as_deref().unwrap_or_default();
         let namespace = target.metadata.namespace.as_deref().unwrap_or_default();
         let hit = selector.targets.iter().any(|r| {
-            r.name == name && r.namespace.as_deref().is_none_or(|ns| ns.is_empty() || ns == namespace)
+            r.name == name
+                && r.namespace
+                    .as_deref()
+                    .is_none_or(|ns| ns.is_empty() || ns == namespace)
         });
         if !hit {
             return Ok(false);
@@ -111,11 +114,13 @@ fn requirement_matches(
     let matched = match r.operator.as_str() {
         "in" | "=" | "==" => {
             if r.operator == "in" && n == 0 {
-                return Err(err("for 'in', 'notin' operators, values set can't be empty".into()));
+                return Err(err(
+                    "for 'in', 'notin' operators, values set can't be empty".into(),
+                ));
             }
             if r.operator != "in" && n != 1 {
                 return Err(err(
-                    "exact-match compatibility requires one single value".into(),
+                    "exact-match compatibility requires one single value".into()
                 ));
             }
             validate_values(&r.values).map_err(err)?;
@@ -123,11 +128,13 @@ fn requirement_matches(
         }
         "notin" | "!=" => {
             if r.operator == "notin" && n == 0 {
-                return Err(err("for 'in', 'notin' operators, values set can't be empty".into()));
+                return Err(err(
+                    "for 'in', 'notin' operators, values set can't be empty".into(),
+                ));
             }
             if r.operator == "!=" && n != 1 {
                 return Err(err(
-                    "exact-match compatibility requires one single value".into(),
+                    "exact-match compatibility requires one single value".into()
                 ));
             }
             validate_values(&r.values).map_err(err)?;
@@ -176,7 +183,8 @@ fn validate_qualified_name(key: &str) -> Result<(), String> {
             && p.len() <= 253
             && p.split('.').all(|l| {
                 !l.is_empty()
-                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !l.starts_with('-')
                     && !l.ends_with('-')
             });
@@ -214,12 +222,21 @@ fn is_label_value(v: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn target(name: &str, ns: &str, annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Target {
+    fn target(
+        name: &str,
+        ns: &str,
+        annotations: &[(&str, &str)],
+        labels: &[(&str, &str)],
+    ) -> Target {
         let mut t = Target::default();
         t.metadata.name = Some(name.into());
         t.metadata.namespace = Some(ns.into());
         let map = |kv: &[(&str, &str)]| {
-            Some(kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+            Some(
+                kv.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
         };
         t.metadata.annotations = map(annotations);
         t.metadata.labels = map(labels);

@@ -97,7 +97,7 @@ pub use k8s::{
 };
 pub use model::{
     ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
-    ObjectRef, ResolvedTarget, Response, codes, phase,
+    ObjectRef, ResolvedTarget, Response, codes, decode_at, phase,
 };
 pub use time::format_rfc3339;
 

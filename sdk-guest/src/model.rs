@@ -98,6 +98,20 @@ pub struct Invocation {
     pub previous_provider_status: Option<Value>,
 }
 
+/// Decodes `value` into `T`; the error names the field that failed, below `prefix`
+/// (e.g. `spec.config.phase: invalid type: sequence, expected a string`).
+pub fn decode_at<T: serde::de::DeserializeOwned>(value: &Value, prefix: &str) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." || path.is_empty() {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{path}")
+        };
+        format!("{at}: {}", e.inner())
+    })
+}
+
 impl Invocation {
     /// An invocation for `deploy_item`, with `previous_provider_status` taken from its status.
     pub fn for_item(deploy_item: Value) -> Self {
@@ -139,10 +153,10 @@ impl Invocation {
                 "provider configuration missing",
             )
         })?;
-        T::deserialize(raw).map_err(|e| {
+        decode_at(raw, "spec.config").map_err(|e| {
             DeployerError::configuration(
                 "ParseProviderConfiguration",
-                format!("invalid provider configuration (spec.config): {e}"),
+                format!("invalid provider configuration: {e}"),
             )
         })
     }

@@ -111,8 +111,14 @@ impl Harness {
             .expect("loading plugins");
         let target_clients = TargetClients::default();
         target_clients.register(&env.target_kubeconfig, env.client.clone());
-        let mut deployer = Deployer::new(env.client.clone(), env.client.clone(), registry, &options.config, target_clients)
-            .expect("deployer");
+        let mut deployer = Deployer::new(
+            env.client.clone(),
+            env.client.clone(),
+            registry,
+            &options.config,
+            target_clients,
+        )
+        .expect("deployer");
         deployer.checkpoint_mode = options.checkpoint_mode.clone();
         let deployer = Arc::new(deployer);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
@@ -147,7 +153,11 @@ impl Harness {
     /// Creates a DeployItem from YAML (namespace `default` unless the YAML says otherwise).
     pub async fn create_item(&self, yaml: &str) -> DeployItem {
         let item: DeployItem = serde_yaml::from_str(yaml).expect("DeployItem YAML");
-        let ns = item.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let ns = item
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         self.items(&ns)
             .create(&PostParams::default(), &item)
             .await
@@ -194,7 +204,10 @@ impl Harness {
         let api = self.items(namespace);
         let deadline = tokio::time::Instant::now() + timeout;
         while api.get_opt(name).await.expect("get").is_some() {
-            assert!(tokio::time::Instant::now() < deadline, "{namespace}/{name} still exists");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{namespace}/{name} still exists"
+            );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }

@@ -1,6 +1,7 @@
 //! `cargo xtask` — repository automation (install-free: it only calls `cargo`).
 //!
-//! Owns: `cargo xtask build-plugins`, which builds every crate under `plugins/` for
+//! Owns: `cargo xtask dev` (the README's run command), `cargo xtask test` (the README's test
+//! command), `cargo xtask bench` (the end-to-end benchmark), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
 //! `wasm32-wasip2` with `--profile plugin` and copies the components to
 //! `<target-dir>/plugins/<name>.wasm` (test-only plugins, marked with
 //! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`).
@@ -16,11 +17,49 @@ const PROFILE: &str = "plugin";
 
 fn usage() -> ! {
     eprintln!(
-        "usage: cargo xtask build-plugins [-p <plugin>]...\n\n\
-         Builds every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`) and copies\n\
-         <name>.wasm to <target-dir>/plugins/ (test-only plugins: <target-dir>/test-plugins/)."
+        "usage: cargo xtask <command>\n\n\
+         \x20 dev [ARGS...]              build plugins and host, start `deployer-host dev --apply examples/`\n\
+         \x20 test [CARGO TEST ARGS...]  build plugins, then `cargo test --workspace`\n\
+         \x20 bench                      build plugins, run the end-to-end benchmark, update docs/benchmarks.md\n\
+         \x20 build-plugins [-p <plugin>]...\n\
+         \x20                            build every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`)\n\
+         \x20                            into <target-dir>/plugins/ (test-only plugins: <target-dir>/test-plugins/)"
     );
     std::process::exit(2)
+}
+
+/// Installs the wasm target when rustup is there and the target is missing.
+fn ensure_wasm_target() -> Result<()> {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    match installed {
+        Ok(out)
+            if String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.trim() == WASM_TARGET) =>
+        {
+            Ok(())
+        }
+        Ok(_) => {
+            eprintln!("installing the {WASM_TARGET} target");
+            run(Command::new("rustup").args(["target", "add", WASM_TARGET]))
+        }
+        // No rustup: trust the toolchain; the build says clearly if the target is missing.
+        Err(_) => Ok(()),
+    }
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn main() -> Result<()> {
@@ -34,7 +73,46 @@ fn main() -> Result<()> {
                     _ => usage(),
                 }
             }
+            ensure_wasm_target()?;
             build_plugins(&only)
+        }
+        Some("dev") => {
+            ensure_wasm_target()?;
+            build_plugins(&[])?;
+            let root = workspace_root();
+            let mut cmd = Command::new(cargo());
+            cmd.current_dir(&root)
+                .args([
+                    "run",
+                    "--release",
+                    "-p",
+                    "deployer-host",
+                    "--",
+                    "dev",
+                    "--apply",
+                ])
+                .arg(root.join("examples"))
+                .args(args);
+            run(&mut cmd)
+        }
+        Some("test") => {
+            ensure_wasm_target()?;
+            build_plugins(&[])?;
+            let mut cmd = Command::new(cargo());
+            cmd.current_dir(workspace_root())
+                .args(["test", "--workspace"])
+                .args(args);
+            run(&mut cmd)
+        }
+        Some("bench") => {
+            ensure_wasm_target()?;
+            build_plugins(&[])?;
+            let mut cmd = Command::new(cargo());
+            cmd.current_dir(workspace_root())
+                .env("BENCH_WRITE_DOCS", "1")
+                .args(["bench", "-p", "deployer-host", "--bench", "e2e"])
+                .args(args);
+            run(&mut cmd)
         }
         _ => usage(),
     }

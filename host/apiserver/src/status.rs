@@ -200,3 +200,196 @@ impl IntoResponse for ApiError {
         json_response(self.code, &self.to_status())
     }
 }
+
+/// The kind of one field error, as `k8s.io/apimachinery/pkg/util/validation/field` has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldErrorType {
+    Required,
+    Invalid,
+    /// A value of the wrong JSON type (rendered like `Invalid`).
+    TypeInvalid,
+    NotSupported,
+    Forbidden,
+    TooLong,
+    Duplicate,
+}
+
+impl FieldErrorType {
+    /// The `details.causes[].reason`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            FieldErrorType::Required => "FieldValueRequired",
+            FieldErrorType::Invalid => "FieldValueInvalid",
+            FieldErrorType::TypeInvalid => "FieldValueTypeInvalid",
+            FieldErrorType::NotSupported => "FieldValueNotSupported",
+            FieldErrorType::Forbidden => "FieldValueForbidden",
+            FieldErrorType::TooLong => "FieldValueTooLong",
+            FieldErrorType::Duplicate => "FieldValueDuplicate",
+        }
+    }
+    fn text(self) -> &'static str {
+        match self {
+            FieldErrorType::Required => "Required value",
+            FieldErrorType::Invalid | FieldErrorType::TypeInvalid => "Invalid value",
+            FieldErrorType::NotSupported => "Unsupported value",
+            FieldErrorType::Forbidden => "Forbidden",
+            FieldErrorType::TooLong => "Too long",
+            FieldErrorType::Duplicate => "Duplicate value",
+        }
+    }
+}
+
+/// One field error: `field: Type[: value][: detail]`, exactly as Go's `field.Error` prints it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    pub ty: FieldErrorType,
+    /// Dotted path with `[i]` indexes, e.g. `spec.template.spec.containers[0].image`.
+    pub field: String,
+    /// The bad value already rendered as Go's `%q` / `%v` / `%#v` would (`None` for Required/Forbidden).
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+impl FieldError {
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            ty: FieldErrorType::Required,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            ty: FieldErrorType::Forbidden,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+    pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
+        FieldError {
+            ty: FieldErrorType::Invalid,
+            field: field.into(),
+            value: Some(go_value(value)),
+            detail: detail.into(),
+        }
+    }
+    /// `Invalid value` with a pre-rendered value (e.g. `map[string]string{...}`).
+    pub fn invalid_raw(
+        field: impl Into<String>,
+        value: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            ty: FieldErrorType::Invalid,
+            field: field.into(),
+            value: Some(value.into()),
+            detail: detail.into(),
+        }
+    }
+    pub fn not_supported(field: impl Into<String>, value: &Value, valid: &[&str]) -> Self {
+        let quoted: Vec<String> = valid.iter().map(|v| format!("{v:?}")).collect();
+        FieldError {
+            ty: FieldErrorType::NotSupported,
+            field: field.into(),
+            value: Some(go_value(value)),
+            detail: if quoted.is_empty() {
+                String::new()
+            } else {
+                format!("supported values: {}", quoted.join(", "))
+            },
+        }
+    }
+
+    /// The message without the field (`details.causes[].message`).
+    pub fn body(&self) -> String {
+        let mut s = self.ty.text().to_string();
+        if let Some(v) = &self.value
+            && !matches!(
+                self.ty,
+                FieldErrorType::Required | FieldErrorType::Forbidden | FieldErrorType::TooLong
+            )
+        {
+            s.push_str(": ");
+            s.push_str(v);
+        }
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
+}
+
+/// A JSON value as Go's `field.Error` prints a bad value: strings `%q`,
+/// numbers and bools `%v`, null as `"null"`, maps and slices `%#v`.
+pub fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "\"null\"".into(),
+        Value::String(s) => go_quote(s),
+        Value::Number(_) | Value::Bool(_) => v.to_string(),
+        _ => go_sharp(v),
+    }
+}
+
+/// Go's `%q` for a string (close enough: Rust's `{:?}` escapes the same way for printable text).
+pub fn go_quote(s: &str) -> String {
+    format!("{s:?}")
+}
+
+fn go_sharp(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".into(),
+        Value::String(s) => go_quote(s),
+        Value::Number(_) | Value::Bool(_) => v.to_string(),
+        Value::Array(a) => format!(
+            "[]interface {{}}{{{}}}",
+            a.iter().map(go_sharp).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(m) => format!(
+            "map[string]interface {{}}{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}:{}", go_quote(k), go_sharp(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+impl ApiError {
+    /// 422 Invalid with one cause per field error, as `apierrors.NewInvalid` builds it:
+    /// `Kind.group "name" is invalid: <err>` for one error, `[<err>, <err>]` for several.
+    pub fn invalid_fields(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> Self {
+        let gk = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut d = details(group, kind, name);
+        d["causes"] = Value::Array(
+            errs.iter()
+                .map(|e| json!({"reason": e.ty.reason(), "message": e.body(), "field": e.field}))
+                .collect(),
+        );
+        let mut msgs: Vec<String> = Vec::new();
+        for e in errs {
+            let m = e.to_string();
+            if !msgs.contains(&m) {
+                msgs.push(m);
+            }
+        }
+        let message = match msgs.len() {
+            0 => format!("{gk} {} is invalid", go_quote(name)),
+            1 => format!("{gk} {} is invalid: {}", go_quote(name), msgs[0]),
+            _ => format!("{gk} {} is invalid: [{}]", go_quote(name), msgs.join(", ")),
+        };
+        Self::new(422, "Invalid", message).with_details(d)
+    }
+}

@@ -269,7 +269,7 @@ fn process_tags(reqs: &mut [Dependency], cvals: &MapRef) {
         }
         if !has_true && has_false {
             r.enabled = false;
-        } else if has_true || (!has_true && !has_false) {
+        } else if has_true || !has_false {
             r.enabled = true;
         }
     }

@@ -470,7 +470,7 @@ mod tests {
         assert_eq!(sprintf("%d", &[a("x")]), "%!d(string=x)");
         assert_eq!(sprintf("%v", &[Value::Float(1e6)]), "1e+06");
         assert_eq!(sprintf("%q", &[a("a\"b")]), "\"a\\\"b\"");
-        assert_eq!(sprintf("%05.1f", &[Value::Float(3.14159)]), "003.1");
+        assert_eq!(sprintf("%05.1f", &[Value::Float(2.25)]), "002.2");
         assert_eq!(sprintf("%s", &[]), "%!s(MISSING)");
     }
 }

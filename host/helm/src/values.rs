@@ -303,6 +303,5 @@ pub fn path_value(v: &MapRef, path: &str) -> Option<Value> {
         None => ("", path),
     };
     let t = table(v, parent)?;
-    let r = t.borrow().get(key).cloned();
-    r
+    t.borrow().get(key).cloned()
 }

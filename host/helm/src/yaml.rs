@@ -12,8 +12,6 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml as sys;
-
 use crate::gofmt::format_float_v;
 use crate::value::{Map, Value};
 
@@ -40,18 +38,18 @@ enum Node {
 }
 
 struct Parser {
-    p: Box<MaybeUninit<sys::yaml_parser_t>>,
+    p: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
     _input: Vec<u8>,
 }
 
 impl Parser {
     fn new(src: &[u8]) -> Parser {
         let input = src.to_vec();
-        let mut p = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut p = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
         unsafe {
             let pp = p.as_mut_ptr();
-            let _ = sys::yaml_parser_initialize(pp);
-            sys::yaml_parser_set_input_string(pp, input.as_ptr(), input.len() as _);
+            let _ = unsafe_libyaml::yaml_parser_initialize(pp);
+            unsafe_libyaml::yaml_parser_set_input_string(pp, input.as_ptr(), input.len() as _);
         }
         Parser { p, _input: input }
     }
@@ -59,8 +57,8 @@ impl Parser {
     fn next(&mut self) -> Result<Event, YamlError> {
         unsafe {
             let pp = self.p.as_mut_ptr();
-            let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
-            if sys::yaml_parser_parse(pp, ev.as_mut_ptr()).fail {
+            let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+            if unsafe_libyaml::yaml_parser_parse(pp, ev.as_mut_ptr()).fail {
                 return Err(self.error());
             }
             let ev = ev.assume_init_mut();
@@ -72,34 +70,34 @@ impl Parser {
                 }
             };
             let out = match ev.type_ {
-                sys::YAML_STREAM_START_EVENT => Event::Other,
-                sys::YAML_STREAM_END_EVENT => Event::StreamEnd,
-                sys::YAML_DOCUMENT_START_EVENT => Event::DocStart,
-                sys::YAML_DOCUMENT_END_EVENT => Event::DocEnd,
-                sys::YAML_ALIAS_EVENT => {
+                unsafe_libyaml::YAML_STREAM_START_EVENT => Event::Other,
+                unsafe_libyaml::YAML_STREAM_END_EVENT => Event::StreamEnd,
+                unsafe_libyaml::YAML_DOCUMENT_START_EVENT => Event::DocStart,
+                unsafe_libyaml::YAML_DOCUMENT_END_EVENT => Event::DocEnd,
+                unsafe_libyaml::YAML_ALIAS_EVENT => {
                     Event::Alias(cstr(ev.data.alias.anchor).unwrap_or_default())
                 }
-                sys::YAML_SCALAR_EVENT => {
+                unsafe_libyaml::YAML_SCALAR_EVENT => {
                     let s = ev.data.scalar;
                     let bytes = std::slice::from_raw_parts(s.value, s.length as usize);
                     Event::Scalar {
                         anchor: cstr(s.anchor),
                         tag: cstr(s.tag),
                         value: String::from_utf8_lossy(bytes).into_owned(),
-                        plain: s.style == sys::YAML_PLAIN_SCALAR_STYLE,
+                        plain: s.style == unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE,
                     }
                 }
-                sys::YAML_SEQUENCE_START_EVENT => {
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => {
                     Event::SeqStart(cstr(ev.data.sequence_start.anchor))
                 }
-                sys::YAML_SEQUENCE_END_EVENT => Event::SeqEnd,
-                sys::YAML_MAPPING_START_EVENT => {
+                unsafe_libyaml::YAML_SEQUENCE_END_EVENT => Event::SeqEnd,
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => {
                     Event::MapStart(cstr(ev.data.mapping_start.anchor))
                 }
-                sys::YAML_MAPPING_END_EVENT => Event::MapEnd,
+                unsafe_libyaml::YAML_MAPPING_END_EVENT => Event::MapEnd,
                 _ => Event::Other,
             };
-            sys::yaml_event_delete(ev);
+            unsafe_libyaml::yaml_event_delete(ev);
             Ok(out)
         }
     }
@@ -109,7 +107,7 @@ impl Parser {
             let p = &*self.p.as_ptr();
             let line = if p.problem_mark.line != 0 {
                 let mut l = p.problem_mark.line as usize;
-                if p.error == sys::YAML_SCANNER_ERROR {
+                if p.error == unsafe_libyaml::YAML_SCANNER_ERROR {
                     l += 1;
                 }
                 l
@@ -132,7 +130,7 @@ impl Parser {
 
 impl Drop for Parser {
     fn drop(&mut self) {
-        unsafe { sys::yaml_parser_delete(self.p.as_mut_ptr()) }
+        unsafe { unsafe_libyaml::yaml_parser_delete(self.p.as_mut_ptr()) }
     }
 }
 
@@ -635,7 +633,9 @@ fn is_base60_float(s: &str) -> bool {
 }
 
 struct Emitter {
-    e: Box<MaybeUninit<sys::yaml_emitter_t>>,
+    e: Box<MaybeUninit<unsafe_libyaml::yaml_emitter_t>>,
+    // boxed: libyaml's write handler keeps a raw pointer to this Vec
+    #[allow(clippy::box_collection)]
     out: Box<Vec<u8>>,
     ok: bool,
 }
@@ -650,29 +650,35 @@ unsafe fn write_handler(data: *mut std::ffi::c_void, buffer: *mut u8, size: u64)
 
 impl Emitter {
     fn new() -> Emitter {
-        let mut e = Box::new(MaybeUninit::<sys::yaml_emitter_t>::uninit());
+        let mut e = Box::new(MaybeUninit::<unsafe_libyaml::yaml_emitter_t>::uninit());
         let mut out: Box<Vec<u8>> = Box::default();
         unsafe {
             let ep = e.as_mut_ptr();
-            let _ = sys::yaml_emitter_initialize(ep);
-            sys::yaml_emitter_set_unicode(ep, true);
-            sys::yaml_emitter_set_output(ep, write_handler, &mut *out as *mut Vec<u8> as *mut _);
+            let _ = unsafe_libyaml::yaml_emitter_initialize(ep);
+            unsafe_libyaml::yaml_emitter_set_unicode(ep, true);
+            unsafe_libyaml::yaml_emitter_set_output(
+                ep,
+                write_handler,
+                &mut *out as *mut Vec<u8> as *mut _,
+            );
         }
         Emitter { e, out, ok: true }
     }
 
-    fn emit(&mut self, mut ev: MaybeUninit<sys::yaml_event_t>) {
+    fn emit(&mut self, mut ev: MaybeUninit<unsafe_libyaml::yaml_event_t>) {
         unsafe {
-            if self.ok && sys::yaml_emitter_emit(self.e.as_mut_ptr(), ev.as_mut_ptr()).fail {
+            if self.ok
+                && unsafe_libyaml::yaml_emitter_emit(self.e.as_mut_ptr(), ev.as_mut_ptr()).fail
+            {
                 self.ok = false;
             }
         }
     }
 
-    fn scalar(&mut self, s: &str, style: sys::yaml_scalar_style_t) {
-        let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
+    fn scalar(&mut self, s: &str, style: unsafe_libyaml::yaml_scalar_style_t) {
+        let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         unsafe {
-            let _ = sys::yaml_scalar_event_initialize(
+            let _ = unsafe_libyaml::yaml_scalar_event_initialize(
                 ev.as_mut_ptr(),
                 std::ptr::null(),
                 std::ptr::null(),
@@ -689,23 +695,23 @@ impl Emitter {
     fn string(&mut self, s: &str) {
         let can_plain = !s.is_empty() && resolve(s) == Scalar::Str && !is_base60_float(s);
         let style = if s.contains('\n') {
-            sys::YAML_LITERAL_SCALAR_STYLE
+            unsafe_libyaml::YAML_LITERAL_SCALAR_STYLE
         } else if can_plain {
-            sys::YAML_PLAIN_SCALAR_STYLE
+            unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE
         } else {
-            sys::YAML_DOUBLE_QUOTED_SCALAR_STYLE
+            unsafe_libyaml::YAML_DOUBLE_QUOTED_SCALAR_STYLE
         };
         self.scalar(s, style);
     }
 
     fn value(&mut self, v: &Value) {
         match v {
-            Value::Nil => self.scalar("null", sys::YAML_PLAIN_SCALAR_STYLE),
+            Value::Nil => self.scalar("null", unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE),
             Value::Bool(b) => self.scalar(
                 if *b { "true" } else { "false" },
-                sys::YAML_PLAIN_SCALAR_STYLE,
+                unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE,
             ),
-            Value::Int(i) => self.scalar(&i.to_string(), sys::YAML_PLAIN_SCALAR_STYLE),
+            Value::Int(i) => self.scalar(&i.to_string(), unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE),
             Value::Float(f) => {
                 let s = match format_float_v(*f).as_str() {
                     "+Inf" => ".inf".to_string(),
@@ -713,39 +719,39 @@ impl Emitter {
                     "NaN" => ".nan".to_string(),
                     s => s.to_string(),
                 };
-                self.scalar(&s, sys::YAML_PLAIN_SCALAR_STYLE)
+                self.scalar(&s, unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE)
             }
             Value::Str(s) => self.string(s),
             Value::List(l) => {
-                let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
+                let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
                 unsafe {
-                    let _ = sys::yaml_sequence_start_event_initialize(
+                    let _ = unsafe_libyaml::yaml_sequence_start_event_initialize(
                         ev.as_mut_ptr(),
                         std::ptr::null(),
                         std::ptr::null(),
                         true,
-                        sys::YAML_BLOCK_SEQUENCE_STYLE,
+                        unsafe_libyaml::YAML_BLOCK_SEQUENCE_STYLE,
                     );
                 }
                 self.emit(ev);
                 for e in l.iter() {
                     self.value(e);
                 }
-                let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
+                let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
                 unsafe {
-                    let _ = sys::yaml_sequence_end_event_initialize(ev.as_mut_ptr());
+                    let _ = unsafe_libyaml::yaml_sequence_end_event_initialize(ev.as_mut_ptr());
                 }
                 self.emit(ev);
             }
             Value::Map(m) => {
-                let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
+                let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
                 unsafe {
-                    let _ = sys::yaml_mapping_start_event_initialize(
+                    let _ = unsafe_libyaml::yaml_mapping_start_event_initialize(
                         ev.as_mut_ptr(),
                         std::ptr::null(),
                         std::ptr::null(),
                         true,
-                        sys::YAML_BLOCK_MAPPING_STYLE,
+                        unsafe_libyaml::YAML_BLOCK_MAPPING_STYLE,
                     );
                 }
                 self.emit(ev);
@@ -764,9 +770,9 @@ impl Emitter {
                     self.string(k);
                     self.value(&m[k]);
                 }
-                let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
+                let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
                 unsafe {
-                    let _ = sys::yaml_mapping_end_event_initialize(ev.as_mut_ptr());
+                    let _ = unsafe_libyaml::yaml_mapping_end_event_initialize(ev.as_mut_ptr());
                 }
                 self.emit(ev);
             }
@@ -776,12 +782,14 @@ impl Emitter {
 
     fn document(mut self, v: &Value) -> Option<String> {
         unsafe {
-            let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
-            let _ =
-                sys::yaml_stream_start_event_initialize(ev.as_mut_ptr(), sys::YAML_UTF8_ENCODING);
+            let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+            let _ = unsafe_libyaml::yaml_stream_start_event_initialize(
+                ev.as_mut_ptr(),
+                unsafe_libyaml::YAML_UTF8_ENCODING,
+            );
             self.emit(ev);
-            let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
-            let _ = sys::yaml_document_start_event_initialize(
+            let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+            let _ = unsafe_libyaml::yaml_document_start_event_initialize(
                 ev.as_mut_ptr(),
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
@@ -792,13 +800,13 @@ impl Emitter {
         }
         self.value(v);
         unsafe {
-            let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
-            let _ = sys::yaml_document_end_event_initialize(ev.as_mut_ptr(), true);
+            let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+            let _ = unsafe_libyaml::yaml_document_end_event_initialize(ev.as_mut_ptr(), true);
             self.emit(ev);
-            let mut ev = MaybeUninit::<sys::yaml_event_t>::uninit();
-            let _ = sys::yaml_stream_end_event_initialize(ev.as_mut_ptr());
+            let mut ev = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+            let _ = unsafe_libyaml::yaml_stream_end_event_initialize(ev.as_mut_ptr());
             self.emit(ev);
-            let _ = sys::yaml_emitter_flush(self.e.as_mut_ptr());
+            let _ = unsafe_libyaml::yaml_emitter_flush(self.e.as_mut_ptr());
         }
         if !self.ok {
             return None;
@@ -809,7 +817,7 @@ impl Emitter {
 
 impl Drop for Emitter {
     fn drop(&mut self) {
-        unsafe { sys::yaml_emitter_delete(self.e.as_mut_ptr()) }
+        unsafe { unsafe_libyaml::yaml_emitter_delete(self.e.as_mut_ptr()) }
     }
 }
 

@@ -33,7 +33,9 @@ pub fn has_test_reconcile(item: &DeployItem) -> bool {
 pub fn next_step(item: &DeployItem, target_missing: bool) -> JobStep {
     let status = item.status.as_ref();
     let job_id = status.map(|s| s.job_id.as_str()).unwrap_or_default();
-    let finished = status.map(|s| s.job_id_finished.as_str()).unwrap_or_default();
+    let finished = status
+        .map(|s| s.job_id_finished.as_str())
+        .unwrap_or_default();
     let test_reconcile = has_test_reconcile(item);
     if !test_reconcile && job_id == finished {
         return JobStep::Finished;
@@ -80,14 +82,29 @@ mod tests {
 
     #[test]
     fn given_equal_job_ids_nothing_happens() {
-        assert_eq!(next_step(&item("1", "1", Phase::Succeeded), false), JobStep::Finished);
-        assert_eq!(next_step(&DeployItem::default(), false), JobStep::Finished, "never triggered");
-        assert_eq!(next_step(&item("1", "1", Phase::Succeeded), true), JobStep::Finished);
+        assert_eq!(
+            next_step(&item("1", "1", Phase::Succeeded), false),
+            JobStep::Finished
+        );
+        assert_eq!(
+            next_step(&DeployItem::default(), false),
+            JobStep::Finished,
+            "never triggered"
+        );
+        assert_eq!(
+            next_step(&item("1", "1", Phase::Succeeded), true),
+            JobStep::Finished
+        );
     }
 
     #[test]
     fn given_a_new_job_id_on_a_final_or_empty_phase_a_job_starts() {
-        for p in [Phase::Empty, Phase::Succeeded, Phase::Failed, Phase::DeleteFailed] {
+        for p in [
+            Phase::Empty,
+            Phase::Succeeded,
+            Phase::Failed,
+            Phase::DeleteFailed,
+        ] {
             assert_eq!(
                 next_step(&item("2", "1", p.clone()), false),
                 JobStep::Start { deleting: false },
@@ -98,7 +115,12 @@ mod tests {
 
     #[test]
     fn given_an_unfinished_phase_the_job_continues() {
-        for p in [Phase::Init, Phase::Progressing, Phase::InitDelete, Phase::Deleting] {
+        for p in [
+            Phase::Init,
+            Phase::Progressing,
+            Phase::InitDelete,
+            Phase::Deleting,
+        ] {
             assert_eq!(
                 next_step(&item("2", "1", p.clone()), false),
                 JobStep::Continue { deleting: false },
@@ -110,11 +132,15 @@ mod tests {
     #[test]
     fn given_a_deletion_timestamp_the_job_is_a_deletion() {
         let mut di = item("2", "1", Phase::Succeeded);
-        di.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        ));
+        di.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
         assert_eq!(next_step(&di, false), JobStep::Start { deleting: true });
-        assert_eq!(next_step(&di, true), JobStep::FailMissingTarget { deleting: true });
+        assert_eq!(
+            next_step(&di, true),
+            JobStep::FailMissingTarget { deleting: true }
+        );
     }
 
     #[test]
@@ -130,7 +156,11 @@ mod tests {
     fn test_reconcile_annotation_forces_a_job() {
         let mut di = item("1", "1", Phase::Succeeded);
         di.metadata.annotations = Some(
-            [(annotations::OPERATION.to_string(), operations::TEST_RECONCILE.to_string())].into(),
+            [(
+                annotations::OPERATION.to_string(),
+                operations::TEST_RECONCILE.to_string(),
+            )]
+            .into(),
         );
         assert_eq!(next_step(&di, false), JobStep::Start { deleting: false });
     }

@@ -48,8 +48,14 @@ mod tests {
     #[test]
     fn annotations_decide_without_reading_the_item() {
         let a: BTreeMap<_, _> = [
-            (annotations::DEPLOYER_TYPE.to_string(), "landscaper.gardener.cloud/mock".to_string()),
-            (annotations::DEPLOYER_TARGET_NAME.to_string(), "t".to_string()),
+            (
+                annotations::DEPLOYER_TYPE.to_string(),
+                "landscaper.gardener.cloud/mock".to_string(),
+            ),
+            (
+                annotations::DEPLOYER_TARGET_NAME.to_string(),
+                "t".to_string(),
+            ),
         ]
         .into();
         let r = route_from_annotations(Some(&a)).unwrap();
@@ -61,7 +67,10 @@ mod tests {
     fn no_target_sentinel_means_no_target() {
         let a: BTreeMap<_, _> = [
             (annotations::DEPLOYER_TYPE.to_string(), "x".to_string()),
-            (annotations::DEPLOYER_TARGET_NAME.to_string(), ".noTargetName".to_string()),
+            (
+                annotations::DEPLOYER_TARGET_NAME.to_string(),
+                ".noTargetName".to_string(),
+            ),
         ]
         .into();
         assert_eq!(route_from_annotations(Some(&a)).unwrap().target_name, None);
@@ -74,7 +83,10 @@ mod tests {
         let mut di = DeployItem::default();
         di.spec.type_ = "x".into();
         assert_eq!(route_from_item(&di).target_name, None);
-        di.spec.target = Some(ObjectReference { name: "t".into(), namespace: None });
+        di.spec.target = Some(ObjectReference {
+            name: "t".into(),
+            namespace: None,
+        });
         assert_eq!(route_from_item(&di).target_name.as_deref(), Some("t"));
     }
 }

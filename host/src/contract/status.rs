@@ -247,7 +247,11 @@ mod tests {
         assert_eq!(s.deployer, Some(deployer()));
         assert!(s.last_error.is_none() && s.first_error.is_none() && s.last_errors.is_empty());
         let times = s.transition_times.unwrap();
-        assert_eq!(times.trigger_time.as_deref(), Some(T0), "triggerTime is kept");
+        assert_eq!(
+            times.trigger_time.as_deref(),
+            Some(T0),
+            "triggerTime is kept"
+        );
         assert_eq!(times.init_time.as_deref(), Some(T1));
         assert!(times.finished_time.is_none());
     }
@@ -264,7 +268,10 @@ mod tests {
         assert!(!handle_step_result(&mut s, Some(&err), false, T0));
         assert_eq!(s.phase, Phase::Init);
         assert_eq!(s.job_id_finished, "1");
-        assert_eq!(s.last_error.as_ref().unwrap().reason, "GetLandscaperContext");
+        assert_eq!(
+            s.last_error.as_ref().unwrap().reason,
+            "GetLandscaperContext"
+        );
         assert_eq!(s.first_error, s.last_error);
         assert_eq!(s.last_errors.len(), 1);
     }
@@ -323,13 +330,37 @@ mod tests {
     fn updated_error_timestamps_follow_landscaper() {
         let e = StepError::new("reconcile", "R", "m");
         let first = updated_error(None, &e, T0);
-        assert_eq!((first.last_transition_time.as_str(), first.last_update_time.as_str()), (T0, T0));
+        assert_eq!(
+            (
+                first.last_transition_time.as_str(),
+                first.last_update_time.as_str()
+            ),
+            (T0, T0)
+        );
         let same = updated_error(Some(&first), &e, T1);
-        assert_eq!((same.last_transition_time.as_str(), same.last_update_time.as_str()), (T0, T0));
+        assert_eq!(
+            (
+                same.last_transition_time.as_str(),
+                same.last_update_time.as_str()
+            ),
+            (T0, T0)
+        );
         let msg = updated_error(Some(&first), &StepError::new("reconcile", "R", "m2"), T1);
-        assert_eq!((msg.last_transition_time.as_str(), msg.last_update_time.as_str()), (T0, T1));
+        assert_eq!(
+            (
+                msg.last_transition_time.as_str(),
+                msg.last_update_time.as_str()
+            ),
+            (T0, T1)
+        );
         let op = updated_error(Some(&first), &StepError::new("delete", "R", "m"), T1);
-        assert_eq!((op.last_transition_time.as_str(), op.last_update_time.as_str()), (T1, T1));
+        assert_eq!(
+            (
+                op.last_transition_time.as_str(),
+                op.last_update_time.as_str()
+            ),
+            (T1, T1)
+        );
     }
 
     #[test]
@@ -344,9 +375,21 @@ mod tests {
         };
         update_conditions(&mut cs, &[up("True", "ok")], T0);
         update_conditions(&mut cs, &[up("True", "ok")], T1);
-        assert_eq!((cs[0].last_transition_time.as_str(), cs[0].last_update_time.as_str()), (T0, T0));
+        assert_eq!(
+            (
+                cs[0].last_transition_time.as_str(),
+                cs[0].last_update_time.as_str()
+            ),
+            (T0, T0)
+        );
         update_conditions(&mut cs, &[up("True", "ok2")], T1);
-        assert_eq!((cs[0].last_transition_time.as_str(), cs[0].last_update_time.as_str()), (T0, T1));
+        assert_eq!(
+            (
+                cs[0].last_transition_time.as_str(),
+                cs[0].last_update_time.as_str()
+            ),
+            (T0, T1)
+        );
         update_conditions(&mut cs, &[up("False", "ok2")], "2026-01-01T00:00:02Z");
         assert_eq!(cs[0].last_transition_time, "2026-01-01T00:00:02Z");
         assert_eq!(cs.len(), 1);

@@ -39,7 +39,10 @@ pub fn resolve(
                     let mut all = serde_json::Map::new();
                     for (k, v) in data {
                         let value: serde_json::Value = serde_yaml::from_slice(v).map_err(|e| {
-                            format!("key {k:?} in secret {:?} is not YAML/JSON: {e}", secret_ref.name)
+                            format!(
+                                "key {k:?} in secret {:?} is not YAML/JSON: {e}",
+                                secret_ref.name
+                            )
                         })?;
                         all.insert(k.clone(), value);
                     }
@@ -78,10 +81,20 @@ pub fn validate(resolved: &ResolvedTarget) -> Result<(), String> {
         // Not a kubeconfig document (e.g. another target type): nothing to check here.
         return Ok(());
     };
-    let users = doc.get("users").and_then(|u| u.as_sequence()).cloned().unwrap_or_default();
+    let users = doc
+        .get("users")
+        .and_then(|u| u.as_sequence())
+        .cloned()
+        .unwrap_or_default();
     for user in users {
-        let name = user.get("name").and_then(|n| n.as_str()).unwrap_or("").to_string();
-        let Some(auth) = user.get("user").and_then(|u| u.as_mapping()) else { continue };
+        let name = user
+            .get("name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("")
+            .to_string();
+        let Some(auth) = user.get("user").and_then(|u| u.as_mapping()) else {
+            continue;
+        };
         for (key, value) in auth {
             let key = key.as_str().unwrap_or_default();
             let forbidden = match key {
@@ -121,7 +134,11 @@ mod tests {
 
     #[test]
     fn inline_config_is_the_content() {
-        let r = resolve(&target(Some(serde_json::json!({"kubeconfig": "abc"})), None), None).unwrap();
+        let r = resolve(
+            &target(Some(serde_json::json!({"kubeconfig": "abc"})), None),
+            None,
+        )
+        .unwrap();
         assert_eq!(r.content, r#"{"kubeconfig":"abc"}"#);
         assert_eq!(kubeconfig_of(&r.content).as_deref(), Some("abc"));
         assert_eq!(resolve(&target(None, None), None).unwrap().content, "");
@@ -149,12 +166,14 @@ mod tests {
 
     #[test]
     fn kubeconfigs_with_files_or_exec_are_rejected() {
-        let with = |user: &str| ResolvedTarget {
+        let with = |user: &str| {
+            ResolvedTarget {
             target: Target::default(),
             content: serde_json::json!({
                 "kubeconfig": format!("apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    {user}\n")
             })
             .to_string(),
+        }
         };
         assert!(validate(&with("token: abc")).is_ok());
         let err = validate(&with("tokenFile: /etc/token")).unwrap_err();
@@ -165,7 +184,11 @@ mod tests {
 
     #[test]
     fn config_and_secret_ref_together_are_rejected() {
-        let err = resolve(&target(Some(serde_json::json!({})), Some(("s", None))), None).unwrap_err();
+        let err = resolve(
+            &target(Some(serde_json::json!({})), Some(("s", None))),
+            None,
+        )
+        .unwrap_err();
         assert!(err.contains("not both"));
     }
 }

@@ -73,7 +73,8 @@ impl ProgressingTimeout {
                         format!("transitionTimes.initTime {init:?} is not a timestamp: {e}"),
                     )
                 })?;
-                let span = jiff::SignedDuration::try_from(timeout).unwrap_or(jiff::SignedDuration::MAX);
+                let span =
+                    jiff::SignedDuration::try_from(timeout).unwrap_or(jiff::SignedDuration::MAX);
                 Some(init.checked_add(span).unwrap_or(Timestamp::MAX))
             }
         };
@@ -144,7 +145,11 @@ mod tests {
 
     #[test]
     fn default_timeout_is_ten_minutes_from_init_time() {
-        let t = ProgressingTimeout::for_item(&item(None, Some("2026-01-01T00:00:00Z")), CheckpointMode::Standard).unwrap();
+        let t = ProgressingTimeout::for_item(
+            &item(None, Some("2026-01-01T00:00:00Z")),
+            CheckpointMode::Standard,
+        )
+        .unwrap();
         let remaining = t.check("cp", ts("2026-01-01T00:09:00Z")).unwrap();
         assert_eq!(remaining, Some(Duration::from_secs(60)));
         let err = t.check("cp", ts("2026-01-01T00:10:00Z")).unwrap_err();
@@ -155,18 +160,29 @@ mod tests {
 
     #[test]
     fn custom_timeout_and_none() {
-        let t = ProgressingTimeout::for_item(&item(Some("30s"), Some("2026-01-01T00:00:00Z")), CheckpointMode::Standard).unwrap();
+        let t = ProgressingTimeout::for_item(
+            &item(Some("30s"), Some("2026-01-01T00:00:00Z")),
+            CheckpointMode::Standard,
+        )
+        .unwrap();
         assert!(t.check("cp", ts("2026-01-01T00:00:31Z")).is_err());
-        let none = ProgressingTimeout::for_item(&item(Some("none"), None), CheckpointMode::Standard).unwrap();
+        let none =
+            ProgressingTimeout::for_item(&item(Some("none"), None), CheckpointMode::Standard)
+                .unwrap();
         assert_eq!(none.check("cp", ts("2099-01-01T00:00:00Z")).unwrap(), None);
     }
 
     #[test]
     fn missing_init_time_and_bad_timeout_are_errors() {
-        let err = ProgressingTimeout::for_item(&item(None, None), CheckpointMode::Standard).unwrap_err();
+        let err =
+            ProgressingTimeout::for_item(&item(None, None), CheckpointMode::Standard).unwrap_err();
         assert!(err.message.contains("initTime is missing"));
         assert!(!err.is_unrecoverable());
-        let err = ProgressingTimeout::for_item(&item(Some("soon"), Some("2026-01-01T00:00:00Z")), CheckpointMode::Standard).unwrap_err();
+        let err = ProgressingTimeout::for_item(
+            &item(Some("soon"), Some("2026-01-01T00:00:00Z")),
+            CheckpointMode::Standard,
+        )
+        .unwrap_err();
         assert!(err.is_unrecoverable());
         assert!(err.message.contains("spec.timeout"), "{}", err.message);
     }
@@ -179,6 +195,11 @@ mod tests {
         )
         .unwrap();
         assert!(t.check("a", ts("2026-01-01T00:00:00Z")).is_ok());
-        assert_eq!(t.check("b", ts("2026-01-01T00:00:00Z")).unwrap_err().message, "timeout at: \"b\"");
+        assert_eq!(
+            t.check("b", ts("2026-01-01T00:00:00Z"))
+                .unwrap_err()
+                .message,
+            "timeout at: \"b\""
+        );
     }
 }

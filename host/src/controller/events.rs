@@ -65,7 +65,9 @@ impl Events {
     }
 
     fn publish(&self, item: &DeployItem, type_: EventType, reason: &str, note: String) {
-        let Some(recorder) = self.recorder.clone() else { return };
+        let Some(recorder) = self.recorder.clone() else {
+            return;
+        };
         let reference = item.object_ref(&());
         let event = Event {
             type_,

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::landscaper::{API_VERSION, DeployItem, ObjectReference};
@@ -18,7 +18,11 @@ pub const EXPORT_KEY: &str = "config";
 
 /// Creates or updates the export Secret of `item` and returns the reference for
 /// `status.exportRef`.
-pub async fn write(client: &Client, item: &DeployItem, values: &Value) -> Result<ObjectReference, kube::Error> {
+pub async fn write(
+    client: &Client,
+    item: &DeployItem,
+    values: &Value,
+) -> Result<ObjectReference, kube::Error> {
     let item_namespace = item.metadata.namespace.clone().unwrap_or_default();
     let existing = item.status.as_ref().and_then(|s| s.export_ref.clone());
     let namespace = existing
@@ -91,10 +95,20 @@ fn export_prefix(item: &DeployItem) -> String {
     let last = item.spec.type_.rsplit('/').next().unwrap_or("deployer");
     let cleaned: String = last
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     let trimmed = cleaned.trim_matches('-');
-    if trimmed.is_empty() { "deployer".into() } else { trimmed.chars().take(40).collect() }
+    if trimmed.is_empty() {
+        "deployer".into()
+    } else {
+        trimmed.chars().take(40).collect()
+    }
 }
 
 /// Five random lower-case alphanumerics, like the API server's `generateName`.

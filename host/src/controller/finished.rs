@@ -28,7 +28,10 @@ impl FinishedCache {
     }
 
     pub fn remove(&self, uid: &str) {
-        self.by_uid.lock().expect("finished cache poisoned").remove(uid);
+        self.by_uid
+            .lock()
+            .expect("finished cache poisoned")
+            .remove(uid);
     }
 
     pub fn len(&self) -> usize {

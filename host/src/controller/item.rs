@@ -126,7 +126,11 @@ pub async fn reconcile(
         },
     };
 
-    let job = item.status.as_ref().map(|s| s.job_id.clone()).unwrap_or_default();
+    let job = item
+        .status
+        .as_ref()
+        .map(|s| s.job_id.clone())
+        .unwrap_or_default();
     let phase = item.status().phase;
     let span = tracing::info_span!(
         "reconcile",
@@ -185,7 +189,11 @@ impl ItemCtx {
             JobStep::Finished => return Ok(Action::await_change()),
             JobStep::FailMissingTarget { deleting } => {
                 let mut s = item.status();
-                s.phase = if deleting { Phase::DeleteFailed } else { Phase::Failed };
+                s.phase = if deleting {
+                    Phase::DeleteFailed
+                } else {
+                    Phase::Failed
+                };
                 let err = StepError::new(
                     "reconcilePrivate",
                     "NoTargetFound",
@@ -194,14 +202,22 @@ impl ItemCtx {
                 status::handle_step_result(&mut s, Some(&err), deleting, &at);
                 item.status = Some(s);
                 let item = self.write_status(&item).await?;
-                self.deployer.events.warning(&item, &err.reason, err.message.clone());
+                self.deployer
+                    .events
+                    .warning(&item, &err.reason, err.message.clone());
                 self.finished(&item);
                 return Ok(Action::await_change());
             }
             JobStep::FinishUnchanged => {
                 let mut s = item.status();
                 let generation = item.metadata.generation.unwrap_or_default();
-                status::init_status(&mut s, generation, &self.deployer.deployer, Phase::Succeeded, &at);
+                status::init_status(
+                    &mut s,
+                    generation,
+                    &self.deployer.deployer,
+                    Phase::Succeeded,
+                    &at,
+                );
                 status::handle_step_result(&mut s, None, false, &at);
                 item.status = Some(s);
                 let item = self.write_status(&item).await?;
@@ -211,16 +227,26 @@ impl ItemCtx {
             JobStep::Start { deleting } => {
                 let mut s = item.status();
                 let generation = item.metadata.generation.unwrap_or_default();
-                let phase = if deleting { Phase::InitDelete } else { Phase::Init };
+                let phase = if deleting {
+                    Phase::InitDelete
+                } else {
+                    Phase::Init
+                };
                 status::init_status(&mut s, generation, &self.deployer.deployer, phase, &at);
                 item.status = Some(s);
                 item = self.write_status(&item).await?;
-                tracing::Span::current().record("phase", tracing::field::display(item.status().phase));
+                tracing::Span::current()
+                    .record("phase", tracing::field::display(item.status().phase));
                 tracing::info!("picked up job");
                 self.deployer.events.normal(
                     &item,
                     "PickedUp",
-                    format!("job {} picked up by {} ({})", item.status().job_id, self.deployer.deployer.name, self.deployer.deployer.identity),
+                    format!(
+                        "job {} picked up by {} ({})",
+                        item.status().job_id,
+                        self.deployer.deployer.name,
+                        self.deployer.deployer.identity
+                    ),
                 );
             }
             JobStep::Continue { .. } => {}
@@ -229,7 +255,11 @@ impl ItemCtx {
         let before = item.status();
 
         let outcome = match self.resolve_target(target_obj, deleting).await? {
-            Err(err) => StepOutcome { error: Some(err), retry_after: None, released: false },
+            Err(err) => StepOutcome {
+                error: Some(err),
+                retry_after: None,
+                released: false,
+            },
             Ok(resolved) => {
                 if deleting {
                     self.delete_path(&mut item, resolved).await?
@@ -243,7 +273,9 @@ impl ItemCtx {
         let mut s = item.status();
         if let Some(err) = &outcome.error {
             tracing::warn!(error = %err, "step failed");
-            self.deployer.events.warning(&item, &err.reason, err.message.clone());
+            self.deployer
+                .events
+                .warning(&item, &err.reason, err.message.clone());
         }
         let finished = status::handle_step_result(&mut s, outcome.error.as_ref(), deleting, &now);
         item.status = Some(s);
@@ -257,7 +289,10 @@ impl ItemCtx {
                     Err(e) => return Err(e),
                 }
             }
-            self.deployer.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+            self.deployer
+                .stats
+                .jobs_finished
+                .fetch_add(1, Ordering::Relaxed);
             tracing::info!("deleted");
             return Ok(Action::await_change());
         }
@@ -269,13 +304,18 @@ impl ItemCtx {
             Ok(Action::await_change())
         } else {
             Ok(Action::requeue(
-                outcome.retry_after.unwrap_or(self.deployer.requeue_interval),
+                outcome
+                    .retry_after
+                    .unwrap_or(self.deployer.requeue_interval),
             ))
         }
     }
 
     fn finished(&self, item: &DeployItem) {
-        self.deployer.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+        self.deployer
+            .stats
+            .jobs_finished
+            .fetch_add(1, Ordering::Relaxed);
         if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
             self.deployer.finished.insert(uid, rv);
         }
@@ -295,7 +335,13 @@ impl ItemCtx {
         item: &mut DeployItem,
         resolved: Option<ResolvedTarget>,
     ) -> Result<StepOutcome, Error> {
-        let fail = |err: StepError| Ok(StepOutcome { error: Some(err), retry_after: None, released: false });
+        let fail = |err: StepError| {
+            Ok(StepOutcome {
+                error: Some(err),
+                retry_after: None,
+                released: false,
+            })
+        };
         if !item.has_finalizer(FINALIZER) {
             *item = self.add_finalizer(item).await?;
         }
@@ -310,8 +356,12 @@ impl ItemCtx {
         };
         if config_missing {
             return fail(
-                StepError::new("reconcile", "ProviderConfigurationMissing", "provider configuration missing")
-                    .with_code(codes::CONFIGURATION_PROBLEM),
+                StepError::new(
+                    "reconcile",
+                    "ProviderConfigurationMissing",
+                    "provider configuration missing",
+                )
+                .with_code(codes::CONFIGURATION_PROBLEM),
             );
         }
         let result = self.call_plugin(item, resolved, context, false).await;
@@ -341,11 +391,19 @@ impl ItemCtx {
                     item.status = Some(s);
                 }
                 Err(e) => {
-                    return fail(StepError::new("reconcile", "CreateOrUpdateExport", e.to_string()));
+                    return fail(StepError::new(
+                        "reconcile",
+                        "CreateOrUpdateExport",
+                        e.to_string(),
+                    ));
                 }
             }
         }
-        Ok(StepOutcome { error: None, retry_after, released: false })
+        Ok(StepOutcome {
+            error: None,
+            retry_after,
+            released: false,
+        })
     }
 
     /// Delete path (contract section 3.6).
@@ -354,7 +412,13 @@ impl ItemCtx {
         item: &mut DeployItem,
         resolved: Option<ResolvedTarget>,
     ) -> Result<StepOutcome, Error> {
-        let fail = |err: StepError| Ok(StepOutcome { error: Some(err), retry_after: None, released: false });
+        let fail = |err: StepError| {
+            Ok(StepOutcome {
+                error: Some(err),
+                retry_after: None,
+                released: false,
+            })
+        };
         let without_uninstall =
             item.annotation(annotations::DELETE_WITHOUT_UNINSTALL) == Some("true");
         if !without_uninstall {
@@ -366,12 +430,12 @@ impl ItemCtx {
             let response = match result {
                 Ok(r) => r,
                 Err(e) => {
-                // Conditions reported with an error (e.g. validation False) still count.
-                let mut s = item.status();
-                apply_conditions(&mut s, &e.conditions, &now());
-                item.status = Some(s);
-                return fail(step_error(e, "delete"));
-            }
+                    // Conditions reported with an error (e.g. validation False) still count.
+                    let mut s = item.status();
+                    apply_conditions(&mut s, &e.conditions, &now());
+                    item.status = Some(s);
+                    return fail(step_error(e, "delete"));
+                }
             };
             let mut s = item.status();
             apply_response(&mut s, &response, &now());
@@ -380,7 +444,11 @@ impl ItemCtx {
                     s.phase = Phase::Deleting;
                 }
                 item.status = Some(s);
-                return Ok(StepOutcome { error: None, retry_after: Some(after), released: false });
+                return Ok(StepOutcome {
+                    error: None,
+                    retry_after: Some(after),
+                    released: false,
+                });
             }
             item.status = Some(s);
             if let Err(e) = exports::delete(&self.deployer.client, item).await {
@@ -390,7 +458,11 @@ impl ItemCtx {
         if item.has_finalizer(FINALIZER) {
             self.remove_finalizer(item).await?;
         }
-        Ok(StepOutcome { error: None, retry_after: None, released: true })
+        Ok(StepOutcome {
+            error: None,
+            retry_after: None,
+            released: true,
+        })
     }
 
     async fn call_plugin(
@@ -412,18 +484,22 @@ impl ItemCtx {
         timeout
             .check(&checkpoint, jiff::Timestamp::now())
             .map_err(to_deployer_error)?;
-        let invocation = build_invocation(item, resolved.as_ref(), context.as_ref()).map_err(|e| {
-            to_deployer_error(
-                StepError::new("reconcile", "EncodeInvocation", e.to_string())
-                    .with_code(codes::INTERNAL_PROBLEM),
-            )
-        })?;
+        let invocation =
+            build_invocation(item, resolved.as_ref(), context.as_ref()).map_err(|e| {
+                to_deployer_error(
+                    StepError::new("reconcile", "EncodeInvocation", e.to_string())
+                        .with_code(codes::INTERNAL_PROBLEM),
+                )
+            })?;
         let services = Arc::new(ItemServices::new(
             timeout.clone(),
             resolved,
             self.deployer.target_clients.clone(),
         ));
-        self.deployer.stats.plugin_calls.fetch_add(1, Ordering::Relaxed);
+        self.deployer
+            .stats
+            .plugin_calls
+            .fetch_add(1, Ordering::Relaxed);
         if delete {
             self.plugin.delete(invocation, services).await
         } else {
@@ -438,11 +514,14 @@ impl ItemCtx {
         deleting: bool,
     ) -> Result<Result<Option<ResolvedTarget>, StepError>, Error> {
         let operation = if deleting { "delete" } else { "reconcile" };
-        let Some(target) = target else { return Ok(Ok(None)) };
+        let Some(target) = target else {
+            return Ok(Ok(None));
+        };
         let secret_data = match &target.spec.secret_ref {
             None => None,
             Some(r) => {
-                let secrets: Api<Secret> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
+                let secrets: Api<Secret> =
+                    Api::namespaced(self.deployer.client.clone(), &self.namespace);
                 secrets.get_opt(&r.name).await?.map(|s| {
                     s.data
                         .unwrap_or_default()
@@ -464,14 +543,20 @@ impl ItemCtx {
     }
 
     /// Reads the item's Context. `Ok(Err(_))` is a step error (retried), `Err` an API failure.
-    async fn read_context(&self, item: &DeployItem) -> Result<Result<Option<Context>, StepError>, Error> {
+    async fn read_context(
+        &self,
+        item: &DeployItem,
+    ) -> Result<Result<Option<Context>, StepError>, Error> {
         let contexts: Api<Context> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
         let name = item.context_name();
         Ok(match contexts.get_opt(name).await? {
             Some(mut c) => match self.resolve_pull_secrets(&c).await? {
                 Ok(resolved) => {
                     if !resolved.is_empty() {
-                        c.extra.insert(RESOLVED_PULL_SECRETS.into(), serde_json::Value::Object(resolved));
+                        c.extra.insert(
+                            RESOLVED_PULL_SECRETS.into(),
+                            serde_json::Value::Object(resolved),
+                        );
                     }
                     Ok(Some(c))
                 }
@@ -480,7 +565,10 @@ impl ItemCtx {
             None => Err(StepError::new(
                 "reconcile",
                 "GetLandscaperContext",
-                format!("context {:?} not found in namespace {:?}", name, self.namespace),
+                format!(
+                    "context {:?} not found in namespace {:?}",
+                    name, self.namespace
+                ),
             )),
         })
     }
@@ -492,11 +580,18 @@ impl ItemCtx {
         context: &Context,
     ) -> Result<Result<serde_json::Map<String, serde_json::Value>, StepError>, Error> {
         let mut resolved = serde_json::Map::new();
-        let Some(refs) = context.extra.get("registryPullSecrets").and_then(|v| v.as_array()) else {
+        let Some(refs) = context
+            .extra
+            .get("registryPullSecrets")
+            .and_then(|v| v.as_array())
+        else {
             return Ok(Ok(resolved));
         };
         let secrets: Api<Secret> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
-        for name in refs.iter().filter_map(|r| r.get("name").and_then(|n| n.as_str())) {
+        for name in refs
+            .iter()
+            .filter_map(|r| r.get("name").and_then(|n| n.as_str()))
+        {
             let Some(secret) = secrets.get_opt(name).await? else {
                 return Ok(Err(StepError::new(
                     "reconcile",
@@ -516,13 +611,17 @@ impl ItemCtx {
     }
 
     async fn write_status(&self, item: &DeployItem) -> Result<DeployItem, Error> {
-        Ok(self.items.replace_status(&self.name, &PostParams::default(), item).await?)
+        Ok(self
+            .items
+            .replace_status(&self.name, &PostParams::default(), item)
+            .await?)
     }
 
     async fn add_finalizer(&self, item: &DeployItem) -> Result<DeployItem, Error> {
         let mut finalizers = item.metadata.finalizers.clone().unwrap_or_default();
         finalizers.push(FINALIZER.to_string());
-        self.patch_metadata(item, json!({ "finalizers": finalizers })).await
+        self.patch_metadata(item, json!({ "finalizers": finalizers }))
+            .await
     }
 
     async fn remove_finalizer(&self, item: &DeployItem) -> Result<(), Error> {
@@ -534,7 +633,10 @@ impl ItemCtx {
             .into_iter()
             .filter(|f| f != FINALIZER)
             .collect();
-        match self.patch_metadata(item, json!({ "finalizers": finalizers })).await {
+        match self
+            .patch_metadata(item, json!({ "finalizers": finalizers }))
+            .await
+        {
             Ok(_) => Ok(()),
             Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => Ok(()),
             Err(e) => Err(e),
@@ -542,7 +644,11 @@ impl ItemCtx {
     }
 
     /// A merge patch of `metadata`, conditional on the item's resourceVersion.
-    async fn patch_metadata(&self, item: &DeployItem, metadata: serde_json::Value) -> Result<DeployItem, Error> {
+    async fn patch_metadata(
+        &self,
+        item: &DeployItem,
+        metadata: serde_json::Value,
+    ) -> Result<DeployItem, Error> {
         let mut metadata = metadata;
         metadata["resourceVersion"] = json!(item.metadata.resource_version);
         let patch = json!({ "metadata": metadata });
@@ -556,7 +662,10 @@ impl ItemCtx {
     /// in memory with a random jobID.
     async fn start_test_reconcile(&self, item: &DeployItem) -> Result<DeployItem, Error> {
         let mut updated = self
-            .patch_metadata(item, json!({ "annotations": { annotations::OPERATION: null } }))
+            .patch_metadata(
+                item,
+                json!({ "annotations": { annotations::OPERATION: null } }),
+            )
             .await?;
         let mut s = updated.status();
         s.job_id = uuid::Uuid::new_v4().to_string();
@@ -627,8 +736,16 @@ fn build_invocation(
 
 fn step_error(e: DeployerError, default_operation: &str) -> StepError {
     StepError {
-        operation: if e.operation.is_empty() { default_operation.to_string() } else { e.operation },
-        reason: if e.reason.is_empty() { "Reconcile".to_string() } else { e.reason },
+        operation: if e.operation.is_empty() {
+            default_operation.to_string()
+        } else {
+            e.operation
+        },
+        reason: if e.reason.is_empty() {
+            "Reconcile".to_string()
+        } else {
+            e.reason
+        },
         message: e.message,
         codes: e.codes,
     }

@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::watcher;
-use kube::Client;
 use plugin_runtime::PluginRegistry;
 
 use crate::config::HostConfig;
@@ -30,9 +30,9 @@ use crate::targetselector::TargetSelector;
 
 pub use events::{EventMode, Events};
 pub use finished::FinishedCache;
-pub use workers::WorkerCounter;
 pub use item::now;
 pub use services::TargetClients;
+pub use workers::WorkerCounter;
 
 /// Everything a reconcile needs; shared by all workers.
 pub struct Deployer {
@@ -58,6 +58,8 @@ pub struct Deployer {
     pub finished: FinishedCache,
     /// Reconciles in flight.
     pub workers: WorkerCounter,
+    /// Interval of the orphaned-SyncObject cleanup (only with locking); `None` = off.
+    pub lock_cleanup_interval: Option<Duration>,
     pub stats: Stats,
 }
 
@@ -71,7 +73,12 @@ impl Deployer {
         target_clients: TargetClients,
     ) -> anyhow::Result<Self> {
         let deployer = config.deployer_information();
-        let events = Events::new(client.clone(), &deployer.name, &deployer.identity, config.events.unwrap_or_default());
+        let events = Events::new(
+            client.clone(),
+            &deployer.name,
+            &deployer.identity,
+            config.events.unwrap_or_default(),
+        );
         let locker = config.locking_enabled().then(|| {
             crate::locking::Locker::new(client.clone(), host_client.clone(), config.lock_config())
         });
@@ -81,6 +88,7 @@ impl Deployer {
             locker,
             finished: FinishedCache::default(),
             workers,
+            lock_cleanup_interval: config.cleanup_interval(),
             host_client,
             client,
             plugins,
@@ -146,6 +154,21 @@ pub async fn run(
         workers,
         "starting deployer controller"
     );
+    let cleaner = match (&deployer.locker, deployer.lock_cleanup_interval) {
+        (Some(locker), Some(interval)) => {
+            // Replicas start at different times; a random first delay spreads their passes.
+            let jitter =
+                Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 60_000);
+            Some(tokio::spawn(crate::locking::cleaner::run(
+                deployer.client.clone(),
+                locker.config().prefix.clone(),
+                namespace.clone(),
+                jitter,
+                interval,
+            )))
+        }
+        _ => None,
+    };
     Controller::new(api, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(workers as u16))
         .graceful_shutdown_on(shutdown)
@@ -156,6 +179,9 @@ pub async fn run(
             }
         })
         .await;
+    if let Some(cleaner) = cleaner {
+        cleaner.abort();
+    }
 }
 
 async fn reconcile(

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
-use kube::Client;
 use plugin_runtime::{DeployerError, HostServices, KubeOp};
 
 use crate::contract::ProgressingTimeout;
@@ -157,19 +157,28 @@ impl HostServices for ItemServices {
     }
 
     fn remaining(&self) -> Option<std::time::Duration> {
-        self.timeout.check("remaining", jiff::Timestamp::now()).ok().flatten()
+        self.timeout
+            .check("remaining", jiff::Timestamp::now())
+            .ok()
+            .flatten()
     }
 
     async fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
         match op {
             KubeOp::Get(r) => {
-                let api = self.api_for(&r.api_version, &r.kind, r.namespace.as_deref()).await?;
+                let api = self
+                    .api_for(&r.api_version, &r.kind, r.namespace.as_deref())
+                    .await?;
                 let obj = api.get_opt(&r.name).await.map_err(kube_error)?;
-                obj.map(|o| serde_json::to_string(&o).map_err(internal)).transpose()
+                obj.map(|o| serde_json::to_string(&o).map_err(internal))
+                    .transpose()
             }
             KubeOp::Create { object_json } => {
                 let (api, obj) = self.api_for_object(&object_json).await?;
-                let created = api.create(&PostParams::default(), &obj).await.map_err(kube_error)?;
+                let created = api
+                    .create(&PostParams::default(), &obj)
+                    .await
+                    .map_err(kube_error)?;
                 Ok(Some(serde_json::to_string(&created).map_err(internal)?))
             }
             KubeOp::Update { object_json } => {
@@ -182,7 +191,9 @@ impl HostServices for ItemServices {
                 Ok(Some(serde_json::to_string(&updated).map_err(internal)?))
             }
             KubeOp::Delete(r) => {
-                let api = self.api_for(&r.api_version, &r.kind, r.namespace.as_deref()).await?;
+                let api = self
+                    .api_for(&r.api_version, &r.kind, r.namespace.as_deref())
+                    .await?;
                 match api.delete(&r.name, &DeleteParams::background()).await {
                     Ok(_) => Ok(Some("true".into())),
                     Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
@@ -199,13 +210,25 @@ impl ItemServices {
         object_json: &str,
     ) -> Result<(Api<DynamicObject>, DynamicObject), DeployerError> {
         let obj: DynamicObject = serde_json::from_str(object_json).map_err(|e| {
-            error(codes::CONFIGURATION_PROBLEM, "InvalidObject", format!("object is not valid JSON: {e}"))
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "InvalidObject",
+                format!("object is not valid JSON: {e}"),
+            )
         })?;
         let types = obj.types.clone().ok_or_else(|| {
-            error(codes::CONFIGURATION_PROBLEM, "InvalidObject", "object has no apiVersion/kind".into())
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "InvalidObject",
+                "object has no apiVersion/kind".into(),
+            )
         })?;
         let api = self
-            .api_for(&types.api_version, &types.kind, obj.metadata.namespace.as_deref())
+            .api_for(
+                &types.api_version,
+                &types.kind,
+                obj.metadata.namespace.as_deref(),
+            )
             .await?;
         Ok((api, obj))
     }

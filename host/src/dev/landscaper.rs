@@ -70,19 +70,27 @@ pub async fn run(client: Client) {
                 continue;
             }
         };
-        let Some(trigger) = trigger_for(&item) else { continue };
+        let Some(trigger) = trigger_for(&item) else {
+            continue;
+        };
         let name = item.metadata.name.clone().unwrap_or_default();
         let namespace = item.metadata.namespace.clone().unwrap_or_default();
         let api: Api<DeployItem> = Api::namespaced(client.clone(), &namespace);
         let updated = with_new_job(&item);
-        match api.replace_status(&name, &PostParams::default(), &updated).await {
-            Ok(_) => tracing::info!(item = %format!("{namespace}/{name}"), ?trigger, "landscaper: new job"),
+        match api
+            .replace_status(&name, &PostParams::default(), &updated)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(item = %format!("{namespace}/{name}"), ?trigger, "landscaper: new job")
+            }
             // A conflict means a newer version exists; its watch event decides again.
-            Err(e) => tracing::debug!(item = %format!("{namespace}/{name}"), error = %e, "landscaper: trigger skipped"),
+            Err(e) => {
+                tracing::debug!(item = %format!("{namespace}/{name}"), error = %e, "landscaper: trigger skipped")
+            }
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -103,9 +111,10 @@ mod tests {
     }
 
     fn deleting(mut di: DeployItem) -> DeployItem {
-        di.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        ));
+        di.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
         di
     }
 
@@ -117,19 +126,31 @@ mod tests {
     #[test]
     fn a_running_job_is_never_replaced() {
         assert_eq!(trigger_for(&item("2", "1", Phase::Progressing, 2, 1)), None);
-        assert_eq!(trigger_for(&deleting(item("2", "1", Phase::Progressing, 1, 1))), None);
+        assert_eq!(
+            trigger_for(&deleting(item("2", "1", Phase::Progressing, 1, 1))),
+            None
+        );
     }
 
     #[test]
     fn a_spec_change_after_a_finished_job_triggers_once() {
-        assert_eq!(trigger_for(&item("1", "1", Phase::Succeeded, 2, 1)), Some(Trigger::SpecChanged));
+        assert_eq!(
+            trigger_for(&item("1", "1", Phase::Succeeded, 2, 1)),
+            Some(Trigger::SpecChanged)
+        );
         assert_eq!(trigger_for(&item("1", "1", Phase::Succeeded, 2, 2)), None);
     }
 
     #[test]
     fn deletion_triggers_a_delete_job_once() {
-        assert_eq!(trigger_for(&deleting(item("1", "1", Phase::Succeeded, 1, 1))), Some(Trigger::Deleted));
-        assert_eq!(trigger_for(&deleting(item("2", "2", Phase::DeleteFailed, 1, 1))), None);
+        assert_eq!(
+            trigger_for(&deleting(item("1", "1", Phase::Succeeded, 1, 1))),
+            Some(Trigger::Deleted)
+        );
+        assert_eq!(
+            trigger_for(&deleting(item("2", "2", Phase::DeleteFailed, 1, 1))),
+            None
+        );
     }
 
     #[test]

@@ -102,7 +102,9 @@ async fn ensure_default_objects(client: &Client, kubeconfig: &str) -> anyhow::Re
 pub fn apply_path(server: &ApiServer, path: &std::path::Path) -> anyhow::Result<()> {
     let mut files = Vec::new();
     if path.is_dir() {
-        for entry in std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))? {
+        for entry in
+            std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?
+        {
             let p = entry?.path();
             if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
                 files.push(p);
@@ -113,7 +115,8 @@ pub fn apply_path(server: &ApiServer, path: &std::path::Path) -> anyhow::Result<
         files.push(path.to_path_buf());
     }
     for file in files {
-        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {}", file.display()))?;
         server
             .install_yaml_documents(&text)
             .with_context(|| format!("applying {}", file.display()))?;
@@ -137,7 +140,13 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let registry = plugins::load(&config).await?;
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
-    let deployer = Arc::new(Deployer::new(env.client.clone(), env.client.clone(), registry, &config, target_clients)?);
+    let deployer = Arc::new(Deployer::new(
+        env.client.clone(),
+        env.client.clone(),
+        registry,
+        &config,
+        target_clients,
+    )?);
 
     if let Some(parent) = options.kubeconfig_out.parent() {
         std::fs::create_dir_all(parent)?;

@@ -53,14 +53,20 @@ pub fn parse_go_duration(input: &str) -> Result<GoDuration, String> {
             "m" => 60e9,
             "h" => 3600e9,
             "" => return Err(format!("time: missing unit in duration \"{input}\"")),
-            other => return Err(format!("time: unknown unit \"{other}\" in duration \"{input}\"")),
+            other => {
+                return Err(format!(
+                    "time: unknown unit \"{other}\" in duration \"{input}\""
+                ));
+            }
         };
         total_nanos += value * nanos_per_unit;
     }
     if negative {
         return Ok(GoDuration::Finite(Duration::ZERO));
     }
-    Ok(GoDuration::Finite(Duration::from_nanos(total_nanos.round() as u64)))
+    Ok(GoDuration::Finite(Duration::from_nanos(
+        total_nanos.round() as u64,
+    )))
 }
 
 #[cfg(test)]

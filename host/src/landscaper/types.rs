@@ -250,7 +250,10 @@ impl Phase {
     }
     /// `InitDelete`, `Deleting`, `DeleteFailed`.
     pub fn is_deletion(&self) -> bool {
-        matches!(self, Phase::InitDelete | Phase::Deleting | Phase::DeleteFailed)
+        matches!(
+            self,
+            Phase::InitDelete | Phase::Deleting | Phase::DeleteFailed
+        )
     }
     pub fn is_failed(&self) -> bool {
         matches!(self, Phase::Failed | Phase::DeleteFailed)
@@ -440,7 +443,12 @@ mod tests {
         for p in [Phase::Succeeded, Phase::Failed, Phase::DeleteFailed] {
             assert!(p.is_final(), "{p}");
         }
-        for p in [Phase::Init, Phase::Progressing, Phase::InitDelete, Phase::Deleting] {
+        for p in [
+            Phase::Init,
+            Phase::Progressing,
+            Phase::InitDelete,
+            Phase::Deleting,
+        ] {
             assert!(!p.is_final(), "{p}");
         }
         assert!(Phase::InitDelete.is_deletion() && Phase::DeleteFailed.is_deletion());

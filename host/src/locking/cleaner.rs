@@ -66,7 +66,13 @@ pub async fn cleanup_once(
 }
 
 /// Runs [`cleanup_once`] every `interval` (first after `initial_delay`) until dropped.
-pub async fn run(client: Client, prefix: String, namespace: Option<String>, initial_delay: Duration, interval: Duration) {
+pub async fn run(
+    client: Client,
+    prefix: String,
+    namespace: Option<String>,
+    initial_delay: Duration,
+    interval: Duration,
+) {
     tokio::time::sleep(initial_delay).await;
     loop {
         if let Err(e) = cleanup_once(&client, &prefix, namespace.as_deref()).await {

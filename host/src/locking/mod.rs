@@ -97,18 +97,27 @@ impl Locker {
     }
 
     /// Tries to lock the DeployItem `name` (with `uid`) in `namespace`.
-    pub async fn lock(&self, namespace: &str, name: &str, uid: &str) -> Result<LockOutcome, kube::Error> {
+    pub async fn lock(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<LockOutcome, kube::Error> {
         let api: Api<SyncObject> = Api::namespaced(self.client.clone(), namespace);
         let lock_name = self.lock_name(uid);
         let me = &self.config.pod_name;
         let Some(existing) = api.get_opt(&lock_name).await? else {
-            let object = SyncObject::new(namespace, &lock_name, SyncObjectSpec {
-                pod_name: me.clone(),
-                kind: "DeployItem".into(),
-                name: name.into(),
-                last_update_time: now(),
-                prefix: self.config.prefix.clone(),
-            });
+            let object = SyncObject::new(
+                namespace,
+                &lock_name,
+                SyncObjectSpec {
+                    pod_name: me.clone(),
+                    kind: "DeployItem".into(),
+                    name: name.into(),
+                    last_update_time: now(),
+                    prefix: self.config.prefix.clone(),
+                },
+            );
             return match api.create(&PostParams::default(), &object).await {
                 Ok(object) => Ok(LockOutcome::Locked(Lock { object })),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(LockOutcome::NotLocked),
@@ -127,7 +136,10 @@ impl Locker {
         let mut taken = existing;
         taken.spec.pod_name = me.clone();
         taken.spec.last_update_time = now();
-        match api.replace(&lock_name, &PostParams::default(), &taken).await {
+        match api
+            .replace(&lock_name, &PostParams::default(), &taken)
+            .await
+        {
             Ok(object) => Ok(LockOutcome::Locked(Lock { object })),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(LockOutcome::NotLocked),
             Err(e) => Err(e),

@@ -29,7 +29,9 @@ impl PodCache {
     /// existing until the cache is older than the timeout — as in Landscaper.
     pub async fn exists(&self, pod: &str) -> Result<bool, kube::Error> {
         let mut state = self.state.lock().await;
-        let fresh = state.as_ref().is_some_and(|(at, _)| at.elapsed() < self.timeout);
+        let fresh = state
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < self.timeout);
         if !fresh {
             let list = self.api.list_metadata(&ListParams::default()).await?;
             let names = list

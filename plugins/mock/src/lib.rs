@@ -68,10 +68,8 @@ pub fn parse_config(inv: &Invocation) -> Result<ProviderConfiguration, DeployerE
             "provider configuration missing",
         )
     })?;
-    let config = ProviderConfiguration::deserialize(raw).map_err(|e| {
-        validation_failed(format!(
-            "unable to decode mock provider configuration (spec.config): {e}"
-        ))
+    let config: ProviderConfiguration = sdk_guest::decode_at(raw, "spec.config").map_err(|e| {
+        validation_failed(format!("unable to decode mock provider configuration: {e}"))
     })?;
     if config.api_version.as_deref() != Some(API_VERSION)
         || config.kind.as_deref() != Some("ProviderConfiguration")

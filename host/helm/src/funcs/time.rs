@@ -113,7 +113,8 @@ fn format(t: &Time, layout: &str) -> String {
     let (y, mo, d, h, mi, s, wd) = civil(t.secs);
     let mut out = String::new();
     let mut rest = layout;
-    let toks: &[(&str, &dyn Fn(&mut String))] = &[
+    type Tok<'a> = (&'a str, &'a dyn Fn(&mut String));
+    let toks: &[Tok] = &[
         ("January", &|o: &mut String| {
             o.push_str(MONTHS[mo as usize - 1])
         }),

@@ -241,11 +241,9 @@ impl<'e> Exec<'e> {
     }
 
     fn set_or_push(&mut self, name: &str, v: Value, assign: bool) {
-        if assign {
-            if let Some(slot) = self.vars.iter_mut().rev().find(|(n, _)| &**n == name) {
-                slot.1 = v;
-                return;
-            }
+        if assign && let Some(slot) = self.vars.iter_mut().rev().find(|(n, _)| &**n == name) {
+            slot.1 = v;
+            return;
         }
         self.vars.push((Rc::from(name), v));
     }

@@ -124,6 +124,9 @@ impl fmt::Display for TemplateError {
 
 impl std::error::Error for TemplateError {}
 
+/// Templates replaced by a scoped parse, with what they replaced (for `tpl`).
+pub(crate) type Replaced = Vec<(Rc<str>, Option<Rc<Template>>)>;
+
 /// A named, parsed template.
 pub struct Template {
     /// the template's name (file path or `define` name)
@@ -195,11 +198,7 @@ impl Engine {
 
     /// Like [`Engine::add`] but returns the templates that were replaced, so a caller (`tpl`)
     /// can restore them.
-    pub(crate) fn add_scoped(
-        &self,
-        name: &str,
-        src: &str,
-    ) -> Result<Vec<(Rc<str>, Option<Rc<Template>>)>, TemplateError> {
+    pub(crate) fn add_scoped(&self, name: &str, src: &str) -> Result<Replaced, TemplateError> {
         let out = parse::parse(src).map_err(|e| e.with_name(name))?;
         let src: Rc<str> = Rc::from(src);
         let parse_name: Rc<str> = Rc::from(name);
@@ -229,7 +228,7 @@ impl Engine {
     }
 
     /// Restores templates replaced by [`Engine::add_scoped`].
-    pub(crate) fn restore(&self, replaced: Vec<(Rc<str>, Option<Rc<Template>>)>) {
+    pub(crate) fn restore(&self, replaced: Replaced) {
         let mut set = self.templates.borrow_mut();
         for (name, prev) in replaced.into_iter().rev() {
             match prev {

@@ -115,7 +115,7 @@ struct Parser<'a> {
 }
 
 enum End {
-    End,
+    Closed,
     Else(usize),
     Eof,
 }
@@ -133,7 +133,7 @@ pub fn parse(src: &str) -> Result<ParseOutput, TemplateError> {
     let (body, end) = p.list()?;
     match end {
         End::Eof => {}
-        End::End => return Err(p.err_at(p.prev_pos(), "unexpected {{end}}")),
+        End::Closed => return Err(p.err_at(p.prev_pos(), "unexpected {{end}}")),
         End::Else(pos) => return Err(p.err_at(pos, "unexpected {{else}}")),
     }
     Ok(ParseOutput {
@@ -181,7 +181,7 @@ impl<'a> Parser<'a> {
                             "end" => {
                                 self.next();
                                 self.expect_close("end")?;
-                                return Ok((nodes, End::End));
+                                return Ok((nodes, End::Closed));
                             }
                             "else" => {
                                 self.next();
@@ -260,7 +260,7 @@ impl<'a> Parser<'a> {
         let (body, end) = self.list()?;
         self.vars.pop();
         match end {
-            End::End => {}
+            End::Closed => {}
             _ => return Err(self.err_at(self.prev_pos(), "unexpected EOF")),
         }
         self.defines.push((name, body));
@@ -274,7 +274,7 @@ impl<'a> Parser<'a> {
         let (body, end) = self.list()?;
         self.vars.pop();
         match end {
-            End::End => {}
+            End::Closed => {}
             _ => return Err(self.err_at(self.prev_pos(), "unexpected EOF")),
         }
         self.defines.push((name.clone(), body));
@@ -290,7 +290,7 @@ impl<'a> Parser<'a> {
         let pipe = self.pipeline(&kind, false)?;
         let (list, end) = self.list()?;
         let else_list = match end {
-            End::End => None,
+            End::Closed => None,
             End::Eof => return Err(self.err_at(self.prev_pos(), "unexpected EOF")),
             End::Else(epos) => {
                 // "else if" / "else with" chains
@@ -330,7 +330,7 @@ impl<'a> Parser<'a> {
                 let _ = epos;
                 let (el, end2) = self.list()?;
                 match end2 {
-                    End::End => {}
+                    End::Closed => {}
                     End::Else(p) => return Err(self.err_at(p, "expected end; found {{else}}")),
                     End::Eof => return Err(self.err_at(self.prev_pos(), "unexpected EOF")),
                 }

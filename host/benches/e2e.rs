@@ -1,0 +1,446 @@
+//! End-to-end benchmark: the user's first performance questions, side by side in one run.
+//!
+//! `cargo bench -p deployer-host --bench e2e` (or `cargo xtask bench`, which builds the plugins
+//! first). Options via environment: `BENCH_ITEMS` (default 1000), `BENCH_RSS_ITEMS` (default
+//! 10000), `BENCH_WRITE_DOCS=1` to update `docs/benchmarks.md`.
+//!
+//! 1. N mock items, jobIDs bumped as Landscaper does; time until every job is `Succeeded`,
+//!    with the wasm mock plugin and the native build of the same logic; ratio.
+//! 2. API requests per job by verb (the API server's own counters), locking off and on, and
+//!    writes once everything is settled.
+//! 3. Resident memory of a `deployer-host run` process watching 1 and 10,000 items.
+//! 4. Plugin start: cold (compile) vs warm (compiled-artifact cache).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use deployer_host::config::HostConfig;
+use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::dev::{DevEnvironment, landscaper};
+use deployer_host::landscaper::{DeployItem, FINALIZER};
+use deployer_host::locking::{LockConfig, Locker};
+use embedded_apiserver::ApiServer;
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Wasm,
+    Native,
+}
+
+struct JobsRun {
+    backend: Backend,
+    replicas: usize,
+    locking: bool,
+    items: usize,
+    seconds: f64,
+    /// Host requests per job by verb (Landscaper's own requests removed).
+    per_job: BTreeMap<String, f64>,
+    writes_per_job: f64,
+    settled_writes: u64,
+}
+
+fn item(i: usize) -> DeployItem {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "DeployItem",
+        "metadata": {"name": format!("bench-{i}"), "namespace": "default", "finalizers": [FINALIZER],
+                     "annotations": {"landscaper.gardener.cloud/deployer-type": "landscaper.gardener.cloud/mock",
+                                     "landscaper.gardener.cloud/deployer-target-name": ".noTargetName"}},
+        "spec": {"type": "landscaper.gardener.cloud/mock",
+                 "config": {"apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+                            "kind": "ProviderConfiguration", "phase": "Succeeded",
+                            "providerStatus": {"apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+                                               "kind": "ProviderStatus", "ok": true}}}
+    }))
+    .expect("item")
+}
+
+async fn registry(backend: Backend, cache: &Path) -> Arc<PluginRegistry> {
+    match backend {
+        Backend::Native => Arc::new(
+            PluginRegistry::new(vec![
+                Arc::new(NativePlugin::<mock::Mock>::new()) as Arc<dyn DeployerPlugin>
+            ])
+            .expect("registry"),
+        ),
+        Backend::Wasm => {
+            let mut config = HostConfig::default();
+            config.plugins.dir = Some(workspace().join("target/plugins"));
+            config.plugins.cache_dir = Some(cache.to_path_buf());
+            deployer_host::plugins::load(&config)
+                .await
+                .expect("plugins")
+        }
+    }
+}
+
+async fn run_jobs(
+    backend: Backend,
+    replicas: usize,
+    locking: bool,
+    n: usize,
+    cache: &Path,
+) -> JobsRun {
+    let server = ApiServer::new(Default::default()).expect("server");
+    let env = DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1")
+        .await
+        .expect("bootstrap");
+    let items: Api<DeployItem> = Api::namespaced(env.client.clone(), "default");
+    for i in 0..n {
+        items
+            .create(&PostParams::default(), &item(i))
+            .await
+            .expect("create");
+    }
+    let registry = registry(backend, cache).await;
+    let config = HostConfig {
+        requeue_interval: Some("5s".into()),
+        ..HostConfig::default()
+    };
+    let mut deployers = Vec::new();
+    let mut tasks = Vec::new();
+    for r in 0..replicas {
+        let client = env.client.clone();
+        let mut deployer = Deployer::new(
+            client.clone(),
+            client.clone(),
+            registry.clone(),
+            &config,
+            TargetClients::default(),
+        )
+        .expect("deployer");
+        deployer.events = controller::Events::disabled();
+        if locking {
+            deployer.locker = Some(Locker::new(
+                client.clone(),
+                client,
+                LockConfig {
+                    prefix: "wasm-deployer".into(),
+                    pod_name: format!("bench-{r}"),
+                    pod_namespace: "default".into(),
+                    retry_after: Duration::from_secs(1),
+                    pod_cache_timeout: Duration::from_secs(60),
+                },
+            ));
+        }
+        let deployer = Arc::new(deployer);
+        deployers.push(deployer.clone());
+        tasks.push(tokio::spawn(controller::run(
+            deployer,
+            None,
+            config.workers(),
+            std::future::pending(),
+        )));
+    }
+    // Let the watches list the (idle) items first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.reset_stats();
+
+    // Landscaper: a new jobID on every item, as fast as it can write.
+    let started = Instant::now();
+    let landscaper_client = env.client.clone();
+    futures::stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let api: Api<DeployItem> = Api::namespaced(landscaper_client.clone(), "default");
+            async move {
+                loop {
+                    let current = api.get(&format!("bench-{i}")).await.expect("get");
+                    let updated = landscaper::with_new_job(&current);
+                    match api
+                        .replace_status(&format!("bench-{i}"), &PostParams::default(), &updated)
+                        .await
+                    {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                        Err(e) => panic!("trigger: {e}"),
+                    }
+                }
+            }
+        })
+        .await;
+    let bump_stats = server.stats();
+    loop {
+        let finished: u64 = deployers
+            .iter()
+            .map(|d| d.stats.jobs_finished.load(Ordering::Relaxed))
+            .sum();
+        if finished as usize >= n {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "only {finished} of {n} jobs finished"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let stats = server.stats();
+    // The Landscaper's share: one get + one update per item (plus retried conflicts), counted
+    // before the host could do much; subtract exactly what the trigger loop sent.
+    let landscaper_gets = bump_stats.count("get", "deployitems.landscaper.gardener.cloud");
+    let landscaper_updates = n as u64;
+    let mut per_job = BTreeMap::new();
+    for (verb, count) in &stats.by_verb {
+        let own = match verb.as_str() {
+            "get" => landscaper_gets,
+            "update" => landscaper_updates,
+            _ => 0,
+        };
+        let host = count.saturating_sub(own);
+        if host > 0 {
+            per_job.insert(verb.clone(), host as f64 / n as f64);
+        }
+    }
+    let writes_per_job = ["create", "update", "patch", "delete"]
+        .iter()
+        .map(|v| per_job.get(*v).copied().unwrap_or(0.0))
+        .sum();
+    // Settled: nothing to do, so nothing may be written.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    server.reset_stats();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let settled_writes = server.stats().writes;
+    for t in tasks {
+        t.abort();
+    }
+    JobsRun {
+        backend,
+        replicas,
+        locking,
+        items: n,
+        seconds,
+        per_job,
+        writes_per_job,
+        settled_writes,
+    }
+}
+
+/// Resident set size of a process in KiB (from /proc).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+struct KillOnDrop(Child);
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// RSS of a `deployer-host run` process watching `n` items served by a separate
+/// `deployer-host apiserver` process.
+async fn host_rss(n: usize, dir: &Path) -> u64 {
+    use std::io::{BufRead, BufReader};
+    let bin = env!("CARGO_BIN_EXE_deployer-host");
+    let kubeconfig = dir.join(format!("kubeconfig-{n}"));
+    let mut api = Command::new(bin)
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("apiserver");
+    let mut line = String::new();
+    BufReader::new(api.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _api = KillOnDrop(api);
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let client = Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    // CRDs and objects, through HTTP like any client.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    for crd in deployer_host::dev::LANDSCAPER_CRDS {
+        let crd = serde_yaml::from_str(crd).unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let items: Api<DeployItem> = Api::namespaced(client.clone(), "default");
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let items = items.clone();
+            async move {
+                items
+                    .create(&PostParams::default(), &item(i))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let host = Command::new(bin)
+        .args(["run", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--plugins")
+        .arg(workspace().join("target/plugins"))
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("host");
+    let pid = host.id();
+    let _host = KillOnDrop(host);
+    // Let it list, watch and settle.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut max = 0;
+    for _ in 0..5 {
+        max = max.max(rss_kib(pid));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    max
+}
+
+/// Plugin load time from an empty cache (compile) and from the warm cache (deserialize).
+async fn start_times(dir: &Path) -> (usize, f64, f64) {
+    let dirs = [
+        workspace().join("target/plugins"),
+        workspace().join("target/test-plugins"),
+    ];
+    let cache = dir.join("start-cache");
+    let load = |cache: PathBuf| {
+        let dirs = dirs.clone();
+        async move {
+            let runtime = PluginRuntime::new(RuntimeConfig {
+                cache_dir: Some(cache),
+                ..Default::default()
+            })
+            .unwrap();
+            let t = Instant::now();
+            let mut count = 0;
+            for d in &dirs {
+                count += runtime.load_dir(d).await.unwrap().len();
+            }
+            (count, t.elapsed().as_secs_f64())
+        }
+    };
+    let (count, cold) = load(cache.clone()).await;
+    let (_, warm) = load(cache).await;
+    (count, cold, warm)
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_default();
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:").map(|m| m.trim().to_string()))
+        .unwrap_or_default();
+    format!("{cpus} CPUs ({model}), {mem} RAM")
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert!(
+            workspace().join("target/plugins/mock.wasm").exists(),
+            "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
+        );
+        let n = env_usize("BENCH_ITEMS", 1000);
+        let rss_n = env_usize("BENCH_RSS_ITEMS", 10_000);
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+
+        let mut runs = Vec::new();
+        for (backend, replicas, locking) in [
+            (Backend::Wasm, 1, false),
+            (Backend::Native, 1, false),
+            (Backend::Wasm, 1, true),
+            (Backend::Wasm, 3, true),
+        ] {
+            let run = run_jobs(backend, replicas, locking, n, &cache).await;
+            eprintln!("{backend:?} replicas={replicas} locking={locking}: {:.2}s", run.seconds);
+            runs.push(run);
+        }
+        let rss_1 = host_rss(1, dir.path()).await;
+        let rss_n_kib = host_rss(rss_n, dir.path()).await;
+        let (plugins, cold, warm) = start_times(dir.path()).await;
+
+        let mut table = String::new();
+        table.push_str(&format!("Machine: {}\n\n", machine()));
+        table.push_str("| backend | replicas | locking | jobs | seconds | jobs/s | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|\n");
+        for r in &runs {
+            let verbs = r
+                .per_job
+                .iter()
+                .map(|(v, c)| format!("{v} {c:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            table.push_str(&format!(
+                "| {:?} | {} | {} | {} | {:.2} | {:.0} | {} | {:.2} | {} |\n",
+                r.backend,
+                r.replicas,
+                if r.locking { "on" } else { "off" },
+                r.items,
+                r.seconds,
+                r.items as f64 / r.seconds,
+                verbs,
+                r.writes_per_job,
+                r.settled_writes
+            ));
+        }
+        let ratio = (runs[0].items as f64 / runs[0].seconds) / (runs[1].items as f64 / runs[1].seconds);
+        table.push_str(&format!("\nwasm/native jobs-per-second ratio (1 replica, no locking): **{ratio:.2}**\n\n"));
+        table.push_str("| measure | value |\n|---|---|\n");
+        table.push_str(&format!("| host RSS, 1 watched item | {:.1} MiB |\n", rss_1 as f64 / 1024.0));
+        table.push_str(&format!("| host RSS, {rss_n} watched items | {:.1} MiB |\n", rss_n_kib as f64 / 1024.0));
+        table.push_str(&format!("| cold start, {plugins} plugins (compile) | {:.0} ms |\n", cold * 1000.0));
+        table.push_str(&format!("| warm start, {plugins} plugins (compiled cache) | {:.0} ms |\n", warm * 1000.0));
+        println!("{table}");
+
+        if std::env::var("BENCH_WRITE_DOCS").is_ok() {
+            let path = workspace().join("docs/benchmarks.md");
+            let doc = std::fs::read_to_string(&path).unwrap_or_default();
+            let (start, end) = ("<!-- e2e:start -->", "<!-- e2e:end -->");
+            let body = format!("{start}\n{table}{end}");
+            let updated = match (doc.find(start), doc.find(end)) {
+                (Some(a), Some(b)) => format!("{}{}{}", &doc[..a], body, &doc[b + end.len()..]),
+                _ => format!("{doc}\n{body}\n"),
+            };
+            std::fs::write(&path, updated).unwrap();
+            eprintln!("updated {}", path.display());
+        }
+    });
+}
