@@ -176,10 +176,10 @@ impl Harness {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let current = api.get_opt(name).await.expect("get DeployItem");
-            if let Some(item) = &current {
-                if pred(item) {
-                    return item.clone();
-                }
+            if let Some(item) = &current
+                && pred(item)
+            {
+                return item.clone();
             }
             if tokio::time::Instant::now() > deadline {
                 panic!(

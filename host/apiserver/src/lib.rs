@@ -8,9 +8,12 @@
 //! Modules: [`store`] (objects, rv, history, commit), [`ops`] (API
 //! semantics), [`registry`] (resource types), [`routes`] (HTTP), [`watch`],
 //! [`patch`], [`apply`] (server-side apply), [`selectors`], [`discovery`],
-//! [`openapi`] (stub), [`persist`], [`faults`], [`status`] (error bodies).
+//! [`openapi`] (stub), [`persist`], [`faults`], [`status`] (error bodies),
+//! [`schema`] (CRD validation, pruning, defaulting), [`builtin`] (built-in
+//! kinds' defaults and validation), [`simulate`] (dev-mode workload status).
 
 pub mod apply;
+pub mod builtin;
 pub mod discovery;
 pub mod faults;
 pub mod openapi;
@@ -20,7 +23,9 @@ pub mod persist;
 pub mod proto;
 pub mod registry;
 mod routes;
+pub mod schema;
 pub mod selectors;
+pub mod simulate;
 pub mod status;
 pub mod store;
 pub mod watch;
@@ -48,6 +53,11 @@ pub struct Options {
     pub watch_history: usize,
     /// Period of BOOKMARK events on watches with `allowWatchBookmarks=true`.
     pub bookmark_interval: Duration,
+    /// Dev mode only: play kubelet and workload controllers so Pods become
+    /// Running/Ready and Deployments, StatefulSets, DaemonSets, ReplicaSets
+    /// and Jobs get the status readiness checks look for (see [`simulate`]).
+    /// Off by default (contract tests see no status they did not write).
+    pub simulate_workloads: bool,
 }
 
 impl Default for Options {
@@ -57,6 +67,7 @@ impl Default for Options {
             faults: FaultConfig::default(),
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(10),
+            simulate_workloads: false,
         }
     }
 }
@@ -141,6 +152,7 @@ impl ApiServer {
                 g.load(recs);
                 g.snapshot_to(dir)?;
             }
+            g.simulate = opts.simulate_workloads;
             let ns_rt = g
                 .registry
                 .by_key(registry::NAMESPACE_KEY)
@@ -283,6 +295,11 @@ impl ApiServer {
             return Some(ApiError::internal("injected fault: internal error"));
         }
         None
+    }
+
+    /// Switch the workload simulator ([`Options::simulate_workloads`]) on or off at runtime.
+    pub fn set_simulate_workloads(&self, on: bool) {
+        self.shared.store.lock().simulate = on;
     }
 
     /// The current global resourceVersion.

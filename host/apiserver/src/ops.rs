@@ -5,8 +5,10 @@
 //! changes, status/spec separation, optimistic concurrency.
 
 use crate::apply::{self, Scope};
+use crate::builtin;
 use crate::patch::{self, PatchError};
 use crate::registry::{self, CRD_KEY, NAMESPACE_KEY, ResourceType};
+use crate::schema::CrdSchemas;
 use crate::selectors::Selector;
 use crate::status::ApiError;
 use crate::store::{Inner, Obj, now, rv_of, uid_of};
@@ -62,51 +64,7 @@ fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn is_dns_subdomain(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 253
-        && n.split('.').all(|l| {
-            !l.is_empty()
-                && l.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
-}
-
-fn is_dns_label(n: &str) -> bool {
-    n.len() <= 63 && !n.contains('.') && is_dns_subdomain(n)
-}
-
-fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
-    let bad = |why: &str| {
-        Err(ApiError::invalid(
-            &rt.group,
-            &rt.kind,
-            name,
-            "metadata.name",
-            &format!("Invalid value: {name:?}: {why}"),
-        ))
-    };
-    if name == "." || name == ".." || name.contains('/') || name.contains('%') {
-        return bad("may not be '.' or '..' and may not contain '/' or '%'");
-    }
-    if rt.group == "rbac.authorization.k8s.io" {
-        return Ok(());
-    }
-    if rt.key() == NAMESPACE_KEY {
-        if !is_dns_label(name) {
-            return bad(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-            );
-        }
-    } else if !is_dns_subdomain(name) {
-        return bad(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-        );
-    }
-    Ok(())
-}
+use crate::builtin::validate_name;
 
 /// Reject metadata of the wrong shape (what Go's decoder would refuse) and
 /// drop empty lists/maps (Go omits them, and kube's finalizer `test` relies on it).
@@ -173,7 +131,15 @@ fn server_defaults(rt: &ResourceType, obj: &mut Value, old: Option<&Value>) {
             } else {
                 "Active"
             };
-            obj["status"] = json!({ "phase": phase });
+            if !obj.get("status").is_some_and(Value::is_object) {
+                obj["status"] = json!({});
+            }
+            obj["status"]["phase"] = json!(phase);
+            if phase == "Active"
+                && let Some(st) = obj["status"].as_object_mut()
+            {
+                st.remove("conditions");
+            }
         }
         CRD_KEY => {
             let t = |ty: &str| {
@@ -271,7 +237,64 @@ fn random_suffix() -> String {
         .collect()
 }
 
+struct StoreAllocations<'a>(&'a Inner);
+
+impl builtin::Allocations for StoreAllocations<'_> {
+    fn cluster_ip_taken(&self, ip: &str) -> bool {
+        self.0
+            .objects_of("/services", None)
+            .iter()
+            .any(|s| s.pointer("/spec/clusterIP").and_then(Value::as_str) == Some(ip))
+    }
+    fn node_port_taken(&self, port: u64) -> bool {
+        self.0.objects_of("/services", None).iter().any(|s| {
+            s.pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .is_some_and(|ps| {
+                    ps.iter()
+                        .any(|p| p.get("nodePort").and_then(Value::as_u64) == Some(port))
+                })
+        })
+    }
+}
+
 impl Inner {
+    /// What a real apiserver does to a write between decoding and storage:
+    /// built-in decode checks, defaults and validation ([`builtin`]), or, for
+    /// custom resources, pruning, defaulting and schema validation
+    /// ([`crate::schema`], compiled once per CRD). `obj` is the complete new object.
+    pub(crate) fn admit(
+        &self,
+        rt: &ResourceType,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        if !rt.crd {
+            return builtin::admit(rt, obj, old, &StoreAllocations(self));
+        }
+        let Some(schemas) = self.schemas.get(&rt.key()) else {
+            return Ok(());
+        };
+        let version = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .map(|av| registry::split_api_version(av).1)
+            .unwrap_or("");
+        let Some(schema) = schemas.for_version(version) else {
+            return Ok(());
+        };
+        schema.prune_and_default(obj);
+        let errs = schema.validate_object(obj);
+        if errs.is_empty() {
+            return Ok(());
+        }
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        Err(ApiError::invalid_fields(&rt.group, &rt.kind, name, &errs))
+    }
+
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Obj, ApiError> {
         self.lookup(&rt.key(), ns, name)
             .cloned()
@@ -409,6 +432,7 @@ impl Inner {
             obj.remove("status");
         }
         normalize_meta(&mut body)?;
+        self.admit(rt, &mut body, None)?;
         if rt.namespaced {
             match self.lookup(NAMESPACE_KEY, "", ns) {
                 None => return Err(ApiError::namespace_not_found(ns)),
@@ -420,7 +444,13 @@ impl Inner {
                             "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                             rt.qualified()
                         ),
-                    ));
+                    )
+                    .with_details(json!({
+                        "name": name,
+                        "group": rt.group,
+                        "kind": rt.plural,
+                        "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}],
+                    })));
                 }
                 _ => {}
             }
@@ -435,7 +465,9 @@ impl Inner {
         if o.dry_run {
             return Ok(Arc::new(body));
         }
-        Ok(self.commit(rt, ns, &name, Some(body)))
+        let obj = self.commit(rt, ns, &name, Some(body));
+        self.simulate_after(rt, ns, &name);
+        Ok(obj)
     }
 
     /// PUT (main resource or `/status`). Returns the object and whether anything was written.
@@ -679,6 +711,7 @@ impl Inner {
                 ));
             }
         }
+        self.admit(rt, &mut new, Some(old))?;
         if rt.key() == CRD_KEY {
             validate_crd(rt, name, &new)?;
         }
@@ -699,6 +732,9 @@ impl Inner {
         let terminating_done =
             new.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&new).is_empty();
         let obj = self.commit(rt, ns, name, Some(new));
+        if !status && !terminating_done {
+            self.simulate_after(rt, ns, name);
+        }
         if terminating_done {
             if rt.key() == NAMESPACE_KEY && !self.namespace_is_empty(name) {
                 return Ok((obj, true));
@@ -744,6 +780,14 @@ impl Inner {
             ));
         }
         let is_ns = rt.key() == NAMESPACE_KEY;
+        if is_ns && ["default", "kube-system", "kube-public"].contains(&name) {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+            )
+            .with_details(json!({"name": name, "kind": "namespaces"})));
+        }
         let fins = finalizers(&old);
         if d.dry_run {
             return Ok(if fins.is_empty() && !is_ns {
@@ -767,12 +811,15 @@ impl Inner {
         server_defaults(rt, &mut n, Some(&old));
         let obj = self.commit(rt, ns, name, Some(n));
         if is_ns {
+            // As a cluster shows it: the DELETE answers 200 with the namespace
+            // in phase Terminating; its content is deleted, then (once empty)
+            // spec.finalizers is emptied and the namespace removed.
             self.delete_namespace_contents(name);
+            if self.lookup(NAMESPACE_KEY, "", name).is_some() && !self.namespace_is_empty(name) {
+                self.namespace_conditions(name);
+            }
             self.maybe_finish_namespace(name);
-            return Ok(match self.lookup(NAMESPACE_KEY, "", name).cloned() {
-                Some(cur) => Deleted::Terminating(cur),
-                None => Deleted::Gone(obj),
-            });
+            return Ok(Deleted::Terminating(obj));
         }
         Ok(Deleted::Terminating(obj))
     }
@@ -861,7 +908,118 @@ impl Inner {
             && self.namespace_is_empty(ns)
             && let Some(rt) = self.registry.by_key(NAMESPACE_KEY).cloned()
         {
+            // The namespace controller's `/finalize` (spec.finalizers emptied), then removal.
+            if n.pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty())
+            {
+                let mut fin = (**n).clone();
+                fin["spec"]["finalizers"] = json!([]);
+                if let Some(st) = fin.get_mut("status").and_then(Value::as_object_mut) {
+                    st.remove("conditions");
+                }
+                self.commit(&rt, "", ns, Some(fin));
+            }
             self.remove(&rt, "", ns);
+        }
+    }
+
+    /// The conditions a terminating namespace shows while content remains.
+    fn namespace_conditions(&mut self, ns: &str) {
+        let Some(n) = self.lookup(NAMESPACE_KEY, "", ns).cloned() else {
+            return;
+        };
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        let mut fins: std::collections::BTreeMap<String, usize> = Default::default();
+        for (res, m) in &self.objects {
+            if let Some(objs) = m.get(ns)
+                && !objs.is_empty()
+            {
+                let plural = res
+                    .split_once('/')
+                    .map(|(g, p)| {
+                        if g.is_empty() {
+                            p.to_string()
+                        } else {
+                            format!("{p}.{g}")
+                        }
+                    })
+                    .unwrap_or_default();
+                counts.push((plural, objs.len()));
+                for o in objs.values() {
+                    for f in finalizers(o) {
+                        *fins.entry(f).or_default() += 1;
+                    }
+                }
+            }
+        }
+        counts.sort();
+        let t = now();
+        let cond = |ty: &str, status: &str, reason: &str, msg: String| json!({"type": ty, "status": status, "lastTransitionTime": t, "reason": reason, "message": msg});
+        let mut conds = vec![
+            cond(
+                "NamespaceDeletionDiscoveryFailure",
+                "False",
+                "ResourcesDiscovered",
+                "All resources successfully discovered".into(),
+            ),
+            cond(
+                "NamespaceDeletionGroupVersionParsingFailure",
+                "False",
+                "ParsedGroupVersions",
+                "All legacy kube types successfully parsed".into(),
+            ),
+            cond(
+                "NamespaceDeletionContentFailure",
+                "False",
+                "ContentDeleted",
+                "All content successfully deleted, may be waiting on finalization".into(),
+            ),
+        ];
+        if counts.is_empty() {
+            conds.push(cond(
+                "NamespaceContentRemaining",
+                "False",
+                "ContentRemoved",
+                "All content successfully removed".into(),
+            ));
+        } else {
+            let list = counts
+                .iter()
+                .map(|(r, c)| format!("{r} has {c} resource instances"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            conds.push(cond(
+                "NamespaceContentRemaining",
+                "True",
+                "SomeResourcesRemain",
+                format!("Some resources are remaining: {list}"),
+            ));
+        }
+        if fins.is_empty() {
+            conds.push(cond(
+                "NamespaceFinalizersRemaining",
+                "False",
+                "ContentHasNoFinalizers",
+                "All content-preserving finalizers finished".into(),
+            ));
+        } else {
+            let list = fins
+                .iter()
+                .map(|(f, c)| format!("{f} in {c} resource instances"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            conds.push(cond(
+                "NamespaceFinalizersRemaining",
+                "True",
+                "SomeFinalizersRemain",
+                format!("Some content in the namespace has finalizers remaining: {list}"),
+            ));
+        }
+        let mut next = (*n).clone();
+        next["status"]["conditions"] = json!(conds);
+        if let Some(rt) = self.registry.by_key(NAMESPACE_KEY).cloned() {
+            self.commit(&rt, "", ns, Some(next));
         }
     }
 
@@ -898,6 +1056,9 @@ impl Inner {
 fn validate_crd(rt: &ResourceType, name: &str, crd: &Value) -> Result<(), ApiError> {
     let r = registry::from_crd(crd)
         .map_err(|m| ApiError::invalid(&rt.group, &rt.kind, name, "spec", &m))?;
+    if let Err(e) = CrdSchemas::compile(crd) {
+        return Err(ApiError::invalid_fields(&rt.group, &rt.kind, name, &[e]));
+    }
     let want = format!("{}.{}", r.plural, r.group);
     if name != want {
         return Err(ApiError::invalid(

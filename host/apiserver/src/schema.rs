@@ -382,9 +382,13 @@ impl Schema {
                                 format!("{path}.{k}"),
                                 "must not be empty",
                             )),
-                            Some(Value::String(s)) if s.is_empty() => errs.push(
-                                FieldError::invalid(format!("{path}.{k}"), &m[k], "must not be empty"),
-                            ),
+                            Some(Value::String(s)) if s.is_empty() => {
+                                errs.push(FieldError::invalid(
+                                    format!("{path}.{k}"),
+                                    &m[k],
+                                    "must not be empty",
+                                ))
+                            }
                             Some(Value::String(_)) => {}
                             Some(other) => errs.push(FieldError::invalid(
                                 format!("{path}.{k}"),
@@ -460,7 +464,11 @@ impl Schema {
             errs.push(FieldError::not_supported(path, v, &refs));
         }
         let inv = |errs: &mut Vec<FieldError>, value: &Value, msg: String| {
-            errs.push(FieldError::invalid(path, value, format!("{path} in body {msg}")));
+            errs.push(FieldError::invalid(
+                path,
+                value,
+                format!("{path} in body {msg}"),
+            ));
         };
         let empty = Value::String(String::new());
         match v {
@@ -533,9 +541,7 @@ impl Schema {
                 {
                     inv(errs, &empty, format!("should have at least {min} items"));
                 }
-                if self.unique_items
-                    && a.iter().enumerate().any(|(i, x)| a[..i].contains(x))
-                {
+                if self.unique_items && a.iter().enumerate().any(|(i, x)| a[..i].contains(x)) {
                     inv(errs, &empty, "shouldn't contain duplicates".into());
                 }
                 if let Some(it) = &self.items {
@@ -548,12 +554,20 @@ impl Schema {
                 if let Some(max) = self.max_properties
                     && m.len() as u64 > max
                 {
-                    inv(errs, &empty, format!("should have at most {max} properties"));
+                    inv(
+                        errs,
+                        &empty,
+                        format!("should have at most {max} properties"),
+                    );
                 }
                 if let Some(min) = self.min_properties
                     && (m.len() as u64) < min
                 {
-                    inv(errs, &empty, format!("should have at least {min} properties"));
+                    inv(
+                        errs,
+                        &empty,
+                        format!("should have at least {min} properties"),
+                    );
                 }
                 for r in &self.required {
                     if !m.contains_key(r) {
@@ -631,7 +645,10 @@ impl Schema {
             ty: FieldErrorType::TypeInvalid,
             field: path.to_string(),
             value: Some(go_quote(actual)),
-            detail: format!("{path} in body must be of type {want}: {}", go_quote(actual)),
+            detail: format!(
+                "{path} in body must be of type {want}: {}",
+                go_quote(actual)
+            ),
         }
     }
 }
@@ -677,7 +694,9 @@ mod tests {
 
     #[test]
     fn type_error_text() {
-        let s = compile(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"type": {"type": "string"}}}}}));
+        let s = compile(
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"type": {"type": "string"}}}}}),
+        );
         let e = s.validate_object(&json!({"spec": {"type": 5}}));
         assert_eq!(
             e[0].to_string(),

@@ -7,6 +7,7 @@
 
 use crate::persist::{self, Log, Record, RecordRef};
 use crate::registry::{self, CRD_KEY, Registry, ResourceType};
+use crate::schema::CrdSchemas;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -114,6 +115,10 @@ pub struct Inner {
     /// Number of committed changes.
     pub commits: u64,
     tx: broadcast::Sender<Arc<Event>>,
+    /// Compiled CRD schemas by resource key (compiled once per CRD write, see [`crate::schema`]).
+    pub(crate) schemas: HashMap<String, Arc<CrdSchemas>>,
+    /// Play kubelet/controllers for workload status (see [`crate::simulate`]).
+    pub(crate) simulate: bool,
 }
 
 /// The store: a mutex around [`Inner`].
@@ -137,6 +142,8 @@ impl Store {
                 dependents: HashMap::new(),
                 commits: 0,
                 tx,
+                schemas: HashMap::new(),
+                simulate: false,
             }),
         }
     }
@@ -322,6 +329,7 @@ impl Inner {
         let reg = Arc::make_mut(&mut self.registry);
         if etype == EventType::Deleted {
             reg.remove(&rt.key());
+            self.schemas.remove(&rt.key());
             let items: Vec<(String, String)> = self
                 .objects
                 .get(&rt.key())
@@ -335,6 +343,8 @@ impl Inner {
                 self.commit(&rt, &ns, &name, None);
             }
         } else {
+            let schemas = CrdSchemas::compile(crd).unwrap_or_default();
+            self.schemas.insert(rt.key(), Arc::new(schemas));
             reg.insert(rt);
         }
     }
@@ -372,6 +382,8 @@ impl Inner {
         let reg = Arc::make_mut(&mut self.registry);
         for c in crds {
             if let Ok(rt) = registry::from_crd(&c) {
+                let schemas = CrdSchemas::compile(&c).unwrap_or_default();
+                self.schemas.insert(rt.key(), Arc::new(schemas));
                 reg.insert(rt);
             }
         }

@@ -100,7 +100,7 @@ async fn controller_with_finalizer_and_status_patch_against_a_landscaper_crd() {
 
     let di: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
-        "metadata": {"name": "di"}, "spec": {"type": "landscaper.gardener.cloud/mock", "config": {"v": 1}}
+        "metadata": {"name": "di"}, "spec": {"type": "landscaper.gardener.cloud/mock", "config": {"apiVersion": "mock.landscaper.gardener.cloud/v1alpha1", "kind": "ProviderConfiguration", "v": 1}}
     }))
     .unwrap();
     api.create(&PostParams::default(), &di).await.unwrap();

@@ -130,7 +130,7 @@ async fn kubectl_smoke() {
             .await
             .contains("deployitem.landscaper.gardener.cloud/di1 created")
     );
-    let di = k.file("di.yaml", "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata:\n  name: di1\n  namespace: smoke\nspec:\n  type: landscaper.gardener.cloud/mock\n  config:\n    x: 1\n");
+    let di = k.file("di.yaml", "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata:\n  name: di1\n  namespace: smoke\nspec:\n  type: landscaper.gardener.cloud/mock\n  config:\n    apiVersion: mock.landscaper.gardener.cloud/v1alpha1\n    kind: ProviderConfiguration\n    x: 1\n");
     assert!(k.run(&["apply", "-f", &di]).await.contains("configured"));
 
     // get, -o yaml
@@ -211,7 +211,7 @@ async fn kubectl_smoke() {
         "--type",
         "merge",
         "-p",
-        r#"{"status":{"phase":"Succeeded"}}"#,
+        r#"{"status":{"phase":"Succeeded","observedGeneration":1}}"#,
     ])
     .await;
     let ar = ApiResource {

@@ -34,17 +34,17 @@ pub async fn write(
     let bytes = serde_json::to_vec(values).map_err(kube::Error::SerdeError)?;
     let data = BTreeMap::from([(EXPORT_KEY.to_string(), ByteString(bytes))]);
 
-    if let Some(r) = &existing {
-        if secrets.get_opt(&r.name).await?.is_some() {
-            let patch = json!({ "data": { EXPORT_KEY: data[EXPORT_KEY] } });
-            secrets
-                .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-            return Ok(ObjectReference {
-                name: r.name.clone(),
-                namespace: Some(namespace),
-            });
-        }
+    if let Some(r) = &existing
+        && secrets.get_opt(&r.name).await?.is_some()
+    {
+        let patch = json!({ "data": { EXPORT_KEY: data[EXPORT_KEY] } });
+        secrets
+            .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        return Ok(ObjectReference {
+            name: r.name.clone(),
+            namespace: Some(namespace),
+        });
     }
     let name = existing
         .map(|r| r.name)

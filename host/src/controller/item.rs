@@ -39,10 +39,10 @@ pub async fn reconcile(
     let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), &namespace);
 
     // An unchanged item we saw finished: nothing to read, lock or write.
-    if let Some(rv) = meta.metadata.resource_version.as_deref() {
-        if deployer.finished.is_finished(&uid, rv) {
-            return Ok(Action::await_change());
-        }
+    if let Some(rv) = meta.metadata.resource_version.as_deref()
+        && deployer.finished.is_finished(&uid, rv)
+    {
+        return Ok(Action::await_change());
     }
 
     // Responsibility, check 1: the type (from annotations when present).

@@ -16,12 +16,15 @@ use crate::contract::ProgressingTimeout;
 use crate::contract::target::kubeconfig_of;
 use crate::landscaper::{ResolvedTarget, codes};
 
+/// Discovery results per (kubeconfig, apiVersion, kind).
+type DiscoveryCache = HashMap<(String, String, String), (ApiResource, ApiCapabilities)>;
+
 /// Kubernetes clients per Target kubeconfig, shared by all invocations. Tests and dev mode can
 /// register an in-process client for a kubeconfig.
 #[derive(Clone, Default)]
 pub struct TargetClients {
     clients: Arc<Mutex<HashMap<String, Client>>>,
-    discovery: Arc<Mutex<HashMap<(String, String, String), (ApiResource, ApiCapabilities)>>>,
+    discovery: Arc<Mutex<DiscoveryCache>>,
 }
 
 impl TargetClients {

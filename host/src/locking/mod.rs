@@ -57,7 +57,7 @@ impl LockConfig {
 /// A held lock; give it back with [`Locker::unlock`].
 #[derive(Debug)]
 pub struct Lock {
-    object: SyncObject,
+    object: Box<SyncObject>,
 }
 
 /// Result of a lock attempt.
@@ -119,13 +119,17 @@ impl Locker {
                 },
             );
             return match api.create(&PostParams::default(), &object).await {
-                Ok(object) => Ok(LockOutcome::Locked(Lock { object })),
+                Ok(object) => Ok(LockOutcome::Locked(Lock {
+                    object: Box::new(object),
+                })),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(LockOutcome::NotLocked),
                 Err(e) => Err(e),
             };
         };
         if &existing.spec.pod_name == me {
-            return Ok(LockOutcome::Locked(Lock { object: existing }));
+            return Ok(LockOutcome::Locked(Lock {
+                object: Box::new(existing),
+            }));
         }
         if self.owner_alive(&existing.spec.pod_name).await? {
             return Ok(LockOutcome::NotLocked);
@@ -140,7 +144,9 @@ impl Locker {
             .replace(&lock_name, &PostParams::default(), &taken)
             .await
         {
-            Ok(object) => Ok(LockOutcome::Locked(Lock { object })),
+            Ok(object) => Ok(LockOutcome::Locked(Lock {
+                object: Box::new(object),
+            })),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(LockOutcome::NotLocked),
             Err(e) => Err(e),
         }
@@ -149,7 +155,7 @@ impl Locker {
     /// Releases a lock by clearing its owner. Errors are only logged: a lock left behind is
     /// taken over once this pod is gone.
     pub async fn unlock(&self, lock: Lock) {
-        let mut object = lock.object;
+        let mut object = *lock.object;
         let namespace = object.metadata.namespace.clone().unwrap_or_default();
         let name = object.metadata.name.clone().unwrap_or_default();
         object.spec.pod_name = String::new();
