@@ -9,6 +9,7 @@ pub mod config;
 pub mod contract;
 pub mod controller;
 pub mod dev;
+pub mod hooks;
 pub mod landscaper;
 pub mod locking;
 pub mod metrics;

@@ -8,7 +8,7 @@
 //! Must not touch: any ambient resource (files, environment, network) — a plugin gets
 //! nothing that does not pass through here.
 
-use crate::model::{DeployerError, KubeOp, LogLevel, ObjectRef};
+use crate::model::{DeployerError, KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -207,6 +207,71 @@ impl<'a> Ctx<'a> {
     /// Delete an object; `true` if it existed.
     pub fn kube_delete(&self, object: &ObjectRef) -> Result<bool, DeployerError> {
         Ok(self.kube(KubeOp::Delete(object.clone()))?.is_some())
+    }
+
+    /// List objects of one kind, in `namespace` (or everywhere if `None`), filtered by a
+    /// label selector (`a=b,c!=d`). Returns the items, each with `apiVersion` and `kind`.
+    /// Needs a host that provides WIT 0.2 (`cluster`).
+    pub fn kube_list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Value>, DeployerError> {
+        let out = self.kube(KubeOp::List {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(Into::into),
+            label_selector: label_selector.map(Into::into),
+        })?;
+        let mut list = parse_host_json(out.as_deref().unwrap_or("{}"))?;
+        Ok(match list.get_mut("items").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        })
+    }
+
+    /// Patch an object (merge patch, JSON patch, or server-side apply with
+    /// `field_manager`/`force`); returns the patched object. Needs WIT 0.2 (`cluster`).
+    pub fn kube_patch(
+        &self,
+        object: &ObjectRef,
+        patch: &Value,
+        patch_type: PatchType,
+        field_manager: Option<&str>,
+        force: bool,
+    ) -> Result<Value, DeployerError> {
+        let out = self.kube(KubeOp::Patch {
+            target: object.clone(),
+            patch_json: patch.to_string(),
+            patch_type,
+            field_manager: field_manager.map(Into::into),
+            force,
+        })?;
+        parse_host_json(out.as_deref().unwrap_or("null"))
+    }
+
+    /// How the Target cluster serves `api_version`/`kind`; `None` if it does not.
+    /// Needs WIT 0.2 (`cluster`).
+    pub fn kube_discover(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<ResourceInfo>, DeployerError> {
+        self.kube(KubeOp::Discover {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        })?
+        .map(|s| {
+            serde_json::from_str(&s).map_err(|e| {
+                DeployerError::internal(
+                    "InvalidHostResponse",
+                    format!("host returned invalid discovery info: {e}"),
+                )
+            })
+        })
+        .transpose()
     }
 }
 

@@ -97,12 +97,12 @@ pub use k8s::{
 };
 pub use model::{
     ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
-    ObjectRef, ResolvedTarget, Response, codes, decode_at, phase,
+    ObjectRef, PatchType, ResolvedTarget, ResourceInfo, Response, codes, decode_at, phase,
 };
 pub use time::format_rfc3339;
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// A deployer: what a plugin implements.
 ///

@@ -466,4 +466,62 @@ pub enum KubeOp {
     },
     /// Delete an object. Result: `Some(_)` if it existed, `None` if it was already gone.
     Delete(ObjectRef),
+    /// List objects of one kind (WIT `cluster.list`, 0.2). Result: `Some(List object json)`
+    /// whose `items` carry `apiVersion` and `kind`.
+    List {
+        /// `apiVersion`, e.g. `v1`.
+        api_version: String,
+        /// `kind`, e.g. `ConfigMap`.
+        kind: String,
+        /// Namespace; `None` lists all namespaces (and cluster-scoped kinds).
+        namespace: Option<String>,
+        /// Label selector in Kubernetes syntax (`a=b,c in (d),!e`).
+        label_selector: Option<String>,
+    },
+    /// Patch an object (WIT `cluster.patch`, 0.2). Result: `Some(patched object json)`.
+    Patch {
+        /// The object to patch.
+        target: ObjectRef,
+        /// The patch document as JSON.
+        patch_json: String,
+        /// Merge, JSON or server-side apply.
+        patch_type: PatchType,
+        /// Field manager (required for [`PatchType::Apply`]).
+        field_manager: Option<String>,
+        /// Server-side apply: take over conflicting fields.
+        force: bool,
+    },
+    /// Discovery of a kind (WIT `cluster.discover`, 0.2). Result: `Some(`[`ResourceInfo`]` as
+    /// json)`, or `None` if the cluster does not serve the kind.
+    Discover {
+        /// `apiVersion`, e.g. `apps/v1`.
+        api_version: String,
+        /// `kind`, e.g. `Deployment`.
+        kind: String,
+    },
+}
+
+/// The type of a [`KubeOp::Patch`] (WIT `cluster.patch-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PatchType {
+    /// JSON merge patch (RFC 7386).
+    Merge,
+    /// JSON patch (RFC 6902): an array of operations.
+    Json,
+    /// Server-side apply (needs a field manager).
+    Apply,
+}
+
+/// What discovery knows about a kind (WIT `cluster.resource-info`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceInfo {
+    /// `apiVersion` as asked.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Plural resource name, e.g. `deployments`.
+    pub plural: String,
+    /// Whether objects of the kind are namespaced.
+    pub namespaced: bool,
 }

@@ -70,6 +70,49 @@ pub(crate) fn kube(op: KubeOp) -> Result<Option<String>, DeployerError> {
         KubeOp::Delete(r) => {
             wit::kubernetes::delete(&ref_to_wit(r)).map(|existed| existed.then(String::new))
         }
+        // 0.2 operations: `cluster` (only imported by plugins that use them).
+        KubeOp::List {
+            api_version,
+            kind,
+            namespace,
+            label_selector,
+        } => wit::cluster::list(
+            &api_version,
+            &kind,
+            namespace.as_deref(),
+            label_selector.as_deref(),
+        )
+        .map(Some),
+        KubeOp::Patch {
+            target,
+            patch_json,
+            patch_type,
+            field_manager,
+            force,
+        } => {
+            let options = wit::cluster::PatchOptions {
+                patch_type: match patch_type {
+                    crate::PatchType::Merge => wit::cluster::PatchType::Merge,
+                    crate::PatchType::Json => wit::cluster::PatchType::Json,
+                    crate::PatchType::Apply => wit::cluster::PatchType::Apply,
+                },
+                field_manager,
+                force,
+            };
+            wit::cluster::patch(&ref_to_wit(target), &patch_json, &options).map(Some)
+        }
+        KubeOp::Discover { api_version, kind } => wit::cluster::discover(&api_version, &kind)
+            .map(|info| {
+                info.map(|i| {
+                    serde_json::json!({
+                        "apiVersion": i.api_version,
+                        "kind": i.kind,
+                        "plural": i.plural,
+                        "namespaced": i.namespaced,
+                    })
+                    .to_string()
+                })
+            }),
     };
     r.map_err(error_from_wit)
 }

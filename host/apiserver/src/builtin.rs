@@ -53,6 +53,12 @@ pub fn base64_encode(data: &[u8]) -> String {
 /// Standard base64 with padding (Go's `base64.StdEncoding`); `Err(byte offset)` of the first bad input.
 pub fn base64_decode_at(s: &str) -> Result<Vec<u8>, usize> {
     let b = s.as_bytes();
+    if let Some(i) = b
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/' || *c == b'='))
+    {
+        return Err(i);
+    }
     if b.len() % 4 != 0 {
         return Err(b.len() / 4 * 4);
     }

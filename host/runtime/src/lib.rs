@@ -42,6 +42,7 @@
 
 mod api;
 mod cache;
+mod kube_v2;
 mod native;
 mod registry;
 mod runtime;
@@ -56,5 +57,5 @@ pub use wasm::WasmPlugin;
 /// The shared data model (re-exported from `sdk-guest`).
 pub use sdk_guest::{
     ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
-    ObjectRef, ResolvedTarget, Response, codes, phase,
+    ObjectRef, PatchType, ResolvedTarget, ResourceInfo, Response, codes, phase,
 };

@@ -25,6 +25,7 @@ pub(crate) mod bindings {
         world: "deployer-plugin",
         imports: {
             "wasm-deployer:plugin/kubernetes": async,
+            "wasm-deployer:plugin/cluster": async,
         },
         exports: { default: async },
     });
@@ -44,6 +45,8 @@ pub(crate) struct State {
     plugin: Arc<str>,
     host: Option<Arc<dyn HostServices>>,
     started: Instant,
+    /// End of the invocation deadline; host calls are bounded by it.
+    deadline: Instant,
 }
 
 impl WasiView for State {
@@ -130,7 +133,7 @@ impl wit::progress::Host for State {
     }
 }
 
-fn ref_from_wit(r: wit::kubernetes::ObjectRef) -> ObjectRef {
+pub(crate) fn ref_from_wit(r: wit::kubernetes::ObjectRef) -> ObjectRef {
     ObjectRef {
         api_version: r.api_version,
         kind: r.kind,
@@ -140,9 +143,27 @@ fn ref_from_wit(r: wit::kubernetes::ObjectRef) -> ObjectRef {
 }
 
 impl State {
-    async fn kube(&mut self, op: KubeOp) -> Result<Option<String>, wit::types::DeployerError> {
+    /// One Kubernetes call through [`HostServices::kube`], bounded by the invocation deadline
+    /// (a call still running at the deadline returns `ERR_TIMEOUT`; the outer timeout of
+    /// the invocation then ends it).
+    pub(crate) async fn kube(
+        &mut self,
+        op: KubeOp,
+    ) -> Result<Option<String>, wit::types::DeployerError> {
         match &self.host {
-            Some(h) => h.clone().kube(op).await.map_err(error_to_wit),
+            Some(h) => {
+                let call = h.clone().kube(op);
+                match tokio::time::timeout_at(self.deadline.into(), call).await {
+                    Ok(r) => r.map_err(error_to_wit),
+                    Err(_) => Err(error_to_wit(DeployerError::timeout(
+                        "PluginDeadlineExceeded",
+                        format!(
+                            "a Kubernetes call of plugin {:?} did not finish within the invocation deadline",
+                            self.plugin
+                        ),
+                    ))),
+                }
+            }
             None => Err(error_to_wit(DeployerError::internal(
                 "KubernetesUnavailable",
                 "Kubernetes access is not available during describe",
@@ -232,7 +253,7 @@ fn condition_from_wit(c: wit::types::ConditionReport) -> ConditionReport {
     }
 }
 
-fn error_to_wit(e: DeployerError) -> wit::types::DeployerError {
+pub(crate) fn error_to_wit(e: DeployerError) -> wit::types::DeployerError {
     wit::types::DeployerError {
         codes: e.codes,
         operation: e.operation,
@@ -362,6 +383,7 @@ fn new_store(
             plugin,
             host,
             started,
+            deadline,
         },
     );
     store.limiter(|s| &mut s.limiter);

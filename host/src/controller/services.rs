@@ -1,16 +1,21 @@
 //! The host capabilities one plugin invocation gets, scoped to its item: progress checkpoints
 //! against the item's progressing timeout, and Kubernetes access to the item's Target cluster
 //! only (the plugin never sees the credentials).
+//!
+//! Kubernetes: get, list (label selectors), create, update, patch (merge, JSON, server-side
+//! apply), delete and discovery, with a client built from the item's resolved Target (or
+//! the client registered for its kubeconfig) and discovery (GVK → resource and scope)
+//! cached per Target cluster. The runtime bounds every call by the invocation deadline.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
-use plugin_runtime::{DeployerError, HostServices, KubeOp};
+use plugin_runtime::{DeployerError, HostServices, KubeOp, PatchType, ResourceInfo};
 
 use crate::contract::ProgressingTimeout;
 use crate::contract::target::kubeconfig_of;
@@ -62,32 +67,60 @@ impl TargetClients {
         api_version: &str,
         kind: &str,
     ) -> Result<(ApiResource, ApiCapabilities), DeployerError> {
+        self.resource_opt(key, client, api_version, kind)
+            .await?
+            .ok_or_else(|| {
+                error(
+                    codes::CONFIGURATION_PROBLEM,
+                    "GetApiResource",
+                    format!("unknown kind {kind} in {api_version}: the cluster does not serve it"),
+                )
+            })
+    }
+
+    /// Discovery with "the cluster does not serve this kind" as `None`.
+    async fn resource_opt(
+        &self,
+        key: &str,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<(ApiResource, ApiCapabilities)>, DeployerError> {
         let cache_key = (key.to_string(), api_version.to_string(), kind.to_string());
         if let Some(hit) = self.discovery.lock().expect("poisoned").get(&cache_key) {
-            return Ok(hit.clone());
+            return Ok(Some(hit.clone()));
         }
         let (group, version) = match api_version.split_once('/') {
             Some((g, v)) => (g, v),
             None => ("", api_version),
         };
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let found = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(|e| match &e {
-                kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
-                    error(codes::UNAUTHORIZED, "GetApiResourceList", e.to_string())
-                }
-                _ => error(
-                    codes::CONFIGURATION_PROBLEM,
-                    "GetApiResource",
-                    format!("unknown kind {kind} in {api_version}: {e}"),
-                ),
-            })?;
+        let found = match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok(found) => found,
+            Err(kube::Error::Api(s)) if s.code == 401 || s.code == 403 => {
+                return Err(error(
+                    codes::UNAUTHORIZED,
+                    "GetApiResourceList",
+                    s.message.clone(),
+                ));
+            }
+            // The group/version is not served, or it does not contain the kind.
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(kube::Error::Discovery(_)) => return Ok(None),
+            Err(e) => {
+                return Err(DeployerError {
+                    operation: "kubernetes".into(),
+                    reason: "GetApiResourceList".into(),
+                    message: format!("discovery of {kind} in {api_version} failed: {e}"),
+                    ..Default::default()
+                });
+            }
+        };
         self.discovery
             .lock()
             .expect("poisoned")
             .insert(cache_key, found.clone());
-        Ok(found)
+        Ok(Some(found))
     }
 }
 
@@ -111,12 +144,8 @@ impl ItemServices {
         }
     }
 
-    async fn api_for(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-    ) -> Result<Api<DynamicObject>, DeployerError> {
+    /// The client of the item's Target cluster and the key of its discovery cache.
+    async fn target_client(&self) -> Result<(Client, String), DeployerError> {
         let target = self.target.as_ref().ok_or_else(|| {
             error(
                 codes::CONFIGURATION_PROBLEM,
@@ -132,6 +161,16 @@ impl ItemServices {
             )
         })?;
         let client = self.clients.client_for(&kubeconfig).await?;
+        Ok((client, kubeconfig))
+    }
+
+    async fn api_for(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, DeployerError> {
+        let (client, kubeconfig) = self.target_client().await?;
         let (resource, caps) = self
             .clients
             .resource(&kubeconfig, &client, api_version, kind)
@@ -141,6 +180,25 @@ impl ItemServices {
             (Scope::Namespaced, None) => Api::default_namespaced_with(client, &resource),
             (Scope::Cluster, _) => Api::all_with(client, &resource),
         })
+    }
+
+    /// An Api for listing: one namespace, or all namespaces (and cluster-scoped kinds).
+    async fn api_for_list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(Api<DynamicObject>, ApiResource), DeployerError> {
+        let (client, kubeconfig) = self.target_client().await?;
+        let (resource, caps) = self
+            .clients
+            .resource(&kubeconfig, &client, api_version, kind)
+            .await?;
+        let api = match (caps.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, &resource),
+            _ => Api::all_with(client, &resource),
+        };
+        Ok((api, resource))
     }
 }
 
@@ -202,6 +260,93 @@ impl HostServices for ItemServices {
                     Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
                     Err(e) => Err(kube_error(e)),
                 }
+            }
+            KubeOp::List {
+                api_version,
+                kind,
+                namespace,
+                label_selector,
+            } => {
+                let (api, resource) = self
+                    .api_for_list(&api_version, &kind, namespace.as_deref())
+                    .await?;
+                let mut params = ListParams::default();
+                if let Some(sel) = label_selector.as_deref().filter(|s| !s.is_empty()) {
+                    params = params.labels(sel);
+                }
+                let list = api.list(&params).await.map_err(kube_error)?;
+                let items: Vec<serde_json::Value> = list
+                    .items
+                    .into_iter()
+                    .map(|mut o| {
+                        // List items come without apiVersion/kind; give them back.
+                        o.types = Some(kube::core::TypeMeta {
+                            api_version: resource.api_version.clone(),
+                            kind: resource.kind.clone(),
+                        });
+                        serde_json::to_value(o).map_err(internal)
+                    })
+                    .collect::<Result<_, _>>()?;
+                let out = serde_json::json!({
+                    "apiVersion": resource.api_version,
+                    "kind": format!("{}List", resource.kind),
+                    "metadata": {"resourceVersion": list.metadata.resource_version},
+                    "items": items,
+                });
+                Ok(Some(out.to_string()))
+            }
+            KubeOp::Patch {
+                target,
+                patch_json,
+                patch_type,
+                field_manager,
+                force,
+            } => {
+                let api = self
+                    .api_for(&target.api_version, &target.kind, target.namespace.as_deref())
+                    .await?;
+                let invalid = |m: String| error(codes::CONFIGURATION_PROBLEM, "InvalidPatch", m);
+                let value: serde_json::Value = serde_json::from_str(&patch_json)
+                    .map_err(|e| invalid(format!("patch is not valid JSON: {e}")))?;
+                let mut params = PatchParams {
+                    field_manager: field_manager.clone(),
+                    ..PatchParams::default()
+                };
+                let patched = match patch_type {
+                    PatchType::Merge => api.patch(&target.name, &params, &Patch::Merge(&value)).await,
+                    PatchType::Json => {
+                        let ops: kube::core::json_patch::Patch = serde_json::from_value(value)
+                            .map_err(|e| invalid(format!("not a JSON patch (RFC 6902): {e}")))?;
+                        api.patch(&target.name, &params, &Patch::Json::<()>(ops)).await
+                    }
+                    PatchType::Apply => {
+                        if field_manager.as_deref().unwrap_or("").is_empty() {
+                            return Err(invalid(
+                                "server-side apply needs a field manager".into(),
+                            ));
+                        }
+                        params.force = force;
+                        api.patch(&target.name, &params, &Patch::Apply(&value)).await
+                    }
+                }
+                .map_err(kube_error)?;
+                Ok(Some(serde_json::to_string(&patched).map_err(internal)?))
+            }
+            KubeOp::Discover { api_version, kind } => {
+                let (client, kubeconfig) = self.target_client().await?;
+                let found = self
+                    .clients
+                    .resource_opt(&kubeconfig, &client, &api_version, &kind)
+                    .await?;
+                Ok(found.map(|(resource, caps)| {
+                    serde_json::to_string(&ResourceInfo {
+                        api_version,
+                        kind: resource.kind,
+                        plural: resource.plural,
+                        namespaced: caps.scope == Scope::Namespaced,
+                    })
+                    .unwrap_or_default()
+                }))
             }
         }
     }

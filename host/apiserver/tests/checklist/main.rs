@@ -1,16 +1,20 @@
 //! The semantics checklist of `apiserver.md` §6, one test per behaviour, in
 //! checklist order (one module per checklist item).
 
+mod builtin_kinds;
 mod concurrency;
 mod crd_discovery;
+mod crd_schema;
 mod errors;
 mod faults;
 mod finalizers;
 mod metadata_only;
+mod namespaces;
 mod noop;
 mod observability;
 mod patches;
 mod persistence;
+mod simulate;
 mod status_subresource;
 mod watch;
 
