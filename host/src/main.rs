@@ -67,6 +67,11 @@ enum Command {
         #[arg(long)]
         apply: Vec<PathBuf>,
     },
+    /// Helm-exact chart rendering (the engine the helm deployer plugin uses).
+    Helm {
+        #[command(subcommand)]
+        command: HelmCommand,
+    },
     /// Run the controller against a real cluster.
     Run {
         /// Kubeconfig of the cluster that holds DeployItems, Targets and Contexts
@@ -86,6 +91,15 @@ enum Command {
         /// Serve Prometheus metrics and /healthz on this address.
         #[arg(long, env = "DEPLOYER_METRICS_LISTEN")]
         metrics_listen: Option<SocketAddr>,
+    },
+}
+
+#[derive(Subcommand)]
+enum HelmCommand {
+    /// Render a chart like `helm template`: same flags, same output stream.
+    Template {
+        #[command(flatten)]
+        args: helm_engine::TemplateArgs,
     },
 }
 
@@ -144,6 +158,19 @@ async fn main() -> anyhow::Result<()> {
                 config,
             )
             .await
+        }
+        Command::Helm {
+            command: HelmCommand::Template { args },
+        } => {
+            let out = helm_engine::cli_template_output(&args);
+            print!("{}", out.stdout);
+            match out.error {
+                None => Ok(()),
+                Some(e) => {
+                    eprintln!("Error: {e}");
+                    std::process::exit(1);
+                }
+            }
         }
         Command::Run {
             kubeconfig,

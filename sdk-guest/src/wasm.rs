@@ -101,8 +101,8 @@ pub(crate) fn kube(op: KubeOp) -> Result<Option<String>, DeployerError> {
             };
             wit::cluster::patch(&ref_to_wit(target), &patch_json, &options).map(Some)
         }
-        KubeOp::Discover { api_version, kind } => wit::cluster::discover(&api_version, &kind)
-            .map(|info| {
+        KubeOp::Discover { api_version, kind } => {
+            wit::cluster::discover(&api_version, &kind).map(|info| {
                 info.map(|i| {
                     serde_json::json!({
                         "apiVersion": i.api_version,
@@ -112,7 +112,8 @@ pub(crate) fn kube(op: KubeOp) -> Result<Option<String>, DeployerError> {
                     })
                     .to_string()
                 })
-            }),
+            })
+        }
     };
     r.map_err(error_from_wit)
 }

@@ -59,7 +59,7 @@ pub fn base64_decode_at(s: &str) -> Result<Vec<u8>, usize> {
     {
         return Err(i);
     }
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return Err(b.len() / 4 * 4);
     }
     let mut out = Vec::with_capacity(b.len() / 4 * 3);
@@ -152,7 +152,7 @@ pub fn name_errors(rt: &ResourceType, name: &str, field: &str) -> Vec<FieldError
             format!("must be no more than {max} characters"),
         ));
     }
-    if !ok && !(name.len() > max && name.split('.').all(is_label_chars)) {
+    if !(ok || name.len() > max && name.split('.').all(is_label_chars)) {
         errs.push(FieldError::invalid(field, &v, msg));
     }
     errs
@@ -571,13 +571,8 @@ fn service_defaults(
         }
         let ip = spec["clusterIP"].clone();
         default(spec, "clusterIPs", json!([ip]));
-        if ip != "None" {
-            default(spec, "ipFamilies", json!(["IPv4"]));
-            default(spec, "ipFamilyPolicy", json!("SingleStack"));
-        } else {
-            default(spec, "ipFamilies", json!(["IPv4"]));
-            default(spec, "ipFamilyPolicy", json!("SingleStack"));
-        }
+        default(spec, "ipFamilies", json!(["IPv4"]));
+        default(spec, "ipFamilyPolicy", json!("SingleStack"));
         default(spec, "internalTrafficPolicy", json!("Cluster"));
     }
     if ty == "NodePort" || ty == "LoadBalancer" {

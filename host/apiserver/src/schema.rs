@@ -111,6 +111,8 @@ pub struct Schema {
     any_of: Vec<Schema>,
     one_of: Vec<Schema>,
     not: Option<Box<Schema>>,
+    /// Root only: the CRD has `preserveUnknownFields: true` (nothing is pruned).
+    keep_unknown_everywhere: bool,
 }
 
 /// Schemas of one CRD, by version (a version without a schema is `None`).
@@ -131,10 +133,16 @@ impl CrdSchemas {
                     continue;
                 };
                 let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-                let s = match v.pointer("/schema/openAPIV3Schema").or(top) {
+                let mut s = match v.pointer("/schema/openAPIV3Schema").or(top) {
                     Some(s) => Some(Schema::compile(s, &path)?),
                     None => None,
                 };
+                // legacy `spec.preserveUnknownFields: true`: validate and default, never prune
+                if let Some(s) = &mut s
+                    && crd.pointer("/spec/preserveUnknownFields") == Some(&Value::Bool(true))
+                {
+                    s.keep_unknown_everywhere = true;
+                }
                 out.versions.push((name.to_string(), s));
             }
         }
@@ -280,14 +288,14 @@ impl Schema {
     /// Prune unknown fields and non-nullable nulls, then apply defaults, in place.
     /// `obj` is a whole custom resource (root `apiVersion`/`kind`/`metadata` are kept).
     pub fn prune_and_default(&self, obj: &mut Value) {
-        self.walk(obj, true);
+        self.walk(obj, true, !self.keep_unknown_everywhere);
     }
 
-    fn walk(&self, v: &mut Value, root: bool) {
+    fn walk(&self, v: &mut Value, root: bool, prune: bool) {
         match v {
             Value::Object(m) => {
                 if let Some(props) = &self.properties {
-                    if !self.preserve_unknown {
+                    if prune && !self.preserve_unknown {
                         let keep_meta = root || self.embedded;
                         m.retain(|k, _| {
                             props.contains_key(k)
@@ -309,21 +317,22 @@ impl Schema {
                             m.insert(k.clone(), d.clone());
                         }
                         if let Some(child) = m.get_mut(k) {
-                            ps.walk(child, false);
+                            ps.walk(child, false, prune);
                         }
                     }
                     if let Some(ad) = &self.additional {
                         for (k, child) in m.iter_mut() {
                             if !props.contains_key(k) {
-                                ad.walk(child, false);
+                                ad.walk(child, false, prune);
                             }
                         }
                     }
                 } else if let Some(ad) = &self.additional {
-                    m.retain(|_, c| !(c.is_null() && !ad.nullable));
+                    m.retain(|_, c| !c.is_null() || ad.nullable);
                     for child in m.values_mut() {
-                        ad.walk(child, false);
+                        ad.walk(child, false, prune);
                     }
+                } else if !prune {
                 } else if self.ty == Some(Ty::Object)
                     && !self.preserve_unknown
                     && !self.embedded
@@ -337,7 +346,7 @@ impl Schema {
             Value::Array(a) => {
                 if let Some(it) = &self.items {
                     for child in a.iter_mut() {
-                        it.walk(child, false);
+                        it.walk(child, false, prune);
                     }
                 }
             }

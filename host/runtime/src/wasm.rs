@@ -152,8 +152,8 @@ impl State {
     ) -> Result<Option<String>, wit::types::DeployerError> {
         match &self.host {
             Some(h) => {
-                let call = h.clone().kube(op);
-                match tokio::time::timeout_at(self.deadline.into(), call).await {
+                let host = h.clone();
+                match tokio::time::timeout_at(self.deadline.into(), host.kube(op)).await {
                     Ok(r) => r.map_err(error_to_wit),
                     Err(_) => Err(error_to_wit(DeployerError::timeout(
                         "PluginDeadlineExceeded",

@@ -303,7 +303,11 @@ impl HostServices for ItemServices {
                 force,
             } => {
                 let api = self
-                    .api_for(&target.api_version, &target.kind, target.namespace.as_deref())
+                    .api_for(
+                        &target.api_version,
+                        &target.kind,
+                        target.namespace.as_deref(),
+                    )
                     .await?;
                 let invalid = |m: String| error(codes::CONFIGURATION_PROBLEM, "InvalidPatch", m);
                 let value: serde_json::Value = serde_json::from_str(&patch_json)
@@ -313,20 +317,23 @@ impl HostServices for ItemServices {
                     ..PatchParams::default()
                 };
                 let patched = match patch_type {
-                    PatchType::Merge => api.patch(&target.name, &params, &Patch::Merge(&value)).await,
+                    PatchType::Merge => {
+                        api.patch(&target.name, &params, &Patch::Merge(&value))
+                            .await
+                    }
                     PatchType::Json => {
-                        let ops: kube::core::json_patch::Patch = serde_json::from_value(value)
+                        let ops: json_patch::Patch = serde_json::from_value(value)
                             .map_err(|e| invalid(format!("not a JSON patch (RFC 6902): {e}")))?;
-                        api.patch(&target.name, &params, &Patch::Json::<()>(ops)).await
+                        api.patch(&target.name, &params, &Patch::Json::<()>(ops))
+                            .await
                     }
                     PatchType::Apply => {
                         if field_manager.as_deref().unwrap_or("").is_empty() {
-                            return Err(invalid(
-                                "server-side apply needs a field manager".into(),
-                            ));
+                            return Err(invalid("server-side apply needs a field manager".into()));
                         }
                         params.force = force;
-                        api.patch(&target.name, &params, &Patch::Apply(&value)).await
+                        api.patch(&target.name, &params, &Patch::Apply(&value))
+                            .await
                     }
                 }
                 .map_err(kube_error)?;

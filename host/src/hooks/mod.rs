@@ -58,7 +58,10 @@ impl HookType {
 
     /// For these two types `AbortReconcile` is AND-ed: `false` means "enforce continuation".
     pub fn inverted_abort(self) -> bool {
-        matches!(self, HookType::DuringResponsibilityCheck | HookType::ShouldReconcile)
+        matches!(
+            self,
+            HookType::DuringResponsibilityCheck | HookType::ShouldReconcile
+        )
     }
 }
 
@@ -118,18 +121,26 @@ mod tests {
 
     fn result() -> impl Strategy<Value = Option<HookResult>> {
         proptest::option::of(
-            (any::<bool>(), any::<bool>(), proptest::option::of(0u64..5_000)).prop_map(
-                |(abort, requeue, after)| HookResult {
+            (
+                any::<bool>(),
+                any::<bool>(),
+                proptest::option::of(0u64..5_000),
+            )
+                .prop_map(|(abort, requeue, after)| HookResult {
                     abort_reconcile: abort,
                     requeue,
                     requeue_after: after.map(Duration::from_millis),
-                },
-            ),
+                }),
         )
     }
 
     fn result_without_requeue() -> impl Strategy<Value = Option<HookResult>> {
-        result().prop_map(|r| r.map(|r| HookResult { requeue: false, ..r }))
+        result().prop_map(|r| {
+            r.map(|r| HookResult {
+                requeue: false,
+                ..r
+            })
+        })
     }
 
     fn hook_type() -> impl Strategy<Value = HookType> {
@@ -197,18 +208,43 @@ mod tests {
 
     #[test]
     fn examples_from_the_seed() {
-        let r = |abort, requeue, after: Option<u64>| Some(HookResult {
-            abort_reconcile: abort,
-            requeue,
-            requeue_after: after.map(Duration::from_secs),
-        });
+        let r = |abort, requeue, after: Option<u64>| {
+            Some(HookResult {
+                abort_reconcile: abort,
+                requeue,
+                requeue_after: after.map(Duration::from_secs),
+            })
+        };
         // ShouldReconcile: one hook says "continue" → continuation is enforced.
-        assert!(!aggregate(HookType::ShouldReconcile, &[r(true, false, None), r(false, false, None)]).unwrap().abort_reconcile);
+        assert!(
+            !aggregate(
+                HookType::ShouldReconcile,
+                &[r(true, false, None), r(false, false, None)]
+            )
+            .unwrap()
+            .abort_reconcile
+        );
         // Any other type: one abort aborts.
-        assert!(aggregate(HookType::End, &[r(true, false, None), r(false, false, None)]).unwrap().abort_reconcile);
+        assert!(
+            aggregate(
+                HookType::End,
+                &[r(true, false, None), r(false, false, None)]
+            )
+            .unwrap()
+            .abort_reconcile
+        );
         // Smallest positive delay wins; zero counts as unset.
         assert_eq!(
-            aggregate(HookType::End, &[r(false, false, Some(0)), r(false, false, Some(30)), r(false, false, Some(10))]).unwrap().requeue_after,
+            aggregate(
+                HookType::End,
+                &[
+                    r(false, false, Some(0)),
+                    r(false, false, Some(30)),
+                    r(false, false, Some(10))
+                ]
+            )
+            .unwrap()
+            .requeue_after,
             Some(Duration::from_secs(10))
         );
     }

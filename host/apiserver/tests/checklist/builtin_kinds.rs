@@ -11,8 +11,12 @@ async fn post(s: &ApiServer, path: &str, body: Value) -> (u16, Value) {
 #[tokio::test]
 async fn names_are_rfc1123_subdomains_or_labels_per_kind() {
     let s = server();
-    let (code, st) = post(&s, "/api/v1/namespaces/default/configmaps",
-        json!({"metadata": {"name": "Bad_Name"}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "Bad_Name"}}),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(
         st["message"],
@@ -21,20 +25,57 @@ async fn names_are_rfc1123_subdomains_or_labels_per_kind() {
     assert_eq!(st["details"]["causes"][0]["field"], "metadata.name");
     assert_eq!(st["details"]["causes"][0]["reason"], "FieldValueInvalid");
     // dots are fine for a subdomain, not for a namespace (label)
-    let (code, _) = post(&s, "/api/v1/namespaces/default/configmaps", json!({"metadata": {"name": "a.b"}})).await;
+    let (code, _) = post(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "a.b"}}),
+    )
+    .await;
     assert_eq!(code, 201);
-    let (code, st) = post(&s, "/api/v1/namespaces", json!({"metadata": {"name": "a.b"}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "a.b"}}),
+    )
+    .await;
     assert_eq!(code, 422);
-    assert!(st["message"].as_str().unwrap().contains("a lowercase RFC 1123 label must consist of"), "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("a lowercase RFC 1123 label must consist of"),
+        "{st}"
+    );
     // Services: DNS-1035 labels (must start with a letter)
-    let (code, st) = post(&s, "/api/v1/namespaces/default/services",
-        json!({"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/services",
+        json!({"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .await;
     assert_eq!(code, 422);
-    assert!(st["message"].as_str().unwrap().contains("a DNS-1035 label must consist of"), "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("a DNS-1035 label must consist of"),
+        "{st}"
+    );
     let long = "a".repeat(254);
-    let (code, st) = post(&s, "/api/v1/namespaces/default/configmaps", json!({"metadata": {"name": long}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": long}}),
+    )
+    .await;
     assert_eq!(code, 422);
-    assert!(st["message"].as_str().unwrap().ends_with("must be no more than 253 characters"), "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("must be no more than 253 characters"),
+        "{st}"
+    );
 }
 
 #[tokio::test]
@@ -42,20 +83,37 @@ async fn generate_name_appends_five_lowercase_alphanumerics() {
     let s = server();
     let mut names = std::collections::HashSet::new();
     for _ in 0..20 {
-        let (code, o) = post(&s, "/api/v1/namespaces/default/configmaps",
-            json!({"metadata": {"generateName": "web-"}})).await;
+        let (code, o) = post(
+            &s,
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"generateName": "web-"}}),
+        )
+        .await;
         assert_eq!(code, 201);
         let n = o["metadata"]["name"].as_str().unwrap().to_string();
         let suffix = n.strip_prefix("web-").unwrap();
         assert_eq!(suffix.len(), 5, "{n}");
-        assert!(suffix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{n}");
+        assert!(
+            suffix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+            "{n}"
+        );
         assert_eq!(o["metadata"]["generateName"], "web-");
         names.insert(n);
     }
     assert_eq!(names.len(), 20);
-    let (code, st) = post(&s, "/api/v1/namespaces/default/configmaps", json!({"metadata": {}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {}}),
+    )
+    .await;
     assert_eq!(code, 422);
-    assert_eq!(st["message"], "ConfigMap \"\" is invalid: metadata.name: Required value: name or generateName is required");
+    assert_eq!(
+        st["message"],
+        "ConfigMap \"\" is invalid: metadata.name: Required value: name or generateName is required"
+    );
 }
 
 #[tokio::test]
@@ -68,38 +126,74 @@ async fn secret_string_data_is_merged_into_base64_data_and_type_defaults_to_opaq
     assert!(o.get("stringData").is_none());
     assert_eq!(o["type"], "Opaque");
     // an explicit type is kept; stringData also works on update
-    let (code, o) = raw(&s, "PUT", "/api/v1/namespaces/default/secrets/s", Some("application/json"),
-        &json!({"metadata": {"name": "s"}, "type": "Opaque", "stringData": {"k": "v"}}).to_string()).await;
+    let (code, o) = raw(
+        &s,
+        "PUT",
+        "/api/v1/namespaces/default/secrets/s",
+        Some("application/json"),
+        &json!({"metadata": {"name": "s"}, "type": "Opaque", "stringData": {"k": "v"}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(o["data"], json!({"k": "dg=="}));
     // data must be base64
-    let (code, st) = post(&s, "/api/v1/namespaces/default/secrets",
-        json!({"metadata": {"name": "bad"}, "data": {"a": "not base64!"}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/secrets",
+        json!({"metadata": {"name": "bad"}, "data": {"a": "not base64!"}}),
+    )
+    .await;
     assert_eq!(code, 400);
     assert_eq!(st["reason"], "BadRequest");
-    assert_eq!(st["message"], "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input byte 3");
+    assert_eq!(
+        st["message"],
+        "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input byte 3"
+    );
 }
 
 #[tokio::test]
 async fn config_map_data_must_be_strings() {
     let s = server();
-    let (code, st) = post(&s, "/api/v1/namespaces/default/configmaps",
-        json!({"metadata": {"name": "c"}, "data": {"a": 1}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "c"}, "data": {"a": 1}}),
+    )
+    .await;
     assert_eq!(code, 400);
     assert_eq!(st["reason"], "BadRequest");
     assert_eq!(
         st["message"],
         "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
     );
-    let (code, _) = post(&s, "/api/v1/namespaces/default/configmaps",
-        json!({"metadata": {"name": "c"}, "data": {"a": "1"}})).await;
+    let (code, _) = post(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "c"}, "data": {"a": "1"}}),
+    )
+    .await;
     assert_eq!(code, 201);
-    let (code, st) = raw(&s, "PATCH", "/api/v1/namespaces/default/configmaps/c", Some("application/merge-patch+json"),
-        &json!({"data": {"b": true}}).to_string()).await;
+    let (code, st) = raw(
+        &s,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/c",
+        Some("application/merge-patch+json"),
+        &json!({"data": {"b": true}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 400);
-    assert!(st["message"].as_str().unwrap().contains("cannot unmarshal bool into Go struct field ConfigMap.data of type string"));
-    let (code, st) = post(&s, "/api/v1/namespaces/default/configmaps",
-        json!({"metadata": {"name": "k"}, "data": {"a b": "1"}})).await;
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot unmarshal bool into Go struct field ConfigMap.data of type string")
+    );
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "k"}, "data": {"a b": "1"}}),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(st["details"]["causes"][0]["field"], "data[a b]");
 }
@@ -115,13 +209,21 @@ fn deployment(name: &str) -> Value {
 #[tokio::test]
 async fn workload_defaults() {
     let s = server();
-    let (code, d) = post(&s, "/apis/apps/v1/namespaces/default/deployments", deployment("web")).await;
+    let (code, d) = post(
+        &s,
+        "/apis/apps/v1/namespaces/default/deployments",
+        deployment("web"),
+    )
+    .await;
     assert_eq!(code, 201, "{d}");
     let spec = &d["spec"];
     assert_eq!(spec["replicas"], 1);
     assert_eq!(spec["revisionHistoryLimit"], 10);
     assert_eq!(spec["progressDeadlineSeconds"], 600);
-    assert_eq!(spec["strategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+    assert_eq!(
+        spec["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+    );
     let ps = &spec["template"]["spec"];
     assert_eq!(ps["restartPolicy"], "Always");
     assert_eq!(ps["dnsPolicy"], "ClusterFirst");
@@ -129,8 +231,14 @@ async fn workload_defaults() {
     assert_eq!(ps["schedulerName"], "default-scheduler");
     assert_eq!(ps["securityContext"], json!({}));
     assert_eq!(ps["containers"][0]["imagePullPolicy"], "IfNotPresent");
-    assert_eq!(ps["containers"][1]["imagePullPolicy"], "Always", "untagged image");
-    assert_eq!(ps["containers"][0]["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(
+        ps["containers"][1]["imagePullPolicy"], "Always",
+        "untagged image"
+    );
+    assert_eq!(
+        ps["containers"][0]["terminationMessagePath"],
+        "/dev/termination-log"
+    );
     assert_eq!(ps["containers"][0]["terminationMessagePolicy"], "File");
     assert_eq!(ps["containers"][0]["ports"][0]["protocol"], "TCP");
     assert!(d.get("status").is_none(), "no status without the simulator");
@@ -142,15 +250,24 @@ async fn workload_defaults() {
     assert_eq!(code, 201, "{o}");
     assert_eq!(o["spec"]["replicas"], 1);
     assert_eq!(o["spec"]["podManagementPolicy"], "OrderedReady");
-    assert_eq!(o["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+    assert_eq!(
+        o["spec"]["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+    );
 
     let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
         "spec": {"selector": {"matchLabels": {"app": "agent"}},
                  "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "a", "image": "agent:latest"}]}}}});
     let (code, o) = post(&s, "/apis/apps/v1/namespaces/default/daemonsets", ds).await;
     assert_eq!(code, 201, "{o}");
-    assert_eq!(o["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
-    assert_eq!(o["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "Always");
+    assert_eq!(
+        o["spec"]["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+    );
+    assert_eq!(
+        o["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "Always"
+    );
 
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "j", "image": "busybox:1"}]}}}});
@@ -161,8 +278,14 @@ async fn workload_defaults() {
     assert_eq!(o["spec"]["backoffLimit"], 6);
     assert_eq!(o["spec"]["completionMode"], "NonIndexed");
     let uid = o["metadata"]["uid"].as_str().unwrap();
-    assert_eq!(o["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], uid);
-    assert_eq!(o["spec"]["template"]["metadata"]["labels"]["job-name"], "once");
+    assert_eq!(
+        o["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+        uid
+    );
+    assert_eq!(
+        o["spec"]["template"]["metadata"]["labels"]["job-name"],
+        "once"
+    );
 
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
@@ -171,7 +294,10 @@ async fn workload_defaults() {
     assert_eq!(o["spec"]["restartPolicy"], "Always");
     assert_eq!(o["spec"]["enableServiceLinks"], true);
     assert_eq!(o["spec"]["containers"][0]["imagePullPolicy"], "Always");
-    assert_eq!(o["status"], json!({"phase": "Pending", "qosClass": "BestEffort"}));
+    assert_eq!(
+        o["status"],
+        json!({"phase": "Pending", "qosClass": "BestEffort"})
+    );
 }
 
 #[tokio::test]
@@ -183,22 +309,43 @@ async fn service_defaults_allocate_a_cluster_ip() {
     let spec = &o["spec"];
     assert_eq!(spec["type"], "ClusterIP");
     assert_eq!(spec["sessionAffinity"], "None");
-    assert_eq!(spec["ports"][0], json!({"port": 80, "protocol": "TCP", "targetPort": 80}));
+    assert_eq!(
+        spec["ports"][0],
+        json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+    );
     let ip = spec["clusterIP"].as_str().unwrap().to_string();
     let parsed: std::net::Ipv4Addr = ip.parse().unwrap();
     assert_eq!(parsed.octets()[0], 10);
-    assert!((96..112).contains(&parsed.octets()[1]), "{ip} in 10.96.0.0/12");
+    assert!(
+        (96..112).contains(&parsed.octets()[1]),
+        "{ip} in 10.96.0.0/12"
+    );
     assert_eq!(spec["clusterIPs"], json!([ip]));
     assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
     // a PUT without clusterIP keeps it; changing it is rejected
-    let (code, o2) = raw(&s, "PUT", "/api/v1/namespaces/default/services/web", Some("application/json"),
-        &json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}).to_string()).await;
+    let (code, o2) = raw(
+        &s,
+        "PUT",
+        "/api/v1/namespaces/default/services/web",
+        Some("application/json"),
+        &json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(o2["spec"]["clusterIP"], ip);
-    let (code, st) = raw(&s, "PATCH", "/api/v1/namespaces/default/services/web", Some("application/merge-patch+json"),
-        &json!({"spec": {"clusterIP": "10.96.0.99"}}).to_string()).await;
+    let (code, st) = raw(
+        &s,
+        "PATCH",
+        "/api/v1/namespaces/default/services/web",
+        Some("application/merge-patch+json"),
+        &json!({"spec": {"clusterIP": "10.96.0.99"}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 422);
-    assert_eq!(st["details"]["causes"][0]["message"], "Invalid value: \"10.96.0.99\": field is immutable");
+    assert_eq!(
+        st["details"]["causes"][0]["message"],
+        "Invalid value: \"10.96.0.99\": field is immutable"
+    );
     // NodePort gets a node port in range
     let (code, o) = post(&s, "/api/v1/namespaces/default/services", json!({
         "metadata": {"name": "np"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "targetPort": 8080}]}})).await;
@@ -213,7 +360,10 @@ async fn invalid_built_ins_get_422_with_causes() {
     let s = server();
     // container without image, selector not matching the template
     let mut d = deployment("web");
-    d["spec"]["template"]["spec"]["containers"][0].as_object_mut().unwrap().remove("image");
+    d["spec"]["template"]["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("image");
     d["spec"]["selector"]["matchLabels"]["app"] = json!("other");
     let (code, st) = post(&s, "/apis/apps/v1/namespaces/default/deployments", d).await;
     assert_eq!(code, 422, "{st}");
@@ -235,35 +385,75 @@ async fn invalid_built_ins_get_422_with_causes() {
     d["spec"].as_object_mut().unwrap().remove("selector");
     let (code, st) = post(&s, "/apis/apps/v1/namespaces/default/deployments", d).await;
     assert_eq!(code, 422);
-    assert_eq!(st["message"], "Deployment.apps \"web\" is invalid: spec.selector: Required value");
+    assert_eq!(
+        st["message"],
+        "Deployment.apps \"web\" is invalid: spec.selector: Required value"
+    );
     let mut d = deployment("web");
     d["spec"]["replicas"] = json!(-1);
     let (code, st) = post(&s, "/apis/apps/v1/namespaces/default/deployments", d).await;
     assert_eq!(code, 422);
-    assert_eq!(st["message"], "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0");
+    assert_eq!(
+        st["message"],
+        "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+    );
     // a Job's pod template needs OnFailure or Never
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
         "spec": {"template": {"spec": {"containers": [{"name": "j", "image": "busybox:1"}]}}}});
     let (code, st) = post(&s, "/apis/batch/v1/namespaces/default/jobs", job).await;
     assert_eq!(code, 422);
-    assert_eq!(st["message"], "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"");
-    assert_eq!(st["details"]["causes"][0]["reason"], "FieldValueNotSupported");
+    assert_eq!(
+        st["message"],
+        "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""
+    );
+    assert_eq!(
+        st["details"]["causes"][0]["reason"],
+        "FieldValueNotSupported"
+    );
     // Services
-    let (code, st) = post(&s, "/api/v1/namespaces/default/services", json!({
-        "metadata": {"name": "svc"}, "spec": {"type": "Magic", "ports": [{"port": 70000}]}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/services",
+        json!({
+        "metadata": {"name": "svc"}, "spec": {"type": "Magic", "ports": [{"port": 70000}]}}),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "Service \"svc\" is invalid: [spec.type: Unsupported value: \"Magic\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\", spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive]"
     );
-    let (code, st) = post(&s, "/api/v1/namespaces/default/services", json!({"metadata": {"name": "svc"}, "spec": {}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/services",
+        json!({"metadata": {"name": "svc"}, "spec": {}}),
+    )
+    .await;
     assert_eq!(code, 422);
-    assert_eq!(st["message"], "Service \"svc\" is invalid: spec.ports: Required value");
+    assert_eq!(
+        st["message"],
+        "Service \"svc\" is invalid: spec.ports: Required value"
+    );
     // a Pod without containers
-    let (code, st) = post(&s, "/api/v1/namespaces/default/pods", json!({"metadata": {"name": "p"}, "spec": {}})).await;
+    let (code, st) = post(
+        &s,
+        "/api/v1/namespaces/default/pods",
+        json!({"metadata": {"name": "p"}, "spec": {}}),
+    )
+    .await;
     assert_eq!(code, 422);
-    assert_eq!(st["message"], "Pod \"p\" is invalid: spec.containers: Required value");
+    assert_eq!(
+        st["message"],
+        "Pod \"p\" is invalid: spec.containers: Required value"
+    );
     // install_object reports the same errors
-    let e = s.install_object(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}})).unwrap_err();
-    assert!(e.to_string().contains("spec.containers: Required value"), "{e}");
+    let e = s
+        .install_object(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}),
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("spec.containers: Required value"),
+        "{e}"
+    );
 }

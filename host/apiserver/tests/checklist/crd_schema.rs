@@ -23,7 +23,14 @@ fn di(name: &str, spec: Value) -> String {
 #[tokio::test]
 async fn wrong_type_is_422_with_the_field_path() {
     let s = with_landscaper();
-    let (code, st) = raw(&s, "POST", DI, Some("application/json"), &di("x", json!({"type": 5}))).await;
+    let (code, st) = raw(
+        &s,
+        "POST",
+        DI,
+        Some("application/json"),
+        &di("x", json!({"type": 5})),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(st["reason"], "Invalid");
     assert_eq!(
@@ -39,19 +46,38 @@ async fn wrong_type_is_422_with_the_field_path() {
                 "message": "Invalid value: \"integer\": spec.type in body must be of type string: \"integer\""}])
     );
     // a missing required field
-    let (code, st) = raw(&s, "POST", DI, Some("application/json"), &di("x", json!({}))).await;
+    let (code, st) = raw(
+        &s,
+        "POST",
+        DI,
+        Some("application/json"),
+        &di("x", json!({})),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "DeployItem.landscaper.gardener.cloud \"x\" is invalid: spec.type: Required value"
     );
     // several errors: "[a, b]" in the message, one cause each
-    let (code, st) = raw(&s, "POST", DI, Some("application/json"),
-        &di("x", json!({"type": "t", "target": {"namespace": 1}, "updateOnChangeOnly": "yes"}))).await;
+    let (code, st) = raw(
+        &s,
+        "POST",
+        DI,
+        Some("application/json"),
+        &di(
+            "x",
+            json!({"type": "t", "target": {"namespace": 1}, "updateOnChangeOnly": "yes"}),
+        ),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(st["details"]["causes"].as_array().unwrap().len(), 3, "{st}");
     let msg = st["message"].as_str().unwrap();
-    assert!(msg.starts_with("DeployItem.landscaper.gardener.cloud \"x\" is invalid: ["), "{msg}");
+    assert!(
+        msg.starts_with("DeployItem.landscaper.gardener.cloud \"x\" is invalid: ["),
+        "{msg}"
+    );
     assert!(msg.contains("spec.target.name: Required value"), "{msg}");
     assert!(msg.contains("spec.target.namespace: Invalid value: \"integer\": spec.target.namespace in body must be of type string: \"integer\""), "{msg}");
     assert!(msg.contains("spec.updateOnChangeOnly: Invalid value: \"string\": spec.updateOnChangeOnly in body must be of type boolean: \"string\""), "{msg}");
@@ -60,11 +86,19 @@ async fn wrong_type_is_422_with_the_field_path() {
 #[tokio::test]
 async fn status_without_observed_generation_is_rejected_on_the_status_subresource() {
     let s = with_landscaper();
-    let (code, _) = raw(&s, "POST", DI, Some("application/json"), &di("x", json!({"type": "t"}))).await;
+    let (code, _) = raw(
+        &s,
+        "POST",
+        DI,
+        Some("application/json"),
+        &di("x", json!({"type": "t"})),
+    )
+    .await;
     assert_eq!(code, 201);
-    for (ct, body) in [
-        ("application/merge-patch+json", json!({"status": {"phase": "Succeeded"}}).to_string()),
-    ] {
+    for (ct, body) in [(
+        "application/merge-patch+json",
+        json!({"status": {"phase": "Succeeded"}}).to_string(),
+    )] {
         let (code, st) = raw(&s, "PATCH", &format!("{DI}/x/status"), Some(ct), &body).await;
         assert_eq!(code, 422, "{st}");
         assert_eq!(
@@ -91,7 +125,7 @@ async fn status_without_observed_generation_is_rejected_on_the_status_subresourc
     let mut o = api.get("x").await.unwrap();
     o.data["status"] = json!({"phase": "Init"});
     let e = api_err(
-        api.replace_status("x", &Default::default(), serde_json::to_vec(&o).unwrap())
+        api.replace_status("x", &Default::default(), &o)
             .await
             .unwrap_err(),
     );
@@ -99,27 +133,49 @@ async fn status_without_observed_generation_is_rejected_on_the_status_subresourc
     assert_eq!(e.reason, "Invalid");
     // with observedGeneration it is accepted; a bad timestamp format is not
     o.data["status"] = json!({"phase": "Init", "observedGeneration": 1});
-    api.replace_status("x", &Default::default(), serde_json::to_vec(&o).unwrap())
+    api.replace_status("x", &Default::default(), &o)
         .await
         .unwrap();
-    let (code, st) = raw(&s, "PATCH", &format!("{DI}/x/status"), Some("application/merge-patch+json"),
-        &json!({"status": {"lastReconcileTime": "yesterday"}}).to_string()).await;
+    let (code, st) = raw(
+        &s,
+        "PATCH",
+        &format!("{DI}/x/status"),
+        Some("application/merge-patch+json"),
+        &json!({"status": {"lastReconcileTime": "yesterday"}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(
         st["details"]["causes"][0]["message"],
         "Invalid value: \"yesterday\": status.lastReconcileTime in body must be of type date-time: \"yesterday\""
     );
     // the main resource: update and patch are validated too
-    let (code, st) = raw(&s, "PATCH", &format!("{DI}/x"), Some("application/merge-patch+json"),
-        &json!({"spec": {"type": 5}}).to_string()).await;
+    let (code, st) = raw(
+        &s,
+        "PATCH",
+        &format!("{DI}/x"),
+        Some("application/merge-patch+json"),
+        &json!({"spec": {"type": 5}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(st["details"]["causes"][0]["field"], "spec.type");
-    let (code, _) = raw(&s, "PATCH", &format!("{DI}/x"), Some("application/json-patch+json"),
-        &json!([{"op": "remove", "path": "/spec/type"}]).to_string()).await;
+    let (code, _) = raw(
+        &s,
+        "PATCH",
+        &format!("{DI}/x"),
+        Some("application/json-patch+json"),
+        &json!([{"op": "remove", "path": "/spec/type"}]).to_string(),
+    )
+    .await;
     assert_eq!(code, 422);
     let mut cur = api.get("x").await.unwrap();
     cur.data["spec"]["type"] = json!(true);
-    let e = api_err(api.replace("x", &Default::default(), &cur).await.unwrap_err());
+    let e = api_err(
+        api.replace("x", &Default::default(), &cur)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 422);
     assert_eq!(e.details.unwrap().causes[0].field, "spec.type");
 }
@@ -142,23 +198,41 @@ async fn unknown_fields_are_pruned_unless_preserved() {
     let (_, got) = raw(&s, "GET", &format!("{DI}/x"), None, "").await;
     assert_eq!(got["spec"], o["spec"]);
     // a write that only adds unknown fields is a no-op (same rv)
-    let (_, p) = raw(&s, "PATCH", &format!("{DI}/x"), Some("application/merge-patch+json"),
-        &json!({"spec": {"unknown": 2}}).to_string()).await;
-    assert_eq!(p["metadata"]["resourceVersion"], got["metadata"]["resourceVersion"]);
+    let (_, p) = raw(
+        &s,
+        "PATCH",
+        &format!("{DI}/x"),
+        Some("application/merge-patch+json"),
+        &json!({"spec": {"unknown": 2}}).to_string(),
+    )
+    .await;
+    assert_eq!(
+        p["metadata"]["resourceVersion"],
+        got["metadata"]["resourceVersion"]
+    );
 }
 
 #[tokio::test]
 async fn embedded_resources_need_api_version_and_kind() {
     let s = with_landscaper();
-    let (code, st) = raw(&s, "POST", DI, Some("application/json"),
-        &di("x", json!({"type": "t", "config": {"v": 1}}))).await;
+    let (code, st) = raw(
+        &s,
+        "POST",
+        DI,
+        Some("application/json"),
+        &di("x", json!({"type": "t", "config": {"v": 1}})),
+    )
+    .await;
     assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "DeployItem.landscaper.gardener.cloud \"x\" is invalid: [spec.config.apiVersion: Required value: must not be empty, spec.config.kind: Required value: must not be empty]"
     );
     assert_eq!(st["details"]["causes"][0]["reason"], "FieldValueRequired");
-    assert_eq!(st["details"]["causes"][0]["message"], "Required value: must not be empty");
+    assert_eq!(
+        st["details"]["causes"][0]["message"],
+        "Required value: must not be empty"
+    );
 }
 
 fn gadget_crd() -> Value {
@@ -197,7 +271,13 @@ async fn gadget(s: &ApiServer, spec: Value) -> (u16, Value) {
 }
 
 fn cause(st: &Value) -> String {
-    format!("{}: {}", st["details"]["causes"][0]["field"].as_str().unwrap_or("?"), st["details"]["causes"][0]["message"].as_str().unwrap_or("?"))
+    format!(
+        "{}: {}",
+        st["details"]["causes"][0]["field"].as_str().unwrap_or("?"),
+        st["details"]["causes"][0]["message"]
+            .as_str()
+            .unwrap_or("?")
+    )
 }
 
 #[tokio::test]
@@ -205,8 +285,12 @@ async fn schema_keywords_enum_pattern_bounds_format_int_or_string_nullable_defau
     let s = server();
     s.install_object(gadget_crd()).unwrap();
     // defaults (nested too), int-or-string, nullable, additionalProperties, preserve
-    let (code, o) = gadget(&s, json!({"size": 3, "port": "http", "note": null, "labels": {"a": "b"},
-        "free": {"x": {"y": 1}}, "id": "0b6f1f4e-8a9c-4a3e-9d7e-0d2c1f5e6a7b"})).await;
+    let (code, o) = gadget(
+        &s,
+        json!({"size": 3, "port": "http", "note": null, "labels": {"a": "b"},
+        "free": {"x": {"y": 1}}, "id": "0b6f1f4e-8a9c-4a3e-9d7e-0d2c1f5e6a7b"}),
+    )
+    .await;
     assert_eq!(code, 201, "{o}");
     assert_eq!(o["spec"]["mode"], "slow");
     assert_eq!(o["spec"]["limits"], json!({"cpu": "100m"}));
@@ -221,18 +305,54 @@ async fn schema_keywords_enum_pattern_bounds_format_int_or_string_nullable_defau
     assert!(o["spec"].get("name").is_none());
 
     let cases: &[(Value, &str)] = &[
-        (json!({"size": 0}), "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"),
-        (json!({"size": 11}), "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10"),
-        (json!({"size": 1.5}), "spec.size: Invalid value: \"number\": spec.size in body must be of type integer: \"number\""),
-        (json!({"size": 1, "ratio": 0}), "spec.ratio: Invalid value: 0: spec.ratio in body should be greater than 0"),
-        (json!({"size": 1, "mode": "medium"}), "spec.mode: Unsupported value: \"medium\": supported values: \"fast\", \"slow\""),
-        (json!({"size": 1, "name": "Abc"}), "spec.name: Invalid value: \"Abc\": spec.name in body should match '^[a-z]+$'"),
-        (json!({"size": 1, "name": "abcdefghij"}), "spec.name: Invalid value: \"abcdefghij\": spec.name in body should be at most 8 chars long"),
-        (json!({"size": 1, "port": true}), "spec.port: Invalid value: \"boolean\": spec.port in body must be of type integer,string: \"boolean\""),
-        (json!({"size": 1, "tags": ["a", 1]}), "spec.tags[1]: Invalid value: \"integer\": spec.tags[1] in body must be of type string: \"integer\""),
-        (json!({"size": 1, "tags": ["a", "b", "c"]}), "spec.tags: Invalid value: \"\": spec.tags in body should have at most 2 items"),
-        (json!({"size": 1, "labels": {"a": 1}}), "spec.labels.a: Invalid value: \"integer\": spec.labels.a in body must be of type string: \"integer\""),
-        (json!({"size": 1, "id": "nope"}), "spec.id: Invalid value: \"nope\": spec.id in body must be of type uuid: \"nope\""),
+        (
+            json!({"size": 0}),
+            "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+        ),
+        (
+            json!({"size": 11}),
+            "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10",
+        ),
+        (
+            json!({"size": 1.5}),
+            "spec.size: Invalid value: \"number\": spec.size in body must be of type integer: \"number\"",
+        ),
+        (
+            json!({"size": 1, "ratio": 0}),
+            "spec.ratio: Invalid value: 0: spec.ratio in body should be greater than 0",
+        ),
+        (
+            json!({"size": 1, "mode": "medium"}),
+            "spec.mode: Unsupported value: \"medium\": supported values: \"fast\", \"slow\"",
+        ),
+        (
+            json!({"size": 1, "name": "Abc"}),
+            "spec.name: Invalid value: \"Abc\": spec.name in body should match '^[a-z]+$'",
+        ),
+        (
+            json!({"size": 1, "name": "abcdefghij"}),
+            "spec.name: Invalid value: \"abcdefghij\": spec.name in body should be at most 8 chars long",
+        ),
+        (
+            json!({"size": 1, "port": true}),
+            "spec.port: Invalid value: \"boolean\": spec.port in body must be of type integer,string: \"boolean\"",
+        ),
+        (
+            json!({"size": 1, "tags": ["a", 1]}),
+            "spec.tags[1]: Invalid value: \"integer\": spec.tags[1] in body must be of type string: \"integer\"",
+        ),
+        (
+            json!({"size": 1, "tags": ["a", "b", "c"]}),
+            "spec.tags: Invalid value: \"\": spec.tags in body should have at most 2 items",
+        ),
+        (
+            json!({"size": 1, "labels": {"a": 1}}),
+            "spec.labels.a: Invalid value: \"integer\": spec.labels.a in body must be of type string: \"integer\"",
+        ),
+        (
+            json!({"size": 1, "id": "nope"}),
+            "spec.id: Invalid value: \"nope\": spec.id in body must be of type uuid: \"nope\"",
+        ),
         (json!({"mode": "fast"}), "spec.size: Required value"),
     ];
     for (spec, want) in cases {

@@ -7,20 +7,41 @@ use super::*;
 #[tokio::test]
 async fn deleting_a_namespace_marks_it_terminating_deletes_content_then_removes_it() {
     let s = server();
-    let (code, ns) = raw(&s, "POST", "/api/v1/namespaces", Some("application/json"),
-        &json!({"metadata": {"name": "team"}}).to_string()).await;
+    let (code, ns) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces",
+        Some("application/json"),
+        &json!({"metadata": {"name": "team"}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 201);
     assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
     assert_eq!(ns["status"]["phase"], "Active");
-    assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "team");
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team"
+    );
     for n in ["a", "b"] {
-        let (code, _) = raw(&s, "POST", "/api/v1/namespaces/team/configmaps", Some("application/json"),
-            &json!({"metadata": {"name": n}}).to_string()).await;
+        let (code, _) = raw(
+            &s,
+            "POST",
+            "/api/v1/namespaces/team/configmaps",
+            Some("application/json"),
+            &json!({"metadata": {"name": n}}).to_string(),
+        )
+        .await;
         assert_eq!(code, 201);
     }
     // one object with a finalizer keeps the namespace Terminating
-    let (code, _) = raw(&s, "POST", "/api/v1/namespaces/team/secrets", Some("application/json"),
-        &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}).to_string()).await;
+    let (code, _) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/team/secrets",
+        Some("application/json"),
+        &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 201);
     let from = s.resource_version();
 
@@ -37,42 +58,100 @@ async fn deleting_a_namespace_marks_it_terminating_deletes_content_then_removes_
     let (_, ns) = raw(&s, "GET", "/api/v1/namespaces/team", None, "").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
     let conds = ns["status"]["conditions"].as_array().unwrap();
-    let remaining = conds.iter().find(|c| c["type"] == "NamespaceFinalizersRemaining").unwrap();
+    let remaining = conds
+        .iter()
+        .find(|c| c["type"] == "NamespaceFinalizersRemaining")
+        .unwrap();
     assert_eq!(remaining["status"], "True");
-    assert_eq!(remaining["message"], "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances");
+    assert_eq!(
+        remaining["message"],
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+    );
     // creating in a terminating namespace: 403 Forbidden
-    let (code, st) = raw(&s, "POST", "/api/v1/namespaces/team/configmaps", Some("application/json"),
-        &json!({"metadata": {"name": "late"}}).to_string()).await;
+    let (code, st) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/team/configmaps",
+        Some("application/json"),
+        &json!({"metadata": {"name": "late"}}).to_string(),
+    )
+    .await;
     assert_eq!(code, 403);
     assert_eq!(st["reason"], "Forbidden");
-    assert_eq!(st["message"], "configmaps \"late\" is forbidden: unable to create new content in namespace team because it is being terminated");
+    assert_eq!(
+        st["message"],
+        "configmaps \"late\" is forbidden: unable to create new content in namespace team because it is being terminated"
+    );
     assert_eq!(st["details"]["causes"][0]["reason"], "NamespaceTerminating");
     // the last finalizer goes: the secret, then the namespace are removed
-    let (code, _) = raw(&s, "PATCH", "/api/v1/namespaces/team/secrets/held", Some("application/merge-patch+json"),
-        r#"{"metadata":{"finalizers":null}}"#).await;
+    let (code, _) = raw(
+        &s,
+        "PATCH",
+        "/api/v1/namespaces/team/secrets/held",
+        Some("application/merge-patch+json"),
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
     assert_eq!(code, 200);
     let (code, _) = raw(&s, "GET", "/api/v1/namespaces/team", None, "").await;
     assert_eq!(code, 404);
 
     // the watch shows the sequence a cluster shows
-    let (_, lines, _) = watch_lines(&s, &format!("/api/v1/namespaces?watch=true&resourceVersion={from}"), None, 10, Duration::from_millis(300)).await;
-    let seq: Vec<(String, String)> = lines.iter().map(|l| (l["type"].as_str().unwrap().to_string(), l["object"]["status"]["phase"].as_str().unwrap_or("").to_string())).collect();
-    assert_eq!(seq.first().unwrap(), &("MODIFIED".to_string(), "Terminating".to_string()));
+    let (_, lines, _) = watch_lines(
+        &s,
+        &format!("/api/v1/namespaces?watch=true&resourceVersion={from}"),
+        None,
+        10,
+        Duration::from_millis(300),
+    )
+    .await;
+    let seq: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["type"].as_str().unwrap().to_string(),
+                l["object"]["status"]["phase"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seq.first().unwrap(),
+        &("MODIFIED".to_string(), "Terminating".to_string())
+    );
     assert_eq!(seq.last().unwrap().0, "DELETED");
     let fin = &lines[lines.len() - 2]["object"];
-    assert_eq!(fin["spec"]["finalizers"], json!([]), "finalized before removal");
+    assert_eq!(
+        fin["spec"]["finalizers"],
+        json!([]),
+        "finalized before removal"
+    );
 }
 
 #[tokio::test]
 async fn an_empty_namespace_goes_at_once_and_system_namespaces_cannot_be_deleted() {
     let s = server();
-    s.install_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "empty"}})).unwrap();
+    s.install_object(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "empty"}}),
+    )
+    .unwrap();
     let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(s.client());
     let r = api.delete("empty", &Default::default()).await.unwrap();
-    let ns = r.left().expect("the namespace object, as a cluster answers");
+    let ns = r
+        .left()
+        .expect("the namespace object, as a cluster answers");
     assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
     assert_eq!(api_err(api.get("empty").await.unwrap_err()).code, 404);
-    let e = api_err(api.delete("default", &Default::default()).await.unwrap_err());
+    let e = api_err(
+        api.delete("default", &Default::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 403);
-    assert_eq!(e.message, "namespaces \"default\" is forbidden: this namespace may not be deleted");
+    assert_eq!(
+        e.message,
+        "namespaces \"default\" is forbidden: this namespace may not be deleted"
+    );
 }

@@ -1,0 +1,383 @@
+//! Applying the manifests (contract 6.3, 6.4): `List` expansion, classification by
+//! discovery (CRDs, then cluster-scoped objects such as Namespaces, then namespaced objects),
+//! policies, update strategies, and the managed list.
+//!
+//! Owns: one apply pass over the configuration. Unlike Landscaper (contract 11.11), a failed
+//! pass never drops entries: the managed list it returns is the objects applied in this pass
+//! plus every previously managed object not yet re-applied, so nothing that exists is left
+//! unrecorded.
+//! Must not touch: readiness, exports, deletion (see those modules).
+
+use crate::config::{
+    Config, ManagedResource, Manifest, ObjectReference, PendingPatch, Policy, UpdateStrategy,
+    check_object,
+};
+use crate::strategies::{
+    copy_required_fields, merge_keep, merge_overwrite, set_annotations, set_labels,
+};
+use crate::{CP_APPLY, CP_PROCESS, CP_PROCESS_MANAGED, FIELD_MANAGER, OWNER_LABEL};
+use sdk_guest::{Ctx, DeployerError, PatchType, codes};
+use serde_json::Value;
+
+/// A manifest after `List` expansion, with where it came from.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// `spec.config.manifests[i]` or `spec.config.manifests[i].manifest.items[j]`.
+    pub origin: String,
+    /// The entry (policy, annotations, patches) with a single object.
+    pub manifest: Manifest,
+}
+
+impl Entry {
+    fn describe(&self) -> String {
+        let m = &self.manifest.manifest;
+        let s = |p: &str| m.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let ns = s("/metadata/namespace");
+        let name = if ns.is_empty() {
+            s("/metadata/name").to_string()
+        } else {
+            format!("{ns}/{}", s("/metadata/name"))
+        };
+        format!(
+            "{} ({} {} {name})",
+            self.origin,
+            s("/apiVersion"),
+            s("/kind")
+        )
+    }
+
+    fn object_ref(&self) -> sdk_guest::ObjectRef {
+        let m = &self.manifest.manifest;
+        let s = |p: &str| {
+            m.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let ns = s("/metadata/namespace");
+        sdk_guest::ObjectRef {
+            api_version: s("/apiVersion"),
+            kind: s("/kind"),
+            namespace: (!ns.is_empty()).then_some(ns),
+            name: s("/metadata/name"),
+        }
+    }
+}
+
+/// Expands `List` manifests: every item becomes an entry inheriting policy and the
+/// annotate/patch fields; `items: []` yields nothing.
+pub fn expand(manifests: &[Manifest]) -> Result<Vec<Entry>, DeployerError> {
+    let mut out = Vec::new();
+    for (i, m) in manifests.iter().enumerate() {
+        let origin = format!("spec.config.manifests[{i}]");
+        match m.manifest.get("items") {
+            Some(Value::Array(items)) => {
+                for (j, item) in items.iter().enumerate() {
+                    let origin = format!("{origin}.manifest.items[{j}]");
+                    check_object(item).map_err(|e| {
+                        DeployerError::configuration(
+                            "ValidateProviderConfiguration",
+                            format!("{origin}: {e}"),
+                        )
+                        .with_operation(crate::config::INIT_OPERATION)
+                    })?;
+                    out.push(Entry {
+                        origin,
+                        manifest: Manifest {
+                            manifest: item.clone(),
+                            ..m.clone()
+                        },
+                    });
+                }
+            }
+            Some(other) => {
+                return Err(DeployerError::configuration(
+                    "ValidateProviderConfiguration",
+                    format!("{origin}.manifest.items: must be a list, got {other}"),
+                )
+                .with_operation(crate::config::INIT_OPERATION));
+            }
+            None => out.push(Entry {
+                origin,
+                manifest: m.clone(),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// Apply order: 0 = CRDs, 1 = cluster-scoped, 2 = namespaced.
+fn classify(ctx: &Ctx, entries: &[Entry]) -> Result<Vec<u8>, DeployerError> {
+    // CRDs of this configuration: (group, kind) → namespaced.
+    let mut crds = Vec::new();
+    for e in entries {
+        ctx.checkpoint(CP_PROCESS_MANAGED)?;
+        let m = &e.manifest.manifest;
+        if m.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition") {
+            let s = |p: &str| {
+                m.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            crds.push((
+                s("/spec/group"),
+                s("/spec/names/kind"),
+                s("/spec/scope") == "Namespaced",
+            ));
+        }
+    }
+    let mut groups = Vec::new();
+    for e in entries {
+        ctx.checkpoint(CP_PROCESS)?;
+        let r = e.object_ref();
+        if r.kind == "CustomResourceDefinition" {
+            groups.push(0);
+            continue;
+        }
+        let namespaced = match ctx.kube_discover(&r.api_version, &r.kind) {
+            Ok(Some(info)) => Some(info.namespaced),
+            Ok(None) => None,
+            Err(err) if err.has_code(codes::UNAUTHORIZED) => {
+                return Err(DeployerError::new(
+                    &[codes::UNAUTHORIZED],
+                    "GetApiResourceList",
+                    format!("{}: {}", e.describe(), err.message),
+                )
+                .with_operation("GetApiResource"));
+            }
+            Err(err) => {
+                return Err(DeployerError::retryable(
+                    "GetApiResourceList",
+                    format!("{}: discovery failed: {}", e.describe(), err.message),
+                )
+                .with_operation("GetApiResource"));
+            }
+        };
+        let group = r.api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+        let namespaced = namespaced.or_else(|| {
+            crds.iter()
+                .find(|(g, k, _)| g == group && *k == r.kind)
+                .map(|(_, _, n)| *n)
+        });
+        match namespaced {
+            Some(true) => groups.push(2),
+            Some(false) => groups.push(1),
+            None => {
+                // Retried: a CRD installed later may serve it (contract 6.3 step 2).
+                return Err(DeployerError::retryable(
+                    "GetApiResource",
+                    format!(
+                        "{}: unknown kind: the target cluster does not serve kind {:?} in {:?}",
+                        e.describe(),
+                        r.kind,
+                        r.api_version
+                    ),
+                )
+                .with_operation("GetApiResource"));
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// Result of one applied entry.
+struct Applied {
+    managed: ManagedResource,
+    patch: Option<PendingPatch>,
+}
+
+fn managed_entry(m: &Manifest, obj: &Value) -> ManagedResource {
+    ManagedResource {
+        policy: m.policy,
+        annotate_before_delete: m.annotate_before_delete.clone(),
+        patch_before_delete: m.patch_before_delete.clone(),
+        resource: ObjectReference::of(obj),
+    }
+}
+
+fn pending(m: &Manifest, obj: &Value) -> Option<PendingPatch> {
+    m.patch_after_deployment.as_ref().map(|p| PendingPatch {
+        resource: ObjectReference::of(obj),
+        patch: p.clone(),
+    })
+}
+
+/// Applies one entry (contract 6.4). `Ok(None)`: nothing to record (ignore, or a fallback
+/// object owned by someone else). Errors carry the Kubernetes error's codes.
+fn apply_one(
+    ctx: &Ctx,
+    item_name: &str,
+    strategy: &Result<UpdateStrategy, String>,
+    e: &Entry,
+) -> Result<Option<Applied>, DeployerError> {
+    let m = &e.manifest;
+    if m.policy == Policy::Ignore {
+        return Ok(None);
+    }
+    let r = e.object_ref();
+    let at = r
+        .namespace
+        .as_ref()
+        .map(|ns| format!("{ns}/{}", r.name))
+        .unwrap_or_else(|| r.name.clone());
+    let wrap = |what: &str, err: DeployerError| DeployerError {
+        message: format!("unable to {what} resource {at}: {}", err.message),
+        ..err
+    };
+    let live = ctx.kube_get(&r).map_err(|err| wrap("get", err))?;
+    let labels = [(OWNER_LABEL, item_name)];
+    let mut desired = m.manifest.clone();
+    let Some(live) = live else {
+        set_labels(&mut desired, &labels);
+        if let Some(a) = &m.annotate_before_create {
+            set_annotations(&mut desired, a);
+        }
+        let created = if *strategy == Ok(UpdateStrategy::Patch) {
+            ctx.kube_patch(&r, &desired, PatchType::Apply, Some(FIELD_MANAGER), true)
+        } else {
+            ctx.kube_create(&desired)
+        }
+        .map_err(|err| wrap("create", err))?;
+        return Ok(Some(Applied {
+            managed: managed_entry(m, &created),
+            patch: pending(m, &created),
+        }));
+    };
+    let owned = live
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(OWNER_LABEL))
+        .and_then(Value::as_str)
+        == Some(item_name);
+    if m.policy == Policy::Fallback && !owned {
+        ctx.info(&format!(
+            "{}: exists and is not owned by this DeployItem (label {OWNER_LABEL}); policy fallback leaves it alone",
+            e.describe()
+        ));
+        return Ok(None);
+    }
+    if m.policy == Policy::Immutable {
+        return Ok(Some(Applied {
+            managed: managed_entry(m, &live),
+            patch: None,
+        }));
+    }
+    let strategy = strategy.clone().map_err(|msg| {
+        wrap(
+            "update",
+            DeployerError::configuration("UpdateStrategy", msg),
+        )
+    })?;
+    let updated = match strategy {
+        UpdateStrategy::Update => {
+            set_labels(&mut desired, &labels);
+            copy_required_fields(&mut desired, &live);
+            ctx.kube_update(&desired)
+                .map_err(|err| wrap("update", err))?
+        }
+        UpdateStrategy::Patch => {
+            set_labels(&mut desired, &labels);
+            ctx.kube_patch(&r, &desired, PatchType::Apply, Some(FIELD_MANAGER), true)
+                .map_err(|err| wrap("patch", err))?
+        }
+        UpdateStrategy::Merge | UpdateStrategy::MergeOverwrite => {
+            let mut merged = live.clone();
+            if strategy == UpdateStrategy::Merge {
+                merge_keep(&mut merged, &desired);
+            } else {
+                merge_overwrite(&mut merged, &desired);
+            }
+            set_labels(&mut merged, &labels);
+            ctx.kube_update(&merged)
+                .map_err(|err| wrap("update", err))?
+        }
+    };
+    Ok(Some(Applied {
+        managed: managed_entry(m, &updated),
+        patch: pending(m, &updated),
+    }))
+}
+
+/// Outcome of one apply pass.
+pub struct Outcome {
+    /// Objects applied in this pass, CRDs first, each group sorted.
+    pub applied: Vec<ManagedResource>,
+    /// Queued `patchAfterDeployment` actions.
+    pub patches: Vec<PendingPatch>,
+    /// The first failure (aggregated per group), if any.
+    pub error: Option<DeployerError>,
+}
+
+/// Applies every manifest, group by group. Stops after the first group with a failure.
+pub fn apply(ctx: &Ctx, item_name: &str, config: &Config) -> Result<Outcome, DeployerError> {
+    let entries = expand(&config.manifests)?;
+    let groups = classify(ctx, &entries)?;
+    let mut out = Outcome {
+        applied: Vec::new(),
+        patches: Vec::new(),
+        error: None,
+    };
+    for group in 0..3u8 {
+        let mut done = Vec::new();
+        let mut errors: Vec<DeployerError> = Vec::new();
+        for (e, _) in entries.iter().zip(&groups).filter(|(_, g)| **g == group) {
+            if let Err(timeout) = ctx.checkpoint(CP_APPLY) {
+                errors.push(timeout);
+                break;
+            }
+            match apply_one(ctx, item_name, &config.update_strategy, e) {
+                Ok(Some(a)) => {
+                    done.push(a.managed);
+                    out.patches.extend(a.patch);
+                }
+                Ok(None) => {}
+                Err(err) => errors.push(DeployerError {
+                    message: format!("{}: {}", e.describe(), err.message),
+                    ..err
+                }),
+            }
+        }
+        done.sort_by_key(|m| m.resource.sort_key());
+        out.applied.extend(done);
+        if !errors.is_empty() {
+            out.error = Some(aggregate(errors));
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// One error for a failed group: a timeout wins; otherwise operation `ApplyObjects`, reason
+/// `ApplyNewObject`, all messages, and the unrecoverable codes of the causes.
+fn aggregate(errors: Vec<DeployerError>) -> DeployerError {
+    if let Some(t) = errors.iter().find(|e| e.has_code(codes::TIMEOUT)) {
+        return t.clone();
+    }
+    let mut out = DeployerError::retryable(
+        "ApplyNewObject",
+        errors
+            .iter()
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+    .with_operation("ApplyObjects");
+    for e in &errors {
+        for c in &e.codes {
+            if codes::UNRECOVERABLE.contains(&c.as_str()) {
+                out = out.with_code(c);
+            }
+        }
+    }
+    out
+}
+
+/// Previously managed entries that are not in `applied`.
+pub fn not_in<'a>(
+    old: &'a [ManagedResource],
+    applied: &[ManagedResource],
+) -> Vec<&'a ManagedResource> {
+    old.iter()
+        .filter(|o| !applied.iter().any(|n| n.resource.same(&o.resource)))
+        .collect()
+}

@@ -1,0 +1,103 @@
+//! Exports (contract 6.7): values read by jsonPath from `fromResource`, optionally following
+//! `fromObjectRef`, placed under a dotted `key` and deep-merged into one map.
+//!
+//! Owns: one evaluation round; a value that is not there yet is "call again", never a sleep.
+//! Must not touch: the export Secret (the host writes it).
+
+use crate::config::Export;
+use crate::jsonpath::JsonPath;
+use crate::strategies::deep_merge;
+use sdk_guest::{Ctx, DeployerError, ObjectRef};
+use serde_json::{Map, Value};
+
+fn read(ctx: &Ctx, object: &ObjectRef, path: &str) -> Result<Value, String> {
+    let obj = ctx
+        .kube_get(object)
+        .map_err(|e| e.message)?
+        .ok_or_else(|| {
+            format!(
+                "{} {}{} does not exist",
+                object.kind,
+                object
+                    .namespace
+                    .as_deref()
+                    .map(|n| format!("{n}/"))
+                    .unwrap_or_default(),
+                object.name
+            )
+        })?;
+    let path = JsonPath::parse(path)?;
+    path.eval(&obj)
+        .first()
+        .map(|v| (*v).clone())
+        .ok_or_else(|| format!("{path:?} not found"))
+}
+
+fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
+    let Some(from) = &e.from_resource else {
+        return Err("no fromResource".into());
+    };
+    let object = ObjectRef {
+        api_version: from.api_version.clone(),
+        kind: from.kind.clone(),
+        namespace: (!from.namespace.is_empty()).then(|| from.namespace.clone()),
+        name: from.name.clone(),
+    };
+    let value = read(ctx, &object, &e.json_path).map_err(|m| format!("{}: {m}", e.json_path))?;
+    let Some(r) = &e.from_object_ref else {
+        return Ok(value);
+    };
+    let name = value.get("name").and_then(Value::as_str).ok_or_else(|| {
+        format!(
+            "{}: not an object reference with a name: {value}",
+            e.json_path
+        )
+    })?;
+    let namespace = value
+        .get("namespace")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| object.namespace.clone());
+    let referenced = ObjectRef {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        namespace,
+        name: name.to_string(),
+    };
+    read(ctx, &referenced, &r.json_path).map_err(|m| format!("fromObjectRef {}: {m}", r.json_path))
+}
+
+/// `a.b` → `{"a": {"b": value}}`.
+fn nest(key: &str, value: Value) -> Value {
+    key.rsplit('.').fold(value, |acc, k| {
+        let mut m = Map::new();
+        m.insert(k.to_string(), acc);
+        Value::Object(m)
+    })
+}
+
+/// Reads every export. `Ok(Ok(map))` all there, `Ok(Err(reason))` not yet.
+pub fn read_all(ctx: &Ctx, exports: &[Export]) -> Result<Result<Value, String>, DeployerError> {
+    let mut out = Value::Object(Map::new());
+    for e in exports.iter().filter(|e| e.from_resource.is_some()) {
+        ctx.checkpoint(&format!("deployer: during export - key: {}", e.key))
+            .map_err(|err| err.with_operation("Export"))?;
+        match one(ctx, e) {
+            Ok(v) => deep_merge(&mut out, &nest(&e.key, v)),
+            Err(why) => return Ok(Err(format!("export {:?}: {why}", e.key))),
+        }
+    }
+    Ok(Ok(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn dotted_keys_nest() {
+        assert_eq!(nest("a.b", json!(1)), json!({"a": {"b": 1}}));
+        assert_eq!(nest("k", json!("v")), json!({"k": "v"}));
+    }
+}

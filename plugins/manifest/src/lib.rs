@@ -1,0 +1,369 @@
+//! The manifest deployer (`landscaper.gardener.cloud/kubernetes-manifest`, Landscaper contract
+//! section 6) as a wasm-deployer plugin.
+//!
+//! Owns: the step machine of one job. Every invocation resumes from the persisted
+//! `providerStatus` (`managedResources` plus a `progress` marker with the jobID and the
+//! step), does what it can without waiting, and answers "not yet, call again after D" while
+//! objects are not ready or exports are not there; the host re-invokes within the
+//! progressing timeout. Steps: apply (+ orphan clean-up) → readiness → exports →
+//! `patchAfterDeployment` → `Succeeded`. Delete: policy filter, before-delete
+//! annotations/patches, deletion groups in order → empty `managedResources`.
+//! Modules: [`config`] (configuration, v1alpha1 conversion, status), [`applier`] (policies,
+//! strategies, order), [`strategies`], [`readiness`], [`exports`], [`deletion`], [`jsonpath`].
+//! Must not touch: status writes, the export Secret, finalizers — the host owns those.
+
+pub mod applier;
+pub mod config;
+pub mod deletion;
+pub mod exports;
+pub mod jsonpath;
+pub mod readiness;
+pub mod strategies;
+
+use config::{Config, ManagedResource, ObjectReference, Progress, ProviderStatus};
+use sdk_guest::{
+    ConditionReport, ConditionStatus, Ctx, Deployer, DeployerError, Description, Invocation,
+    Response, export_deployer, phase,
+};
+use std::time::Duration;
+
+/// The DeployItem type.
+pub const TYPE: &str = "landscaper.gardener.cloud/kubernetes-manifest";
+/// Ownership label on every object the deployer creates or updates (contract 2.3).
+pub const OWNER_LABEL: &str = "manifest.deployer.landscaper.gardener.cloud/deployitem";
+/// Field manager of server-side apply (`updateStrategy: patch`).
+pub const FIELD_MANAGER: &str = "manifest.deployer.landscaper.gardener.cloud";
+
+/// Checkpoint names (contract 3.9).
+pub const CP_START: &str = "manifest deployer: start reconcile";
+/// Before readiness checks.
+pub const CP_BEFORE_READINESS: &str = "manifest deployer: before readiness check";
+/// Before reading exports.
+pub const CP_BEFORE_EXPORTS: &str = "manifest deployer: before reading export values";
+/// Default readiness checks.
+pub const CP_DEFAULT_READINESS: &str = "manifest deployer: default readiness checks";
+/// Custom readiness checks.
+pub const CP_CUSTOM_READINESS: &str = "manifest deployer: custom readiness checks";
+/// Start of delete.
+pub const CP_START_DELETE: &str = "manifest deployer: start delete";
+/// Orphan clean-up.
+pub const CP_CLEANUP: &str = "deployer: cleanup orphaned";
+/// First classification pass.
+pub const CP_PROCESS_MANAGED: &str = "deployer: process managed resource manifests";
+/// Second classification pass.
+pub const CP_PROCESS: &str = "deployer: process manifests";
+/// Before each apply.
+pub const CP_APPLY: &str = "deployer: apply manifests";
+/// Each delete.
+pub const CP_DELETE: &str = "deployer: delete resources";
+/// Readiness loop.
+pub const CP_DURING_READINESS: &str = "deployer: during readiness check";
+
+/// Poll interval while waiting for readiness, exports or deletions.
+const POLL: Duration = Duration::from_secs(1);
+/// Retry delay after persisting a partial status before reporting an error.
+const PERSIST_FIRST: Duration = Duration::from_millis(50);
+
+const STEP_APPLY: &str = "apply";
+const STEP_APPLIED: &str = "applied";
+const STEP_READY: &str = "ready";
+const STEP_DONE: &str = "done";
+
+/// The plugin.
+pub struct ManifestDeployer;
+
+fn poll_delay(ctx: &Ctx) -> Duration {
+    ctx.remaining()
+        .map(|r| r.min(POLL).max(Duration::from_millis(10)))
+        .unwrap_or(POLL)
+}
+
+fn waiting(ctx: &Ctx, status: &ProviderStatus, reason: &str, message: String) -> Response {
+    ctx.debug(&message);
+    Response {
+        phase: Some(phase::PROGRESSING.into()),
+        provider_status: Some(status.to_json()),
+        conditions: vec![ConditionReport::new(
+            "ManifestDeployer",
+            ConditionStatus::Progressing,
+            reason,
+            message,
+        )],
+        retry_after: Some(poll_delay(ctx)),
+        ..Default::default()
+    }
+}
+
+fn item_name_and_job(inv: &Invocation) -> (String, String) {
+    let s = |p: &str| {
+        inv.deploy_item
+            .pointer(p)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    (s("/metadata/name"), s("/status/jobID"))
+}
+
+fn require_target(inv: &Invocation, operation: &str) -> Result<(), DeployerError> {
+    if inv.target.is_none() {
+        // Retried until the progressing timeout, as in Landscaper.
+        return Err(
+            DeployerError::retryable("NoTarget", "no target defined: the DeployItem needs a Target of type landscaper.gardener.cloud/kubernetes-cluster")
+                .with_operation(operation),
+        );
+    }
+    Ok(())
+}
+
+fn sorted_set(v: &[ManagedResource]) -> Vec<String> {
+    let mut k: Vec<String> = v.iter().map(|m| m.resource.sort_key()).collect();
+    k.sort();
+    k
+}
+
+impl ManifestDeployer {
+    /// The apply step. `Ok(Err(response))`: answer now (waiting, or persisting first).
+    fn apply_step(
+        ctx: &Ctx,
+        item_name: &str,
+        job_id: &str,
+        config: &Config,
+        status: &mut ProviderStatus,
+        previous_raw: Option<&serde_json::Value>,
+    ) -> Result<Result<(), Response>, DeployerError> {
+        let old = status.managed_resources.clone();
+        let outcome = applier::apply(ctx, item_name, config)?;
+        if let Some(err) = outcome.error {
+            // Keep everything that may exist: applied now + previously managed.
+            let mut managed = outcome.applied;
+            managed.extend(applier::not_in(&old, &managed).into_iter().cloned());
+            let unrecorded = previous_raw.is_none() || sorted_set(&managed) != sorted_set(&old);
+            status.managed_resources = managed;
+            status.progress = Some(Progress {
+                job_id: job_id.into(),
+                step: STEP_APPLY.into(),
+                pending_patches: Vec::new(),
+            });
+            if unrecorded {
+                // Persist what exists before reporting the error (the error repeats on the
+                // next call, which then finds everything recorded).
+                return Ok(Err(Response {
+                    phase: Some(phase::PROGRESSING.into()),
+                    provider_status: Some(status.to_json()),
+                    retry_after: Some(PERSIST_FIRST),
+                    ..Default::default()
+                }));
+            }
+            return Err(err);
+        }
+        // Orphans: previously managed, not applied now, and ours to delete.
+        let orphans: Vec<ManagedResource> = applier::not_in(&old, &outcome.applied)
+            .into_iter()
+            .cloned()
+            .collect();
+        let mut remaining = Vec::new();
+        if !orphans.is_empty() {
+            ctx.checkpoint(CP_CLEANUP)?;
+            let to_delete = deletion::prepare(ctx, item_name, &orphans).map_err(|e| {
+                DeployerError {
+                    message: format!("cleanup of orphaned resources: {}", e.message),
+                    ..e
+                }
+                .with_operation("ApplyObjects")
+            })?;
+            remaining =
+                deletion::delete_in_groups(ctx, to_delete, &config.deletion_groups_during_update)
+                    .map_err(|e| {
+                    DeployerError {
+                        reason: "cleanupOrphanedResourcesInGroups".into(),
+                        ..e
+                    }
+                    .with_operation("ApplyObjects")
+                })?;
+        }
+        let mut managed = outcome.applied;
+        let waiting_for_orphans = !remaining.is_empty();
+        managed.extend(remaining);
+        status.managed_resources = managed;
+        if waiting_for_orphans {
+            status.progress = Some(Progress {
+                job_id: job_id.into(),
+                step: STEP_APPLY.into(),
+                pending_patches: Vec::new(),
+            });
+            return Ok(Err(waiting(
+                ctx,
+                status,
+                "DeletingOrphans",
+                "waiting for removed resources to be deleted".into(),
+            )));
+        }
+        status.progress = Some(Progress {
+            job_id: job_id.into(),
+            step: STEP_APPLIED.into(),
+            pending_patches: outcome.patches,
+        });
+        Ok(Ok(()))
+    }
+
+    fn patch_after_deployment(ctx: &Ctx, status: &ProviderStatus) -> Result<(), DeployerError> {
+        let Some(progress) = &status.progress else {
+            return Ok(());
+        };
+        for p in &progress.pending_patches {
+            let err = |m: String| {
+                DeployerError::retryable("PatchAfterDeployment", m)
+                    .with_operation("ReconcileManifests")
+            };
+            let r = p.resource.to_ref();
+            let what = format!("{} {}", p.resource.kind, p.resource.display());
+            let mut live = ctx
+                .kube_get(&r)
+                .map_err(|e| err(format!("{what}: {}", e.message)))?
+                .ok_or_else(|| err(format!("{what} does not exist")))?;
+            strategies::deep_merge(&mut live, &p.patch);
+            ctx.kube_update(&live)
+                .map_err(|e| err(format!("patching {what} after deployment: {}", e.message)))?;
+        }
+        Ok(())
+    }
+}
+
+impl Deployer for ManifestDeployer {
+    fn describe() -> Description {
+        Description {
+            name: "manifest".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            deploy_item_types: vec![TYPE.into()],
+            hook_types: vec![],
+        }
+    }
+
+    fn reconcile(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError> {
+        ctx.checkpoint(CP_START)?;
+        let raw = inv.provider_config_raw().ok_or_else(|| {
+            DeployerError::configuration(
+                "ProviderConfigurationMissing",
+                "provider configuration missing",
+            )
+            .with_operation("reconcile")
+        })?;
+        let config = Config::from_raw(raw)?;
+        let previous_raw = inv.previous_provider_status.as_ref();
+        let mut status = ProviderStatus::from_previous(previous_raw)?;
+        require_target(&inv, "reconcile")?;
+        let (item_name, job_id) = item_name_and_job(&inv);
+        let step = status
+            .progress
+            .as_ref()
+            .filter(|p| p.job_id == job_id)
+            .map(|p| p.step.clone())
+            .unwrap_or_default();
+
+        if step.is_empty() || step == STEP_APPLY {
+            if let Err(answer) =
+                Self::apply_step(ctx, &item_name, &job_id, &config, &mut status, previous_raw)?
+            {
+                return Ok(answer);
+            }
+        }
+        let mut step = status
+            .progress
+            .as_ref()
+            .map(|p| p.step.clone())
+            .unwrap_or_default();
+
+        if step == STEP_APPLIED {
+            ctx.checkpoint(CP_BEFORE_READINESS)?;
+            let mut round = Ok(());
+            if !config.readiness.disable_default {
+                round = readiness::default_check(ctx, &status.managed_resources)?;
+            }
+            if round.is_ok() {
+                round = readiness::custom_checks(ctx, &config.readiness.custom)?;
+            }
+            if let Err(why) = round {
+                return Ok(waiting(ctx, &status, "WaitingForReadiness", why));
+            }
+            if let Some(p) = status.progress.as_mut() {
+                p.step = STEP_READY.into();
+            }
+            step = STEP_READY.into();
+        }
+
+        let mut exports = None;
+        if step == STEP_READY {
+            if !config.exports.is_empty() {
+                ctx.checkpoint(CP_BEFORE_EXPORTS)?;
+                match exports::read_all(ctx, &config.exports)? {
+                    Ok(values) => exports = Some(values),
+                    Err(why) => return Ok(waiting(ctx, &status, "WaitingForExports", why)),
+                }
+            }
+            Self::patch_after_deployment(ctx, &status)?;
+            if let Some(p) = status.progress.as_mut() {
+                p.step = STEP_DONE.into();
+                p.pending_patches.clear();
+            }
+        }
+        Ok(Response {
+            phase: Some(phase::SUCCEEDED.into()),
+            provider_status: Some(status.to_json()),
+            exports,
+            ..Default::default()
+        })
+    }
+
+    fn delete(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError> {
+        let mut status = ProviderStatus::from_previous(inv.previous_provider_status.as_ref())?;
+        if status.managed_resources.is_empty() {
+            // Nothing to delete: no target access, no timeout check (contract 6.6 step 2).
+            return Ok(Response::default());
+        }
+        ctx.checkpoint(CP_START_DELETE)?;
+        let groups = match inv.provider_config_raw() {
+            Some(raw) => Config::from_raw(raw)?.deletion_groups,
+            None => Vec::new(),
+        };
+        require_target(&inv, "delete")?;
+        let (item_name, _) = item_name_and_job(&inv);
+        let fail = |e: DeployerError| DeployerError {
+            operation: "delete".into(),
+            reason: "DeleteWithUninstall".into(),
+            message: format!("failed deleting managed resources: {}", e.message),
+            ..e
+        };
+        let to_delete =
+            deletion::prepare(ctx, &item_name, &status.managed_resources).map_err(fail)?;
+        let remaining = deletion::delete_in_groups(ctx, to_delete, &groups).map_err(fail)?;
+        status.progress = None;
+        if remaining.is_empty() {
+            status.managed_resources = Vec::new();
+            return Ok(Response {
+                provider_status: Some(status.to_json()),
+                ..Default::default()
+            });
+        }
+        let left: Vec<String> = remaining
+            .iter()
+            .map(|m| format!("{} {}", m.resource.kind, m.resource.display()))
+            .collect();
+        status.managed_resources = remaining;
+        let mut r = waiting(
+            ctx,
+            &status,
+            "WaitingForDeletion",
+            format!("waiting for deletion of {}", left.join(", ")),
+        );
+        r.phase = Some(phase::DELETING.into());
+        Ok(r)
+    }
+}
+
+/// The reference of a managed object (re-exported for tests).
+pub fn reference_of(obj: &serde_json::Value) -> ObjectReference {
+    ObjectReference::of(obj)
+}
+
+export_deployer!(ManifestDeployer);

@@ -1,0 +1,375 @@
+//! Readiness (contract 6.5): the default check per kind over `managedResources`, and custom
+//! checks (`resourceSelector`, `labelSelector`, requirements with every operator).
+//!
+//! Owns: one evaluation round. Waiting is the caller's business: "not ready" becomes
+//! "call again after D", never a sleep.
+//! Must not touch: the status.
+
+use crate::config::{CustomCheck, ManagedResource, Policy, Requirement};
+use crate::jsonpath::JsonPath;
+use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS};
+use sdk_guest::{Ctx, DeployerError, ObjectRef, codes};
+use serde_json::Value;
+
+/// Result of one round: `Ok(())` ready, `Err(reason)` not (yet) ready.
+pub type Round = Result<(), String>;
+
+/// Maps a progressing-timeout error of a readiness checkpoint onto Landscaper's readiness
+/// timeout (operation `WaitForObjectsReady`, codes `ERR_TIMEOUT`, `ERR_FOR_INFO_ONLY`).
+fn timeout(e: DeployerError) -> DeployerError {
+    e.with_operation("WaitForObjectsReady")
+        .with_code(codes::FOR_INFO_ONLY)
+}
+
+/// Default check over every managed object that is not `ignore`d.
+pub fn default_check(ctx: &Ctx, managed: &[ManagedResource]) -> Result<Round, DeployerError> {
+    ctx.checkpoint(CP_DEFAULT_READINESS).map_err(timeout)?;
+    for m in managed.iter().filter(|m| m.policy != Policy::Ignore) {
+        let r = &m.resource;
+        ctx.checkpoint(&format!(
+            "{CP_DURING_READINESS} - resource {}/{} of type {}",
+            r.namespace, r.name, r.kind
+        ))
+        .map_err(timeout)?;
+        let obj = match ctx.kube_get(&r.to_ref()) {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(Err(format!("{} {} does not exist", r.kind, r.display()))),
+            Err(e) => return Ok(Err(format!("{} {}: {}", r.kind, r.display(), e.message))),
+        };
+        if let Err(why) = object_ready(&obj) {
+            return Ok(Err(format!(
+                "{} {} is not ready: {why}",
+                r.kind,
+                r.display()
+            )));
+        }
+    }
+    Ok(Ok(()))
+}
+
+fn int(v: &Value, p: &str) -> Option<i64> {
+    v.pointer(p).and_then(Value::as_i64)
+}
+
+fn generation_current(o: &Value) -> Result<(), String> {
+    let observed = int(o, "/status/observedGeneration").unwrap_or(0);
+    let generation = int(o, "/metadata/generation").unwrap_or(0);
+    if observed < generation {
+        return Err(format!(
+            "observed generation {observed} is older than generation {generation}"
+        ));
+    }
+    Ok(())
+}
+
+/// The per-kind rule of the default check (contract 6.5); other kinds are ready.
+pub fn object_ready(o: &Value) -> Result<(), String> {
+    let kind = o.get("kind").and_then(Value::as_str).unwrap_or("");
+    let group = o
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|a| a.rsplit_once('/').map(|(g, _)| g))
+        .unwrap_or("");
+    match (group, kind) {
+        ("", "Pod") => {
+            let ready = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
+            match ready {
+                Some(c) if c["reason"] == "PodCompleted" || c["status"] == "True" => Ok(()),
+                Some(_) => Err("condition Ready is not True".into()),
+                None => Err("no Ready condition".into()),
+            }
+        }
+        ("apps", "Deployment") => {
+            generation_current(o)?;
+            let r = int(o, "/spec/replicas").unwrap_or(0);
+            for f in ["replicas", "updatedReplicas", "availableReplicas"] {
+                let v = int(o, &format!("/status/{f}")).unwrap_or(0);
+                if v != r {
+                    return Err(format!("{f} is {v}, want {r}"));
+                }
+            }
+            Ok(())
+        }
+        ("apps", "StatefulSet") => {
+            generation_current(o)?;
+            let r = int(o, "/spec/replicas").unwrap_or(1);
+            for f in ["updatedReplicas", "availableReplicas"] {
+                let v = int(o, &format!("/status/{f}")).unwrap_or(0);
+                if v < r {
+                    return Err(format!("{f} is {v}, want {r}"));
+                }
+            }
+            Ok(())
+        }
+        ("apps", "DaemonSet") => {
+            generation_current(o)?;
+            let desired = int(o, "/status/desiredNumberScheduled").unwrap_or(0);
+            let current = int(o, "/status/currentNumberScheduled").unwrap_or(0);
+            let mut max_unavailable = 0;
+            if desired > 0
+                && o.pointer("/spec/updateStrategy/type")
+                    .and_then(Value::as_str)
+                    == Some("RollingUpdate")
+            {
+                match o.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
+                    Some(Value::Number(n)) => max_unavailable = n.as_i64().unwrap_or(0),
+                    Some(Value::String(s)) if s.ends_with('%') => {
+                        let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+                        max_unavailable = desired * pct / 100;
+                    }
+                    Some(Value::String(s)) => max_unavailable = s.parse().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            if current < desired - max_unavailable {
+                return Err(format!(
+                    "{current} of {desired} pods scheduled (maxUnavailable {max_unavailable})"
+                ));
+            }
+            Ok(())
+        }
+        ("apps", "ReplicaSet") | ("", "ReplicationController") => {
+            generation_current(o)?;
+            if let Some(c) = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "ReplicaFailure"))
+                && c["status"] != "False"
+            {
+                return Err(format!(
+                    "ReplicaFailure: {}",
+                    c["message"].as_str().unwrap_or("")
+                ));
+            }
+            let r = int(o, "/spec/replicas").unwrap_or(1);
+            let ready = int(o, "/status/readyReplicas").unwrap_or(0);
+            if ready < r {
+                return Err(format!("{ready} of {r} replicas ready"));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Numbers compare as floats (Landscaper normalises through a JSON round trip).
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Evaluates one requirement on one object.
+pub fn requirement_holds(obj: &Value, req: &Requirement) -> Result<(), String> {
+    let path = JsonPath::parse(&req.json_path)?;
+    let found = path.eval(obj);
+    let op = req.operator.as_str();
+    if found.is_empty() {
+        return if op == "!" {
+            Ok(())
+        } else {
+            Err(format!("{} not found", req.json_path))
+        };
+    }
+    match op {
+        "!" => return Err(format!("{} exists", req.json_path)),
+        "exists" => return Ok(()),
+        _ => {}
+    }
+    let values: Vec<&Value> = req.values.iter().filter_map(|v| v.get("value")).collect();
+    for f in found {
+        let ok = match op {
+            "=" | "==" | "in" => values.iter().any(|v| json_eq(f, v)),
+            "!=" => values.first().is_none_or(|v| !json_eq(f, v)),
+            "notin" => !values.iter().any(|v| json_eq(f, v)),
+            other => return Err(format!("unknown operator {other:?}")),
+        };
+        if !ok {
+            return Err(format!(
+                "{} is {f}, which does not satisfy {op} {}",
+                req.json_path,
+                values
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Custom checks, in order.
+pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, DeployerError> {
+    if checks.iter().all(|c| c.disabled) {
+        return Ok(Ok(()));
+    }
+    ctx.checkpoint(CP_CUSTOM_READINESS).map_err(timeout)?;
+    for c in checks.iter().filter(|c| !c.disabled) {
+        ctx.checkpoint(CP_DURING_READINESS).map_err(timeout)?;
+        let mut objects = Vec::new();
+        for r in &c.resource_selector {
+            let object = ObjectRef {
+                api_version: r.api_version.clone(),
+                kind: r.kind.clone(),
+                namespace: (!r.namespace.is_empty()).then(|| r.namespace.clone()),
+                name: r.name.clone(),
+            };
+            match ctx.kube_get(&object) {
+                Ok(Some(o)) => objects.push(o),
+                Ok(None) => {
+                    return Ok(Err(format!(
+                        "check {:?}: {} {} does not exist",
+                        c.name, r.kind, r.name
+                    )));
+                }
+                Err(e) => return Ok(Err(format!("check {:?}: {}", c.name, e.message))),
+            }
+        }
+        if let Some(ls) = &c.label_selector {
+            let selector = ls
+                .match_labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            match ctx.kube_list(&ls.api_version, &ls.kind, None, Some(&selector)) {
+                Ok(items) if items.is_empty() => {
+                    return Ok(Err(format!(
+                        "check {:?}: no {} matches {selector}",
+                        c.name, ls.kind
+                    )));
+                }
+                Ok(items) => objects.extend(items),
+                Err(e) => return Ok(Err(format!("check {:?}: {}", c.name, e.message))),
+            }
+        }
+        for o in &objects {
+            for req in &c.requirements {
+                if let Err(why) = requirement_holds(o, req) {
+                    let r = crate::config::ObjectReference::of(o);
+                    return Ok(Err(format!(
+                        "check {:?}: {} {}: {why}",
+                        c.name,
+                        r.kind,
+                        r.display()
+                    )));
+                }
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req(path: &str, op: &str, values: Value) -> Requirement {
+        Requirement {
+            json_path: path.into(),
+            operator: op.into(),
+            values: values.as_array().unwrap().clone(),
+        }
+    }
+
+    #[test]
+    fn every_operator_of_a_custom_check() {
+        let o = json!({"data": {"key": "val", "n": 1}, "spec": {"nested": {"a": [1, 2]}}});
+        let ok = |r: Requirement| requirement_holds(&o, &r).is_ok();
+        assert!(ok(req(".data.key", "=", json!([{"value": "val"}]))));
+        assert!(ok(req("data.key", "==", json!([{"value": "val"}]))));
+        assert!(!ok(req(".data.key", "=", json!([{"value": "other"}]))));
+        assert!(ok(req(".data.n", "=", json!([{"value": 1.0}]))));
+        assert!(ok(req(".data.key", "!=", json!([{"value": "other"}]))));
+        assert!(!ok(req(".data.key", "!=", json!([{"value": "val"}]))));
+        assert!(ok(req(
+            ".data.key",
+            "in",
+            json!([{"value": "a"}, {"value": "val"}])
+        )));
+        assert!(!ok(req(
+            ".data.key",
+            "notin",
+            json!([{"value": "a"}, {"value": "val"}])
+        )));
+        assert!(ok(req(".data.key", "notin", json!([{"value": "a"}]))));
+        assert!(ok(req(".data.key", "exists", json!([]))));
+        assert!(!ok(req(".data.missing", "exists", json!([]))));
+        assert!(ok(req(".data.missing", "!", json!([]))));
+        assert!(!ok(req(".data.key", "!", json!([]))));
+        assert!(ok(req(
+            ".spec.nested",
+            "=",
+            json!([{"value": {"a": [1, 2]}}])
+        )));
+    }
+
+    #[test]
+    fn default_readiness_per_kind() {
+        let pod = |status: &str, reason: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "status": {"conditions": [{"type": "Ready", "status": status, "reason": reason}]}})
+        };
+        assert!(object_ready(&pod("True", "")).is_ok());
+        assert!(object_ready(&pod("False", "PodCompleted")).is_ok());
+        assert!(object_ready(&pod("False", "")).is_err());
+        assert!(object_ready(&json!({"apiVersion": "v1", "kind": "Pod"})).is_err());
+
+        let deploy = |spec: i64, r: i64, u: i64, a: i64, og: i64| {
+            json!({"apiVersion": "apps/v1",
+            "kind": "Deployment", "metadata": {"generation": 2}, "spec": {"replicas": spec},
+            "status": {"observedGeneration": og, "replicas": r, "updatedReplicas": u, "availableReplicas": a}})
+        };
+        assert!(object_ready(&deploy(2, 2, 2, 2, 2)).is_ok());
+        assert!(object_ready(&deploy(2, 2, 2, 1, 2)).is_err());
+        assert!(object_ready(&deploy(2, 2, 2, 2, 1)).is_err());
+        assert!(
+            object_ready(&deploy(2, 3, 2, 2, 2)).is_err(),
+            "surplus replicas"
+        );
+
+        let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": {},
+            "status": {"updatedReplicas": 1, "availableReplicas": 1}});
+        assert!(object_ready(&sts).is_ok(), "nil replicas means 1");
+        let sts0 =
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": {}, "status": {}});
+        assert!(object_ready(&sts0).is_err());
+
+        let ds = |desired: i64, current: i64, mu: Value| {
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": mu}}},
+            "status": {"desiredNumberScheduled": desired, "currentNumberScheduled": current}})
+        };
+        assert!(object_ready(&ds(4, 4, json!(0))).is_ok());
+        assert!(object_ready(&ds(4, 3, json!(1))).is_ok());
+        assert!(object_ready(&ds(4, 3, json!("25%"))).is_ok());
+        assert!(object_ready(&ds(4, 2, json!("25%"))).is_err());
+
+        let rs = |ready: i64, failure: &str| {
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "spec": {"replicas": 2}, "status": {"readyReplicas": ready,
+            "conditions": [{"type": "ReplicaFailure", "status": failure}]}})
+        };
+        assert!(object_ready(&rs(2, "False")).is_ok());
+        assert!(object_ready(&rs(2, "True")).is_err());
+        assert!(object_ready(&rs(1, "False")).is_err());
+        let rc = json!({"apiVersion": "v1", "kind": "ReplicationController", "spec": {}, "status": {"readyReplicas": 1}});
+        assert!(object_ready(&rc).is_ok());
+
+        assert!(object_ready(&json!({"apiVersion": "v1", "kind": "ConfigMap"})).is_ok());
+    }
+}

@@ -1,0 +1,202 @@
+//! Helpers shared by the manifest deployer stories: DeployItems from the Landscaper testdata
+//! (retargeted to the harness' `default` Target), spec updates, job waits, object access.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use deployer_host::landscaper::DeployItem;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::support::Harness;
+
+pub const TYPE: &str = "landscaper.gardener.cloud/kubernetes-manifest";
+pub const V1ALPHA2: &str = "manifest.deployer.landscaper.gardener.cloud/v1alpha2";
+pub const OWNER_LABEL: &str = "manifest.deployer.landscaper.gardener.cloud/deployitem";
+
+/// A DeployItem YAML from `shared/landscaper/testdata/deployer/manifest/test/testdata/`, put
+/// into namespace `default` with the harness' `default` Target (as Landscaper's test utils do).
+pub fn testdata_item(file: &str, name: &str) -> Value {
+    let path = format!(
+        "{}/../../shared/landscaper/testdata/deployer/manifest/test/testdata/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut item: Value = serde_yaml::from_str(&yaml).expect("testdata YAML");
+    item["metadata"] = json!({"name": name, "namespace": "default"});
+    item["spec"]["target"] = json!({"name": "default", "namespace": "default"});
+    item
+}
+
+/// A manifest DeployItem with `config` (apiVersion/kind added if missing).
+pub fn item(name: &str, mut config: Value) -> Value {
+    if config.get("apiVersion").is_none() {
+        config["apiVersion"] = json!(V1ALPHA2);
+        config["kind"] = json!("ProviderConfiguration");
+    }
+    json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "DeployItem",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": TYPE, "target": {"name": "default", "namespace": "default"}, "config": config}
+    })
+}
+
+pub async fn create(h: &Harness, item: &Value) -> DeployItem {
+    h.create_item(&item.to_string()).await
+}
+
+/// Replaces `spec.config` (the simulated Landscaper then issues a new jobID).
+pub async fn set_config(h: &Harness, name: &str, config: &Value) -> String {
+    let before = h.items("default").get(name).await.unwrap().status().job_id;
+    h.items("default")
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"config": null}})),
+        )
+        .await
+        .unwrap();
+    h.items("default")
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"config": config}})),
+        )
+        .await
+        .unwrap();
+    before
+}
+
+/// Waits until a job other than `old_job` has finished.
+pub async fn wait_next_job(h: &Harness, name: &str, old_job: &str) -> DeployItem {
+    h.wait_for("default", name, Duration::from_secs(30), |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id != old_job && s.job_id == s.job_id_finished
+    })
+    .await
+}
+
+/// Waits for the first job and returns the item.
+pub async fn wait_done(h: &Harness, name: &str) -> DeployItem {
+    h.wait_for("default", name, Duration::from_secs(30), |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    })
+    .await
+}
+
+pub fn managed(item: &DeployItem) -> Vec<Value> {
+    item.status()
+        .provider_status
+        .and_then(|p| p.get("managedResources").cloned())
+        .and_then(|m| m.as_array().cloned())
+        .unwrap_or_default()
+}
+
+pub fn managed_names(item: &DeployItem) -> Vec<String> {
+    managed(item)
+        .iter()
+        .map(|m| m["resource"]["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+pub fn api(client: &Client, api_version: &str, kind: &str, ns: Option<&str>) -> Api<DynamicObject> {
+    let (g, v) = api_version.split_once('/').unwrap_or(("", api_version));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(g, v, kind));
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// The object as JSON, or None.
+pub async fn get(
+    h: &Harness,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
+    api(&h.client, api_version, kind, ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+pub async fn configmap(h: &Harness, name: &str) -> Option<Value> {
+    get(h, "v1", "ConfigMap", Some("default"), name).await
+}
+
+pub async fn secret_value(h: &Harness, name: &str, key: &str) -> Option<String> {
+    use base64_decode as b64;
+    let s = get(h, "v1", "Secret", Some("default"), name).await?;
+    s["data"][key].as_str().map(b64)
+}
+
+/// Minimal base64 decoding for Secret data in assertions.
+pub fn base64_decode(s: &str) -> String {
+    let table = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            _ => 63,
+        }
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|c| *c != b'=').collect();
+    let mut out = Vec::new();
+    for chunk in bytes.chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            n |= table(*c) << (18 - 6 * i);
+        }
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// Creates or replaces an object through the API.
+pub async fn put(h: &Harness, obj: Value) -> Value {
+    let api_version = obj["apiVersion"].as_str().unwrap().to_string();
+    let kind = obj["kind"].as_str().unwrap().to_string();
+    let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    let a = api(&h.client, &api_version, &kind, ns.as_deref());
+    let pp = PatchParams::apply("test").force();
+    let o: DynamicObject = serde_json::from_value(obj).unwrap();
+    serde_json::to_value(a.patch(&name, &pp, &Patch::Apply(&o)).await.unwrap()).unwrap()
+}
+
+/// Merge-patches an object.
+pub async fn merge(
+    h: &Harness,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+    patch: Value,
+) {
+    api(&h.client, api_version, kind, ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+pub fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default"}, "data": data})
+}
+
+pub async fn delete_item(h: &Harness, name: &str) {
+    h.items("default")
+        .delete(name, &Default::default())
+        .await
+        .unwrap();
+}

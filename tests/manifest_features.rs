@@ -1,0 +1,595 @@
+//! Manifest deployer features (contract 12.3: `policy_test.go`, `misc_test.go`,
+//! `readiness_check_test.go`, `export_test.go`, `objectapplier_test.go`,
+//! `defaultreadinesscheck_test.go`), as stories on the embedded API server.
+
+mod manifest;
+mod support;
+
+use std::time::Duration;
+
+use deployer_host::landscaper::{Phase, codes};
+use manifest::*;
+use serde_json::{Value, json};
+use support::Harness;
+
+fn with_policy(policy: &str, data: Value) -> Value {
+    json!({"manifests": [{"policy": policy, "manifest": cm("my-cm", data)}]})
+}
+
+/// Deploys `config` as item `name`, updates it to `updated`, deletes it; returns the data of
+/// `my-cm` after create, after update, and whether it exists after the delete.
+async fn lifecycle(
+    h: &Harness,
+    name: &str,
+    config: Value,
+    updated: Value,
+) -> (Option<Value>, Option<Value>, bool) {
+    create(h, &item(name, config)).await;
+    let i = wait_done(h, name).await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    let after_create = configmap(h, "my-cm").await.map(|c| c["data"].clone());
+    let mut updated = updated;
+    updated["apiVersion"] = json!(V1ALPHA2);
+    updated["kind"] = json!("ProviderConfiguration");
+    let old = set_config(h, name, &updated).await;
+    let i = wait_next_job(h, name, &old).await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    let after_update = configmap(h, "my-cm").await.map(|c| c["data"].clone());
+    delete_item(h, name).await;
+    h.wait_gone("default", name, Duration::from_secs(30)).await;
+    (
+        after_create,
+        after_update,
+        configmap(h, "my-cm").await.is_some(),
+    )
+}
+
+// ---- policies (policy_test.go, 15 cases) ----------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_manage_creates_updates_and_deletes() {
+    let h = Harness::start().await;
+    let (c, u, exists) = lifecycle(
+        &h,
+        "p-manage",
+        with_policy("manage", json!({"k": "1"})),
+        with_policy("manage", json!({"k": "2"})),
+    )
+    .await;
+    assert_eq!(c, Some(json!({"k": "1"})));
+    assert_eq!(u, Some(json!({"k": "2"})));
+    assert!(!exists);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_fallback_creates_updates_and_deletes_what_it_owns() {
+    let h = Harness::start().await;
+    let (c, u, exists) = lifecycle(
+        &h,
+        "p-fallback",
+        with_policy("fallback", json!({"k": "1"})),
+        with_policy("fallback", json!({"k": "2"})),
+    )
+    .await;
+    assert_eq!(c, Some(json!({"k": "1"})));
+    assert_eq!(u, Some(json!({"k": "2"})));
+    assert!(!exists);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_fallback_neither_updates_nor_deletes_an_object_owned_by_another_item() {
+    let h = Harness::start().await;
+    let mut foreign = cm("my-cm", json!({"k": "foreign"}));
+    foreign["metadata"]["labels"] = json!({OWNER_LABEL: "someone-else"});
+    put(&h, foreign).await;
+    create(
+        &h,
+        &item(
+            "p-fb-foreign",
+            with_policy("fallback", json!({"k": "mine"})),
+        ),
+    )
+    .await;
+    let i = wait_done(&h, "p-fb-foreign").await;
+    assert_eq!(i.status().phase, Phase::Succeeded);
+    assert!(managed(&i).is_empty(), "not listed");
+    assert_eq!(
+        configmap(&h, "my-cm").await.unwrap()["data"]["k"],
+        "foreign"
+    );
+    delete_item(&h, "p-fb-foreign").await;
+    h.wait_gone("default", "p-fb-foreign", Duration::from_secs(30))
+        .await;
+    assert!(configmap(&h, "my-cm").await.is_some(), "not deleted");
+
+    // Owned at deploy time, taken over by someone else before the uninstall: not deleted.
+    create(
+        &h,
+        &item(
+            "p-fb-taken",
+            json!({"manifests": [{"policy": "fallback", "manifest": cm("taken", json!({}))}]}),
+        ),
+    )
+    .await;
+    wait_done(&h, "p-fb-taken").await;
+    merge(
+        &h,
+        "v1",
+        "ConfigMap",
+        Some("default"),
+        "taken",
+        json!({"metadata": {"labels": {OWNER_LABEL: "other"}}}),
+    )
+    .await;
+    delete_item(&h, "p-fb-taken").await;
+    h.wait_gone("default", "p-fb-taken", Duration::from_secs(30))
+        .await;
+    assert!(configmap(&h, "taken").await.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_keep_creates_and_updates_but_never_deletes() {
+    let h = Harness::start().await;
+    let (c, u, exists) = lifecycle(
+        &h,
+        "p-keep",
+        with_policy("keep", json!({"k": "1"})),
+        with_policy("keep", json!({"k": "2"})),
+    )
+    .await;
+    assert_eq!(c, Some(json!({"k": "1"})));
+    assert_eq!(u, Some(json!({"k": "2"})));
+    assert!(exists);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_ignore_creates_nothing() {
+    let h = Harness::start().await;
+    create(
+        &h,
+        &item("p-ignore", with_policy("ignore", json!({"k": "1"}))),
+    )
+    .await;
+    let i = wait_done(&h, "p-ignore").await;
+    assert_eq!(i.status().phase, Phase::Succeeded);
+    assert!(managed(&i).is_empty());
+    assert!(configmap(&h, "my-cm").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_immutable_creates_never_updates_and_deletes() {
+    let h = Harness::start().await;
+    let (c, u, exists) = lifecycle(
+        &h,
+        "p-immutable",
+        with_policy("immutable", json!({"k": "1"})),
+        with_policy("immutable", json!({"k": "2"})),
+    )
+    .await;
+    assert_eq!(c, Some(json!({"k": "1"})));
+    assert_eq!(u, Some(json!({"k": "1"})));
+    assert!(!exists);
+}
+
+// ---- annotations, patches, lists (misc_test.go) ----------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_annotate_before_create_then_the_annotations_are_merged_only_on_creation() {
+    let h = Harness::start().await;
+    let mut with_existing = cm("abc-1", json!({}));
+    with_existing["metadata"]["annotations"] = json!({"own": "x", "a": "manifest"});
+    create(
+        &h,
+        &item(
+            "abc",
+            json!({"manifests": [
+        {"manifest": cm("abc-0", json!({})), "annotateBeforeCreate": {"a": "1"}},
+        {"manifest": with_existing, "annotateBeforeCreate": {"a": "1", "b": "2"}}]}),
+        ),
+    )
+    .await;
+    assert_eq!(wait_done(&h, "abc").await.status().phase, Phase::Succeeded);
+    assert_eq!(
+        configmap(&h, "abc-0").await.unwrap()["metadata"]["annotations"],
+        json!({"a": "1"})
+    );
+    assert_eq!(
+        configmap(&h, "abc-1").await.unwrap()["metadata"]["annotations"],
+        json!({"own": "x", "a": "1", "b": "2"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_annotate_before_delete_then_the_object_carries_them_when_it_is_deleted() {
+    let h = Harness::start().await;
+    let mut held = cm("abd", json!({}));
+    held["metadata"]["finalizers"] = json!(["test/hold"]);
+    held["metadata"]["annotations"] = json!({"existing": "yes"});
+    create(&h, &item("abd", json!({"manifests": [{"manifest": held, "annotateBeforeDelete": {"deleted-by": "landscaper"}}]}))).await;
+    let first = wait_done(&h, "abd").await.status().job_id;
+    delete_item(&h, "abd").await;
+    // The finalizer holds the ConfigMap: it has its deletionTimestamp and the annotation.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let live = loop {
+        let c = configmap(&h, "abd").await.unwrap();
+        if c["metadata"]["deletionTimestamp"].is_string() {
+            break c;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never deleted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        live["metadata"]["annotations"],
+        json!({"existing": "yes", "deleted-by": "landscaper"})
+    );
+    let s = h.items("default").get("abd").await.unwrap().status();
+    assert_ne!(s.job_id, first);
+    assert_eq!(s.phase, Phase::Deleting, "waits for the object");
+    merge(
+        &h,
+        "v1",
+        "ConfigMap",
+        Some("default"),
+        "abd",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    h.wait_gone("default", "abd", Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_patches_then_after_deployment_and_before_delete_they_are_merged_into_the_object() {
+    let h = Harness::start().await;
+    let mut held = cm("patched", json!({"key1": "val1", "key2": "val2"}));
+    held["metadata"]["finalizers"] = json!(["test/hold"]);
+    create(
+        &h,
+        &item(
+            "patches",
+            json!({"manifests": [{"manifest": held,
+        "patchAfterDeployment": {"data": {"key1": "val1b", "key3": "val3"}},
+        "patchBeforeDelete": {"data": {"key4": "val4"}}}]}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        wait_done(&h, "patches").await.status().phase,
+        Phase::Succeeded
+    );
+    assert_eq!(
+        configmap(&h, "patched").await.unwrap()["data"],
+        json!({"key1": "val1b", "key2": "val2", "key3": "val3"})
+    );
+    delete_item(&h, "patches").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = configmap(&h, "patched").await.unwrap();
+        if c["metadata"]["deletionTimestamp"].is_string() {
+            assert_eq!(c["data"].as_object().unwrap().len(), 4);
+            assert_eq!(c["data"]["key4"], "val4");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    merge(
+        &h,
+        "v1",
+        "ConfigMap",
+        Some("default"),
+        "patched",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    h.wait_gone("default", "patches", Duration::from_secs(30))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_list_manifest_then_each_item_is_applied_and_an_empty_list_is_fine() {
+    let h = Harness::start().await;
+    create(&h, &item("list", json!({"manifests": [
+        {"manifest": {"apiVersion": "v1", "kind": "List", "items": [cm("l1", json!({})), cm("l2", json!({}))]},
+         "annotateBeforeCreate": {"from": "list"}},
+        {"manifest": {"apiVersion": "v1", "kind": "List", "items": []}}]}))).await;
+    let i = wait_done(&h, "list").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    assert_eq!(managed_names(&i), vec!["l1", "l2"]);
+    for n in ["l1", "l2"] {
+        assert_eq!(
+            configmap(&h, n).await.unwrap()["metadata"]["annotations"]["from"],
+            "list"
+        );
+    }
+}
+
+// ---- readiness (readiness_check_test.go, defaultreadinesscheck_test.go) ------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_custom_check_then_the_job_waits_until_the_object_becomes_ready() {
+    let h = Harness::start().await;
+    create(&h, &item("wait-ready", json!({"manifests": [{"manifest": cm("wr", json!({"ready": "false"})), "policy": "immutable"}],
+        "readinessChecks": {"custom": [{"name": "ready-key",
+            "resourceSelector": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "wr", "namespace": "default"}],
+            "requirements": [{"jsonPath": ".data.ready", "operator": "=", "values": [{"value": "true"}]}]}]}}))).await;
+    let i = h
+        .wait_for("default", "wait-ready", Duration::from_secs(20), |i| {
+            i.status().phase == Phase::Progressing
+        })
+        .await;
+    assert_ne!(i.status().job_id, i.status().job_id_finished);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_ne!(
+        h.items("default")
+            .get("wait-ready")
+            .await
+            .unwrap()
+            .status()
+            .phase,
+        Phase::Succeeded
+    );
+    merge(
+        &h,
+        "v1",
+        "ConfigMap",
+        Some("default"),
+        "wr",
+        json!({"data": {"ready": "true"}}),
+    )
+    .await;
+    assert_eq!(
+        wait_done(&h, "wait-ready").await.status().phase,
+        Phase::Succeeded
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_every_operator_and_a_label_selector_then_matching_checks_pass_and_a_mismatch_times_out()
+ {
+    let h = Harness::start().await;
+    let mut labelled = cm("ops", json!({"key": "val", "n": "1"}));
+    labelled["metadata"]["labels"] = json!({"app": "ops"});
+    let req = |path: &str, op: &str, values: Value| json!({"jsonPath": path, "operator": op, "values": values});
+    create(&h, &item("ops", json!({"manifests": [{"manifest": labelled}],
+        "readinessChecks": {"custom": [{"name": "all-ops",
+            "labelSelector": {"apiVersion": "v1", "kind": "ConfigMap", "matchLabels": {"app": "ops"}},
+            "requirements": [
+                req(".data.key", "=", json!([{"value": "val"}])),
+                req(".data.key", "==", json!([{"value": "val"}])),
+                req(".data.key", "!=", json!([{"value": "other"}])),
+                req(".data.key", "in", json!([{"value": "x"}, {"value": "val"}])),
+                req(".data.key", "notin", json!([{"value": "x"}, {"value": "y"}])),
+                req(".data.n", "exists", json!([])),
+                req(".data.missing", "!", json!([]))]}]}}))).await;
+    assert_eq!(wait_done(&h, "ops").await.status().phase, Phase::Succeeded);
+
+    let mut mismatch = item(
+        "mismatch",
+        json!({"manifests": [{"manifest": cm("mm", json!({"key": "val"}))}],
+        "readinessChecks": {"custom": [{"name": "never",
+            "resourceSelector": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "mm", "namespace": "default"}],
+            "requirements": [req(".data.key", "=", json!([{"value": "other"}]))]}]}}),
+    );
+    mismatch["spec"]["timeout"] = json!("1s");
+    create(&h, &mismatch).await;
+    let s = wait_done(&h, "mismatch").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert_eq!(err.reason, "ProgressingTimeout");
+    assert!(err.codes.contains(&codes::TIMEOUT.to_string()), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_deployment_then_the_default_check_waits_for_its_status() {
+    let h = Harness::start().await;
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    create(
+        &h,
+        &item("deploy", json!({"manifests": [{"manifest": deploy}]})),
+    )
+    .await;
+    h.wait_for("default", "deploy", Duration::from_secs(20), |i| {
+        i.status().phase == Phase::Progressing
+    })
+    .await;
+    let live = get(&h, "apps/v1", "Deployment", Some("default"), "web")
+        .await
+        .unwrap();
+    let generation = live["metadata"]["generation"].as_i64().unwrap_or(1);
+    let status = json!({"status": {"observedGeneration": generation, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2, "readyReplicas": 2}});
+    manifest::api(&h.client, "apps/v1", "Deployment", Some("default"))
+        .patch_status(
+            "web",
+            &Default::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_done(&h, "deploy").await.status().phase,
+        Phase::Succeeded
+    );
+}
+
+// ---- exports (export_test.go, exporter_test.go) -----------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_exports_then_values_come_from_json_paths_and_object_refs() {
+    let h = Harness::start().await;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sa-token", "namespace": "default"},
+        "stringData": {"token": "t0k3n"}});
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "default"},
+        "secrets": [{"name": "sa-token"}]});
+    create(&h, &item("exports", json!({"manifests": [{"manifest": cm("my-cm", json!({"a": "1"}))}, {"manifest": secret}, {"manifest": sa}],
+        "exports": {"exports": [
+            {"key": "my-cm-data", "jsonPath": ".data", "fromResource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "my-cm", "namespace": "default"}},
+            {"key": "nested.token", "jsonPath": ".secrets[0]", "fromResource": {"apiVersion": "v1", "kind": "ServiceAccount", "name": "sa", "namespace": "default"},
+             "fromObjectRef": {"apiVersion": "v1", "kind": "Secret", "jsonPath": ".data.token"}}]}}))).await;
+    let i = wait_done(&h, "exports").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    let export = i.status().export_ref.unwrap();
+    let s = get(&h, "v1", "Secret", Some("default"), &export.name)
+        .await
+        .unwrap();
+    let config: Value =
+        serde_json::from_str(&base64_decode(s["data"]["config"].as_str().unwrap())).unwrap();
+    assert_eq!(config["my-cm-data"], json!({"a": "1"}));
+    assert_eq!(
+        base64_decode(config["nested"]["token"].as_str().unwrap()),
+        "t0k3n"
+    );
+}
+
+// ---- object applier outcomes (objectapplier_test.go) ------------------------------------------
+
+async fn strategy_outcome(h: &Harness, name: &str, strategy: &str) -> Value {
+    let cm_name = format!("s-{name}");
+    let mut desired = cm(&cm_name, json!({"a": "1", "b": "1"}));
+    desired["metadata"]["labels"] = json!({"l": "1"});
+    create(
+        h,
+        &item(
+            name,
+            json!({"updateStrategy": strategy, "manifests": [{"manifest": desired.clone()}]}),
+        ),
+    )
+    .await;
+    wait_done(h, name).await;
+    merge(h, "v1", "ConfigMap", Some("default"), &cm_name,
+        json!({"metadata": {"labels": {"external": "x"}, "annotations": {"external": "x"}}, "data": {"external": "x", "a": "changed"}})).await;
+    desired["data"] = json!({"a": "2", "b": "2"});
+    let old = set_config(
+        h,
+        name,
+        &json!({"apiVersion": V1ALPHA2, "kind": "ProviderConfiguration",
+        "updateStrategy": strategy, "manifests": [{"manifest": desired}]}),
+    )
+    .await;
+    let i = wait_next_job(h, name, &old).await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{strategy}: {:?}",
+        i.status().last_error
+    );
+    configmap(h, &cm_name).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_external_changes_then_each_update_strategy_has_its_documented_outcome() {
+    let h = Harness::start().await;
+    let u = strategy_outcome(&h, "update", "update").await;
+    assert_eq!(u["data"], json!({"a": "2", "b": "2"}), "update replaces");
+    assert!(u["metadata"]["annotations"].get("external").is_none());
+    assert_eq!(u["metadata"]["labels"][OWNER_LABEL], "update");
+
+    let p = strategy_outcome(&h, "patch", "patch").await;
+    assert_eq!(
+        p["data"],
+        json!({"a": "2", "b": "2", "external": "x"}),
+        "patch keeps foreign fields"
+    );
+    assert_eq!(p["metadata"]["annotations"]["external"], "x");
+
+    let m = strategy_outcome(&h, "merge", "merge").await;
+    assert_eq!(
+        m["data"],
+        json!({"a": "changed", "b": "1", "external": "x"}),
+        "merge keeps live values"
+    );
+    assert_eq!(m["metadata"]["labels"]["external"], "x");
+
+    let o = strategy_outcome(&h, "overwrite", "mergeOverwrite").await;
+    assert_eq!(
+        o["data"],
+        json!({"a": "2", "b": "2", "external": "x"}),
+        "mergeOverwrite: manifest wins"
+    );
+    assert_eq!(o["metadata"]["labels"]["external"], "x");
+}
+
+// ---- v1alpha1 and deletion groups -------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_v1alpha1_config_then_exports_and_deletion_groups_survive_the_conversion() {
+    let h = Harness::start().await;
+    create(&h, &item("v1a1", json!({
+        "apiVersion": "manifest.deployer.landscaper.gardener.cloud/v1alpha1", "kind": "ProviderConfiguration",
+        "manifests": [cm("v1a1-cm", json!({"x": "y"}))],
+        "exports": {"exports": [{"key": "x", "jsonPath": ".data.x",
+            "fromResource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "v1a1-cm", "namespace": "default"}}]},
+        "deletionGroups": [{"customResourceGroup": {"resources": [{"apiVersion": "v1", "kind": "configmaps"}]}}]}))).await;
+    let i = wait_done(&h, "v1a1").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    assert!(i.status().export_ref.is_some(), "exports kept");
+    delete_item(&h, "v1a1").await;
+    h.wait_gone("default", "v1a1", Duration::from_secs(30))
+        .await;
+    assert!(
+        configmap(&h, "v1a1-cm").await.is_none(),
+        "deleted through the plural-named group"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_deletion_groups_then_groups_are_deleted_in_order_and_unmatched_objects_last() {
+    let h = Harness::start().await;
+    let mut first = cm("dg-first", json!({}));
+    first["metadata"]["finalizers"] = json!(["test/hold"]);
+    create(&h, &item("groups", json!({"manifests": [{"manifest": first}, {"manifest": cm("dg-second", json!({}))},
+            {"manifest": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "dg-unmatched", "namespace": "default"}}}],
+        "deletionGroups": [
+            {"customResourceGroup": {"resources": [{"apiVersion": "v1", "kind": "ConfigMap", "names": ["dg-first"]}]}},
+            {"customResourceGroup": {"resources": [{"apiVersion": "v1", "kind": "configmap"}]}}]}))).await;
+    wait_done(&h, "groups").await;
+    delete_item(&h, "groups").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The first group is held by its finalizer: the second has not started.
+    assert!(configmap(&h, "dg-second").await.is_some());
+    merge(
+        &h,
+        "v1",
+        "ConfigMap",
+        Some("default"),
+        "dg-first",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    h.wait_gone("default", "groups", Duration::from_secs(30))
+        .await;
+    assert!(configmap(&h, "dg-second").await.is_none());
+    assert!(
+        get(&h, "v1", "Secret", Some("default"), "dg-unmatched")
+            .await
+            .is_none()
+    );
+}
