@@ -608,18 +608,13 @@ pub fn check_object(v: &Value) -> Result<(), String> {
         return Err(format!("must be a Kubernetes object, got {}", type_name(v)));
     };
     for key in ["apiVersion", "kind"] {
-        if !o
-            .get(key)
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty())
-        {
+        if o.get(key).and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(format!("{key} is missing"));
         }
     }
-    if !v
-        .pointer("/metadata/name")
+    if v.pointer("/metadata/name")
         .and_then(Value::as_str)
-        .is_some_and(|s| !s.is_empty())
+        .is_none_or(str::is_empty)
     {
         return Err("metadata.name is missing".into());
     }

@@ -261,12 +261,11 @@ impl Deployer for ManifestDeployer {
             .map(|p| p.step.clone())
             .unwrap_or_default();
 
-        if step.is_empty() || step == STEP_APPLY {
-            if let Err(answer) =
+        if (step.is_empty() || step == STEP_APPLY)
+            && let Err(answer) =
                 Self::apply_step(ctx, &item_name, &job_id, &config, &mut status, previous_raw)?
-            {
-                return Ok(answer);
-            }
+        {
+            return Ok(answer);
         }
         let mut step = status
             .progress

@@ -129,10 +129,10 @@ pub fn set_annotations<'a>(
 /// `spec.selector` and `spec.template.metadata.labels`; Service `spec.clusterIP`;
 /// ServiceAccount `secrets` if the desired object has none.
 pub fn copy_required_fields(desired: &mut Value, live: &Value) {
-    if let Some(rv) = live.pointer("/metadata/resourceVersion") {
-        if let Some(meta) = desired.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("resourceVersion".into(), rv.clone());
-        }
+    if let Some(rv) = live.pointer("/metadata/resourceVersion")
+        && let Some(meta) = desired.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("resourceVersion".into(), rv.clone());
     }
     let kind = live.get("kind").and_then(Value::as_str).unwrap_or("");
     let group = live
@@ -165,11 +165,7 @@ pub fn copy_required_fields(desired: &mut Value, live: &Value) {
             copy(desired, &["spec", "template", "metadata", "labels"]);
         }
         ("", "Service") => copy(desired, &["spec", "clusterIP"]),
-        ("", "ServiceAccount") => {
-            if desired.get("secrets").is_none() {
-                copy(desired, &["secrets"]);
-            }
-        }
+        ("", "ServiceAccount") if desired.get("secrets").is_none() => copy(desired, &["secrets"]),
         _ => {}
     }
 }

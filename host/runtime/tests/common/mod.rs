@@ -112,6 +112,8 @@ impl HostServices for FakeHost {
             KubeOp::Get(_) => None,
             KubeOp::Create { object_json } | KubeOp::Update { object_json } => Some(object_json),
             KubeOp::Delete(_) => None,
+            // 0.2 (`cluster`) operations: not used by the runtime tests.
+            KubeOp::List { .. } | KubeOp::Patch { .. } | KubeOp::Discover { .. } => None,
         })
     }
 }

@@ -1,0 +1,149 @@
+//! More contract rules as stories (Landscaper contract sections 1.4, 2.1, 3.4, 3.7): the
+//! `test-reconcile` operation, `updateOnChangeOnly`, target validation, and Kubernetes Events.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use deployer_host::landscaper::{Phase, Target, codes};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{Harness, Options};
+
+const MOCK: &str = r#"
+apiVersion: landscaper.gardener.cloud/v1alpha1
+kind: DeployItem
+metadata: {name: NAME, namespace: default}
+spec:
+  type: landscaper.gardener.cloud/mock
+  config:
+    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    phase: Succeeded
+"#;
+
+fn mock(name: &str) -> String {
+    MOCK.replace("NAME", name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_test_reconcile_annotation_then_the_host_removes_it_and_runs_a_fresh_job() {
+    let h = Harness::start_with(Options {
+        landscaper: false,
+        ..Options::default()
+    })
+    .await;
+    h.create_item(&mock("tested")).await;
+    let patch = json!({"metadata": {"annotations": {"landscaper.gardener.cloud/operation": "test-reconcile"}}});
+    h.items("default")
+        .patch("tested", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let item = h.wait_finished("default", "tested").await;
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Succeeded);
+    assert_eq!(s.job_id.len(), 36, "a fresh random jobID: {}", s.job_id);
+    assert!(
+        item.annotation("landscaper.gardener.cloud/operation")
+            .is_none(),
+        "the annotation is removed"
+    );
+    assert!(s.transition_times.unwrap().trigger_time.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_update_on_change_only_and_an_unchanged_item_then_a_new_job_finishes_without_the_plugin()
+ {
+    let h = Harness::start().await;
+    h.create_item(&mock("unchanged").replace("spec:\n", "spec:\n  updateOnChangeOnly: true\n"))
+        .await;
+    let first = h.wait_finished("default", "unchanged").await;
+    let calls = h.deployer.stats.plugin_calls.load(Ordering::Relaxed);
+
+    // Landscaper issues a new job although nothing changed.
+    let api = h.items("default");
+    let next = deployer_host::dev::landscaper::with_new_job(&first);
+    api.replace_status("unchanged", &PostParams::default(), &next)
+        .await
+        .unwrap();
+    let second = h
+        .wait_for("default", "unchanged", Duration::from_secs(20), |i| {
+            let s = i.status();
+            s.job_id == next.status().job_id && s.job_id == s.job_id_finished
+        })
+        .await;
+    assert_eq!(second.status().phase, Phase::Succeeded);
+    assert_eq!(
+        h.deployer.stats.plugin_calls.load(Ordering::Relaxed),
+        calls,
+        "the plugin was not called"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_target_whose_kubeconfig_uses_a_token_file_then_the_item_fails_validation() {
+    let h = Harness::start().await;
+    let targets: Api<Target> = Api::namespaced(h.client.clone(), "default");
+    let kubeconfig = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://x'}}]\nusers:\n- name: u\n  user:\n    tokenFile: /var/run/secrets/token\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n";
+    let target: Target = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+        "metadata": {"name": "files", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster", "config": {"kubeconfig": kubeconfig}}
+    }))
+    .unwrap();
+    targets
+        .create(&PostParams::default(), &target)
+        .await
+        .unwrap();
+    h.create_item(&mock("bad-target").replace(
+        "spec:\n",
+        "spec:\n  target: {name: files, namespace: default}\n",
+    ))
+    .await;
+    let s = h.wait_finished("default", "bad-target").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert_eq!(err.reason, "ValidateTarget");
+    assert_eq!(err.codes, vec![codes::CONFIGURATION_PROBLEM.to_string()]);
+    assert!(err.message.contains("tokenFile"), "{}", err.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_job_then_pickup_finish_and_errors_are_kubernetes_events_on_the_item() {
+    let h = Harness::start().await;
+    h.create_item(&mock("evented")).await;
+    h.create_item(&mock("evented-bad").replace(
+        "spec:\n",
+        "spec:\n  target: {name: nope, namespace: default}\n",
+    ))
+    .await;
+    h.wait_finished("default", "evented").await;
+    h.wait_finished("default", "evented-bad").await;
+    let events: Api<Event> = Api::namespaced(h.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let reasons = |name: &str| -> Vec<String> {
+            list.iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+                .filter_map(|e| e.reason.clone())
+                .collect()
+        };
+        let ok = reasons("evented");
+        let bad = reasons("evented-bad");
+        if ok.contains(&"PickedUp".to_string())
+            && ok.contains(&"JobFinished".to_string())
+            && bad.contains(&"NoTargetFound".to_string())
+            && bad.contains(&"JobFailed".to_string())
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events: ok={ok:?} bad={bad:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
