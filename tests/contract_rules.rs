@@ -147,3 +147,49 @@ async fn given_a_job_then_pickup_finish_and_errors_are_kubernetes_events_on_the_
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_context_with_registry_pull_secrets_then_the_plugin_gets_them_resolved() {
+    let h = Harness::start_with(Options {
+        test_plugins: true,
+        ..Options::default()
+    })
+    .await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(h.client.clone(), "default");
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "regcred", "namespace": "default"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": "eyJhdXRocyI6e319"}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let contexts: Api<deployer_host::landscaper::Context> =
+        Api::namespaced(h.client.clone(), "default");
+    let context = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
+        "metadata": {"name": "with-pull-secrets", "namespace": "default"},
+        "registryPullSecrets": [{"name": "regcred"}]
+    }))
+    .unwrap();
+    contexts
+        .create(&PostParams::default(), &context)
+        .await
+        .unwrap();
+    h.create_item(
+        "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: pulls, namespace: default}\nspec:\n  type: test.wasm-deployer.dev/faulty\n  context: with-pull-secrets\n  config: {apiVersion: faulty.test/v1, kind: ProviderConfiguration, action: inputs}\n",
+    )
+    .await;
+    let s = h.wait_finished("default", "pulls").await.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
+    let seen = s.provider_status.unwrap();
+    assert_eq!(
+        seen["context"]["resolvedRegistryPullSecrets"]["regcred"], "{\"auths\":{}}",
+        "{seen}"
+    );
+    assert_eq!(seen["context"]["metadata"]["name"], "with-pull-secrets");
+}

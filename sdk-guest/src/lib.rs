@@ -102,7 +102,7 @@ pub use model::{
 pub use time::format_rfc3339;
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "1.0.0";
 
 /// A deployer: what a plugin implements.
 ///

@@ -4,7 +4,8 @@
 //! `ok` (succeeds), `trap` (panics → wasm trap), `loop` (spins forever), `allocate` (grows
 //! memory without bound), `recurse` (overflows the stack), `env` / `fs` (report what ambient
 //! environment, arguments and files are visible), `checkpoint` (calls the progress import),
-//! `kube` (reads a ConfigMap through the host), `log` (logs at every level), `exit` (calls
+//! `kube` (reads a ConfigMap through the host), `log` (logs at every level), `inputs` (echoes
+//! the Context and whether a Target came), `exit` (calls
 //! `std::process::exit`).
 //! Must not touch: anything outside tests — xtask builds it into `target/test-plugins/`.
 
@@ -50,6 +51,12 @@ impl Deployer for Faulty {
         let config: Config = inv.provider_config()?;
         let status = match config.action.as_str() {
             "ok" => json!({"ok": true}),
+            // Echo what the host handed over: the Context (with resolved pull secrets) and
+            // whether a Target came with it.
+            "inputs" => json!({
+                "context": inv.context.clone(),
+                "hasTarget": inv.target.is_some(),
+            }),
             "trap" => panic!("faulty plugin: deliberate trap"),
             "loop" => {
                 let mut i: u64 = 0;
@@ -117,6 +124,10 @@ impl Deployer for Faulty {
                 ));
             }
         };
+        // providerStatus is an embedded resource: the API server requires apiVersion and kind.
+        let mut status = status;
+        status["apiVersion"] = json!("faulty.test/v1");
+        status["kind"] = json!("ProviderStatus");
         Ok(Response {
             phase: Some("Succeeded".into()),
             provider_status: Some(status),
