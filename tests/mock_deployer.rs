@@ -329,3 +329,23 @@ async fn given_an_item_without_a_jobid_change_then_the_host_writes_nothing() {
         created.metadata.resource_version
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_provider_status_without_api_version_and_kind_then_the_item_fails_with_a_clear_error()
+ {
+    let h = Harness::start().await;
+    h.create_item(&mock_item("bad-status").replace(
+        "      apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1\n      kind: ProviderStatus\n",
+        "",
+    ))
+    .await;
+    let s = h.wait_finished("default", "bad-status").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert_eq!(err.reason, "InvalidProviderStatus");
+    assert!(
+        err.message.contains("apiVersion and kind"),
+        "{}",
+        err.message
+    );
+}

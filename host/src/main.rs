@@ -66,6 +66,10 @@ enum Command {
         /// Create the objects of these YAML files (or directories) once ready.
         #[arg(long)]
         apply: Vec<PathBuf>,
+        /// Do not simulate kubelet/controllers (by default Pods become Ready and Deployments,
+        /// StatefulSets, DaemonSets, ReplicaSets get the status readiness checks look for).
+        #[arg(long, env = "DEV_NO_SIMULATE_WORKLOADS")]
+        no_simulate_workloads: bool,
     },
     /// Helm-exact chart rendering (the engine the helm deployer plugin uses).
     Helm {
@@ -145,6 +149,7 @@ async fn main() -> anyhow::Result<()> {
             data_dir,
             no_landscaper,
             apply,
+            no_simulate_workloads,
         } => {
             let config = load_config(config.as_ref(), plugins)?;
             dev::run(
@@ -154,6 +159,7 @@ async fn main() -> anyhow::Result<()> {
                     data_dir,
                     simulate_landscaper: !no_landscaper,
                     apply,
+                    simulate_workloads: !no_simulate_workloads,
                 },
                 config,
             )

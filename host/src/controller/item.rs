@@ -375,6 +375,9 @@ impl ItemCtx {
                 return fail(step_error(e, "reconcile"));
             }
         };
+        if let Some(err) = invalid_provider_status(&response) {
+            return fail(err);
+        }
         let mut s = item.status();
         let retry_after = response.retry_after;
         apply_response(&mut s, &response, &now());
@@ -437,6 +440,9 @@ impl ItemCtx {
                     return fail(step_error(e, "delete"));
                 }
             };
+            if let Some(err) = invalid_provider_status(&response) {
+                return fail(err.with_operation("delete"));
+            }
             let mut s = item.status();
             apply_response(&mut s, &response, &now());
             if let Some(after) = response.retry_after {
@@ -681,6 +687,29 @@ impl ItemCtx {
 /// Key under which the Context handed to a plugin carries its resolved registry pull secrets
 /// (`{secret name: .dockerconfigjson content}`).
 pub const RESOLVED_PULL_SECRETS: &str = "resolvedRegistryPullSecrets";
+
+/// `status.providerStatus` is an embedded resource: a real API server rejects it without
+/// `apiVersion` and `kind`. Caught here, so the item fails with a message instead of its status
+/// write being rejected on every retry.
+fn invalid_provider_status(response: &Response) -> Option<StepError> {
+    let ps = response.provider_status.as_ref()?;
+    let has = |k: &str| {
+        ps.get(k)
+            .and_then(|v| v.as_str())
+            .is_some_and(|v| !v.is_empty())
+    };
+    if ps.is_object() && has("apiVersion") && has("kind") {
+        return None;
+    }
+    Some(
+        StepError::new(
+            "reconcile",
+            "InvalidProviderStatus",
+            "the plugin returned a providerStatus without apiVersion and kind; status.providerStatus is an embedded Kubernetes object and needs both",
+        )
+        .with_code(codes::INTERNAL_PROBLEM),
+    )
+}
 
 /// Folds a plugin response into the status (the host owns condition timestamps).
 fn apply_response(s: &mut crate::landscaper::DeployItemStatus, response: &Response, now: &str) {

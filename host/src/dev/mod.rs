@@ -41,6 +41,8 @@ pub struct DevOptions {
     pub simulate_landscaper: bool,
     /// YAML files or directories of YAML files whose objects are created once ready.
     pub apply: Vec<PathBuf>,
+    /// Play kubelet and controllers for readiness (Pods Running, Deployments available, ...).
+    pub simulate_workloads: bool,
 }
 
 /// A running dev environment (also used by tests, which skip the HTTP listener).
@@ -129,6 +131,7 @@ pub fn apply_path(server: &ApiServer, path: &std::path::Path) -> anyhow::Result<
 pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> {
     let server = ApiServer::new(embedded_apiserver::Options {
         data_dir: options.data_dir.clone(),
+        simulate_workloads: options.simulate_workloads,
         ..Default::default()
     })?;
     let listener = tokio::net::TcpListener::bind(options.listen)
