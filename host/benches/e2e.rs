@@ -216,9 +216,10 @@ async fn run_jobs(
         .sum();
     // Settled: nothing to do, so nothing may be written.
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    server.reset_stats();
+    // `writes` counts committed changes since the server started: take the difference.
+    let before = server.stats().writes;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let settled_writes = server.stats().writes;
+    let settled_writes = server.stats().writes - before;
     for t in tasks {
         t.abort();
     }
