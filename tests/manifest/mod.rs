@@ -51,20 +51,14 @@ pub async fn create(h: &Harness, item: &Value) -> DeployItem {
 /// Replaces `spec.config` (the simulated Landscaper then issues a new jobID).
 pub async fn set_config(h: &Harness, name: &str, config: &Value) -> String {
     let before = h.items("default").get(name).await.unwrap().status().job_id;
+    // One atomic replace: two patches (clear, then set) would let Landscaper start a job on the
+    // item without configuration in between.
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec/config", "value": config}
+    ]))
+    .unwrap();
     h.items("default")
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"config": null}})),
-        )
-        .await
-        .unwrap();
-    h.items("default")
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"config": config}})),
-        )
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
         .await
         .unwrap();
     before
