@@ -364,20 +364,13 @@ impl ItemCtx {
                 .with_code(codes::CONFIGURATION_PROBLEM),
             );
         }
-        let result = self.call_plugin(item, resolved, context, false).await;
-        let response = match result {
+        let response = match self
+            .call_plugin_checked(item, resolved, context, false)
+            .await
+        {
             Ok(r) => r,
-            Err(e) => {
-                // Conditions reported with an error (e.g. validation False) still count.
-                let mut s = item.status();
-                apply_conditions(&mut s, &e.conditions, &now());
-                item.status = Some(s);
-                return fail(step_error(e, "reconcile"));
-            }
+            Err(err) => return fail(err),
         };
-        if let Some(err) = invalid_provider_status(&response) {
-            return fail(err);
-        }
         let mut s = item.status();
         let retry_after = response.retry_after;
         apply_response(&mut s, &response, &now());
@@ -429,20 +422,13 @@ impl ItemCtx {
                 Ok(c) => c,
                 Err(err) => return fail(err.with_operation("delete")),
             };
-            let result = self.call_plugin(item, resolved, context, true).await;
-            let response = match result {
+            let response = match self
+                .call_plugin_checked(item, resolved, context, true)
+                .await
+            {
                 Ok(r) => r,
-                Err(e) => {
-                    // Conditions reported with an error (e.g. validation False) still count.
-                    let mut s = item.status();
-                    apply_conditions(&mut s, &e.conditions, &now());
-                    item.status = Some(s);
-                    return fail(step_error(e, "delete"));
-                }
+                Err(err) => return fail(err),
             };
-            if let Some(err) = invalid_provider_status(&response) {
-                return fail(err.with_operation("delete"));
-            }
             let mut s = item.status();
             apply_response(&mut s, &response, &now());
             if let Some(after) = response.retry_after {
@@ -469,6 +455,30 @@ impl ItemCtx {
             retry_after: None,
             released: true,
         })
+    }
+
+    /// Calls the plugin and turns its error, or a response the API server would reject, into
+    /// the step error. Conditions reported with an error (e.g. validation False) still count.
+    async fn call_plugin_checked(
+        &self,
+        item: &mut DeployItem,
+        resolved: Option<ResolvedTarget>,
+        context: Option<Context>,
+        delete: bool,
+    ) -> Result<Response, StepError> {
+        let operation = if delete { "delete" } else { "reconcile" };
+        match self.call_plugin(item, resolved, context, delete).await {
+            Ok(response) => match invalid_provider_status(&response) {
+                Some(err) => Err(err.with_operation(operation)),
+                None => Ok(response),
+            },
+            Err(e) => {
+                let mut s = item.status();
+                apply_conditions(&mut s, &e.conditions, &now());
+                item.status = Some(s);
+                Err(step_error(e, operation))
+            }
+        }
     }
 
     async fn call_plugin(

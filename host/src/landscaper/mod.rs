@@ -37,28 +37,12 @@ pub mod operations {
     pub const INTERRUPT: &str = "interrupt";
 }
 
-/// Landscaper's `ErrorCode` values (contract section 1.2.5).
+/// Landscaper's `ErrorCode` values (contract section 1.2.5): the SDK's constants, shared with
+/// plugins, plus the host's check for codes that end a job.
 pub mod codes {
-    pub const UNAUTHORIZED: &str = "ERR_UNAUTHORIZED";
-    pub const CLEANUP: &str = "ERR_CLEANUP";
-    pub const CONFIGURATION_PROBLEM: &str = "ERR_CONFIGURATION_PROBLEM";
-    pub const INTERNAL_PROBLEM: &str = "ERR_INTERNAL_PROBLEM";
-    pub const TIMEOUT: &str = "ERR_TIMEOUT";
-    pub const CYCLIC_DEPENDENCIES: &str = "ERR_CYCLIC_DEPENDENCIES";
-    pub const WEBHOOK: &str = "ERR_WEBHOOK";
-    pub const UNFINISHED: &str = "ERR_UNFINISHED";
-    pub const FOR_INFO_ONLY: &str = "ERR_FOR_INFO_ONLY";
-    pub const NO_RETRY: &str = "ERR_NO_RETRY";
+    pub use sdk_guest::codes::*;
 
-    /// Codes that end a job as `Failed` / `DeleteFailed` instead of retrying it.
-    pub const UNRECOVERABLE: [&str; 5] = [
-        CONFIGURATION_PROBLEM,
-        INTERNAL_PROBLEM,
-        TIMEOUT,
-        UNAUTHORIZED,
-        CYCLIC_DEPENDENCIES,
-    ];
-
+    /// True for the codes that end a job as `Failed` / `DeleteFailed` instead of retrying it.
     pub fn is_unrecoverable(code: &str) -> bool {
         UNRECOVERABLE.contains(&code)
     }
