@@ -10,23 +10,7 @@ use deployer_host::landscaper::{Phase, Target, codes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{Harness, Options};
-
-const MOCK: &str = r#"
-apiVersion: landscaper.gardener.cloud/v1alpha1
-kind: DeployItem
-metadata: {name: NAME, namespace: default}
-spec:
-  type: landscaper.gardener.cloud/mock
-  config:
-    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    phase: Succeeded
-"#;
-
-fn mock(name: &str) -> String {
-    MOCK.replace("NAME", name)
-}
+use support::{Harness, Options, mock_item as mock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_the_test_reconcile_annotation_then_the_host_removes_it_and_runs_a_fresh_job() {
@@ -181,7 +165,8 @@ async fn given_a_context_with_registry_pull_secrets_then_the_plugin_gets_them_re
         .await
         .unwrap();
     h.create_item(
-        "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: pulls, namespace: default}\nspec:\n  type: test.wasm-deployer.dev/faulty\n  context: with-pull-secrets\n  config: {apiVersion: faulty.test/v1, kind: ProviderConfiguration, action: inputs}\n",
+        &support::faulty_item("pulls", "inputs")
+            .replace("spec:\n", "spec:\n  context: with-pull-secrets\n"),
     )
     .await;
     let s = h.wait_finished("default", "pulls").await.status();

@@ -7,35 +7,7 @@ use std::time::Duration;
 
 use deployer_host::config::{HostConfig, LimitsConfig};
 use deployer_host::landscaper::{Phase, codes};
-use support::{Harness, Options};
-
-fn faulty(name: &str, action: &str) -> String {
-    format!(
-        r#"
-apiVersion: landscaper.gardener.cloud/v1alpha1
-kind: DeployItem
-metadata: {{name: {name}, namespace: default}}
-spec:
-  type: test.wasm-deployer.dev/faulty
-  config:
-    apiVersion: faulty.test/v1
-    kind: ProviderConfiguration
-    action: {action}
-"#
-    )
-}
-
-const MOCK: &str = r#"
-apiVersion: landscaper.gardener.cloud/v1alpha1
-kind: DeployItem
-metadata: {name: healthy, namespace: default}
-spec:
-  type: landscaper.gardener.cloud/mock
-  config:
-    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    phase: Succeeded
-"#;
+use support::{Harness, Options, faulty_item as faulty, mock_item};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_misbehaving_plugins_then_only_their_own_items_fail_with_the_right_code() {
@@ -60,7 +32,7 @@ async fn given_misbehaving_plugins_then_only_their_own_items_fail_with_the_right
     h.create_item(&faulty("traps", "trap")).await;
     h.create_item(&faulty("loops", "loop")).await;
     h.create_item(&faulty("hogs", "allocate")).await;
-    h.create_item(MOCK).await;
+    h.create_item(&mock_item("healthy")).await;
 
     let wait = |name: &'static str| {
         h.wait_for("default", name, Duration::from_secs(30), |i| {

@@ -14,26 +14,16 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Harness, Options};
 
-const MOCK_SUCCEEDED: &str = r#"
-apiVersion: landscaper.gardener.cloud/v1alpha1
-kind: DeployItem
-metadata: {name: NAME, namespace: default}
-spec:
-  type: landscaper.gardener.cloud/mock
-  config:
-    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    phase: Succeeded
-    providerStatus:
+/// The mock item of the support module, plus a providerStatus and an export.
+fn mock_item(name: &str) -> String {
+    support::mock_item(name)
+        + "    providerStatus:
       apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
       kind: ProviderStatus
       key1: val1
     export:
       key2: val2
-"#;
-
-fn mock_item(name: &str) -> String {
-    MOCK_SUCCEEDED.replace("NAME", name)
+"
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,38 @@ use embedded_apiserver::ApiServer;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
+/// A mock DeployItem in `default` that succeeds (no providerStatus, no export).
+pub fn mock_item(name: &str) -> String {
+    format!(
+        "apiVersion: landscaper.gardener.cloud/v1alpha1
+kind: DeployItem
+metadata: {{name: {name}, namespace: default}}
+spec:
+  type: landscaper.gardener.cloud/mock
+  config:
+    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    phase: Succeeded
+"
+    )
+}
+
+/// A DeployItem for the test-only `faulty` plugin, misbehaving as `action` says.
+pub fn faulty_item(name: &str, action: &str) -> String {
+    format!(
+        "apiVersion: landscaper.gardener.cloud/v1alpha1
+kind: DeployItem
+metadata: {{name: {name}, namespace: default}}
+spec:
+  type: test.wasm-deployer.dev/faulty
+  config:
+    apiVersion: faulty.test/v1
+    kind: ProviderConfiguration
+    action: {action}
+"
+    )
+}
+
 /// Where the built plugins are: `$DEPLOYER_TEST_PLUGINS`, else `<workspace>/target/plugins`.
 pub fn plugins_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("DEPLOYER_TEST_PLUGINS") {

@@ -5,8 +5,7 @@
 //! with fixed times. Nothing here talks to the API server.
 
 use crate::landscaper::{
-    Condition, DeployItem, DeployItemStatus, DeployerInformation, LsError, Phase, TransitionTimes,
-    codes,
+    Condition, DeployItemStatus, DeployerInformation, LsError, Phase, TransitionTimes, codes,
 };
 
 /// Number of errors kept in `status.lastErrors`.
@@ -35,6 +34,12 @@ impl StepError {
         if !self.codes.iter().any(|c| c == code) {
             self.codes.push(code.into());
         }
+        self
+    }
+
+    /// The same error, attributed to `operation` (e.g. `delete`).
+    pub fn with_operation(mut self, operation: &str) -> Self {
+        self.operation = operation.to_string();
         self
     }
 
@@ -202,11 +207,6 @@ pub fn update_conditions(conditions: &mut Vec<Condition>, updates: &[ConditionUp
             }),
         }
     }
-}
-
-/// The status the item would have if nothing changed: what the finish compares against.
-pub fn current_status(item: &DeployItem) -> DeployItemStatus {
-    item.status()
 }
 
 #[cfg(test)]

@@ -800,13 +800,6 @@ fn to_deployer_error(e: StepError) -> DeployerError {
     }
 }
 
-impl StepError {
-    fn with_operation(mut self, operation: &str) -> Self {
-        self.operation = operation.to_string();
-        self
-    }
-}
-
 /// Now, as a Kubernetes timestamp (RFC 3339, seconds).
 pub fn now() -> String {
     let now = jiff::Timestamp::now();
