@@ -75,6 +75,19 @@ fn calls_of_provider(item: &deployer_host::landscaper::DeployItem) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits until the host has called `hook_type` for `name` (End runs just after the status
+/// write a `wait_finished` sees).
+async fn wait_hook(h: &Harness, name: &str, hook_type: HookType) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !h.hook_types_for(name).contains(&hook_type) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {hook_type} call for {name}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `needle` appears in `haystack` as a contiguous run.
 fn contains_run(haystack: &[HookType], needle: &[HookType]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
@@ -87,6 +100,7 @@ async fn given_hooks_with_no_opinion_then_every_type_runs_at_its_point_in_flow_o
     let item = h.wait_finished("default", "plain").await;
     assert_eq!(item.status().phase, Phase::Succeeded);
     assert_eq!(calls_of_provider(&item), 1);
+    wait_hook(&h, "plain", End).await;
     let types = h.hook_types_for("plain");
     assert!(
         contains_run(
@@ -310,11 +324,12 @@ async fn given_a_finished_step_then_end_runs_after_its_status_write() {
     let h = harness().await;
     h.create_item(&hooked_item("ended", json!({}))).await;
     h.wait_finished("default", "ended").await;
+    wait_hook(&h, "ended", End).await;
     let end = h
         .hook_calls_for("ended")
         .into_iter()
         .find(|c| c.hook_type == End)
-        .expect("an End call");
+        .unwrap();
     let seen = end.item_json.unwrap();
     assert_eq!(
         seen["status"]["phase"], "Succeeded",
@@ -376,6 +391,7 @@ async fn given_a_progressing_timeout_then_before_abort_runs_instead_of_before_re
             .codes
             .contains(&codes::TIMEOUT.to_string())
     );
+    wait_hook(&h, "late", End).await;
     let types = h.hook_types_for("late");
     assert!(
         contains_run(&types, &[BeforeAnyReconcile, BeforeAbort, End]),

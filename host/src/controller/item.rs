@@ -277,6 +277,26 @@ struct Flow {
     acc: Accumulated,
 }
 
+/// What the plugin sees during a re-apply: the item as if a job had just started — a jobID
+/// of its own (`reapply-<time>`, never written back), phase `Init`, initTime now — so every
+/// plugin written for the job protocol reconciles from scratch instead of resuming the
+/// finished job it finds in providerStatus. The stored status is never this view.
+fn reapply_view(item: &DeployItem) -> DeployItem {
+    let mut view = item.clone();
+    let mut s = view.status();
+    let at = now();
+    s.job_id = format!("reapply-{}", jiff::Timestamp::now().as_millisecond());
+    s.phase = Phase::Init;
+    s.last_reconcile_time = Some(at.clone());
+    let times = s
+        .transition_times
+        .get_or_insert_with(TransitionTimes::default);
+    times.init_time = Some(at);
+    times.finished_time = None;
+    view.status = Some(s);
+    view
+}
+
 /// Only a settled, successful, not-deleting item is re-applied by a forced reconcile: a
 /// `Failed` item waits for Landscaper's next job, a deleting one for its delete.
 fn reapplicable(item: &DeployItem) -> bool {
@@ -612,10 +632,14 @@ impl ItemCtx {
             Ok(c) => c,
             Err(err) => return Ok(Err(err.with_operation("reconcile"))),
         };
-        let response = match self
-            .call_plugin_checked(item, resolved, context, Call::Reapply)
-            .await
-        {
+        let mut view = reapply_view(item);
+        let called = self
+            .call_plugin_checked(&mut view, resolved, context, Call::Reapply)
+            .await;
+        let mut s = item.status();
+        s.conditions = view.status().conditions;
+        item.status = Some(s);
+        let response = match called {
             Ok(r) => r,
             Err(err) => return Ok(Err(err)),
         };

@@ -1,0 +1,135 @@
+//! Continuous reconcile, as stories: the `continuous-reconcile` hook plugin (a real wasm
+//! component) re-applies a finished manifest item on its schedule, so a hand-edited object
+//! comes back — without a new job, and with the item's phase and jobID fields untouched.
+
+mod manifest;
+mod support;
+
+use std::time::Duration;
+
+use deployer_host::config::{HookRegistration, HostConfig};
+use deployer_host::landscaper::Phase;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use support::{Harness, Options};
+
+async fn harness() -> Harness {
+    Harness::start_with(Options {
+        config: HostConfig {
+            requeue_interval: Some("200ms".into()),
+            hooks: Some(vec![HookRegistration {
+                plugin: "continuous-reconcile".into(),
+                deploy_item_types: vec!["*".into()],
+                hook_types: Vec::new(),
+            }]),
+            ..HostConfig::default()
+        },
+        ..Options::default()
+    })
+    .await
+}
+
+/// A manifest item managing ConfigMap `default/<name>` with `data.color: blue`.
+fn configmap_item(name: &str, every: &str) -> serde_json::Value {
+    manifest::item(
+        name,
+        json!({
+            "updateStrategy": "update",
+            "continuousReconcile": {"every": every},
+            "manifests": [{"policy": "manage", "manifest": {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default"},
+                "data": {"color": "blue"}
+            }}]
+        }),
+    )
+}
+
+async fn edit_by_hand(h: &Harness, name: &str) {
+    let patch = json!({"data": {"color": "red"}});
+    Api::<ConfigMap>::namespaced(h.client.clone(), "default")
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+async fn color(h: &Harness, name: &str) -> String {
+    let cm = Api::<ConfigMap>::namespaced(h.client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap();
+    cm.data
+        .unwrap_or_default()
+        .get("color")
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_hand_edited_configmap_then_continuous_reconcile_restores_it_within_the_interval() {
+    let h = harness().await;
+    manifest::create(&h, &configmap_item("palette", "2s")).await;
+    let done = manifest::wait_done(&h, "palette").await;
+    let job = done.status().job_id.clone();
+    assert_eq!(color(&h, "palette").await, "blue");
+
+    edit_by_hand(&h, "palette").await;
+    assert_eq!(color(&h, "palette").await, "red");
+    // Due at lastReconcileTime + 2s (whole seconds): restored within the interval plus slack.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while color(&h, "palette").await != "blue" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not restored within the interval"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let item = h.items("default").get("palette").await.unwrap();
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Succeeded);
+    assert_eq!(s.job_id, job, "no new job");
+    assert_eq!(s.job_id_finished, job, "jobID == jobIDFinished throughout");
+    assert_ne!(s.last_reconcile_time, done.status().last_reconcile_time);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_active_false_annotation_then_a_hand_edit_stays() {
+    let h = harness().await;
+    let mut item = configmap_item("frozen", "1s");
+    item["metadata"]["annotations"] =
+        json!({"continuousreconcile.extensions.landscaper.gardener.cloud/active": "false"});
+    manifest::create(&h, &item).await;
+    let done = manifest::wait_done(&h, "frozen").await;
+    edit_by_hand(&h, "frozen").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        color(&h, "frozen").await,
+        "red",
+        "switched off: nothing re-applies"
+    );
+    let now = h.items("default").get("frozen").await.unwrap();
+    assert_eq!(
+        now.status().last_reconcile_time,
+        done.status().last_reconcile_time
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_invalid_schedule_then_the_job_fails_with_a_configuration_error() {
+    let h = harness().await;
+    let mut item = configmap_item("garbled", "1s");
+    item["spec"]["config"]["continuousReconcile"] = json!({"cron": "every tuesday"});
+    manifest::create(&h, &item).await;
+    let done = manifest::wait_done(&h, "garbled").await;
+    let s = done.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert!(err.codes.contains(&"ERR_CONFIGURATION_PROBLEM".to_string()));
+    assert!(
+        err.message.contains("continuousReconcile.cron"),
+        "{}",
+        err.message
+    );
+}
