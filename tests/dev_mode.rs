@@ -170,3 +170,50 @@ async fn check_over_http(dev: &DevProcess) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// In dev mode the continuous-reconcile hook is on without any configuration: the manifest
+/// example's ConfigMap, edited by hand, comes back (the example's 10s shortened to 2s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_restores_a_hand_edited_configmap_through_continuous_reconcile() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let dev = start_dev(&[]);
+    let kc = kube::config::Kubeconfig::read_from(&dev.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let items: kube::Api<DeployItem> = kube::Api::namespaced(client.clone(), "default");
+    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/20-deployitem-manifest-continuous.yaml");
+    let yaml = std::fs::read_to_string(example)
+        .unwrap()
+        .replace("every: 10s", "every: 2s");
+    let item: DeployItem = serde_yaml::from_str(&yaml).unwrap();
+    items.create(&Default::default(), &item).await.unwrap();
+
+    let sky = |maps: kube::Api<ConfigMap>| async move {
+        maps.get_opt("colors")
+            .await
+            .unwrap()
+            .and_then(|c| c.data)
+            .and_then(|d| d.get("sky").cloned())
+    };
+    let started = Instant::now();
+    while sky(maps.clone()).await.as_deref() != Some("blue") {
+        assert!(started.elapsed() < Duration::from_secs(20), "never deployed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let patch = serde_json::json!({"data": {"sky": "green"}});
+    maps.patch("colors", &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let edited = Instant::now();
+    while sky(maps.clone()).await.as_deref() != Some("blue") {
+        assert!(edited.elapsed() < Duration::from_secs(6), "not restored");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let s = items.get("my-manifest-item").await.unwrap().status();
+    assert_eq!(s.phase, Phase::Succeeded);
+    assert_eq!(s.job_id, s.job_id_finished);
+}
