@@ -201,13 +201,20 @@ async fn dev_mode_restores_a_hand_edited_configmap_through_continuous_reconcile(
     };
     let started = Instant::now();
     while sky(maps.clone()).await.as_deref() != Some("blue") {
-        assert!(started.elapsed() < Duration::from_secs(20), "never deployed");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never deployed"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let patch = serde_json::json!({"data": {"sky": "green"}});
-    maps.patch("colors", &Default::default(), &kube::api::Patch::Merge(&patch))
-        .await
-        .unwrap();
+    maps.patch(
+        "colors",
+        &Default::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
     let edited = Instant::now();
     while sky(maps.clone()).await.as_deref() != Some("blue") {
         assert!(edited.elapsed() < Duration::from_secs(6), "not restored");

@@ -48,6 +48,8 @@ enum Backend {
 
 struct JobsRun {
     backend: Backend,
+    /// The continuous-reconcile hook runs at ShouldReconcile for every item.
+    hooks: bool,
     replicas: usize,
     locking: bool,
     items: usize,
@@ -95,6 +97,7 @@ async fn registry(backend: Backend, cache: &Path) -> Arc<PluginRegistry> {
 
 async fn run_jobs(
     backend: Backend,
+    hooks: bool,
     replicas: usize,
     locking: bool,
     n: usize,
@@ -114,6 +117,15 @@ async fn run_jobs(
     let registry = registry(backend, cache).await;
     let config = HostConfig {
         requeue_interval: Some("5s".into()),
+        // The items have no `continuousReconcile`: this measures what running a hook at
+        // ShouldReconcile costs (a wasm call per decision, no finished-item cache).
+        hooks: hooks.then(|| {
+            vec![deployer_host::config::HookRegistration {
+                plugin: "continuous-reconcile".into(),
+                deploy_item_types: vec!["*".into()],
+                hook_types: Vec::new(),
+            }]
+        }),
         ..HostConfig::default()
     };
     let mut deployers = Vec::new();
@@ -225,6 +237,7 @@ async fn run_jobs(
     }
     JobsRun {
         backend,
+        hooks,
         replicas,
         locking,
         items: n,
@@ -385,14 +398,15 @@ fn main() {
         let cache = dir.path().join("cache");
 
         let mut runs = Vec::new();
-        for (backend, replicas, locking) in [
-            (Backend::Wasm, 1, false),
-            (Backend::Native, 1, false),
-            (Backend::Wasm, 1, true),
-            (Backend::Wasm, 3, true),
+        for (backend, hooks, replicas, locking) in [
+            (Backend::Wasm, false, 1, false),
+            (Backend::Native, false, 1, false),
+            (Backend::Wasm, false, 1, true),
+            (Backend::Wasm, false, 3, true),
+            (Backend::Wasm, true, 1, false),
         ] {
-            let run = run_jobs(backend, replicas, locking, n, &cache).await;
-            eprintln!("{backend:?} replicas={replicas} locking={locking}: {:.2}s", run.seconds);
+            let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
+            eprintln!("{backend:?} hooks={hooks} replicas={replicas} locking={locking}: {:.2}s", run.seconds);
             runs.push(run);
         }
         let rss_1 = host_rss(1, dir.path()).await;
@@ -401,7 +415,7 @@ fn main() {
 
         let mut table = String::new();
         table.push_str(&format!("Machine: {}\n\n", machine()));
-        table.push_str("| backend | replicas | locking | jobs | seconds | jobs/s | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|\n");
+        table.push_str("| backend | hook | replicas | locking | jobs | seconds | jobs/s | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for r in &runs {
             let verbs = r
                 .per_job
@@ -410,8 +424,9 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join(", ");
             table.push_str(&format!(
-                "| {:?} | {} | {} | {} | {:.2} | {:.0} | {} | {:.2} | {} |\n",
+                "| {:?} | {} | {} | {} | {} | {:.2} | {:.0} | {} | {:.2} | {} |\n",
                 r.backend,
+                if r.hooks { "continuous-reconcile" } else { "-" },
                 r.replicas,
                 if r.locking { "on" } else { "off" },
                 r.items,
@@ -424,6 +439,8 @@ fn main() {
         }
         let ratio = (runs[0].items as f64 / runs[0].seconds) / (runs[1].items as f64 / runs[1].seconds);
         table.push_str(&format!("\nwasm/native jobs-per-second ratio (1 replica, no locking): **{ratio:.2}**\n\n"));
+        let hook_ratio = (runs[4].items as f64 / runs[4].seconds) / (runs[0].items as f64 / runs[0].seconds);
+        table.push_str(&format!("with/without a ShouldReconcile hook jobs-per-second ratio (wasm, 1 replica): **{hook_ratio:.2}**\n\n"));
         table.push_str("| measure | value |\n|---|---|\n");
         table.push_str(&format!("| host RSS, 1 watched item | {:.1} MiB |\n", rss_1 as f64 / 1024.0));
         table.push_str(&format!("| host RSS, {rss_n} watched items | {:.1} MiB |\n", rss_n_kib as f64 / 1024.0));

@@ -50,6 +50,18 @@ pub fn render(deployer: &Deployer) -> String {
         "Plugin invocations.",
         s.plugin_calls.load(Ordering::Relaxed),
     );
+    metric(
+        "wasm_deployer_hook_stages_total",
+        "counter",
+        "Extension hook stages run (each calls the hooks configured for it).",
+        s.hook_stages.load(Ordering::Relaxed),
+    );
+    metric(
+        "wasm_deployer_reapplies_total",
+        "counter",
+        "Re-applies of finished items forced by a ShouldReconcile hook (continuous reconcile).",
+        s.reapplies.load(Ordering::Relaxed),
+    );
     out
 }
 
