@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use deployer_host::config::{HookRegistration, HostConfig};
 use deployer_host::contract::CheckpointMode;
-use deployer_host::landscaper::Phase;
+use deployer_host::landscaper::{DeployItem, Phase};
 use deployer_host::targetselector::{Requirement, TargetSelector};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use plugin_runtime::{HookType, codes};
@@ -86,6 +86,19 @@ async fn wait_hook(h: &Harness, name: &str, hook_type: HookType) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Waits until `name` has a job from the simulated Landscaper, gives the host time to act,
+/// and returns the item as it is then (for stories where the host must *not* act) together
+/// with the item as first seen with its job.
+async fn after_a_while(h: &Harness, name: &str) -> (DeployItem, DeployItem) {
+    let first = h
+        .wait_for("default", name, Duration::from_secs(10), |i| {
+            !i.status().job_id.is_empty()
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    (first, h.items("default").get(name).await.unwrap())
 }
 
 /// `needle` appears in `haystack` as a contiguous run.
@@ -168,13 +181,7 @@ async fn given_during_responsibility_check_then_its_result_overrides_the_target_
         Phase::Succeeded,
         "the hook made us responsible"
     );
-    let left = h
-        .wait_for("default", "left", Duration::from_secs(10), |i| {
-            !i.status().job_id.is_empty()
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let left_now = h.items("default").get("left").await.unwrap();
+    let (left, left_now) = after_a_while(&h, "left").await;
     assert_eq!(
         left_now.status().job_id_finished,
         "",
@@ -194,12 +201,7 @@ async fn given_during_responsibility_check_aborts_then_an_item_we_would_take_is_
         json!({"DuringResponsibilityCheck": {"abortReconcile": true}}),
     ))
     .await;
-    h.wait_for("default", "refused", Duration::from_secs(10), |i| {
-        !i.status().job_id.is_empty()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let item = h.items("default").get("refused").await.unwrap();
+    let (_, item) = after_a_while(&h, "refused").await;
     assert_eq!(item.status().phase, Phase::default(), "never picked up");
     assert!(
         !h.hook_types_for("refused")
@@ -215,12 +217,7 @@ async fn given_after_responsibility_check_aborts_then_no_job_is_picked_up() {
         json!({"AfterResponsibilityCheck": {"abortReconcile": true}}),
     ))
     .await;
-    h.wait_for("default", "stopped", Duration::from_secs(10), |i| {
-        !i.status().job_id.is_empty()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let item = h.items("default").get("stopped").await.unwrap();
+    let (_, item) = after_a_while(&h, "stopped").await;
     assert_eq!(item.status().phase, Phase::default());
     let types = h.hook_types_for("stopped");
     assert!(types.contains(&AfterResponsibilityCheck));

@@ -303,35 +303,35 @@ pub mod hook_bindings {
 use crate::hooks::{HookInput, HookResult, HookSetup, HookType, Hooks};
 use hook_bindings::exports::wasm_deployer::plugin::hooks as wh;
 
-fn hook_type_to_wit(t: HookType) -> wh::HookType {
-    match t {
-        HookType::Start => wh::HookType::Start,
-        HookType::DuringResponsibilityCheck => wh::HookType::DuringResponsibilityCheck,
-        HookType::AfterResponsibilityCheck => wh::HookType::AfterResponsibilityCheck,
-        HookType::ShouldReconcile => wh::HookType::ShouldReconcile,
-        HookType::BeforeAnyReconcile => wh::HookType::BeforeAnyReconcile,
-        HookType::BeforeAbort => wh::HookType::BeforeAbort,
-        HookType::BeforeForceReconcile => wh::HookType::BeforeForceReconcile,
-        HookType::BeforeDelete => wh::HookType::BeforeDelete,
-        HookType::BeforeReconcile => wh::HookType::BeforeReconcile,
-        HookType::End => wh::HookType::End,
-    }
+// The WIT enum and `HookType` have the same cases, in the same order.
+macro_rules! hook_type_conversions {
+    ($($case:ident),* $(,)?) => {
+        fn hook_type_to_wit(t: HookType) -> wh::HookType {
+            match t {
+                $(HookType::$case => wh::HookType::$case,)*
+            }
+        }
+
+        fn hook_type_from_wit(t: wh::HookType) -> HookType {
+            match t {
+                $(wh::HookType::$case => HookType::$case,)*
+            }
+        }
+    };
 }
 
-fn hook_type_from_wit(t: wh::HookType) -> HookType {
-    match t {
-        wh::HookType::Start => HookType::Start,
-        wh::HookType::DuringResponsibilityCheck => HookType::DuringResponsibilityCheck,
-        wh::HookType::AfterResponsibilityCheck => HookType::AfterResponsibilityCheck,
-        wh::HookType::ShouldReconcile => HookType::ShouldReconcile,
-        wh::HookType::BeforeAnyReconcile => HookType::BeforeAnyReconcile,
-        wh::HookType::BeforeAbort => HookType::BeforeAbort,
-        wh::HookType::BeforeForceReconcile => HookType::BeforeForceReconcile,
-        wh::HookType::BeforeDelete => HookType::BeforeDelete,
-        wh::HookType::BeforeReconcile => HookType::BeforeReconcile,
-        wh::HookType::End => HookType::End,
-    }
-}
+hook_type_conversions!(
+    Start,
+    DuringResponsibilityCheck,
+    AfterResponsibilityCheck,
+    ShouldReconcile,
+    BeforeAnyReconcile,
+    BeforeAbort,
+    BeforeForceReconcile,
+    BeforeDelete,
+    BeforeReconcile,
+    End,
+);
 
 fn hook_error_to_wit(e: DeployerError) -> wh::DeployerError {
     let e = error_to_wit(e);

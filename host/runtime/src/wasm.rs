@@ -342,37 +342,35 @@ pub(crate) fn description_from_wit(d: wit::types::Description) -> Description {
 use bindings::exports::wasm_deployer::plugin::deployer as wit_deployer;
 use bindings::exports::wasm_deployer::plugin::hooks as wit_hooks;
 
-fn hook_type_to_wit(t: HookType) -> wit_hooks::HookType {
-    use wit_hooks::HookType as W;
-    match t {
-        HookType::Start => W::Start,
-        HookType::DuringResponsibilityCheck => W::DuringResponsibilityCheck,
-        HookType::AfterResponsibilityCheck => W::AfterResponsibilityCheck,
-        HookType::ShouldReconcile => W::ShouldReconcile,
-        HookType::BeforeAnyReconcile => W::BeforeAnyReconcile,
-        HookType::BeforeAbort => W::BeforeAbort,
-        HookType::BeforeForceReconcile => W::BeforeForceReconcile,
-        HookType::BeforeDelete => W::BeforeDelete,
-        HookType::BeforeReconcile => W::BeforeReconcile,
-        HookType::End => W::End,
-    }
+// The WIT enum and `HookType` have the same cases, in the same order.
+macro_rules! hook_type_conversions {
+    ($($case:ident),* $(,)?) => {
+        fn hook_type_to_wit(t: HookType) -> wit_hooks::HookType {
+            match t {
+                $(HookType::$case => wit_hooks::HookType::$case,)*
+            }
+        }
+
+        fn hook_type_from_wit(t: wit_hooks::HookType) -> HookType {
+            match t {
+                $(wit_hooks::HookType::$case => HookType::$case,)*
+            }
+        }
+    };
 }
 
-fn hook_type_from_wit(t: wit_hooks::HookType) -> HookType {
-    use wit_hooks::HookType as W;
-    match t {
-        W::Start => HookType::Start,
-        W::DuringResponsibilityCheck => HookType::DuringResponsibilityCheck,
-        W::AfterResponsibilityCheck => HookType::AfterResponsibilityCheck,
-        W::ShouldReconcile => HookType::ShouldReconcile,
-        W::BeforeAnyReconcile => HookType::BeforeAnyReconcile,
-        W::BeforeAbort => HookType::BeforeAbort,
-        W::BeforeForceReconcile => HookType::BeforeForceReconcile,
-        W::BeforeDelete => HookType::BeforeDelete,
-        W::BeforeReconcile => HookType::BeforeReconcile,
-        W::End => HookType::End,
-    }
-}
+hook_type_conversions!(
+    Start,
+    DuringResponsibilityCheck,
+    AfterResponsibilityCheck,
+    ShouldReconcile,
+    BeforeAnyReconcile,
+    BeforeAbort,
+    BeforeForceReconcile,
+    BeforeDelete,
+    BeforeReconcile,
+    End,
+);
 
 fn hook_setup_from_wit(s: wit_hooks::HookSetup) -> HookSetup {
     let mut hook_types: Vec<HookType> = s.hook_types.into_iter().map(hook_type_from_wit).collect();
