@@ -318,6 +318,84 @@ async fn given_a_list_manifest_then_each_item_is_applied_and_an_empty_list_is_fi
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_target_with_a_secret_ref_then_the_item_deploys_through_the_kubeconfig_in_the_secret()
+ {
+    let h = Harness::start().await;
+    // Given a Secret holding the cluster's kubeconfig under `kubeconfig`, one Target naming
+    // that key and one taking every key of the Secret (content `{"kubeconfig": …}`),
+    create_secret(
+        &h,
+        "cluster-access",
+        json!({"kubeconfig": h.target_kubeconfig}),
+    )
+    .await;
+    create_target(
+        &h,
+        "by-key",
+        json!({"secretRef": {"name": "cluster-access", "key": "kubeconfig"}}),
+    )
+    .await;
+    create_target(
+        &h,
+        "all-keys",
+        json!({"secretRef": {"name": "cluster-access"}}),
+    )
+    .await;
+    for (target, name) in [("by-key", "via-key"), ("all-keys", "via-all-keys")] {
+        // when an item deploys through the Target,
+        create(
+            &h,
+            &item_on(
+                name,
+                target,
+                json!({"manifests": [{"manifest": cm(name, json!({"target": target}))}]}),
+            ),
+        )
+        .await;
+        // then it succeeds and the object exists in the cluster,
+        let i = wait_done(&h, name).await;
+        assert_eq!(
+            i.status().phase,
+            Phase::Succeeded,
+            "{target}: {:?}",
+            i.status().last_error
+        );
+        assert_eq!(configmap(&h, name).await.unwrap()["data"]["target"], target);
+        // and the delete reaches the same cluster.
+        delete_item(&h, name).await;
+        h.wait_gone("default", name, Duration::from_secs(30)).await;
+        assert!(configmap(&h, name).await.is_none(), "{target}");
+    }
+
+    // A Target whose Secret does not exist: the error names the Secret and the job is retried.
+    create_target(
+        &h,
+        "no-secret",
+        json!({"secretRef": {"name": "missing-access", "key": "kubeconfig"}}),
+    )
+    .await;
+    create(
+        &h,
+        &item_on(
+            "via-missing",
+            "no-secret",
+            json!({"manifests": [{"manifest": cm("never", json!({}))}]}),
+        ),
+    )
+    .await;
+    let i = h
+        .wait_for("default", "via-missing", Duration::from_secs(20), |i| {
+            i.status().last_error.is_some()
+        })
+        .await;
+    let err = i.status().last_error.unwrap();
+    assert_eq!(err.reason, "ResolveTarget");
+    assert!(err.message.contains("missing-access"), "{}", err.message);
+    assert_ne!(i.status().phase, Phase::Succeeded);
+    assert!(configmap(&h, "never").await.is_none());
+}
+
 // ---- readiness (readiness_check_test.go, defaultreadinesscheck_test.go) ------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,6 +44,34 @@ pub fn item(name: &str, mut config: Value) -> Value {
     })
 }
 
+/// A manifest DeployItem like [`item`], whose Target is `target` (in `default`).
+pub fn item_on(name: &str, target: &str, config: Value) -> Value {
+    let mut i = item(name, config);
+    i["spec"]["target"] = json!({"name": target, "namespace": "default"});
+    i
+}
+
+/// Creates a `kubernetes-cluster` Target `name` in `default` with `spec` (`config` or `secretRef`).
+pub async fn create_target(h: &Harness, name: &str, mut spec: Value) {
+    spec["type"] = json!("landscaper.gardener.cloud/kubernetes-cluster");
+    put(
+        h,
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+               "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+    )
+    .await;
+}
+
+/// Creates a Secret in `default` with `string_data`.
+pub async fn create_secret(h: &Harness, name: &str, string_data: Value) {
+    put(
+        h,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name, "namespace": "default"}, "stringData": string_data}),
+    )
+    .await;
+}
+
 pub async fn create(h: &Harness, item: &Value) -> DeployItem {
     h.create_item(&item.to_string()).await
 }

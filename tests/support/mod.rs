@@ -79,6 +79,10 @@ pub struct Harness {
     pub server: ApiServer,
     pub client: Client,
     pub deployer: Arc<Deployer>,
+    /// Kubeconfig text of the `default` Target (registered for `client`).
+    pub target_kubeconfig: String,
+    /// The deployer's Target clients: register more clusters (kubeconfig → client) here.
+    pub target_clients: TargetClients,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -148,7 +152,7 @@ impl Harness {
             env.client.clone(),
             registry,
             &options.config,
-            target_clients,
+            target_clients.clone(),
         )
         .expect("deployer");
         deployer.checkpoint_mode = options.checkpoint_mode.clone();
@@ -173,6 +177,8 @@ impl Harness {
             server,
             client: env.client,
             deployer,
+            target_kubeconfig: env.target_kubeconfig,
+            target_clients,
             stop,
             tasks,
         }

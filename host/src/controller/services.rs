@@ -32,18 +32,31 @@ pub struct TargetClients {
     discovery: Arc<Mutex<DiscoveryCache>>,
 }
 
+/// The identity of a kubeconfig: its parsed form when it is YAML or JSON, so one cluster
+/// written as YAML text (inline config) or as JSON (a `secretRef` without `key`) shares one
+/// client and one discovery cache.
+fn cluster_key(kubeconfig: &str) -> String {
+    serde_yaml::from_str::<serde_json::Value>(kubeconfig)
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| kubeconfig.to_string())
+}
+
 impl TargetClients {
-    /// Uses `client` for every Target whose kubeconfig is exactly `kubeconfig`.
+    /// Uses `client` for every Target whose kubeconfig is `kubeconfig` (as YAML or JSON).
     pub fn register(&self, kubeconfig: &str, client: Client) {
         self.clients
             .lock()
             .expect("target client cache poisoned")
-            .insert(kubeconfig.to_string(), client);
+            .insert(cluster_key(kubeconfig), client);
     }
 
-    async fn client_for(&self, kubeconfig: &str) -> Result<Client, DeployerError> {
-        if let Some(c) = self.clients.lock().expect("poisoned").get(kubeconfig) {
-            return Ok(c.clone());
+    /// The client for `kubeconfig` and the key of its discovery cache.
+    async fn client_for(&self, kubeconfig: &str) -> Result<(Client, String), DeployerError> {
+        let key = cluster_key(kubeconfig);
+        if let Some(c) = self.clients.lock().expect("poisoned").get(&key) {
+            return Ok((c.clone(), key));
         }
         let config_error = |m: String| error(codes::CONFIGURATION_PROBLEM, "TargetKubeconfig", m);
         let parsed = Kubeconfig::from_yaml(kubeconfig)
@@ -56,8 +69,8 @@ impl TargetClients {
         self.clients
             .lock()
             .expect("poisoned")
-            .insert(kubeconfig.to_string(), client.clone());
-        Ok(client)
+            .insert(key.clone(), client.clone());
+        Ok((client, key))
     }
 
     async fn resource(
@@ -160,8 +173,7 @@ impl ItemServices {
                 "the target has no kubeconfig".into(),
             )
         })?;
-        let client = self.clients.client_for(&kubeconfig).await?;
-        Ok((client, kubeconfig))
+        self.clients.client_for(&kubeconfig).await
     }
 
     async fn api_for(
@@ -421,5 +433,23 @@ fn kube_error(e: kube::Error) -> DeployerError {
             message: other.to_string(),
             ..Default::default()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cluster_key;
+
+    #[test]
+    fn one_kubeconfig_as_yaml_or_json_is_one_cluster() {
+        let yaml = "apiVersion: v1\nclusters:\n- name: c\n  cluster: {server: 'https://a'}\n";
+        let json =
+            r#"{"clusters":[{"cluster":{"server":"https://a"},"name":"c"}],"apiVersion":"v1"}"#;
+        assert_eq!(cluster_key(yaml), cluster_key(json));
+        assert_ne!(
+            cluster_key(yaml),
+            cluster_key(&yaml.replace("https://a", "https://b"))
+        );
+        assert_eq!(cluster_key("not: [valid"), "not: [valid");
     }
 }
