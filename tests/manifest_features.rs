@@ -5,6 +5,7 @@
 mod manifest;
 mod support;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use deployer_host::landscaper::{Phase, codes};
@@ -468,8 +469,18 @@ async fn given_every_operator_and_a_label_selector_then_matching_checks_pass_and
     let s = wait_done(&h, "mismatch").await.status();
     assert_eq!(s.phase, Phase::Failed);
     let err = s.last_error.unwrap();
+    // The wait ends at its own checkpoint (contract 6.5).
+    assert_eq!(err.operation, "WaitForObjectsReady");
     assert_eq!(err.reason, "ProgressingTimeout");
+    assert_eq!(
+        err.message,
+        r#"timeout at: "deployer: during readiness check""#
+    );
     assert!(err.codes.contains(&codes::TIMEOUT.to_string()), "{err:?}");
+    assert!(
+        err.codes.contains(&codes::FOR_INFO_ONLY.to_string()),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -540,6 +551,113 @@ async fn given_exports_then_values_come_from_json_paths_and_object_refs() {
         base64_decode(config["nested"]["token"].as_str().unwrap()),
         "t0k3n"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_exports_from_objects_created_later_then_the_job_calls_again_until_they_exist() {
+    let h = Harness::start().await;
+    // Given an item exporting from a ConfigMap and, through a ServiceAccount's secret
+    // reference, from a Secret — none of which exist (they are not among its manifests),
+    let r = |kind: &str, name: &str| json!({"apiVersion": "v1", "kind": kind, "name": name, "namespace": "default"});
+    create(&h, &item("late", json!({"manifests": [{"manifest": cm("late-own", json!({}))}],
+        "exports": {"exports": [
+            {"key": "late.value", "jsonPath": ".data.value", "fromResource": r("ConfigMap", "late-cm")},
+            {"key": "late.token", "jsonPath": ".secrets[0]", "fromResource": r("ServiceAccount", "late-sa"),
+             "fromObjectRef": {"apiVersion": "v1", "kind": "Secret", "jsonPath": ".data.token"}}]}}))).await;
+
+    // when it runs, then it waits for the ConfigMap with short calls ("call again"), not
+    // inside one long call,
+    wait_waiting_for(&h, "late", "ConfigMap default/late-cm does not exist").await;
+    let calls = || h.deployer.stats.plugin_calls.load(Ordering::Relaxed);
+    let before = calls();
+    wait_waiting_for(&h, "late", "late-cm does not exist").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while calls() < before + 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no further calls");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        h.items("default").get("late").await.unwrap().status().phase,
+        Phase::Progressing
+    );
+    // once the ConfigMap exists without the value, it waits for the value (updated later),
+    put(&h, cm("late-cm", json!({"other": "x"}))).await;
+    wait_waiting_for(
+        &h,
+        "late",
+        "ConfigMap default/late-cm has no value at .data.value",
+    )
+    .await;
+    merge(
+        &h,
+        "v1",
+        "ConfigMap",
+        Some("default"),
+        "late-cm",
+        json!({"data": {"value": "v"}}),
+    )
+    .await;
+    // then for the ServiceAccount, then for the Secret it references,
+    wait_waiting_for(&h, "late", "ServiceAccount default/late-sa does not exist").await;
+    put(&h, json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "late-sa", "namespace": "default"}, "secrets": [{"name": "late-token"}]})).await;
+    wait_waiting_for(
+        &h,
+        "late",
+        "fromObjectRef: Secret default/late-token does not exist",
+    )
+    .await;
+    create_secret(&h, "late-token", json!({"token": "t0k3n"})).await;
+
+    // and once everything exists the job succeeds with both values.
+    let i = wait_done(&h, "late").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    let config = export_config(&h, &i).await;
+    assert_eq!(config["late"]["value"], "v");
+    assert_eq!(
+        base64_decode(config["late"]["token"].as_str().unwrap()),
+        "t0k3n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_export_whose_object_never_appears_then_the_job_fails_with_err_timeout_at_the_export()
+ {
+    let h = Harness::start().await;
+    // Given an item with a 2 s progressing timeout exporting from a ConfigMap nobody creates,
+    let mut never = item(
+        "never",
+        json!({"manifests": [{"manifest": cm("never-own", json!({}))}],
+        "exports": {"exports": [{"key": "never", "jsonPath": ".data",
+            "fromResource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "never-cm", "namespace": "default"}}]}}),
+    );
+    never["spec"]["timeout"] = json!("2s");
+    create(&h, &never).await;
+    // when the timeout runs out while waiting, then the job fails at the export's checkpoint
+    // (contract 6.7: operation Export, ProgressingTimeout, ERR_TIMEOUT),
+    let i = wait_done(&h, "never").await;
+    let s = i.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.clone().unwrap();
+    assert_eq!(err.operation, "Export");
+    assert_eq!(err.reason, "ProgressingTimeout");
+    assert_eq!(
+        err.message,
+        r#"timeout at: "deployer: during export - key: never""#
+    );
+    assert_eq!(err.codes, vec![codes::TIMEOUT.to_string()]);
+    // and the condition still says what it waited for.
+    assert!(
+        waiting_for(&i).contains("ConfigMap default/never-cm does not exist"),
+        "{}",
+        waiting_for(&i)
+    );
+    assert!(s.export_ref.is_none());
 }
 
 // ---- object applier outcomes (objectapplier_test.go) ------------------------------------------

@@ -110,6 +110,35 @@ pub async fn wait_done(h: &Harness, name: &str) -> DeployItem {
     .await
 }
 
+/// The message of the item's `ManifestDeployer` condition (what the plugin waits for).
+pub fn waiting_for(item: &DeployItem) -> String {
+    item.status()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ManifestDeployer")
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Waits until the unfinished job of `name` waits for something whose description contains
+/// `needle`.
+pub async fn wait_waiting_for(h: &Harness, name: &str, needle: &str) -> DeployItem {
+    h.wait_for("default", name, Duration::from_secs(20), |i| {
+        let s = i.status();
+        s.job_id != s.job_id_finished && waiting_for(i).contains(needle)
+    })
+    .await
+}
+
+/// The exports of a finished item (the `config` of its export Secret).
+pub async fn export_config(h: &Harness, item: &DeployItem) -> Value {
+    let export = item.status().export_ref.expect("status.exportRef");
+    let secret = get(h, "v1", "Secret", Some("default"), &export.name)
+        .await
+        .expect("export Secret");
+    serde_json::from_str(&base64_decode(secret["data"]["config"].as_str().unwrap())).unwrap()
+}
+
 pub fn managed(item: &DeployItem) -> Vec<Value> {
     item.status()
         .provider_status

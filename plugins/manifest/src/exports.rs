@@ -4,6 +4,7 @@
 //! Owns: one evaluation round; a value that is not there yet is "call again", never a sleep.
 //! Must not touch: the export Secret (the host writes it).
 
+use crate::Pending;
 use crate::config::Export;
 use crate::jsonpath::JsonPath;
 use crate::strategies::deep_merge;
@@ -11,26 +12,25 @@ use sdk_guest::{Ctx, DeployerError, ObjectRef};
 use serde_json::{Map, Value};
 
 fn read(ctx: &Ctx, object: &ObjectRef, path: &str) -> Result<Value, String> {
+    let what = format!(
+        "{} {}{}",
+        object.kind,
+        object
+            .namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default(),
+        object.name
+    );
     let obj = ctx
         .kube_get(object)
-        .map_err(|e| e.message)?
-        .ok_or_else(|| {
-            format!(
-                "{} {}{} does not exist",
-                object.kind,
-                object
-                    .namespace
-                    .as_deref()
-                    .map(|n| format!("{n}/"))
-                    .unwrap_or_default(),
-                object.name
-            )
-        })?;
-    let path = JsonPath::parse(path)?;
-    path.eval(&obj)
+        .map_err(|e| format!("{what}: {}", e.message))?
+        .ok_or_else(|| format!("{what} does not exist"))?;
+    JsonPath::parse(path)?
+        .eval(&obj)
         .first()
         .map(|v| (*v).clone())
-        .ok_or_else(|| format!("{path:?} not found"))
+        .ok_or_else(|| format!("{what} has no value at {path}"))
 }
 
 fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
@@ -43,7 +43,7 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
         namespace: (!from.namespace.is_empty()).then(|| from.namespace.clone()),
         name: from.name.clone(),
     };
-    let value = read(ctx, &object, &e.json_path).map_err(|m| format!("{}: {m}", e.json_path))?;
+    let value = read(ctx, &object, &e.json_path)?;
     let Some(r) = &e.from_object_ref else {
         return Ok(value);
     };
@@ -64,7 +64,7 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
         namespace,
         name: name.to_string(),
     };
-    read(ctx, &referenced, &r.json_path).map_err(|m| format!("fromObjectRef {}: {m}", r.json_path))
+    read(ctx, &referenced, &r.json_path).map_err(|m| format!("fromObjectRef: {m}"))
 }
 
 /// `a.b` → `{"a": {"b": value}}`.
@@ -76,15 +76,22 @@ fn nest(key: &str, value: Value) -> Value {
     })
 }
 
-/// Reads every export. `Ok(Ok(map))` all there, `Ok(Err(reason))` not yet.
-pub fn read_all(ctx: &Ctx, exports: &[Export]) -> Result<Result<Value, String>, DeployerError> {
+/// Reads every export. `Ok(Ok(map))` all there, `Ok(Err(pending))` not yet (at the
+/// checkpoint of the first export that is missing).
+pub fn read_all(ctx: &Ctx, exports: &[Export]) -> Result<Result<Value, Pending>, DeployerError> {
     let mut out = Value::Object(Map::new());
     for e in exports.iter().filter(|e| e.from_resource.is_some()) {
-        ctx.checkpoint(&format!("deployer: during export - key: {}", e.key))
+        let checkpoint = format!("deployer: during export - key: {}", e.key);
+        ctx.checkpoint(&checkpoint)
             .map_err(|err| err.with_operation("Export"))?;
         match one(ctx, e) {
             Ok(v) => deep_merge(&mut out, &nest(&e.key, v)),
-            Err(why) => return Ok(Err(format!("export {:?}: {why}", e.key))),
+            Err(why) => {
+                return Ok(Err(Pending::new(
+                    checkpoint,
+                    format!("export {:?}: {why}", e.key),
+                )));
+            }
         }
     }
     Ok(Ok(out))

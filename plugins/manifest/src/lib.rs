@@ -72,15 +72,59 @@ const STEP_DONE: &str = "done";
 /// The plugin.
 pub struct ManifestDeployer;
 
-fn poll_delay(ctx: &Ctx) -> Duration {
-    ctx.remaining()
-        .map(|r| r.min(POLL).max(Duration::from_millis(10)))
-        .unwrap_or(POLL)
+/// The last poll of a wait happens this long before the progressing timeout, so a wait that
+/// is still not done ends with the timeout of its own checkpoint (as Landscaper's wait loops
+/// do: `WaitForObjectsReady`, `Export`, the deletion group) instead of at the host's check
+/// before the next call.
+const LAST_POLL_MARGIN: Duration = Duration::from_millis(100);
+
+/// What a step is waiting for: the checkpoint of the wait and why it is not done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub checkpoint: String,
+    pub why: String,
 }
 
-fn waiting(ctx: &Ctx, status: &ProviderStatus, reason: &str, message: String) -> Response {
+impl Pending {
+    pub fn new(checkpoint: impl Into<String>, why: impl Into<String>) -> Self {
+        Self {
+            checkpoint: checkpoint.into(),
+            why: why.into(),
+        }
+    }
+
+    /// The progressing timeout at this wait's checkpoint.
+    pub fn timeout(&self) -> DeployerError {
+        DeployerError::progressing_timeout(&self.checkpoint)
+    }
+}
+
+/// "Not yet, call again after D" (D = the poll interval, capped so the last poll falls
+/// [`LAST_POLL_MARGIN`] before the progressing timeout). Once there is no time left for
+/// another poll, the wait ends with `timeout` (its reason kept in a condition).
+fn waiting(
+    ctx: &Ctx,
+    status: &ProviderStatus,
+    reason: &str,
+    message: String,
+    timeout: DeployerError,
+) -> Result<Response, DeployerError> {
     ctx.debug(&message);
-    Response {
+    let delay = match ctx.remaining() {
+        None => POLL,
+        Some(left) if left <= LAST_POLL_MARGIN => {
+            return Err(timeout.with_condition(ConditionReport::new(
+                "ManifestDeployer",
+                ConditionStatus::False,
+                reason,
+                message,
+            )));
+        }
+        Some(left) => (left - LAST_POLL_MARGIN)
+            .min(POLL)
+            .max(Duration::from_millis(10)),
+    };
+    Ok(Response {
         phase: Some(phase::PROGRESSING.into()),
         provider_status: Some(status.to_json()),
         conditions: vec![ConditionReport::new(
@@ -89,8 +133,17 @@ fn waiting(ctx: &Ctx, status: &ProviderStatus, reason: &str, message: String) ->
             reason,
             message,
         )],
-        retry_after: Some(poll_delay(ctx)),
+        retry_after: Some(delay),
         ..Default::default()
+    })
+}
+
+/// The timeout of a deletion group still waiting for its objects.
+fn deletion_timeout() -> DeployerError {
+    let e = DeployerError::progressing_timeout(CP_DELETE);
+    DeployerError {
+        message: format!("timeout during processing deletiongroup: {}", e.message),
+        ..e
     }
 }
 
@@ -192,12 +245,19 @@ impl ManifestDeployer {
                 step: STEP_APPLY.into(),
                 pending_patches: Vec::new(),
             });
-            return Ok(Err(waiting(
+            let timeout = DeployerError {
+                reason: "cleanupOrphanedResourcesInGroups".into(),
+                ..deletion_timeout()
+            }
+            .with_operation("ApplyObjects");
+            return waiting(
                 ctx,
                 status,
                 "DeletingOrphans",
                 "waiting for removed resources to be deleted".into(),
-            )));
+                timeout,
+            )
+            .map(Err);
         }
         status.progress = Some(Progress {
             job_id: job_id.into(),
@@ -282,8 +342,9 @@ impl Deployer for ManifestDeployer {
             if round.is_ok() {
                 round = readiness::custom_checks(ctx, &config.readiness.custom)?;
             }
-            if let Err(why) = round {
-                return Ok(waiting(ctx, &status, "WaitingForReadiness", why));
+            if let Err(pending) = round {
+                let timeout = readiness::timeout(pending.timeout());
+                return waiting(ctx, &status, "WaitingForReadiness", pending.why, timeout);
             }
             if let Some(p) = status.progress.as_mut() {
                 p.step = STEP_READY.into();
@@ -297,7 +358,10 @@ impl Deployer for ManifestDeployer {
                 ctx.checkpoint(CP_BEFORE_EXPORTS)?;
                 match exports::read_all(ctx, &config.exports)? {
                     Ok(values) => exports = Some(values),
-                    Err(why) => return Ok(waiting(ctx, &status, "WaitingForExports", why)),
+                    Err(pending) => {
+                        let timeout = pending.timeout().with_operation("Export");
+                        return waiting(ctx, &status, "WaitingForExports", pending.why, timeout);
+                    }
                 }
             }
             Self::patch_after_deployment(ctx, &status)?;
@@ -354,7 +418,8 @@ impl Deployer for ManifestDeployer {
             &status,
             "WaitingForDeletion",
             format!("waiting for deletion of {}", left.join(", ")),
-        );
+            fail(deletion_timeout()),
+        )?;
         r.phase = Some(phase::DELETING.into());
         Ok(r)
     }

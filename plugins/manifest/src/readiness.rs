@@ -7,16 +7,16 @@
 
 use crate::config::{CustomCheck, ManagedResource, Policy, Requirement};
 use crate::jsonpath::JsonPath;
-use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS};
+use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS, Pending};
 use sdk_guest::{Ctx, DeployerError, ObjectRef, codes};
 use serde_json::Value;
 
-/// Result of one round: `Ok(())` ready, `Err(reason)` not (yet) ready.
-pub type Round = Result<(), String>;
+/// Result of one round: `Ok(())` ready, `Err(pending)` not (yet) ready.
+pub type Round = Result<(), Pending>;
 
 /// Maps a progressing-timeout error of a readiness checkpoint onto Landscaper's readiness
 /// timeout (operation `WaitForObjectsReady`, codes `ERR_TIMEOUT`, `ERR_FOR_INFO_ONLY`).
-fn timeout(e: DeployerError) -> DeployerError {
+pub fn timeout(e: DeployerError) -> DeployerError {
     e.with_operation("WaitForObjectsReady")
         .with_code(codes::FOR_INFO_ONLY)
 }
@@ -26,22 +26,19 @@ pub fn default_check(ctx: &Ctx, managed: &[ManagedResource]) -> Result<Round, De
     ctx.checkpoint(CP_DEFAULT_READINESS).map_err(timeout)?;
     for m in managed.iter().filter(|m| m.policy != Policy::Ignore) {
         let r = &m.resource;
-        ctx.checkpoint(&format!(
+        let checkpoint = format!(
             "{CP_DURING_READINESS} - resource {}/{} of type {}",
             r.namespace, r.name, r.kind
-        ))
-        .map_err(timeout)?;
+        );
+        ctx.checkpoint(&checkpoint).map_err(timeout)?;
+        let not_ready = |why: String| Ok(Err(Pending::new(checkpoint.clone(), why)));
         let obj = match ctx.kube_get(&r.to_ref()) {
             Ok(Some(o)) => o,
-            Ok(None) => return Ok(Err(format!("{} {} does not exist", r.kind, r.display()))),
-            Err(e) => return Ok(Err(format!("{} {}: {}", r.kind, r.display(), e.message))),
+            Ok(None) => return not_ready(format!("{} {} does not exist", r.kind, r.display())),
+            Err(e) => return not_ready(format!("{} {}: {}", r.kind, r.display(), e.message)),
         };
         if let Err(why) = object_ready(&obj) {
-            return Ok(Err(format!(
-                "{} {} is not ready: {why}",
-                r.kind,
-                r.display()
-            )));
+            return not_ready(format!("{} {} is not ready: {why}", r.kind, r.display()));
         }
     }
     Ok(Ok(()))
@@ -219,6 +216,12 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
     ctx.checkpoint(CP_CUSTOM_READINESS).map_err(timeout)?;
     for c in checks.iter().filter(|c| !c.disabled) {
         ctx.checkpoint(CP_DURING_READINESS).map_err(timeout)?;
+        let not_ready = |why: String| {
+            Ok(Err(Pending::new(
+                CP_DURING_READINESS,
+                format!("check {:?}: {why}", c.name),
+            )))
+        };
         let mut objects = Vec::new();
         for r in &c.resource_selector {
             let object = ObjectRef {
@@ -229,13 +232,8 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
             };
             match ctx.kube_get(&object) {
                 Ok(Some(o)) => objects.push(o),
-                Ok(None) => {
-                    return Ok(Err(format!(
-                        "check {:?}: {} {} does not exist",
-                        c.name, r.kind, r.name
-                    )));
-                }
-                Err(e) => return Ok(Err(format!("check {:?}: {}", c.name, e.message))),
+                Ok(None) => return not_ready(format!("{} {} does not exist", r.kind, r.name)),
+                Err(e) => return not_ready(e.message),
             }
         }
         if let Some(ls) = &c.label_selector {
@@ -247,25 +245,17 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
                 .join(",");
             match ctx.kube_list(&ls.api_version, &ls.kind, None, Some(&selector)) {
                 Ok(items) if items.is_empty() => {
-                    return Ok(Err(format!(
-                        "check {:?}: no {} matches {selector}",
-                        c.name, ls.kind
-                    )));
+                    return not_ready(format!("no {} matches {selector}", ls.kind));
                 }
                 Ok(items) => objects.extend(items),
-                Err(e) => return Ok(Err(format!("check {:?}: {}", c.name, e.message))),
+                Err(e) => return not_ready(e.message),
             }
         }
         for o in &objects {
             for req in &c.requirements {
                 if let Err(why) = requirement_holds(o, req) {
                     let r = crate::config::ObjectReference::of(o);
-                    return Ok(Err(format!(
-                        "check {:?}: {} {}: {why}",
-                        c.name,
-                        r.kind,
-                        r.display()
-                    )));
+                    return not_ready(format!("{} {}: {why}", r.kind, r.display()));
                 }
             }
         }
