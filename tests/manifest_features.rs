@@ -519,6 +519,189 @@ async fn given_a_deployment_then_the_default_check_waits_for_its_status() {
     );
 }
 
+/// A workload of `kind` named `name` with `replicas` (none for Pods), selecting `app: <name>`.
+fn workload(api_version: &str, kind: &str, name: &str, extra_spec: Value) -> Value {
+    let labels = json!({"app": name});
+    let pod_spec = json!({"containers": [{"name": "c", "image": "nginx"}]});
+    let mut spec = if kind == "Pod" {
+        pod_spec
+    } else {
+        let selector = if kind == "ReplicationController" {
+            labels.clone()
+        } else {
+            json!({"matchLabels": labels})
+        };
+        json!({"selector": selector, "template": {"metadata": {"labels": labels}, "spec": pod_spec}})
+    };
+    if kind == "StatefulSet" {
+        spec["serviceName"] = json!(name);
+    }
+    extend_object(&mut spec, extra_spec);
+    json!({"apiVersion": api_version, "kind": kind,
+           "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": spec})
+}
+
+fn extend_object(into: &mut Value, from: Value) {
+    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+/// Sets the status subresource of a workload (merge patch), with `observedGeneration` current.
+async fn set_status(h: &Harness, api_version: &str, kind: &str, name: &str, mut status: Value) {
+    let live = get(h, api_version, kind, Some("default"), name)
+        .await
+        .unwrap();
+    if kind != "Pod" {
+        status["observedGeneration"] = live["metadata"]["generation"].clone();
+    }
+    manifest::api(&h.client, api_version, kind, Some("default"))
+        .patch_status(
+            name,
+            &Default::default(),
+            &kube::api::Patch::Merge(&json!({"status": status})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_each_workload_kind_then_the_default_check_keeps_the_item_progressing_until_its_status_is_ready()
+ {
+    let h = Harness::start().await;
+    // (apiVersion, kind, extra spec, a not-ready status and why, a ready status), contract 6.5
+    let cases = [
+        (
+            "v1",
+            "Pod",
+            json!({}),
+            json!({"conditions": [{"type": "Ready", "status": "False"}]}),
+            "condition Ready is not True",
+            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+        ),
+        (
+            "apps/v1",
+            "StatefulSet",
+            json!({"replicas": 2}),
+            json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 1}),
+            "availableReplicas is 1, want 2",
+            json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+        ),
+        (
+            "apps/v1",
+            "DaemonSet",
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%"}}}),
+            json!({"desiredNumberScheduled": 4, "currentNumberScheduled": 1, "numberMisscheduled": 0, "numberReady": 1}),
+            "1 of 4 pods scheduled (maxUnavailable 2)",
+            json!({"desiredNumberScheduled": 4, "currentNumberScheduled": 2, "numberMisscheduled": 0, "numberReady": 2}),
+        ),
+        (
+            "apps/v1",
+            "ReplicaSet",
+            json!({"replicas": 2}),
+            json!({"replicas": 2, "readyReplicas": 2, "conditions": [{"type": "ReplicaFailure", "status": "True", "message": "quota exceeded"}]}),
+            "ReplicaFailure: quota exceeded",
+            json!({"replicas": 2, "readyReplicas": 2, "conditions": [{"type": "ReplicaFailure", "status": "False"}]}),
+        ),
+        (
+            "v1",
+            "ReplicationController",
+            json!({"replicas": 1}),
+            json!({"replicas": 1, "readyReplicas": 0}),
+            "0 of 1 replicas ready",
+            json!({"replicas": 1, "readyReplicas": 1}),
+        ),
+    ];
+    // Given one item per kind (no workload simulator: nothing sets a status but the test),
+    for (api_version, kind, extra, ..) in &cases {
+        let name = kind.to_ascii_lowercase();
+        create(&h, &item(&name, json!({"manifests": [{"manifest": workload(api_version, kind, &name, extra.clone())}]}))).await;
+    }
+    for (api_version, kind, _, not_ready, why, ready) in cases {
+        let name = kind.to_ascii_lowercase();
+        // when the object has no status, then the item waits for it,
+        wait_waiting_for(&h, &name, &format!("{kind} default/{name} is not ready")).await;
+        // when its status is not ready by the kind's rule, then it still waits, for that reason,
+        set_status(&h, api_version, kind, &name, not_ready).await;
+        let i = wait_waiting_for(&h, &name, why).await;
+        assert_eq!(i.status().phase, Phase::Progressing, "{kind}");
+        // and when the status is ready, then the item succeeds.
+        set_status(&h, api_version, kind, &name, ready).await;
+        let i = wait_done(&h, &name).await;
+        assert_eq!(
+            i.status().phase,
+            Phase::Succeeded,
+            "{kind}: {:?}",
+            i.status().last_error
+        );
+    }
+
+    // A Pod that ran to completion is ready too (reason PodCompleted).
+    create(
+        &h,
+        &item(
+            "completed",
+            json!({"manifests": [{"manifest": workload("v1", "Pod", "completed", json!({}))}]}),
+        ),
+    )
+    .await;
+    wait_waiting_for(&h, "completed", "Pod default/completed is not ready").await;
+    set_status(&h, "v1", "Pod", "completed",
+        json!({"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]})).await;
+    assert_eq!(
+        wait_done(&h, "completed").await.status().phase,
+        Phase::Succeeded
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_workload_simulator_then_every_simulated_kind_is_ready_and_a_replication_controller_waits_for_its_status()
+ {
+    let h = Harness::start().await;
+    // Given the API server plays kubelet and the workload controllers (Pods, Deployments,
+    // StatefulSets, DaemonSets, ReplicaSets — not ReplicationControllers),
+    h.server.set_simulate_workloads(true);
+    let one = json!({"replicas": 1});
+    let manifests: Vec<Value> = [
+        workload("v1", "Pod", "sim-pod", json!({})),
+        workload("apps/v1", "Deployment", "sim-deploy", one.clone()),
+        workload("apps/v1", "StatefulSet", "sim-sts", one.clone()),
+        workload("apps/v1", "DaemonSet", "sim-ds", json!({})),
+        workload("apps/v1", "ReplicaSet", "sim-rs", one.clone()),
+        workload("v1", "ReplicationController", "sim-rc", one),
+    ]
+    .into_iter()
+    .map(|m| json!({"manifest": m}))
+    .collect();
+    // when one item deploys one of each,
+    create(&h, &item("simulated", json!({"manifests": manifests}))).await;
+    // then it waits only for the ReplicationController (checked after the simulated kinds
+    // before it in the managed list),
+    wait_waiting_for(
+        &h,
+        "simulated",
+        "ReplicationController default/sim-rc is not ready",
+    )
+    .await;
+    // and succeeds once that has a ready status.
+    set_status(
+        &h,
+        "v1",
+        "ReplicationController",
+        "sim-rc",
+        json!({"replicas": 1, "readyReplicas": 1}),
+    )
+    .await;
+    let i = wait_done(&h, "simulated").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    assert_eq!(managed(&i).len(), 6);
+}
+
 // ---- exports (export_test.go, exporter_test.go) -----------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
