@@ -146,6 +146,7 @@ fn classify(ctx: &Ctx, entries: &[Entry]) -> Result<Vec<u8>, DeployerError> {
                 )
                 .with_operation("GetApiResource"));
             }
+            Err(err) if crate::cut_off(&err) => return Err(err),
             Err(err) => {
                 return Err(DeployerError::retryable(
                     "GetApiResourceList",

@@ -228,6 +228,7 @@ fn delete_one(ctx: &Ctx, r: &ObjectReference, force: bool) -> Result<bool, Deplo
         Ok(false) => return Ok(true),
         Ok(true) => {}
         Err(e) if gone_on(&e) => return Ok(true),
+        Err(e) if crate::cut_off(&e) => return Err(e),
         Err(e) => {
             ctx.warn(&format!(
                 "deleting {} {}: {}",
@@ -242,6 +243,7 @@ fn delete_one(ctx: &Ctx, r: &ObjectReference, force: bool) -> Result<bool, Deplo
         Ok(None) => return Ok(true),
         Ok(Some(live)) => live,
         Err(e) if gone_on(&e) => return Ok(true),
+        Err(e) if crate::cut_off(&e) => return Err(e),
         Err(_) => return Ok(false),
     };
     if force

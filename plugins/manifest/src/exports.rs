@@ -4,14 +4,15 @@
 //! Owns: one evaluation round; a value that is not there yet is "call again", never a sleep.
 //! Must not touch: the export Secret (the host writes it).
 
-use crate::Pending;
 use crate::config::Export;
 use crate::jsonpath::JsonPath;
 use crate::strategies::deep_merge;
+use crate::{Pending, cut_off};
 use sdk_guest::{Ctx, DeployerError, ObjectRef};
 use serde_json::{Map, Value};
 
-fn read(ctx: &Ctx, object: &ObjectRef, path: &str) -> Result<Value, String> {
+/// Reads `path` of `object`: `Ok(Err(why))` when the object or the value is not there (yet).
+fn read(ctx: &Ctx, object: &ObjectRef, path: &str) -> Result<Result<Value, String>, DeployerError> {
     let what = format!(
         "{} {}{}",
         object.kind,
@@ -22,20 +23,27 @@ fn read(ctx: &Ctx, object: &ObjectRef, path: &str) -> Result<Value, String> {
             .unwrap_or_default(),
         object.name
     );
-    let obj = ctx
-        .kube_get(object)
-        .map_err(|e| format!("{what}: {}", e.message))?
-        .ok_or_else(|| format!("{what} does not exist"))?;
-    JsonPath::parse(path)?
+    let obj = match ctx.kube_get(object) {
+        Ok(Some(obj)) => obj,
+        Ok(None) => return Ok(Err(format!("{what} does not exist"))),
+        Err(e) if cut_off(&e) => return Err(e),
+        Err(e) => return Ok(Err(format!("{what}: {}", e.message))),
+    };
+    let parsed = match JsonPath::parse(path) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e)),
+    };
+    Ok(parsed
         .eval(&obj)
         .first()
         .map(|v| (*v).clone())
-        .ok_or_else(|| format!("{what} has no value at {path}"))
+        .ok_or_else(|| format!("{what} has no value at {path}")))
 }
 
-fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
+/// One export: `Ok(Err(why))` while its value is not there (yet).
+fn one(ctx: &Ctx, e: &Export) -> Result<Result<Value, String>, DeployerError> {
     let Some(from) = &e.from_resource else {
-        return Err("no fromResource".into());
+        return Ok(Err("no fromResource".into()));
     };
     let object = ObjectRef {
         api_version: from.api_version.clone(),
@@ -43,16 +51,19 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
         namespace: (!from.namespace.is_empty()).then(|| from.namespace.clone()),
         name: from.name.clone(),
     };
-    let value = read(ctx, &object, &e.json_path)?;
-    let Some(r) = &e.from_object_ref else {
-        return Ok(value);
+    let value = match read(ctx, &object, &e.json_path)? {
+        Ok(v) => v,
+        Err(why) => return Ok(Err(why)),
     };
-    let name = value.get("name").and_then(Value::as_str).ok_or_else(|| {
-        format!(
+    let Some(r) = &e.from_object_ref else {
+        return Ok(Ok(value));
+    };
+    let Some(name) = value.get("name").and_then(Value::as_str) else {
+        return Ok(Err(format!(
             "{}: not an object reference with a name: {value}",
             e.json_path
-        )
-    })?;
+        )));
+    };
     let namespace = value
         .get("namespace")
         .and_then(Value::as_str)
@@ -64,7 +75,7 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
         namespace,
         name: name.to_string(),
     };
-    read(ctx, &referenced, &r.json_path).map_err(|m| format!("fromObjectRef: {m}"))
+    Ok(read(ctx, &referenced, &r.json_path)?.map_err(|m| format!("fromObjectRef: {m}")))
 }
 
 /// `a.b` → `{"a": {"b": value}}`.
@@ -84,7 +95,7 @@ pub fn read_all(ctx: &Ctx, exports: &[Export]) -> Result<Result<Value, Pending>,
         let checkpoint = format!("deployer: during export - key: {}", e.key);
         ctx.checkpoint(&checkpoint)
             .map_err(|err| err.with_operation("Export"))?;
-        match one(ctx, e) {
+        match one(ctx, e)? {
             Ok(v) => deep_merge(&mut out, &nest(&e.key, v)),
             Err(why) => {
                 return Ok(Err(Pending::new(

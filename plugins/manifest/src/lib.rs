@@ -78,6 +78,13 @@ pub struct ManifestDeployer;
 /// before the next call.
 const LAST_POLL_MARGIN: Duration = Duration::from_millis(100);
 
+/// True for an error of a Kubernetes call that the host cut at the invocation deadline
+/// (`ERR_TIMEOUT`): the invocation is over, so it ends the step as an error instead of
+/// becoming "not ready yet, call again".
+pub fn cut_off(e: &DeployerError) -> bool {
+    e.has_code(sdk_guest::codes::TIMEOUT)
+}
+
 /// What a step is waiting for: the checkpoint of the wait and why it is not done.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pending {
@@ -276,15 +283,24 @@ impl ManifestDeployer {
                 DeployerError::retryable("PatchAfterDeployment", m)
                     .with_operation("ReconcileManifests")
             };
+            // The cause's unrecoverable codes (a call cut at the deadline) are kept.
+            let with_codes = |m: String, cause: DeployerError| DeployerError {
+                codes: cause.codes,
+                ..err(m)
+            };
             let r = p.resource.to_ref();
             let what = format!("{} {}", p.resource.kind, p.resource.display());
             let mut live = ctx
                 .kube_get(&r)
-                .map_err(|e| err(format!("{what}: {}", e.message)))?
+                .map_err(|e| with_codes(format!("{what}: {}", e.message), e))?
                 .ok_or_else(|| err(format!("{what} does not exist")))?;
             strategies::deep_merge(&mut live, &p.patch);
-            ctx.kube_update(&live)
-                .map_err(|e| err(format!("patching {what} after deployment: {}", e.message)))?;
+            ctx.kube_update(&live).map_err(|e| {
+                with_codes(
+                    format!("patching {what} after deployment: {}", e.message),
+                    e,
+                )
+            })?;
         }
         Ok(())
     }

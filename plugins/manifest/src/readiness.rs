@@ -7,7 +7,7 @@
 
 use crate::config::{CustomCheck, ManagedResource, Policy, Requirement};
 use crate::jsonpath::JsonPath;
-use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS, Pending};
+use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS, Pending, cut_off};
 use sdk_guest::{Ctx, DeployerError, ObjectRef, codes};
 use serde_json::Value;
 
@@ -35,6 +35,7 @@ pub fn default_check(ctx: &Ctx, managed: &[ManagedResource]) -> Result<Round, De
         let obj = match ctx.kube_get(&r.to_ref()) {
             Ok(Some(o)) => o,
             Ok(None) => return not_ready(format!("{} {} does not exist", r.kind, r.display())),
+            Err(e) if cut_off(&e) => return Err(e),
             Err(e) => return not_ready(format!("{} {}: {}", r.kind, r.display(), e.message)),
         };
         if let Err(why) = object_ready(&obj) {
@@ -233,6 +234,7 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
             match ctx.kube_get(&object) {
                 Ok(Some(o)) => objects.push(o),
                 Ok(None) => return not_ready(format!("{} {} does not exist", r.kind, r.name)),
+                Err(e) if cut_off(&e) => return Err(e),
                 Err(e) => return not_ready(e.message),
             }
         }
@@ -248,6 +250,7 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
                     return not_ready(format!("no {} matches {selector}", ls.kind));
                 }
                 Ok(items) => objects.extend(items),
+                Err(e) if cut_off(&e) => return Err(e),
                 Err(e) => return not_ready(e.message),
             }
         }
