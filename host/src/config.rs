@@ -45,6 +45,24 @@ pub struct HostConfig {
     /// SyncObject locking.
     #[serde(default)]
     pub locking: LockingConfig,
+    /// Extension hooks, in execution order (`docs/hooks.md`). Default: none (`dev`: the
+    /// `continuous-reconcile` hook for every type, if that plugin is loaded).
+    pub hooks: Option<Vec<HookRegistration>>,
+}
+
+/// One entry of `hooks:`: run a hook plugin for some DeployItem types.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookRegistration {
+    /// The hook plugin's name (as its `hooks.describe` names it).
+    pub plugin: String,
+    /// DeployItem types it runs for; empty or `*` = every type.
+    #[serde(default)]
+    pub deploy_item_types: Vec<String>,
+    /// Hook types it runs at (Landscaper's names); a subset of those the plugin declares.
+    /// Empty = all it declares.
+    #[serde(default)]
+    pub hook_types: Vec<String>,
 }
 
 /// `hpa:` section: how many replicas may run.

@@ -1,4 +1,5 @@
-//! Plugin sources: where the host finds its deployer plugins and how they are limited.
+//! Plugin sources: where the host finds its deployer and hook plugins and how they are
+//! limited.
 //!
 //! Today: `.wasm` components from a directory (`plugins.dir`), with limits from the
 //! configuration. Building the type → plugin map (and refusing two plugins for one type) is
@@ -7,7 +8,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use plugin_runtime::{DeployerPlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
+use plugin_runtime::{DeployerPlugin, HookPlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
 
 use crate::config::{HostConfig, Limits};
 
@@ -52,12 +53,20 @@ pub async fn load_dirs(
 ) -> anyhow::Result<Arc<PluginRegistry>> {
     let runtime = PluginRuntime::new(runtime_config(config)?)?;
     let mut plugins: Vec<Arc<dyn DeployerPlugin>> = Vec::new();
+    let mut hooks: Vec<Arc<dyn HookPlugin>> = Vec::new();
     for dir in dirs {
         let loaded = runtime
             .load_dir(dir)
             .await
             .with_context(|| format!("loading plugins from {}", dir.display()))?;
-        plugins.extend(loaded.into_iter().map(|p| p as Arc<dyn DeployerPlugin>));
+        for p in loaded {
+            if p.hook_setup().is_some() {
+                hooks.push(p.clone() as Arc<dyn HookPlugin>);
+            }
+            if p.exports_deployer() {
+                plugins.push(p as Arc<dyn DeployerPlugin>);
+            }
+        }
     }
     if plugins.is_empty() {
         tracing::warn!(dirs = ?dirs, "no plugins found; run `cargo xtask build-plugins`");
@@ -66,5 +75,9 @@ pub async fn load_dirs(
         let d = p.description();
         tracing::info!(plugin = %d.name, version = %d.version, types = ?d.deploy_item_types, "loaded plugin");
     }
-    Ok(Arc::new(PluginRegistry::new(plugins)?))
+    for h in &hooks {
+        let s = h.setup();
+        tracing::info!(plugin = %s.name, version = %s.version, hook_types = ?s.hook_types, "loaded hook plugin");
+    }
+    Ok(Arc::new(PluginRegistry::with_hooks(plugins, hooks)?))
 }

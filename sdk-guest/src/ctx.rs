@@ -40,6 +40,15 @@ pub trait NativeHost: Send + Sync {
     fn remaining(&self) -> Option<Duration>;
     /// One Kubernetes operation on the item's Target cluster (see [`KubeOp`] for results).
     fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError>;
+    /// One Kubernetes operation (`Get`, `List` or `Delete`) on the cluster of the secondary
+    /// Target `target_name` (a Target in the DeployItem's namespace).
+    fn kube_on(&self, target_name: &str, op: KubeOp) -> Result<Option<String>, DeployerError> {
+        let _ = op;
+        Err(DeployerError::internal(
+            "SecondaryTargetsUnavailable",
+            format!("no access to secondary Target {target_name:?} in this context"),
+        ))
+    }
 }
 
 /// A [`NativeHost`] with no Kubernetes access and no timeout; logs go nowhere.
@@ -178,6 +187,17 @@ impl<'a> Ctx<'a> {
             HostRef::Native(h) => h.kube(op),
             #[cfg(target_arch = "wasm32")]
             HostRef::Wasm => crate::wasm::kube(op),
+        }
+    }
+
+    /// Raw Kubernetes operation on the cluster of the secondary Target `target_name` (a
+    /// Target in the DeployItem's namespace, named by the provider configuration's
+    /// `targetName`). Only `Get`, `List` and `Delete` are offered there. Needs WIT 1.1.
+    pub fn kube_on(&self, target_name: &str, op: KubeOp) -> Result<Option<String>, DeployerError> {
+        match self.host {
+            HostRef::Native(h) => h.kube_on(target_name, op),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::kube_on(target_name, op),
         }
     }
 

@@ -84,6 +84,7 @@
 extern crate self as sdk_guest;
 
 mod ctx;
+mod hooks;
 mod k8s;
 mod model;
 mod time;
@@ -91,6 +92,7 @@ mod time;
 mod wasm;
 
 pub use ctx::{Ctx, NativeHost, NullHost};
+pub use hooks::{HookInput, HookResult, HookSetup, HookType, Hooks};
 pub use k8s::{
     Context, DeployItem, DeployItemSpec, DeployItemStatus, ObjectMeta, ObjectReference, Target,
     TargetSpec,
@@ -102,7 +104,7 @@ pub use model::{
 pub use time::format_rfc3339;
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
-pub const WIT_VERSION: &str = "1.0.0";
+pub const WIT_VERSION: &str = "1.1.0";
 
 /// A deployer: what a plugin implements.
 ///
@@ -148,12 +150,40 @@ macro_rules! export_deployer {
     };
 }
 
-/// Implementation details of [`export_deployer!`]; not a public API.
+/// Export a [`Hooks`] implementation as the plugin's WIT `hooks` interface (world
+/// `hook-plugin`, WIT 1.1).
+///
+/// Use once per plugin crate, at the crate root: `export_hooks!(MyHook);`. A plugin may
+/// export hooks only, or hooks and a deployer (`export_deployer!(D); export_hooks!(H);`).
+/// On `wasm32` this generates the component exports; natively it expands to nothing.
+#[macro_export]
+macro_rules! export_hooks {
+    ($ty:ident) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            use $crate::__private::hook_bindings::exports::wasm_deployer::plugin::hooks as __wh;
+            impl __wh::Guest for $ty {
+                fn describe() -> __wh::HookSetup {
+                    $crate::__private::hooks_describe::<$ty>()
+                }
+                fn run(
+                    input: __wh::HookInput,
+                ) -> ::core::result::Result<::core::option::Option<__wh::HookResult>, __wh::DeployerError>
+                {
+                    $crate::__private::hooks_run::<$ty>(input)
+                }
+            }
+            $crate::__private::hook_bindings::__export_hook_bindings!($ty with_types_in $crate::__private::hook_bindings);
+        };
+    };
+}
+
+/// Implementation details of [`export_deployer!`] and [`export_hooks!`]; not a public API.
 #[doc(hidden)]
 #[cfg(target_arch = "wasm32")]
 pub mod __private {
-    pub use crate::wasm::bindings;
-    pub use crate::wasm::{delete, describe, reconcile};
+    pub use crate::wasm::{bindings, hook_bindings};
+    pub use crate::wasm::{delete, describe, hooks_describe, hooks_run, reconcile};
     pub use wit_bindgen;
 }
 

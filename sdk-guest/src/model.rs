@@ -71,7 +71,7 @@ pub struct Description {
     pub version: String,
     /// DeployItem `spec.type` values handled.
     pub deploy_item_types: Vec<String>,
-    /// Landscaper hook types implemented (informational; hooks are disabled in Landscaper).
+    /// Informational only: hooks are declared by [`crate::Hooks::describe`] (WIT `hooks`).
     pub hook_types: Vec<String>,
 }
 
@@ -499,6 +499,21 @@ pub enum KubeOp {
         /// `kind`, e.g. `Deployment`.
         kind: String,
     },
+}
+
+impl KubeOp {
+    /// The operation's verb (`get`, `create`, ...), for messages.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            KubeOp::Get(_) => "get",
+            KubeOp::Create { .. } => "create",
+            KubeOp::Update { .. } => "update",
+            KubeOp::Delete(_) => "delete",
+            KubeOp::List { .. } => "list",
+            KubeOp::Patch { .. } => "patch",
+            KubeOp::Discover { .. } => "discover",
+        }
+    }
 }
 
 /// The type of a [`KubeOp::Patch`] (WIT `cluster.patch-type`).

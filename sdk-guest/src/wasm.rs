@@ -118,6 +118,39 @@ pub(crate) fn kube(op: KubeOp) -> Result<Option<String>, DeployerError> {
     r.map_err(error_from_wit)
 }
 
+pub(crate) fn kube_on(target_name: &str, op: KubeOp) -> Result<Option<String>, DeployerError> {
+    use wit::secondary_targets as st;
+    let r = match op {
+        KubeOp::Get(r) => st::get(target_name, &ref_to_wit(r)),
+        KubeOp::List {
+            api_version,
+            kind,
+            namespace,
+            label_selector,
+        } => st::list(
+            target_name,
+            &api_version,
+            &kind,
+            namespace.as_deref(),
+            label_selector.as_deref(),
+        )
+        .map(Some),
+        KubeOp::Delete(r) => {
+            st::delete(target_name, &ref_to_wit(r)).map(|existed| existed.then(String::new))
+        }
+        other => {
+            return Err(DeployerError::internal(
+                "UnsupportedSecondaryTargetOperation",
+                format!(
+                    "secondary Target {target_name:?}: only get, list and delete are offered, not {}",
+                    other.verb()
+                ),
+            ));
+        }
+    };
+    r.map_err(error_from_wit)
+}
+
 fn status_to_wit(s: ConditionStatus) -> wit::types::ConditionStatus {
     match s {
         ConditionStatus::True => wit::types::ConditionStatus::True,
@@ -252,4 +285,99 @@ pub fn delete<D: Deployer>(
     inv: wit::types::Invocation,
 ) -> Result<wit::types::Response, wit::types::DeployerError> {
     run("delete", inv, D::delete)
+}
+
+// ---- hooks (WIT 1.1 `hooks` export, world `hook-plugin`) ----------------------------------
+
+pub mod hook_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "hook-plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_hook_bindings",
+        default_bindings_module: "::sdk_guest::__private::hook_bindings",
+        runtime_path: "::sdk_guest::__private::wit_bindgen::rt",
+    });
+}
+
+use crate::hooks::{HookInput, HookResult, HookSetup, HookType, Hooks};
+use hook_bindings::exports::wasm_deployer::plugin::hooks as wh;
+
+fn hook_type_to_wit(t: HookType) -> wh::HookType {
+    match t {
+        HookType::Start => wh::HookType::Start,
+        HookType::DuringResponsibilityCheck => wh::HookType::DuringResponsibilityCheck,
+        HookType::AfterResponsibilityCheck => wh::HookType::AfterResponsibilityCheck,
+        HookType::ShouldReconcile => wh::HookType::ShouldReconcile,
+        HookType::BeforeAnyReconcile => wh::HookType::BeforeAnyReconcile,
+        HookType::BeforeAbort => wh::HookType::BeforeAbort,
+        HookType::BeforeForceReconcile => wh::HookType::BeforeForceReconcile,
+        HookType::BeforeDelete => wh::HookType::BeforeDelete,
+        HookType::BeforeReconcile => wh::HookType::BeforeReconcile,
+        HookType::End => wh::HookType::End,
+    }
+}
+
+fn hook_type_from_wit(t: wh::HookType) -> HookType {
+    match t {
+        wh::HookType::Start => HookType::Start,
+        wh::HookType::DuringResponsibilityCheck => HookType::DuringResponsibilityCheck,
+        wh::HookType::AfterResponsibilityCheck => HookType::AfterResponsibilityCheck,
+        wh::HookType::ShouldReconcile => HookType::ShouldReconcile,
+        wh::HookType::BeforeAnyReconcile => HookType::BeforeAnyReconcile,
+        wh::HookType::BeforeAbort => HookType::BeforeAbort,
+        wh::HookType::BeforeForceReconcile => HookType::BeforeForceReconcile,
+        wh::HookType::BeforeDelete => HookType::BeforeDelete,
+        wh::HookType::BeforeReconcile => HookType::BeforeReconcile,
+        wh::HookType::End => HookType::End,
+    }
+}
+
+fn hook_error_to_wit(e: DeployerError) -> wh::DeployerError {
+    let e = error_to_wit(e);
+    wh::DeployerError {
+        codes: e.codes,
+        operation: e.operation,
+        reason: e.reason,
+        message: e.message,
+        conditions: Vec::new(),
+    }
+}
+
+pub fn hooks_describe<H: Hooks>() -> wh::HookSetup {
+    let HookSetup {
+        name,
+        version,
+        hook_types,
+    } = H::describe();
+    wh::HookSetup {
+        name,
+        version,
+        hook_types: hook_types.into_iter().map(hook_type_to_wit).collect(),
+    }
+}
+
+pub fn hooks_run<H: Hooks>(
+    input: wh::HookInput,
+) -> Result<Option<wh::HookResult>, wh::DeployerError> {
+    let ctx = Ctx::wasm();
+    let decode = |what: &str, s: Option<String>| s.map(|s| parse_json(what, &s)).transpose();
+    let input = (|| {
+        Ok::<_, DeployerError>(HookInput {
+            hook_type: hook_type_from_wit(input.hook_type),
+            deploy_item: decode("deploy-item", input.deploy_item)?,
+            target: decode("target", input.target)?,
+        })
+    })()
+    .map_err(hook_error_to_wit)?;
+    let hook_type = input.hook_type;
+    H::run(&ctx, input)
+        .map(|r| {
+            r.map(|r: HookResult| wh::HookResult {
+                abort_reconcile: r.abort_reconcile,
+                requeue: r.requeue,
+                requeue_after_ms: r.requeue_after.map(|d| d.as_millis() as u64),
+            })
+        })
+        .map_err(|e| hook_error_to_wit(e.or_operation(hook_type.as_str())))
 }

@@ -6,8 +6,10 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use plugin_runtime::{DeployerError, HookInput, HookPlugin, HookResult, HookSetup, HookType};
 
 use deployer_host::config::HostConfig;
 use deployer_host::contract::CheckpointMode;
@@ -83,6 +85,8 @@ pub struct Harness {
     pub target_kubeconfig: String,
     /// The deployer's Target clients: register more clusters (kubeconfig → client) here.
     pub target_clients: TargetClients,
+    /// Hook calls, in order (only with `Options::record_hooks`).
+    pub hook_calls: Arc<Mutex<Vec<HookCall>>>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -97,6 +101,55 @@ pub struct Options {
     pub test_plugins: bool,
     /// The progressing-timeout test hook.
     pub checkpoint_mode: CheckpointMode,
+    /// Record every hook call (at the host's side of the hook plugins) in `Harness::hook_calls`.
+    pub record_hooks: bool,
+}
+
+/// One hook call as the host made it, and what the plugin answered.
+#[derive(Clone, Debug)]
+pub struct HookCall {
+    pub hook_type: HookType,
+    /// `metadata.name` of the item (none for `Start`).
+    pub item: Option<String>,
+    /// The item as the hook saw it.
+    pub item_json: Option<serde_json::Value>,
+    /// The Target object the hook saw.
+    pub target: Option<serde_json::Value>,
+    pub answer: Result<Option<HookResult>, DeployerError>,
+}
+
+/// Wraps a hook plugin and records its calls.
+struct RecordingHook {
+    inner: Arc<dyn HookPlugin>,
+    calls: Arc<Mutex<Vec<HookCall>>>,
+}
+
+#[async_trait::async_trait]
+impl HookPlugin for RecordingHook {
+    fn setup(&self) -> &HookSetup {
+        self.inner.setup()
+    }
+    fn origin(&self) -> String {
+        self.inner.origin()
+    }
+    async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError> {
+        let hook_type = input.hook_type;
+        let item = input
+            .deploy_item
+            .as_ref()
+            .and_then(|i| i["metadata"]["name"].as_str().map(String::from));
+        let target = input.target.clone();
+        let item_json = input.deploy_item.clone();
+        let answer = self.inner.run_hook(input).await;
+        self.calls.lock().unwrap().push(HookCall {
+            hook_type,
+            item,
+            item_json,
+            target,
+            answer: answer.clone(),
+        });
+        answer
+    }
 }
 
 impl Default for Options {
@@ -110,6 +163,7 @@ impl Default for Options {
             controller: true,
             test_plugins: false,
             checkpoint_mode: CheckpointMode::Standard,
+            record_hooks: false,
         }
     }
 }
@@ -142,9 +196,28 @@ impl Harness {
         if options.test_plugins {
             dirs.push(test_plugins_dir());
         }
-        let registry = deployer_host::plugins::load_dirs(&options.config, &dirs)
+        let mut registry = deployer_host::plugins::load_dirs(&options.config, &dirs)
             .await
             .expect("loading plugins");
+        let hook_calls = Arc::new(Mutex::new(Vec::new()));
+        if options.record_hooks {
+            let hooks = registry
+                .hooks()
+                .map(|h| {
+                    Arc::new(RecordingHook {
+                        inner: h.clone(),
+                        calls: hook_calls.clone(),
+                    }) as Arc<dyn HookPlugin>
+                })
+                .collect();
+            registry = Arc::new(
+                plugin_runtime::PluginRegistry::with_hooks(
+                    registry.plugins().cloned().collect(),
+                    hooks,
+                )
+                .expect("registry"),
+            );
+        }
         let target_clients = TargetClients::default();
         target_clients.register(&env.target_kubeconfig, env.client.clone());
         let mut deployer = Deployer::new(
@@ -179,6 +252,7 @@ impl Harness {
             deployer,
             target_kubeconfig: env.target_kubeconfig,
             target_clients,
+            hook_calls,
             stop,
             tasks,
         }
@@ -248,6 +322,27 @@ impl Harness {
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+}
+
+impl Harness {
+    /// The hook calls made so far for the item `name` (and `Start` calls, which have none).
+    pub fn hook_calls_for(&self, name: &str) -> Vec<HookCall> {
+        self.hook_calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.item.as_deref() == Some(name))
+            .cloned()
+            .collect()
+    }
+
+    /// The hook types called for `name`, in call order.
+    pub fn hook_types_for(&self, name: &str) -> Vec<HookType> {
+        self.hook_calls_for(name)
+            .iter()
+            .map(|c| c.hook_type)
+            .collect()
     }
 }
 

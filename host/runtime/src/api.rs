@@ -6,7 +6,9 @@
 //! Must not touch: Kubernetes clients (this crate does not depend on kube) — Kubernetes
 //! access is whatever the controller puts behind [`HostServices::kube`].
 
-use sdk_guest::{DeployerError, Description, Invocation, KubeOp, Response};
+use sdk_guest::{
+    DeployerError, Description, HookInput, HookResult, HookSetup, Invocation, KubeOp, Response,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +60,38 @@ pub trait HostServices: Send + Sync {
     /// `Some(resulting object json)`; `Delete` → `Some(_)` if it existed, `None` if it was
     /// already gone. Errors should carry codes (e.g. `ERR_UNAUTHORIZED`).
     async fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError>;
+
+    /// One Kubernetes operation (`Get`, `List`, `Delete`) on the cluster of the secondary
+    /// Target `target_name`, which the host looks up in the DeployItem's namespace (WIT
+    /// `secondary-targets`). Same results and errors as [`HostServices::kube`].
+    async fn kube_on(
+        &self,
+        target_name: &str,
+        op: KubeOp,
+    ) -> Result<Option<String>, DeployerError> {
+        let _ = op;
+        Err(DeployerError::internal(
+            "SecondaryTargetsUnavailable",
+            format!("no access to secondary Target {target_name:?} in this context"),
+        ))
+    }
+}
+
+/// A loaded hook plugin (WIT `hooks` export). The controller stores `Arc<dyn HookPlugin>`
+/// and runs it at the flow points its configuration names.
+///
+/// A hook has no Kubernetes access: it sees the item and its Target object and answers.
+/// A trap, deadline or memory overrun is an error of this call (as for deployers).
+#[async_trait::async_trait]
+pub trait HookPlugin: Send + Sync {
+    /// What the plugin said in `hooks.describe` (called once at load).
+    fn setup(&self) -> &HookSetup;
+
+    /// Human-readable origin for logs and error messages.
+    fn origin(&self) -> String;
+
+    /// Run the hook once. `Ok(None)` = no opinion.
+    async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError>;
 }
 
 /// [`HostServices`] with no progressing timeout and no Kubernetes access (tests, benchmarks,

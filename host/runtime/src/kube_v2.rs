@@ -2,8 +2,11 @@
 //! delete/discover on the item's Target cluster, forwarded to [`crate::HostServices::kube`]
 //! as [`KubeOp`]s.
 //!
-//! Owns: the conversion between the `cluster` bindings and [`KubeOp`]; each call goes
-//! through `State::kube`, which bounds it by the invocation deadline.
+//! Also the 1.1 `secondary-targets` interface (get/list/delete on a Target named by the
+//! plugin, forwarded to [`crate::HostServices::kube_on`]).
+//!
+//! Owns: the conversion between the `cluster`/`secondary-targets` bindings and [`KubeOp`];
+//! each call goes through `State::kube_on`, which bounds it by the invocation deadline.
 //! Must not touch: the 0.1 `kubernetes` interface (in `wasm`) or Kubernetes itself.
 
 use crate::wasm::bindings::wasm_deployer::plugin as wit;
@@ -100,5 +103,47 @@ impl wit::cluster::Host for State {
             plural: info.plural,
             namespaced: info.namespaced,
         }))
+    }
+}
+
+impl wit::secondary_targets::Host for State {
+    async fn get(
+        &mut self,
+        target_name: String,
+        r: wit::secondary_targets::ObjectRef,
+    ) -> Result<Option<String>, WitError> {
+        self.kube_on(Some(target_name), KubeOp::Get(ref_from_wit(r)))
+            .await
+    }
+
+    async fn list(
+        &mut self,
+        target_name: String,
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<String, WitError> {
+        let op = KubeOp::List {
+            api_version,
+            kind,
+            namespace,
+            label_selector,
+        };
+        Ok(self
+            .kube_on(Some(target_name), op)
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn delete(
+        &mut self,
+        target_name: String,
+        r: wit::secondary_targets::ObjectRef,
+    ) -> Result<bool, WitError> {
+        Ok(self
+            .kube_on(Some(target_name), KubeOp::Delete(ref_from_wit(r)))
+            .await?
+            .is_some())
     }
 }

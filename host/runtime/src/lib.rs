@@ -1,7 +1,8 @@
 //! # plugin-runtime — runs deployer plugins
 //!
-//! Loads WASI components that implement `wasm-deployer:plugin/deployer-plugin` (see
-//! `wit/deployer.wit`) and runs them under wasmtime 48 (component model, async):
+//! Loads WASI components that export `wasm-deployer:plugin/deployer` and/or
+//! `wasm-deployer:plugin/hooks` (see `wit/deployer.wit`, `wit/hooks.wit`) and runs them
+//! under wasmtime 48 (component model, async):
 //!
 //! - one [`wasmtime::Engine`] per [`PluginRuntime`]; per component one `InstancePre`, keyed
 //!   by the SHA-256 of the component bytes;
@@ -48,14 +49,15 @@ mod registry;
 mod runtime;
 mod wasm;
 
-pub use api::{DeployerPlugin, HostServices, Limits, NoopHost};
-pub use native::NativePlugin;
+pub use api::{DeployerPlugin, HookPlugin, HostServices, Limits, NoopHost};
+pub use native::{NativeHooks, NativePlugin};
 pub use registry::PluginRegistry;
 pub use runtime::{LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats};
 pub use wasm::WasmPlugin;
 
 /// The shared data model (re-exported from `sdk-guest`).
 pub use sdk_guest::{
-    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
-    ObjectRef, PatchType, ResolvedTarget, ResourceInfo, Response, codes, phase,
+    ConditionReport, ConditionStatus, DeployerError, Description, HookInput, HookResult, HookSetup,
+    HookType, Invocation, KubeOp, LogLevel, ObjectRef, PatchType, ResolvedTarget, ResourceInfo,
+    Response, codes, phase,
 };

@@ -7,9 +7,10 @@
 //! Must not touch: isolation — native code is trusted; a native plugin that loops keeps its
 //! blocking thread (the item still fails with `ERR_TIMEOUT` at the deadline).
 
-use crate::api::{DeployerPlugin, HostServices, Limits, Op, emit_log};
+use crate::api::{DeployerPlugin, HookPlugin, HostServices, Limits, NoopHost, Op, emit_log};
 use sdk_guest::{
-    Ctx, Deployer, DeployerError, Description, Invocation, KubeOp, LogLevel, NativeHost, Response,
+    Ctx, Deployer, DeployerError, Description, HookInput, HookResult, HookSetup, Hooks, Invocation,
+    KubeOp, LogLevel, NativeHost, Response,
 };
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -129,5 +130,60 @@ impl NativeHost for Bridge {
 
     fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
         self.handle.block_on(self.host.kube(op))
+    }
+    fn kube_on(&self, target_name: &str, op: KubeOp) -> Result<Option<String>, DeployerError> {
+        self.handle.block_on(self.host.kube_on(target_name, op))
+    }
+}
+
+/// An `sdk_guest::Hooks` implementation run natively (tests, benchmarks).
+pub struct NativeHooks<H> {
+    setup: HookSetup,
+    limits: Limits,
+    _hooks: PhantomData<fn() -> H>,
+}
+
+impl<H: Hooks + 'static> Default for NativeHooks<H> {
+    fn default() -> Self {
+        NativeHooks {
+            setup: H::describe(),
+            limits: Limits::default(),
+            _hooks: PhantomData,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<H: Hooks + 'static> HookPlugin for NativeHooks<H> {
+    fn setup(&self) -> &HookSetup {
+        &self.setup
+    }
+
+    fn origin(&self) -> String {
+        format!("native ({})", std::any::type_name::<H>())
+    }
+
+    async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError> {
+        let bridge = Bridge {
+            host: Arc::new(NoopHost),
+            handle: tokio::runtime::Handle::current(),
+            plugin: self.setup.name.clone(),
+        };
+        let hook_type = input.hook_type;
+        let task = tokio::task::spawn_blocking(move || H::run(&Ctx::native(&bridge), input));
+        match tokio::time::timeout(self.limits.deadline, task).await {
+            Err(_) => Err(DeployerError::timeout(
+                "PluginDeadlineExceeded",
+                format!(
+                    "hook {:?} did not finish within its deadline of {:?}",
+                    self.setup.name, self.limits.deadline
+                ),
+            )),
+            Ok(Err(join)) => Err(DeployerError::internal(
+                "PluginPanicked",
+                format!("hook {:?} panicked: {join}", self.setup.name),
+            )),
+            Ok(Ok(r)) => r.map_err(|e| e.or_operation(hook_type.as_str())),
+        }
     }
 }

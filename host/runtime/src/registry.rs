@@ -1,10 +1,11 @@
-//! The DeployItem-type → plugin map.
+//! The DeployItem-type → plugin map, and the hook plugins by name.
 //!
 //! Owns: building the map from each plugin's `describe` and refusing ambiguity (two plugins
-//! claiming one type, or two plugins with one name) with a start-up error naming both.
+//! claiming one type, two deployers or two hook plugins with one name) with a start-up
+//! error naming both. Which hooks run for which types is the host's configuration.
 //! Must not touch: loading or invoking plugins.
 
-use crate::api::DeployerPlugin;
+use crate::api::{DeployerPlugin, HookPlugin};
 use anyhow::bail;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 pub struct PluginRegistry {
     plugins: Vec<Arc<dyn DeployerPlugin>>,
     by_type: HashMap<String, usize>,
+    hooks: Vec<Arc<dyn HookPlugin>>,
 }
 
 impl std::fmt::Debug for PluginRegistry {
@@ -59,7 +61,44 @@ impl PluginRegistry {
                 by_type.insert(t.clone(), i);
             }
         }
-        Ok(PluginRegistry { plugins, by_type })
+        Ok(PluginRegistry {
+            plugins,
+            by_type,
+            hooks: Vec::new(),
+        })
+    }
+
+    /// Build the registry with hook plugins as well. Errors as [`PluginRegistry::new`], and
+    /// if two hook plugins share a name.
+    pub fn with_hooks(
+        plugins: Vec<Arc<dyn DeployerPlugin>>,
+        hooks: Vec<Arc<dyn HookPlugin>>,
+    ) -> anyhow::Result<Self> {
+        let mut registry = Self::new(plugins)?;
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        for (i, h) in hooks.iter().enumerate() {
+            let name = h.setup().name.as_str();
+            if let Some(&j) = by_name.get(name) {
+                bail!(
+                    "two hook plugins are named {name:?}: {} and {}; remove one of them",
+                    hooks[j].origin(),
+                    h.origin()
+                );
+            }
+            by_name.insert(name, i);
+        }
+        registry.hooks = hooks;
+        Ok(registry)
+    }
+
+    /// The hook plugin named `name`, if loaded.
+    pub fn hook(&self, name: &str) -> Option<Arc<dyn HookPlugin>> {
+        self.hooks.iter().find(|h| h.setup().name == name).cloned()
+    }
+
+    /// All hook plugins, in load order.
+    pub fn hooks(&self) -> impl Iterator<Item = &Arc<dyn HookPlugin>> {
+        self.hooks.iter()
     }
 
     /// The plugin handling `deploy_item_type`, if any.

@@ -147,7 +147,7 @@ impl Drop for EpochTicker {
 }
 
 /// Prepared components by SHA-256, with the description `describe` returned.
-type PreparedMap = HashMap<[u8; 32], (Arc<Prepared>, sdk_guest::Description)>;
+type PreparedMap = HashMap<[u8; 32], (Arc<Prepared>, wasm::Described)>;
 
 /// Loads and runs wasm deployer plugins. Create one per process.
 pub struct PluginRuntime {
@@ -184,7 +184,7 @@ impl PluginRuntime {
         // WASI p2 is linked so std-based guests instantiate, but the per-invocation context
         // grants nothing (see `wasm::new_store`).
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::DeployerPlugin::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
+        bindings::DeployerHookPlugin::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
 
         let cache = match &config.cache_dir {
             Some(dir) => Some(ArtifactCache::open(dir, engine_hash(&engine))?),
@@ -238,36 +238,32 @@ impl PluginRuntime {
                     .instantiate_pre(&component)
                     .map_err(anyhow::Error::from)
                     .with_context(|| format!("linking plugin {source_name}"))?;
-                let pre = bindings::DeployerPluginPre::new(pre)
-                    .map_err(anyhow::Error::from)
-                    .with_context(|| {
-                        format!(
-                            "{source_name} does not export wasm-deployer:plugin/deployer@{}",
-                            sdk_guest::WIT_VERSION
-                        )
-                    })?;
-                let description =
-                    wasm::describe(&self.engine, &pre, source_name, self.config.default_limits)
-                        .await?;
-                validate(source_name, &description)?;
-                let entry = (
-                    Arc::new(Prepared {
-                        pre,
-                        sha256: hex::encode(sha),
-                    }),
-                    description,
-                );
+                let component = Prepared::new(pre, hex::encode(sha), source_name)?;
+                let described = wasm::describe(
+                    &self.engine,
+                    &component,
+                    source_name,
+                    self.config.default_limits,
+                )
+                .await?;
+                validate(source_name, &described, component.deployer.is_some())?;
+                let entry = (Arc::new(component), described);
                 prepared.insert(sha, entry.clone());
                 (entry, outcome, prepare_time)
             }
         };
         drop(prepared);
-        let (prepared, description) = entry;
+        let (prepared, described) = entry;
+        let wasm::Described {
+            description,
+            hook_setup,
+        } = described;
         let limits = self.limits_for(&description.name);
         let plugin = Arc::new(WasmPlugin {
             engine: self.engine.clone(),
             name: Arc::from(description.name.as_str()),
             description,
+            hook_setup,
             prepared,
             limits,
             source: source_name.to_string(),
@@ -285,6 +281,7 @@ impl PluginRuntime {
             plugin = %record.plugin,
             version = %plugin.description.version,
             types = ?plugin.description.deploy_item_types,
+            hooks = ?plugin.hook_setup().map(|h| &h.hook_types),
             source = %record.source,
             outcome = ?record.outcome,
             prepare_ms = record.prepare_time.as_secs_f64() * 1e3,
@@ -388,9 +385,29 @@ impl PluginRuntime {
     }
 }
 
-fn validate(source: &str, d: &sdk_guest::Description) -> Result<()> {
+fn validate(source: &str, described: &wasm::Described, deployer: bool) -> Result<()> {
+    let d = &described.description;
     if d.name.trim().is_empty() {
         bail!("plugin {source}: describe returned an empty name");
+    }
+    if let Some(h) = &described.hook_setup {
+        if h.hook_types.is_empty() {
+            bail!(
+                "plugin {source} ({}): hooks.describe lists no hook types",
+                h.name
+            );
+        }
+        if deployer && h.name != d.name {
+            bail!(
+                "plugin {source}: deployer.describe says {:?} but hooks.describe says {:?}; \
+                 one component has one name",
+                d.name,
+                h.name
+            );
+        }
+    }
+    if !deployer {
+        return Ok(());
     }
     if d.deploy_item_types.is_empty() {
         bail!(

@@ -1,16 +1,18 @@
-//! Wasm component plugins: bindings of the `deployer-plugin` world, the per-invocation
-//! store, host imports, and trap classification.
+//! Wasm component plugins: bindings of the `deployer-hook-plugin` world (a component may
+//! export `deployer`, `hooks` or both), the per-invocation store, host imports, and trap
+//! classification.
 //!
-//! Owns: one [`WasmPlugin`] per loaded component (its `InstancePre`, description and
-//! limits) and everything that happens inside one invocation: a fresh `Store` with a WASI
+//! Owns: one [`WasmPlugin`] per loaded component (its `InstancePre`, which exports it has,
+//! description and limits) and everything that happens inside one invocation: a fresh `Store` with a WASI
 //! context that has no preopens, no environment, no arguments and no sockets; a memory
 //! limiter; an epoch deadline; async host imports that forward to [`HostServices`].
 //! Must not touch: engine/cache management (see `runtime`) or Kubernetes itself.
 
+use crate::api::HookPlugin;
 use crate::api::{DeployerPlugin, HostServices, Limits, Op, emit_log, human_bytes};
 use sdk_guest::{
-    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
-    ObjectRef, Response,
+    ConditionReport, ConditionStatus, DeployerError, Description, HookInput, HookResult, HookSetup,
+    HookType, Invocation, KubeOp, LogLevel, ObjectRef, Response,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,10 +24,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "deployer-plugin",
+        world: "deployer-hook-plugin",
         imports: {
             "wasm-deployer:plugin/kubernetes": async,
             "wasm-deployer:plugin/cluster": async,
+            "wasm-deployer:plugin/secondary-targets": async,
         },
         exports: { default: async },
     });
@@ -143,30 +146,43 @@ pub(crate) fn ref_from_wit(r: wit::kubernetes::ObjectRef) -> ObjectRef {
 }
 
 impl State {
-    /// One Kubernetes call through [`HostServices::kube`], bounded by the invocation deadline
-    /// (a call still running at the deadline returns `ERR_TIMEOUT`; the outer timeout of
-    /// the invocation then ends it).
+    /// One Kubernetes call on the item's Target cluster.
     pub(crate) async fn kube(
         &mut self,
         op: KubeOp,
     ) -> Result<Option<String>, wit::types::DeployerError> {
-        match &self.host {
-            Some(h) => {
-                let host = h.clone();
-                match tokio::time::timeout_at(self.deadline.into(), host.kube(op)).await {
-                    Ok(r) => r.map_err(error_to_wit),
-                    Err(_) => Err(error_to_wit(DeployerError::timeout(
-                        "PluginDeadlineExceeded",
-                        format!(
-                            "a Kubernetes call of plugin {:?} did not finish within the invocation deadline",
-                            self.plugin
-                        ),
-                    ))),
-                }
-            }
-            None => Err(error_to_wit(DeployerError::internal(
+        self.kube_on(None, op).await
+    }
+
+    /// One Kubernetes call through [`HostServices::kube`] (no `target_name`) or
+    /// [`HostServices::kube_on`], bounded by the invocation deadline (a call still running
+    /// at the deadline returns `ERR_TIMEOUT`; the outer timeout of the invocation then ends
+    /// it).
+    pub(crate) async fn kube_on(
+        &mut self,
+        target_name: Option<String>,
+        op: KubeOp,
+    ) -> Result<Option<String>, wit::types::DeployerError> {
+        let Some(host) = self.host.clone() else {
+            return Err(error_to_wit(DeployerError::internal(
                 "KubernetesUnavailable",
-                "Kubernetes access is not available during describe",
+                "Kubernetes access is not available during describe or in hooks",
+            )));
+        };
+        let call = async {
+            match &target_name {
+                None => host.kube(op).await,
+                Some(name) => host.kube_on(name, op).await,
+            }
+        };
+        match tokio::time::timeout_at(self.deadline.into(), call).await {
+            Ok(r) => r.map_err(error_to_wit),
+            Err(_) => Err(error_to_wit(DeployerError::timeout(
+                "PluginDeadlineExceeded",
+                format!(
+                    "a Kubernetes call of plugin {:?} did not finish within the invocation deadline",
+                    self.plugin
+                ),
             ))),
         }
     }
@@ -321,12 +337,91 @@ pub(crate) fn description_from_wit(d: wit::types::Description) -> Description {
     }
 }
 
+// ---- hooks conversions -------------------------------------------------------------------
+
+use bindings::exports::wasm_deployer::plugin::deployer as wit_deployer;
+use bindings::exports::wasm_deployer::plugin::hooks as wit_hooks;
+
+fn hook_type_to_wit(t: HookType) -> wit_hooks::HookType {
+    use wit_hooks::HookType as W;
+    match t {
+        HookType::Start => W::Start,
+        HookType::DuringResponsibilityCheck => W::DuringResponsibilityCheck,
+        HookType::AfterResponsibilityCheck => W::AfterResponsibilityCheck,
+        HookType::ShouldReconcile => W::ShouldReconcile,
+        HookType::BeforeAnyReconcile => W::BeforeAnyReconcile,
+        HookType::BeforeAbort => W::BeforeAbort,
+        HookType::BeforeForceReconcile => W::BeforeForceReconcile,
+        HookType::BeforeDelete => W::BeforeDelete,
+        HookType::BeforeReconcile => W::BeforeReconcile,
+        HookType::End => W::End,
+    }
+}
+
+fn hook_type_from_wit(t: wit_hooks::HookType) -> HookType {
+    use wit_hooks::HookType as W;
+    match t {
+        W::Start => HookType::Start,
+        W::DuringResponsibilityCheck => HookType::DuringResponsibilityCheck,
+        W::AfterResponsibilityCheck => HookType::AfterResponsibilityCheck,
+        W::ShouldReconcile => HookType::ShouldReconcile,
+        W::BeforeAnyReconcile => HookType::BeforeAnyReconcile,
+        W::BeforeAbort => HookType::BeforeAbort,
+        W::BeforeForceReconcile => HookType::BeforeForceReconcile,
+        W::BeforeDelete => HookType::BeforeDelete,
+        W::BeforeReconcile => HookType::BeforeReconcile,
+        W::End => HookType::End,
+    }
+}
+
+fn hook_setup_from_wit(s: wit_hooks::HookSetup) -> HookSetup {
+    let mut hook_types: Vec<HookType> = s.hook_types.into_iter().map(hook_type_from_wit).collect();
+    hook_types.sort();
+    hook_types.dedup();
+    HookSetup {
+        name: s.name,
+        version: s.version,
+        hook_types,
+    }
+}
+
 // ---- invocation --------------------------------------------------------------------------
 
 /// The compiled, linked form of one component, shared by every plugin loaded from it.
 pub(crate) struct Prepared {
-    pub(crate) pre: bindings::DeployerPluginPre<State>,
+    pub(crate) pre: wasmtime::component::InstancePre<State>,
+    /// Present if the component exports `deployer`.
+    pub(crate) deployer: Option<wit_deployer::GuestIndices>,
+    /// Present if the component exports `hooks`.
+    pub(crate) hooks: Option<wit_hooks::GuestIndices>,
     pub(crate) sha256: String,
+}
+
+impl Prepared {
+    /// Finds the exports (by semver: a 1.0 component matches the 1.1 names). A component
+    /// that exports neither interface is refused.
+    pub(crate) fn new(
+        pre: wasmtime::component::InstancePre<State>,
+        sha256: String,
+        source: &str,
+    ) -> anyhow::Result<Self> {
+        let deployer = wit_deployer::GuestIndices::new(&pre).ok();
+        let hooks = wit_hooks::GuestIndices::new(&pre).ok();
+        if deployer.is_none() && hooks.is_none() {
+            anyhow::bail!(
+                "{source} exports neither wasm-deployer:plugin/deployer nor \
+                 wasm-deployer:plugin/hooks (WIT {}); build it for the deployer-plugin, \
+                 hook-plugin or deployer-hook-plugin world",
+                sdk_guest::WIT_VERSION
+            );
+        }
+        Ok(Prepared {
+            pre,
+            deployer,
+            hooks,
+            sha256,
+        })
+    }
 }
 
 /// Captured stdio of one invocation.
@@ -349,7 +444,6 @@ impl Stdio {
         err
     }
 }
-
 fn new_store(
     engine: &wasmtime::Engine,
     plugin: Arc<str>,
@@ -411,9 +505,10 @@ fn last_lines(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
-/// Turn a wasmtime error of an invocation into the item's error.
+/// Turn a wasmtime error of an invocation into the item's error (`operation`: `reconcile`,
+/// `delete`, or the hook type).
 fn classify(
-    op: Op,
+    operation: &str,
     plugin: &str,
     limits: Limits,
     err: wasmtime::Error,
@@ -422,7 +517,7 @@ fn classify(
 ) -> DeployerError {
     let trap = err.downcast_ref::<Trap>().copied();
     if trap == Some(Trap::Interrupt) {
-        return deadline_error(op, plugin, limits);
+        return deadline_error(operation, plugin, limits);
     }
     if memory_hit {
         return DeployerError::internal(
@@ -432,14 +527,14 @@ fn classify(
                 human_bytes(limits.memory_bytes)
             ),
         )
-        .with_operation(op.name());
+        .with_operation(operation);
     }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return DeployerError::internal(
             "PluginExited",
             format!("plugin {plugin:?} called exit({})", exit.0),
         )
-        .with_operation(op.name());
+        .with_operation(operation);
     }
     let what = match trap {
         Some(t) => format!("plugin {plugin:?} trapped: {t}"),
@@ -450,10 +545,10 @@ fn classify(
     } else {
         format!("{what}; stderr: {}", last_lines(stderr, 1024))
     };
-    DeployerError::internal("PluginTrapped", message).with_operation(op.name())
+    DeployerError::internal("PluginTrapped", message).with_operation(operation)
 }
 
-fn deadline_error(op: Op, plugin: &str, limits: Limits) -> DeployerError {
+fn deadline_error(operation: &str, plugin: &str, limits: Limits) -> DeployerError {
     DeployerError::timeout(
         "PluginDeadlineExceeded",
         format!(
@@ -461,23 +556,46 @@ fn deadline_error(op: Op, plugin: &str, limits: Limits) -> DeployerError {
             limits.deadline
         ),
     )
-    .with_operation(op.name())
+    .with_operation(operation)
 }
 
-/// Call `describe` on a fresh instance (no host services).
+/// What a component says about itself at load time.
+#[derive(Clone)]
+pub(crate) struct Described {
+    /// From `deployer.describe` (for a hooks-only component: name and version of the hook
+    /// setup, no types).
+    pub(crate) description: Description,
+    /// From `hooks.describe`, if the component exports hooks.
+    pub(crate) hook_setup: Option<HookSetup>,
+}
+
+/// Call `describe` of each export on a fresh instance (no host services).
 pub(crate) async fn describe(
     engine: &wasmtime::Engine,
-    pre: &bindings::DeployerPluginPre<State>,
+    prepared: &Prepared,
     source: &str,
     limits: Limits,
-) -> anyhow::Result<Description> {
+) -> anyhow::Result<Described> {
     let (mut store, stdio) = new_store(engine, Arc::from(source), limits, None);
     let call = async {
-        let instance = pre.instantiate_async(&mut store).await?;
-        instance
-            .wasm_deployer_plugin_deployer()
-            .call_describe(&mut store)
-            .await
+        let instance = prepared.pre.instantiate_async(&mut store).await?;
+        let description = match &prepared.deployer {
+            Some(ix) => Some(
+                ix.load(&mut store, &instance)?
+                    .call_describe(&mut store)
+                    .await?,
+            ),
+            None => None,
+        };
+        let hook_setup = match &prepared.hooks {
+            Some(ix) => Some(
+                ix.load(&mut store, &instance)?
+                    .call_describe(&mut store)
+                    .await?,
+            ),
+            None => None,
+        };
+        wasmtime::Result::Ok((description, hook_setup))
     };
     let out = tokio::time::timeout(limits.deadline, call).await;
     let stderr = stdio.flush_to_log(source);
@@ -488,7 +606,7 @@ pub(crate) async fn describe(
         ),
         Ok(Err(e)) => {
             let e = classify(
-                Op::Reconcile,
+                "describe",
                 source,
                 limits,
                 e,
@@ -497,7 +615,27 @@ pub(crate) async fn describe(
             );
             anyhow::bail!("describe of {source} failed: {}", e.message)
         }
-        Ok(Ok(d)) => Ok(description_from_wit(d)),
+        Ok(Ok((description, hook_setup))) => {
+            let hook_setup = hook_setup.map(hook_setup_from_wit);
+            let description = match (description, &hook_setup) {
+                (Some(d), _) => description_from_wit(d),
+                (None, Some(h)) => Description {
+                    name: h.name.clone(),
+                    version: h.version.clone(),
+                    deploy_item_types: Vec::new(),
+                    hook_types: h
+                        .hook_types
+                        .iter()
+                        .map(|t| t.as_str().to_string())
+                        .collect(),
+                },
+                (None, None) => unreachable!("Prepared::new refuses components without exports"),
+            };
+            Ok(Described {
+                description,
+                hook_setup,
+            })
+        }
     }
 }
 
@@ -506,6 +644,7 @@ pub struct WasmPlugin {
     pub(crate) engine: wasmtime::Engine,
     pub(crate) prepared: Arc<Prepared>,
     pub(crate) description: Description,
+    pub(crate) hook_setup: Option<HookSetup>,
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) source: String,
@@ -540,6 +679,17 @@ impl WasmPlugin {
         self.limits
     }
 
+    /// Whether the component exports `deployer` (it may export only `hooks`). Only then is
+    /// it a [`DeployerPlugin`].
+    pub fn exports_deployer(&self) -> bool {
+        self.prepared.deployer.is_some()
+    }
+
+    /// The hook setup, if the component exports `hooks`.
+    pub fn hook_setup(&self) -> Option<&HookSetup> {
+        self.hook_setup.as_ref()
+    }
+
     /// Create a fresh store and instance without calling anything (benchmarks: splits the
     /// invocation cost into instantiate vs call). Not part of the stable API.
     #[doc(hidden)]
@@ -559,10 +709,17 @@ impl WasmPlugin {
         let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, Some(host));
         let wit_inv = invocation_to_wit(&inv);
         drop(inv);
-        let pre = &self.prepared.pre;
+        let prepared = &self.prepared;
+        let Some(indices) = &prepared.deployer else {
+            return Err(DeployerError::internal(
+                "NotADeployer",
+                format!("plugin {:?} exports no deployer", self.name),
+            )
+            .with_operation(op.name()));
+        };
         let call = async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            let d = instance.wasm_deployer_plugin_deployer();
+            let instance = prepared.pre.instantiate_async(&mut store).await?;
+            let d = indices.load(&mut store, &instance)?;
             match op {
                 Op::Reconcile => d.call_reconcile(&mut store, &wit_inv).await,
                 Op::Delete => d.call_delete(&mut store, &wit_inv).await,
@@ -571,9 +728,9 @@ impl WasmPlugin {
         let out = tokio::time::timeout(limits.deadline, call).await;
         let stderr = stdio.flush_to_log(&self.name);
         let result = match out {
-            Err(_) => Err(deadline_error(op, &self.name, limits)),
+            Err(_) => Err(deadline_error(op.name(), &self.name, limits)),
             Ok(Err(e)) => Err(classify(
-                op,
+                op.name(),
                 &self.name,
                 limits,
                 e,
@@ -587,6 +744,67 @@ impl WasmPlugin {
             tracing::debug!(plugin = %self.name, op = op.name(), error = %e, "plugin invocation failed");
         }
         result
+    }
+}
+
+#[async_trait::async_trait]
+impl HookPlugin for WasmPlugin {
+    fn setup(&self) -> &HookSetup {
+        static NONE: std::sync::OnceLock<HookSetup> = std::sync::OnceLock::new();
+        self.hook_setup
+            .as_ref()
+            .unwrap_or_else(|| NONE.get_or_init(HookSetup::default))
+    }
+
+    fn origin(&self) -> String {
+        DeployerPlugin::origin(self)
+    }
+
+    async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError> {
+        let operation = input.hook_type.as_str();
+        let Some(indices) = &self.prepared.hooks else {
+            return Err(DeployerError::internal(
+                "NotAHook",
+                format!("plugin {:?} exports no hooks", self.name),
+            )
+            .with_operation(operation));
+        };
+        let limits = self.limits;
+        let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, None);
+        let wit_input = wit_hooks::HookInput {
+            hook_type: hook_type_to_wit(input.hook_type),
+            deploy_item: input.deploy_item.as_ref().map(|v| v.to_string()),
+            target: input.target.as_ref().map(|v| v.to_string()),
+        };
+        let call = async {
+            let instance = self.prepared.pre.instantiate_async(&mut store).await?;
+            indices
+                .load(&mut store, &instance)?
+                .call_run(&mut store, &wit_input)
+                .await
+        };
+        let out = tokio::time::timeout(limits.deadline, call).await;
+        let stderr = stdio.flush_to_log(&self.name);
+        match out {
+            Err(_) => Err(deadline_error(operation, &self.name, limits)),
+            Ok(Err(e)) => Err(classify(
+                operation,
+                &self.name,
+                limits,
+                e,
+                store.data().limiter.hit,
+                &stderr,
+            )),
+            Ok(Ok(Ok(r))) => Ok(r.map(|r| HookResult {
+                abort_reconcile: r.abort_reconcile,
+                requeue: r.requeue,
+                requeue_after: r
+                    .requeue_after_ms
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis),
+            })),
+            Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(operation)),
+        }
     }
 }
 

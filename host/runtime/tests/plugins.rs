@@ -549,3 +549,38 @@ async fn differential_native_vs_wasm_mock() {
         assert_eq!(w, n, "delete case {i}");
     }
 }
+
+/// The versioning promise of `wit/deployer.wit`: a plugin built against an older 1.x minor
+/// keeps working. `fixtures/mock-wit-1.0.0.wasm` is the mock plugin as built against WIT
+/// 1.0.0 (before `secondary-targets` and `hooks`); it must load and answer exactly like
+/// today's build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_built_against_wit_1_0_runs_on_this_host() {
+    let old = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mock-wit-1.0.0.wasm"),
+    )
+    .unwrap();
+    let imports_1_0 = String::from_utf8_lossy(&old).contains("wasm-deployer:plugin/deployer@1.0.0");
+    assert!(imports_1_0, "the fixture must be a WIT 1.0.0 component");
+    let rt = PluginRuntime::new(shared_cache(RuntimeConfig::default())).unwrap();
+    let old = rt.load_bytes("mock-wit-1.0.0.wasm", &old).await.unwrap();
+    let new = rt.load_bytes("mock.wasm", &mock_wasm()).await.unwrap();
+    assert_eq!(
+        old.description().deploy_item_types,
+        new.description().deploy_item_types
+    );
+    assert!(old.exports_deployer() && old.hook_setup().is_none());
+    for config in [
+        json!({}),
+        json!({"phase": "Failed"}),
+        json!({"export": {"a": 1}, "providerStatus": {"apiVersion": "x/v1", "kind": "S"}}),
+    ] {
+        let a = old
+            .reconcile(mock_item(config.clone(), "Init"), noop())
+            .await;
+        let b = new
+            .reconcile(mock_item(config.clone(), "Init"), noop())
+            .await;
+        assert_eq!(a, b, "config {config}");
+    }
+}

@@ -133,16 +133,7 @@ pub fn handle_step_result(
 ) -> bool {
     match err {
         Some(err) => {
-            let last = updated_error(status.last_error.as_ref(), err, now);
-            if status.first_error.is_none() {
-                status.first_error = Some(last.clone());
-            }
-            status.last_errors.push(last.clone());
-            if status.last_errors.len() > MAX_LAST_ERRORS {
-                let excess = status.last_errors.len() - MAX_LAST_ERRORS;
-                status.last_errors.drain(..excess);
-            }
-            status.last_error = Some(last);
+            record_error(status, err, now);
             if err.is_unrecoverable() {
                 status.phase = if deleting {
                     Phase::DeleteFailed
@@ -162,6 +153,32 @@ pub fn handle_step_result(
         true
     } else {
         false
+    }
+}
+
+/// Records `err` in `lastError`, `firstError` (once) and the last five `lastErrors`.
+pub fn record_error(status: &mut DeployItemStatus, err: &StepError, now: &str) {
+    let last = updated_error(status.last_error.as_ref(), err, now);
+    if status.first_error.is_none() {
+        status.first_error = Some(last.clone());
+    }
+    status.last_errors.push(last.clone());
+    if status.last_errors.len() > MAX_LAST_ERRORS {
+        let excess = status.last_errors.len() - MAX_LAST_ERRORS;
+        status.last_errors.drain(..excess);
+    }
+    status.last_error = Some(last);
+}
+
+/// The status after a hook-forced re-apply of a finished item (`docs/hooks.md`): the attempt
+/// is the new `lastReconcileTime`, its error (if any) is recorded, and nothing else changes —
+/// not the phase, not `jobID`/`jobIDFinished`, so "jobID == jobIDFinished ⇒ final phase"
+/// holds throughout.
+pub fn record_reapply(status: &mut DeployItemStatus, err: Option<&StepError>, now: &str) {
+    status.last_reconcile_time = Some(now.to_string());
+    match err {
+        Some(err) => record_error(status, err, now),
+        None => status.last_error = None,
     }
 }
 

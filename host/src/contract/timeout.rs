@@ -14,6 +14,28 @@ use crate::landscaper::{DeployItem, GoDuration, codes, parse_go_duration};
 /// The default progressing timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// `spec.timeout`: default 10 min, `none` = no timeout.
+fn spec_timeout(item: &DeployItem) -> Result<Option<Duration>, StepError> {
+    match item.spec.timeout.as_deref() {
+        None | Some("") => Ok(Some(DEFAULT_TIMEOUT)),
+        Some(s) => match parse_go_duration(s) {
+            Ok(GoDuration::None) => Ok(None),
+            Ok(GoDuration::Finite(d)) => Ok(Some(d)),
+            Err(e) => Err(StepError::new(
+                "TimeoutChecker",
+                "InvalidTimeout",
+                format!("spec.timeout: {e}"),
+            )
+            .with_code(codes::CONFIGURATION_PROBLEM)),
+        },
+    }
+}
+
+fn add(start: Timestamp, timeout: Duration) -> Timestamp {
+    let span = jiff::SignedDuration::try_from(timeout).unwrap_or(jiff::SignedDuration::MAX);
+    start.checked_add(span).unwrap_or(Timestamp::MAX)
+}
+
 /// How checkpoints are evaluated.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum CheckpointMode {
@@ -36,49 +58,48 @@ pub struct ProgressingTimeout {
 impl ProgressingTimeout {
     /// Reads `spec.timeout` and `transitionTimes.initTime` of a started job.
     pub fn for_item(item: &DeployItem, mode: CheckpointMode) -> Result<Self, StepError> {
-        let timeout = match item.spec.timeout.as_deref() {
-            None | Some("") => Some(DEFAULT_TIMEOUT),
-            Some(s) => match parse_go_duration(s) {
-                Ok(GoDuration::None) => None,
-                Ok(GoDuration::Finite(d)) => Some(d),
-                Err(e) => {
-                    return Err(StepError::new(
-                        "TimeoutChecker",
-                        "InvalidTimeout",
-                        format!("spec.timeout: {e}"),
-                    )
-                    .with_code(codes::CONFIGURATION_PROBLEM));
-                }
-            },
+        let Some(timeout) = spec_timeout(item)? else {
+            return Ok(Self {
+                deadline: None,
+                mode,
+            });
         };
-        let init_time = item
+        let init = item
             .status
             .as_ref()
             .and_then(|s| s.transition_times.as_ref())
-            .and_then(|t| t.init_time.as_deref());
-        let deadline = match timeout {
-            None => None,
-            Some(timeout) => {
-                let init = init_time.ok_or_else(|| {
-                    StepError::new(
-                        "TimeoutChecker",
-                        "StatusNotInitialized",
-                        "status not initialized: transitionTimes.initTime is missing",
-                    )
-                })?;
-                let init: Timestamp = init.parse().map_err(|e| {
-                    StepError::new(
-                        "TimeoutChecker",
-                        "StatusNotInitialized",
-                        format!("transitionTimes.initTime {init:?} is not a timestamp: {e}"),
-                    )
-                })?;
-                let span =
-                    jiff::SignedDuration::try_from(timeout).unwrap_or(jiff::SignedDuration::MAX);
-                Some(init.checked_add(span).unwrap_or(Timestamp::MAX))
-            }
-        };
-        Ok(Self { deadline, mode })
+            .and_then(|t| t.init_time.as_deref())
+            .ok_or_else(|| {
+                StepError::new(
+                    "TimeoutChecker",
+                    "StatusNotInitialized",
+                    "status not initialized: transitionTimes.initTime is missing",
+                )
+            })?;
+        let init: Timestamp = init.parse().map_err(|e| {
+            StepError::new(
+                "TimeoutChecker",
+                "StatusNotInitialized",
+                format!("transitionTimes.initTime {init:?} is not a timestamp: {e}"),
+            )
+        })?;
+        Ok(Self {
+            deadline: Some(add(init, timeout)),
+            mode,
+        })
+    }
+
+    /// `spec.timeout` counted from `start` instead of `initTime`: a hook-forced re-apply of a
+    /// finished item (no job, so no initTime of its own) gets the item's usual time budget.
+    pub fn starting_at(
+        item: &DeployItem,
+        start: Timestamp,
+        mode: CheckpointMode,
+    ) -> Result<Self, StepError> {
+        Ok(Self {
+            deadline: spec_timeout(item)?.map(|t| add(start, t)),
+            mode,
+        })
     }
 
     /// No timeout at all.

@@ -21,6 +21,7 @@ use super::services::ItemServices;
 use super::{Deployer, Error, exports};
 use crate::contract::status::{self, ConditionUpdate, StepError};
 use crate::contract::{JobStep, ProgressingTimeout, next_step, responsibility, target};
+use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::{
     Context, DeployItem, FINALIZER, Phase, ResolvedTarget, Target, TransitionTimes, annotations,
     codes,
@@ -37,45 +38,66 @@ pub async fn reconcile(
     let namespace = meta.metadata.namespace.clone().unwrap_or_default();
     let uid = meta.metadata.uid.clone().unwrap_or_default();
     let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), &namespace);
+    let hooks = &deployer.hooks;
+    let mut acc = Accumulated::default();
+    let annotated = responsibility::route_from_annotations(meta.metadata.annotations.as_ref());
+    let annotated_type = annotated.as_ref().map(|r| r.deploy_item_type.as_str());
 
-    // An unchanged item we saw finished: nothing to read, lock or write.
+    // Hooks: Start, the very first step (no item, no target).
+    if hooks.has(annotated_type, HookType::Start) {
+        deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
+        let r = hooks
+            .run(HookType::Start, annotated_type, None, None)
+            .await
+            .map_err(|e| Error::Hook(e.to_string()))?;
+        acc.add(r);
+        if acc.aborted() {
+            return Ok(action(&acc, None));
+        }
+    }
+
+    // An unchanged item we saw finished: nothing to read, lock or write — unless a hook may
+    // take or reopen it.
     if let Some(rv) = meta.metadata.resource_version.as_deref()
+        && !hooks.may_reopen(annotated_type)
         && deployer.finished.is_finished(&uid, rv)
     {
         return Ok(Action::await_change());
     }
 
     // Responsibility, check 1: the type (from annotations when present).
-    let (route, mut prefetched) =
-        match responsibility::route_from_annotations(meta.metadata.annotations.as_ref()) {
-            Some(route) => (route, None),
-            None => {
-                let Some(item) = items.get_opt(&name).await? else {
-                    return Ok(Action::await_change());
-                };
-                (responsibility::route_from_item(&item), Some(item))
-            }
-        };
+    let (route, mut prefetched) = match annotated {
+        Some(route) => (route, None),
+        None => {
+            let Some(item) = items.get_opt(&name).await? else {
+                return Ok(Action::await_change());
+            };
+            (responsibility::route_from_item(&item), Some(item))
+        }
+    };
     let Some(plugin) = deployer.plugins.for_type(&route.deploy_item_type) else {
         return Ok(Action::await_change());
     };
+    let item_type = Some(route.deploy_item_type.as_str());
 
     // Responsibility, check 2: the Target, read from the item's own namespace.
     let targets: Api<Target> = Api::namespaced(deployer.client.clone(), &namespace);
     let mut target_missing = false;
     let mut target_obj = None;
+    let mut responsible = true;
     if let Some(target_name) = &route.target_name {
         match targets.get_opt(target_name).await? {
             None => target_missing = true,
             Some(t) => {
-                let ours = targetselector::matches_any(&deployer.target_selectors, &t)
+                responsible = targetselector::matches_any(&deployer.target_selectors, &t)
                     .map_err(|e| Error::Invalid(e.to_string()))?;
-                if !ours {
-                    return Ok(Action::await_change());
-                }
                 target_obj = Some(t);
             }
         }
+    }
+    let during_hooks = hooks.has(item_type, HookType::DuringResponsibilityCheck);
+    if !responsible && !during_hooks {
+        return Ok(Action::await_change());
     }
 
     // Only now the full item.
@@ -94,13 +116,91 @@ pub async fn reconcile(
             "item {namespace}/{name} was replaced while reconciling (different UID)"
         )));
     }
+
+    // Hooks around the responsibility and "needs work" decisions. A hook error ends the
+    // hook stages; it is recorded on the item if there is a job to record it in.
+    let mut hook_error = None;
+    if during_hooks {
+        match run_stage(
+            deployer,
+            HookType::DuringResponsibilityCheck,
+            &route.deploy_item_type,
+            &item,
+            target_obj.as_ref(),
+        )
+        .await
+        {
+            Ok(r) => {
+                // A result overrides the target responsibility check.
+                if let Some(r) = r {
+                    responsible = !r.abort_reconcile;
+                }
+                acc.add(r);
+                acc.clear_abort();
+            }
+            Err(e) => hook_error = Some(e),
+        }
+    }
+    if !responsible {
+        return match hook_error {
+            Some(e) => Err(Error::Hook(e.to_string())),
+            None => Ok(action(&acc, None)),
+        };
+    }
+    if hook_error.is_none() && hooks.has(item_type, HookType::AfterResponsibilityCheck) {
+        match run_stage(
+            deployer,
+            HookType::AfterResponsibilityCheck,
+            &route.deploy_item_type,
+            &item,
+            target_obj.as_ref(),
+        )
+        .await
+        {
+            Ok(r) => {
+                acc.add(r);
+                if acc.aborted() {
+                    return Ok(action(&acc, None));
+                }
+            }
+            Err(e) => hook_error = Some(e),
+        }
+    }
+    let needs_work = next_step(&item, target_missing) != JobStep::Finished;
+    let mut forced = false;
+    if hook_error.is_none() && hooks.has(item_type, HookType::ShouldReconcile) {
+        match run_stage(
+            deployer,
+            HookType::ShouldReconcile,
+            &route.deploy_item_type,
+            &item,
+            target_obj.as_ref(),
+        )
+        .await
+        {
+            Ok(r) => {
+                // Can force a reconcile; cannot stop one the default logic requires.
+                forced =
+                    !needs_work && r.is_some_and(|r| !r.abort_reconcile) && reapplicable(&item);
+                acc.add(r);
+                acc.clear_abort();
+            }
+            Err(e) => hook_error = Some(e),
+        }
+    }
     // Nothing to do: remember it, so its next unchanged event is free. Checked before locking,
     // so replicas never write a lock for an item that needs no work.
-    if next_step(&item, false) == JobStep::Finished {
+    if !needs_work && !forced {
+        if let Some(e) = hook_error {
+            deployer
+                .events
+                .warning(&item, "ExtensionHookFailed", e.to_string());
+            return Err(Error::Hook(e.to_string()));
+        }
         if let Some(rv) = item.metadata.resource_version.as_deref() {
             deployer.finished.insert(&uid, rv);
         }
-        return Ok(Action::await_change());
+        return Ok(action(&acc, None));
     }
 
     // Lock (only when several replicas may run), then re-read: another replica may have
@@ -146,11 +246,18 @@ pub async fn reconcile(
         namespace,
         name,
     };
+    let flow = Flow {
+        forced,
+        hook_error,
+        acc,
+    };
     let result = async move {
+        let mut flow = flow;
         if crate::contract::job::has_test_reconcile(&item) {
             item = ctx.start_test_reconcile(&item).await?;
+            flow.forced = true;
         }
-        ctx.run_step(item, target_obj, target_missing).await
+        ctx.run_step(item, target_obj, target_missing, flow).await
     }
     .instrument(span)
     .await;
@@ -158,6 +265,81 @@ pub async fn reconcile(
         locker.unlock(lock).await;
     }
     result
+}
+
+/// What the hook stages before the lock decided, carried into the step.
+struct Flow {
+    /// A reconcile nobody asked for through a new jobID: forced by `ShouldReconcile`, or
+    /// `operation: test-reconcile`.
+    forced: bool,
+    /// A hook failed before the step: recorded as the step's error.
+    hook_error: Option<HookError>,
+    acc: Accumulated,
+}
+
+/// Only a settled, successful, not-deleting item is re-applied by a forced reconcile: a
+/// `Failed` item waits for Landscaper's next job, a deleting one for its delete.
+fn reapplicable(item: &DeployItem) -> bool {
+    !item.is_being_deleted() && item.status().phase == Phase::Succeeded
+}
+
+/// The Action of a reconcile: the flow's requeue (`None` = wait for a change), shortened by
+/// what the hooks asked for.
+fn action(acc: &Accumulated, flow: Option<Duration>) -> Action {
+    match acc.requeue(flow) {
+        Some(d) => Action::requeue(d.max(Duration::from_millis(10))),
+        None => Action::await_change(),
+    }
+}
+
+/// Runs one hook stage with the item and its Target object. The Target's inline `config`
+/// (it may hold credentials) is never passed to hooks.
+async fn run_stage(
+    deployer: &Deployer,
+    hook_type: HookType,
+    deploy_item_type: &str,
+    item: &DeployItem,
+    target: Option<&Target>,
+) -> Result<Option<HookResult>, HookError> {
+    deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
+    let encode = |e: serde_json::Error| HookError {
+        index: 0,
+        hook_type,
+        plugin: String::new(),
+        error: DeployerError::internal("EncodeHookInput", e.to_string()),
+    };
+    let item_json = serde_json::to_value(item).map_err(encode)?;
+    let target_json = target
+        .map(|t| {
+            let mut v = serde_json::to_value(t)?;
+            if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                spec.remove("config");
+            }
+            Ok(v)
+        })
+        .transpose()
+        .map_err(encode)?;
+    deployer
+        .hooks
+        .run(
+            hook_type,
+            Some(deploy_item_type),
+            Some(&item_json),
+            target_json.as_ref(),
+        )
+        .await
+}
+
+/// A hook error as the step's error (Landscaper: operation `ExecuteHooks`, reason
+/// `ExecuteReconcile`); the hook's codes decide whether the job fails (a trap carries
+/// `ERR_INTERNAL_PROBLEM`).
+fn hook_step_error(e: &HookError) -> StepError {
+    StepError {
+        operation: "ExecuteHooks".into(),
+        reason: "ExecuteReconcile".into(),
+        message: e.to_string(),
+        codes: e.error.codes.clone(),
+    }
 }
 
 struct ItemCtx {
@@ -182,11 +364,20 @@ impl ItemCtx {
         mut item: DeployItem,
         target_obj: Option<Target>,
         target_missing: bool,
+        flow: Flow,
     ) -> Result<Action, Error> {
+        let Flow {
+            forced,
+            hook_error,
+            mut acc,
+        } = flow;
         let step = next_step(&item, target_missing);
         let at = now();
         match step {
-            JobStep::Finished => return Ok(Action::await_change()),
+            JobStep::Finished if forced && hook_error.is_none() && reapplicable(&item) => {
+                return self.reapply(item, target_obj, acc).await;
+            }
+            JobStep::Finished => return Ok(action(&acc, None)),
             JobStep::FailMissingTarget { deleting } => {
                 let mut s = item.status();
                 s.phase = if deleting {
@@ -206,7 +397,7 @@ impl ItemCtx {
                     .events
                     .warning(&item, &err.reason, err.message.clone());
                 self.finished(&item);
-                return Ok(Action::await_change());
+                return Ok(action(&acc, None));
             }
             JobStep::FinishUnchanged => {
                 let mut s = item.status();
@@ -222,7 +413,7 @@ impl ItemCtx {
                 item.status = Some(s);
                 let item = self.write_status(&item).await?;
                 self.finished(&item);
-                return Ok(Action::await_change());
+                return Ok(action(&acc, None));
             }
             JobStep::Start { deleting } => {
                 let mut s = item.status();
@@ -254,19 +445,51 @@ impl ItemCtx {
         let deleting = item.is_being_deleted();
         let before = item.status();
 
-        let outcome = match self.resolve_target(target_obj, deleting).await? {
-            Err(err) => StepOutcome {
+        // A hook that failed earlier fails the step; otherwise the Before* hooks run, and
+        // may stop the reconcile here (the job stays open and is polled as usual).
+        let early_error = match &hook_error {
+            Some(e) => Some(hook_step_error(e)),
+            None => {
+                let kind = if self.timed_out(&item, deleting) {
+                    HookType::BeforeAbort
+                } else if forced {
+                    HookType::BeforeForceReconcile
+                } else if deleting {
+                    HookType::BeforeDelete
+                } else {
+                    HookType::BeforeReconcile
+                };
+                match self
+                    .before_hooks(kind, &item, target_obj.as_ref(), &mut acc)
+                    .await
+                {
+                    Err(e) => Some(hook_step_error(&e)),
+                    Ok(true) => return Ok(action(&acc, Some(self.deployer.requeue_interval))),
+                    Ok(false) => None,
+                }
+            }
+        };
+
+        let outcome = match early_error {
+            Some(err) => StepOutcome {
                 error: Some(err),
                 retry_after: None,
                 released: false,
             },
-            Ok(resolved) => {
-                if deleting {
-                    self.delete_path(&mut item, resolved).await?
-                } else {
-                    self.reconcile_path(&mut item, resolved).await?
+            None => match self.resolve_target(target_obj.clone(), deleting).await? {
+                Err(err) => StepOutcome {
+                    error: Some(err),
+                    retry_after: None,
+                    released: false,
+                },
+                Ok(resolved) => {
+                    if deleting {
+                        self.delete_path(&mut item, resolved).await?
+                    } else {
+                        self.reconcile_path(&mut item, resolved).await?
+                    }
                 }
-            }
+            },
         };
 
         let now = now();
@@ -294,21 +517,174 @@ impl ItemCtx {
                 .jobs_finished
                 .fetch_add(1, Ordering::Relaxed);
             tracing::info!("deleted");
-            return Ok(Action::await_change());
+            self.end_hooks(&item, target_obj.as_ref(), &mut acc).await;
+            return Ok(action(&acc, None));
         }
         if item.status() != before || finished {
             item = self.write_status(&item).await?;
         }
-        if finished {
+        let flow_requeue = if finished {
             self.finished(&item);
-            Ok(Action::await_change())
+            None
         } else {
-            Ok(Action::requeue(
+            Some(
                 outcome
                     .retry_after
                     .unwrap_or(self.deployer.requeue_interval),
-            ))
+            )
+        };
+        if hook_error.is_none() {
+            self.end_hooks(&item, target_obj.as_ref(), &mut acc).await;
         }
+        Ok(action(&acc, flow_requeue))
+    }
+
+    /// A reconcile of a finished item forced by a `ShouldReconcile` hook (continuous
+    /// reconcile): the plugin re-applies the item as it is, outside any job. Only
+    /// `lastReconcileTime`, the error fields, providerStatus and conditions are written —
+    /// never the phase or the jobID fields (`docs/hooks.md`).
+    async fn reapply(
+        &self,
+        mut item: DeployItem,
+        target_obj: Option<Target>,
+        mut acc: Accumulated,
+    ) -> Result<Action, Error> {
+        let error = match self
+            .before_hooks(
+                HookType::BeforeForceReconcile,
+                &item,
+                target_obj.as_ref(),
+                &mut acc,
+            )
+            .await
+        {
+            Err(e) => Some(hook_step_error(&e)),
+            Ok(true) => return Ok(action(&acc, None)),
+            Ok(false) => match self.reapply_call(&mut item, target_obj.clone()).await? {
+                Ok(Some(retry_after)) => {
+                    // Not converged yet (e.g. readiness): try again soon, write nothing.
+                    return Ok(action(&acc, Some(retry_after)));
+                }
+                Ok(None) => None,
+                Err(err) => Some(err),
+            },
+        };
+        self.deployer
+            .stats
+            .reapplies
+            .fetch_add(1, Ordering::Relaxed);
+        let mut s = item.status();
+        status::record_reapply(&mut s, error.as_ref(), &now());
+        item.status = Some(s);
+        let item = self.write_status(&item).await?;
+        match &error {
+            Some(err) => {
+                tracing::warn!(error = %err, "re-apply failed");
+                self.deployer
+                    .events
+                    .warning(&item, "ReapplyFailed", err.to_string());
+            }
+            None => {
+                tracing::info!("re-applied");
+                self.deployer.events.normal(
+                    &item,
+                    "Reapplied",
+                    "re-applied by a ShouldReconcile hook (continuous reconcile)".into(),
+                );
+            }
+        }
+        self.end_hooks(&item, target_obj.as_ref(), &mut acc).await;
+        Ok(action(&acc, None))
+    }
+
+    /// The plugin call of a re-apply. `Ok(Ok(Some(d)))`: the plugin asks to be called again
+    /// after `d`; `Ok(Err(_))`: the attempt failed.
+    async fn reapply_call(
+        &self,
+        item: &mut DeployItem,
+        target_obj: Option<Target>,
+    ) -> Result<Result<Option<Duration>, StepError>, Error> {
+        let resolved = match self.resolve_target(target_obj, false).await? {
+            Ok(r) => r,
+            Err(err) => return Ok(Err(err)),
+        };
+        let context = match self.read_context(item).await? {
+            Ok(c) => c,
+            Err(err) => return Ok(Err(err.with_operation("reconcile"))),
+        };
+        let response = match self
+            .call_plugin_checked(item, resolved, context, Call::Reapply)
+            .await
+        {
+            Ok(r) => r,
+            Err(err) => return Ok(Err(err)),
+        };
+        if let Some(after) = response.retry_after {
+            return Ok(Ok(Some(after)));
+        }
+        let mut s = item.status();
+        if let Some(ps) = &response.provider_status {
+            s.provider_status = Some(ps.clone());
+        }
+        apply_conditions(&mut s, &response.conditions, &now());
+        item.status = Some(s);
+        Ok(Ok(None))
+    }
+
+    /// `BeforeAnyReconcile`, then `kind`. `Ok(true)`: the hooks stopped the reconcile.
+    async fn before_hooks(
+        &self,
+        kind: HookType,
+        item: &DeployItem,
+        target: Option<&Target>,
+        acc: &mut Accumulated,
+    ) -> Result<bool, HookError> {
+        let hooks = &self.deployer.hooks;
+        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
+        for t in [HookType::BeforeAnyReconcile, kind] {
+            if hooks.has(Some(&item_type), t) {
+                acc.add(run_stage(&self.deployer, t, &item_type, item, target).await?);
+                if acc.aborted() {
+                    tracing::info!(hook_type = %t, "reconcile stopped by an extension hook");
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// `End` hooks, after the step's status write. Nothing is left to stop or record in the
+    /// job, so an error is reported as an Event and in the log.
+    async fn end_hooks(&self, item: &DeployItem, target: Option<&Target>, acc: &mut Accumulated) {
+        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
+        if !self.deployer.hooks.has(Some(&item_type), HookType::End) {
+            return;
+        }
+        match run_stage(&self.deployer, HookType::End, &item_type, item, target).await {
+            Ok(r) => acc.add(r),
+            Err(e) => {
+                tracing::warn!(error = %e, "End hook failed");
+                self.deployer
+                    .events
+                    .warning(item, "ExtensionHookFailed", e.to_string());
+            }
+        }
+    }
+
+    /// Whether the host is about to end this job for its progressing timeout (the same check
+    /// as the host's checkpoint before the plugin call).
+    fn timed_out(&self, item: &DeployItem, deleting: bool) -> bool {
+        ProgressingTimeout::for_item(item, self.deployer.checkpoint_mode.clone())
+            .and_then(|t| t.check(&self.start_checkpoint(deleting), jiff::Timestamp::now()))
+            .is_err_and(|e| e.codes.iter().any(|c| c == codes::TIMEOUT))
+    }
+
+    fn start_checkpoint(&self, deleting: bool) -> String {
+        format!(
+            "{} deployer: start {}",
+            self.plugin.description().name,
+            if deleting { "delete" } else { "reconcile" }
+        )
     }
 
     fn finished(&self, item: &DeployItem) {
@@ -365,7 +741,7 @@ impl ItemCtx {
             );
         }
         let response = match self
-            .call_plugin_checked(item, resolved, context, false)
+            .call_plugin_checked(item, resolved, context, Call::Reconcile)
             .await
         {
             Ok(r) => r,
@@ -423,7 +799,7 @@ impl ItemCtx {
                 Err(err) => return fail(err.with_operation("delete")),
             };
             let response = match self
-                .call_plugin_checked(item, resolved, context, true)
+                .call_plugin_checked(item, resolved, context, Call::Delete)
                 .await
             {
                 Ok(r) => r,
@@ -464,10 +840,14 @@ impl ItemCtx {
         item: &mut DeployItem,
         resolved: Option<ResolvedTarget>,
         context: Option<Context>,
-        delete: bool,
+        call: Call,
     ) -> Result<Response, StepError> {
-        let operation = if delete { "delete" } else { "reconcile" };
-        match self.call_plugin(item, resolved, context, delete).await {
+        let operation = if call == Call::Delete {
+            "delete"
+        } else {
+            "reconcile"
+        };
+        match self.call_plugin(item, resolved, context, call).await {
             Ok(response) => match invalid_provider_status(&response) {
                 Some(err) => Err(err.with_operation(operation)),
                 None => Ok(response),
@@ -486,17 +866,19 @@ impl ItemCtx {
         item: &DeployItem,
         resolved: Option<ResolvedTarget>,
         context: Option<Context>,
-        delete: bool,
+        call: Call,
     ) -> Result<Response, DeployerError> {
-        let timeout = ProgressingTimeout::for_item(item, self.deployer.checkpoint_mode.clone())
-            .map_err(to_deployer_error)?;
+        let delete = call == Call::Delete;
+        let mode = self.deployer.checkpoint_mode.clone();
+        let timeout = match call {
+            // No job, no initTime: the re-apply gets spec.timeout from now.
+            Call::Reapply => ProgressingTimeout::starting_at(item, jiff::Timestamp::now(), mode),
+            Call::Reconcile | Call::Delete => ProgressingTimeout::for_item(item, mode),
+        }
+        .map_err(to_deployer_error)?;
         // Every attempt starts at a checkpoint, so a step that keeps failing with a retryable
         // error still ends in ERR_TIMEOUT once the progressing timeout has passed.
-        let checkpoint = format!(
-            "{} deployer: start {}",
-            self.plugin.description().name,
-            if delete { "delete" } else { "reconcile" }
-        );
+        let checkpoint = self.start_checkpoint(delete);
         timeout
             .check(&checkpoint, jiff::Timestamp::now())
             .map_err(to_deployer_error)?;
@@ -692,6 +1074,15 @@ impl ItemCtx {
         updated.status = Some(s);
         Ok(updated)
     }
+}
+
+/// Which plugin call a step makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Reconcile,
+    Delete,
+    /// A hook-forced re-apply of a finished item (reconcile, outside any job).
+    Reapply,
 }
 
 /// Key under which the Context handed to a plugin carries its resolved registry pull secrets

@@ -42,6 +42,8 @@ pub struct Deployer {
     /// The same as `client` unless the host runs in a fenced environment.
     pub host_client: Client,
     pub plugins: Arc<PluginRegistry>,
+    /// Extension hooks, in execution order (empty: the plain contract flow).
+    pub hooks: crate::hooks::HookSet,
     pub target_selectors: Vec<TargetSelector>,
     pub deployer: DeployerInformation,
     /// Poll interval of unfinished jobs (Landscaper: 5 s).
@@ -83,7 +85,12 @@ impl Deployer {
             crate::locking::Locker::new(client.clone(), host_client.clone(), config.lock_config())
         });
         let workers = WorkerCounter::new("deployitems", config.workers());
+        let hooks = crate::hooks::HookSet::from_config(
+            config.hooks.as_deref().unwrap_or_default(),
+            &plugins,
+        )?;
         Ok(Self {
+            hooks,
             events,
             locker,
             finished: FinishedCache::default(),
@@ -108,6 +115,10 @@ pub struct Stats {
     pub reconciles: AtomicU64,
     pub jobs_finished: AtomicU64,
     pub plugin_calls: AtomicU64,
+    /// Hook stages run (each may call several hook plugins).
+    pub hook_stages: AtomicU64,
+    /// Hook-forced re-applies of finished items.
+    pub reapplies: AtomicU64,
 }
 
 impl Stats {
@@ -129,6 +140,8 @@ pub enum Error {
     Json(#[from] serde_json::Error),
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl Error {

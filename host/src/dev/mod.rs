@@ -127,6 +127,26 @@ pub fn apply_path(server: &ApiServer, path: &std::path::Path) -> anyhow::Result<
     Ok(())
 }
 
+/// The hook dev mode turns on when the configuration names no hooks.
+pub const DEV_HOOK: &str = "continuous-reconcile";
+
+/// Dev mode shows continuous reconcile without any configuration: unless `hooks:` is set,
+/// the `continuous-reconcile` hook runs for every DeployItem type (it does nothing for items
+/// without `continuousReconcile` in their provider configuration).
+pub fn with_dev_hooks(
+    mut config: HostConfig,
+    registry: &plugin_runtime::PluginRegistry,
+) -> HostConfig {
+    if config.hooks.is_none() && registry.hook(DEV_HOOK).is_some() {
+        config.hooks = Some(vec![crate::config::HookRegistration {
+            plugin: DEV_HOOK.to_string(),
+            deploy_item_types: vec!["*".to_string()],
+            hook_types: Vec::new(),
+        }]);
+    }
+    config
+}
+
 /// Runs dev mode until Ctrl-C / SIGTERM.
 pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> {
     let server = ApiServer::new(embedded_apiserver::Options {
@@ -141,6 +161,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let env = DevEnvironment::bootstrap(server.clone(), &url).await?;
 
     let registry = plugins::load(&config).await?;
+    let config = with_dev_hooks(config, &registry);
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
     let deployer = Arc::new(Deployer::new(

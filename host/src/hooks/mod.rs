@@ -1,80 +1,20 @@
-//! Extension hooks: the hook types, their results, and how several results are aggregated
-//! (the seed `extension-hooks.txt`; contract section 4).
+//! Extension hooks: which hook plugins run where, how their results are aggregated, and
+//! what the aggregate does to the flow (the seed `extension-hooks.txt`; contract section 4;
+//! `docs/hooks.md`).
 //!
-//! This module is the pure core: [`HookType`], [`HookResult`] and [`aggregate`]. Running hook
-//! plugins at their points of the flow builds on it. Where the seed and Landscaper's code
+//! Owns: [`aggregate`] (the seed's rules, a pure function with property tests), the
+//! per-reconcile [`Accumulated`] result, and [`HookSet`] — the configured registrations
+//! (plugin, DeployItem types, hook types, in execution order) and running one stage.
+//! Must not touch: the DeployItem or any Kubernetes object — the controller calls a stage
+//! at its point of the flow and acts on the answer. Where the seed and Landscaper's code
 //! disagree (the code drops `Requeue`), the seed is followed.
+
+mod set;
 
 use std::time::Duration;
 
-/// The points of the reconcile flow where hooks run, in flow order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HookType {
-    Start,
-    DuringResponsibilityCheck,
-    AfterResponsibilityCheck,
-    ShouldReconcile,
-    BeforeAnyReconcile,
-    BeforeAbort,
-    BeforeForceReconcile,
-    BeforeDelete,
-    BeforeReconcile,
-    End,
-}
-
-impl HookType {
-    pub const ALL: [HookType; 10] = [
-        HookType::Start,
-        HookType::DuringResponsibilityCheck,
-        HookType::AfterResponsibilityCheck,
-        HookType::ShouldReconcile,
-        HookType::BeforeAnyReconcile,
-        HookType::BeforeAbort,
-        HookType::BeforeForceReconcile,
-        HookType::BeforeDelete,
-        HookType::BeforeReconcile,
-        HookType::End,
-    ];
-
-    /// The exact string Landscaper uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookType::Start => "Start",
-            HookType::DuringResponsibilityCheck => "DuringResponsibilityCheck",
-            HookType::AfterResponsibilityCheck => "AfterResponsibilityCheck",
-            HookType::ShouldReconcile => "ShouldReconcile",
-            HookType::BeforeAnyReconcile => "BeforeAnyReconcile",
-            HookType::BeforeAbort => "BeforeAbort",
-            HookType::BeforeForceReconcile => "BeforeForceReconcile",
-            HookType::BeforeDelete => "BeforeDelete",
-            HookType::BeforeReconcile => "BeforeReconcile",
-            HookType::End => "End",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-
-    /// For these two types `AbortReconcile` is AND-ed: `false` means "enforce continuation".
-    pub fn inverted_abort(self) -> bool {
-        matches!(
-            self,
-            HookType::DuringResponsibilityCheck | HookType::ShouldReconcile
-        )
-    }
-}
-
-/// What one hook (or an aggregate of hooks) says about the reconcile.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HookResult {
-    /// Stop the reconcile after this stage (with the two special types' semantics).
-    pub abort_reconcile: bool,
-    /// Requeue the item.
-    pub requeue: bool,
-    /// Requeue after this delay; `None` (or zero) = unset.
-    pub requeue_after: Option<Duration>,
-}
+pub use sdk_guest::{HookResult, HookType};
+pub use set::{HookError, HookSet};
 
 /// Aggregates the results of the hooks of one type, exactly as the seed says:
 /// all `None` → `None`; exactly one non-`None` → a copy of it; otherwise `abort_reconcile` is
@@ -110,9 +50,44 @@ pub fn aggregate(hook_type: HookType, results: &[Option<HookResult>]) -> Option<
     }
 }
 
-/// The outcome of running the hooks of one type: the aggregate, or the first hook error (then
-/// the results are discarded and the reconcile returns an empty result with the error).
-pub type HookOutcome<E> = Result<Option<HookResult>, E>;
+/// The hook result of one reconcile so far: every stage's aggregate is folded in (with the
+/// normal rules), so the reconcile ends with one requeue decision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accumulated(Option<HookResult>);
+
+impl Accumulated {
+    /// Folds a stage's aggregate in.
+    pub fn add(&mut self, stage: Option<HookResult>) {
+        self.0 = aggregate(HookType::End, &[self.0, stage]);
+    }
+
+    /// Whether the flow stops after the current stage.
+    pub fn aborted(&self) -> bool {
+        self.0.is_some_and(|r| r.abort_reconcile)
+    }
+
+    /// After `DuringResponsibilityCheck` and `ShouldReconcile` the stage's verdict has been
+    /// used; their `abort_reconcile` must not stop later stages.
+    pub fn clear_abort(&mut self) {
+        if let Some(r) = &mut self.0 {
+            r.abort_reconcile = false;
+        }
+    }
+
+    /// When to look at the item again: the flow's own answer (`None` = only on change),
+    /// shortened by what the hooks asked for (`requeue` = now).
+    pub fn requeue(&self, flow: Option<Duration>) -> Option<Duration> {
+        let hooks = match self.0 {
+            Some(r) if r.requeue => Some(Duration::ZERO),
+            Some(r) => r.requeue_after.filter(|d| !d.is_zero()),
+            None => None,
+        };
+        match (flow, hooks) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -246,6 +221,58 @@ mod tests {
             .unwrap()
             .requeue_after,
             Some(Duration::from_secs(10))
+        );
+    }
+
+    fn r(abort: bool, requeue: bool, after_ms: Option<u64>) -> Option<HookResult> {
+        Some(HookResult {
+            abort_reconcile: abort,
+            requeue,
+            requeue_after: after_ms.map(Duration::from_millis),
+        })
+    }
+
+    #[test]
+    fn accumulated_stages_combine_with_the_flows_own_requeue() {
+        let mut acc = Accumulated::default();
+        assert_eq!(acc.requeue(None), None, "no hooks: the flow decides");
+        assert_eq!(
+            acc.requeue(Some(Duration::from_secs(5))),
+            Some(Duration::from_secs(5))
+        );
+        acc.add(r(false, false, Some(30_000)));
+        assert_eq!(acc.requeue(None), Some(Duration::from_secs(30)));
+        assert_eq!(
+            acc.requeue(Some(Duration::from_secs(5))),
+            Some(Duration::from_secs(5))
+        );
+        acc.add(r(false, false, Some(2_000)));
+        assert_eq!(
+            acc.requeue(None),
+            Some(Duration::from_secs(2)),
+            "smallest wins"
+        );
+        acc.add(r(false, true, None));
+        assert_eq!(
+            acc.requeue(Some(Duration::from_secs(5))),
+            Some(Duration::ZERO),
+            "requeue = now"
+        );
+    }
+
+    #[test]
+    fn abort_stops_until_a_special_stage_has_used_it() {
+        let mut acc = Accumulated::default();
+        acc.add(None);
+        assert!(!acc.aborted());
+        acc.add(r(true, false, Some(1_000)));
+        assert!(acc.aborted());
+        acc.clear_abort();
+        assert!(!acc.aborted());
+        assert_eq!(
+            acc.requeue(None),
+            Some(Duration::from_secs(1)),
+            "the requeue stays"
         );
     }
 }
