@@ -171,7 +171,18 @@ pub async fn get(
     ns: Option<&str>,
     name: &str,
 ) -> Option<Value> {
-    api(&h.client, api_version, kind, ns)
+    get_on(&h.client, api_version, kind, ns, name).await
+}
+
+/// The object on the cluster of `client` as JSON, or None.
+pub async fn get_on(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
+    api(client, api_version, kind, ns)
         .get_opt(name)
         .await
         .unwrap()
@@ -215,11 +226,16 @@ pub fn base64_decode(s: &str) -> String {
 
 /// Creates or replaces an object through the API.
 pub async fn put(h: &Harness, obj: Value) -> Value {
+    put_on(&h.client, obj).await
+}
+
+/// Creates or replaces an object on the cluster of `client`.
+pub async fn put_on(client: &Client, obj: Value) -> Value {
     let api_version = obj["apiVersion"].as_str().unwrap().to_string();
     let kind = obj["kind"].as_str().unwrap().to_string();
     let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
     let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-    let a = api(&h.client, &api_version, &kind, ns.as_deref());
+    let a = api(client, &api_version, &kind, ns.as_deref());
     let pp = PatchParams::apply("test").force();
     let o: DynamicObject = serde_json::from_value(obj).unwrap();
     serde_json::to_value(a.patch(&name, &pp, &Patch::Apply(&o)).await.unwrap()).unwrap()

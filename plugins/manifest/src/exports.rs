@@ -4,29 +4,36 @@
 //! Owns: one evaluation round; a value that is not there yet is "call again", never a sleep.
 //! Must not touch: the export Secret (the host writes it).
 
+use crate::cluster::Cluster;
 use crate::config::Export;
 use crate::jsonpath::JsonPath;
 use crate::strategies::deep_merge;
-use crate::{Pending, cut_off};
+use crate::{Pending, ends_wait};
 use sdk_guest::{Ctx, DeployerError, ObjectRef};
 use serde_json::{Map, Value};
 
 /// Reads `path` of `object`: `Ok(Err(why))` when the object or the value is not there (yet).
-fn read(ctx: &Ctx, object: &ObjectRef, path: &str) -> Result<Result<Value, String>, DeployerError> {
+fn read(
+    ctx: &Ctx,
+    cluster: Cluster,
+    object: &ObjectRef,
+    path: &str,
+) -> Result<Result<Value, String>, DeployerError> {
     let what = format!(
-        "{} {}{}",
+        "{} {}{}{}",
         object.kind,
         object
             .namespace
             .as_deref()
             .map(|n| format!("{n}/"))
             .unwrap_or_default(),
-        object.name
+        object.name,
+        cluster.suffix()
     );
-    let obj = match ctx.kube_get(object) {
+    let obj = match cluster.get(ctx, object) {
         Ok(Some(obj)) => obj,
         Ok(None) => return Ok(Err(format!("{what} does not exist"))),
-        Err(e) if cut_off(&e) => return Err(e),
+        Err(e) if ends_wait(&e) => return Err(e),
         Err(e) => return Ok(Err(format!("{what}: {}", e.message))),
     };
     let parsed = match JsonPath::parse(path) {
@@ -51,7 +58,8 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Result<Value, String>, DeployerError> {
         namespace: (!from.namespace.is_empty()).then(|| from.namespace.clone()),
         name: from.name.clone(),
     };
-    let value = match read(ctx, &object, &e.json_path)? {
+    let cluster = Cluster::of(e.target_name.as_deref());
+    let value = match read(ctx, cluster, &object, &e.json_path)? {
         Ok(v) => v,
         Err(why) => return Ok(Err(why)),
     };
@@ -75,7 +83,7 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Result<Value, String>, DeployerError> {
         namespace,
         name: name.to_string(),
     };
-    Ok(read(ctx, &referenced, &r.json_path)?.map_err(|m| format!("fromObjectRef: {m}")))
+    Ok(read(ctx, cluster, &referenced, &r.json_path)?.map_err(|m| format!("fromObjectRef: {m}")))
 }
 
 /// `a.b` → `{"a": {"b": value}}`.

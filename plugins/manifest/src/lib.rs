@@ -9,10 +9,12 @@
 //! `patchAfterDeployment` → `Succeeded`. Delete: policy filter, before-delete
 //! annotations/patches, deletion groups in order → empty `managedResources`.
 //! Modules: [`config`] (configuration, v1alpha1 conversion, status), [`applier`] (policies,
-//! strategies, order), [`strategies`], [`readiness`], [`exports`], [`deletion`], [`jsonpath`].
+//! strategies, order), [`strategies`], [`readiness`], [`exports`], [`deletion`], [`jsonpath`],
+//! [`cluster`] (the item's Target or a secondary Target named by `targetName`).
 //! Must not touch: status writes, the export Secret, finalizers — the host owns those.
 
 pub mod applier;
+pub mod cluster;
 pub mod config;
 pub mod deletion;
 pub mod exports;
@@ -83,6 +85,23 @@ const LAST_POLL_MARGIN: Duration = Duration::from_millis(100);
 /// becoming "not ready yet, call again".
 pub fn cut_off(e: &DeployerError) -> bool {
     e.has_code(sdk_guest::codes::TIMEOUT)
+}
+
+/// True for an error of a read or delete that ends a wait (readiness, exports, deletion)
+/// instead of becoming "not yet, call again": a call [`cut_off`] at the deadline, a
+/// secondary Target that cannot be resolved or fails validation (`ERR_CONFIGURATION_PROBLEM`,
+/// reasons `ResolveTarget`, `ValidateTarget`, `TargetKubeconfig`), and internal problems
+/// (e.g. a host without secondary Targets). Everything else — a missing object or Target,
+/// an API error — is retried, as Landscaper's wait loops do.
+pub fn ends_wait(e: &DeployerError) -> bool {
+    use sdk_guest::codes;
+    cut_off(e)
+        || e.has_code(codes::INTERNAL_PROBLEM)
+        || (e.has_code(codes::CONFIGURATION_PROBLEM)
+            && matches!(
+                e.reason.as_str(),
+                "ResolveTarget" | "ValidateTarget" | "TargetKubeconfig"
+            ))
 }
 
 /// What a step is waiting for: the checkpoint of the wait and why it is not done.
@@ -426,7 +445,14 @@ impl Deployer for ManifestDeployer {
         }
         let left: Vec<String> = remaining
             .iter()
-            .map(|m| format!("{} {}", m.resource.kind, m.resource.display()))
+            .map(|m| {
+                format!(
+                    "{} {}{}",
+                    m.resource.kind,
+                    m.resource.display(),
+                    m.cluster().suffix()
+                )
+            })
             .collect();
         status.managed_resources = remaining;
         let mut r = waiting(

@@ -5,9 +5,10 @@
 //! "call again after D", never a sleep.
 //! Must not touch: the status.
 
+use crate::cluster::Cluster;
 use crate::config::{CustomCheck, ManagedResource, Policy, Requirement};
 use crate::jsonpath::JsonPath;
-use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS, Pending, cut_off};
+use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS, Pending, ends_wait};
 use sdk_guest::{Ctx, DeployerError, ObjectRef, codes};
 use serde_json::Value;
 
@@ -24,7 +25,11 @@ pub fn timeout(e: DeployerError) -> DeployerError {
 /// Default check over every managed object that is not `ignore`d.
 pub fn default_check(ctx: &Ctx, managed: &[ManagedResource]) -> Result<Round, DeployerError> {
     ctx.checkpoint(CP_DEFAULT_READINESS).map_err(timeout)?;
-    for m in managed.iter().filter(|m| m.policy != Policy::Ignore) {
+    // Objects a deletion group found on a secondary Target are not the item's objects.
+    for m in managed
+        .iter()
+        .filter(|m| m.policy != Policy::Ignore && m.target_name.is_none())
+    {
         let r = &m.resource;
         let checkpoint = format!(
             "{CP_DURING_READINESS} - resource {}/{} of type {}",
@@ -35,7 +40,7 @@ pub fn default_check(ctx: &Ctx, managed: &[ManagedResource]) -> Result<Round, De
         let obj = match ctx.kube_get(&r.to_ref()) {
             Ok(Some(o)) => o,
             Ok(None) => return not_ready(format!("{} {} does not exist", r.kind, r.display())),
-            Err(e) if cut_off(&e) => return Err(e),
+            Err(e) if ends_wait(&e) => return Err(e),
             Err(e) => return not_ready(format!("{} {}: {}", r.kind, r.display(), e.message)),
         };
         if let Err(why) = object_ready(&obj) {
@@ -217,6 +222,8 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
     ctx.checkpoint(CP_CUSTOM_READINESS).map_err(timeout)?;
     for c in checks.iter().filter(|c| !c.disabled) {
         ctx.checkpoint(CP_DURING_READINESS).map_err(timeout)?;
+        let cluster = Cluster::of(c.target_name.as_deref());
+        let on = cluster.suffix();
         let not_ready = |why: String| {
             Ok(Err(Pending::new(
                 CP_DURING_READINESS,
@@ -231,10 +238,10 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
                 namespace: (!r.namespace.is_empty()).then(|| r.namespace.clone()),
                 name: r.name.clone(),
             };
-            match ctx.kube_get(&object) {
+            match cluster.get(ctx, &object) {
                 Ok(Some(o)) => objects.push(o),
-                Ok(None) => return not_ready(format!("{} {} does not exist", r.kind, r.name)),
-                Err(e) if cut_off(&e) => return Err(e),
+                Ok(None) => return not_ready(format!("{} {} does not exist{on}", r.kind, r.name)),
+                Err(e) if ends_wait(&e) => return Err(e),
                 Err(e) => return not_ready(e.message),
             }
         }
@@ -245,12 +252,12 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(",");
-            match ctx.kube_list(&ls.api_version, &ls.kind, None, Some(&selector)) {
+            match cluster.list(ctx, &ls.api_version, &ls.kind, None, Some(&selector)) {
                 Ok(items) if items.is_empty() => {
-                    return not_ready(format!("no {} matches {selector}", ls.kind));
+                    return not_ready(format!("no {} matches {selector}{on}", ls.kind));
                 }
                 Ok(items) => objects.extend(items),
-                Err(e) if cut_off(&e) => return Err(e),
+                Err(e) if ends_wait(&e) => return Err(e),
                 Err(e) => return not_ready(e.message),
             }
         }
@@ -258,7 +265,7 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
             for req in &c.requirements {
                 if let Err(why) = requirement_holds(o, req) {
                     let r = crate::config::ObjectReference::of(o);
-                    return not_ready(format!("{} {}: {why}", r.kind, r.display()));
+                    return not_ready(format!("{} {}{on}: {why}", r.kind, r.display()));
                 }
             }
         }
