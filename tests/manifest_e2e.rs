@@ -6,8 +6,10 @@ mod support;
 
 use std::time::Duration;
 
+use deployer_host::config::LimitsConfig;
 use deployer_host::contract::CheckpointMode;
 use deployer_host::landscaper::{Phase, codes};
+use embedded_apiserver::FaultConfig;
 use kube::api::{Patch, PatchParams};
 use manifest::*;
 use serde_json::json;
@@ -393,4 +395,86 @@ async fn given_bad_input_then_last_error_names_the_manifest() {
             .codes
             .contains(&codes::TIMEOUT.to_string())
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_kubernetes_call_that_hangs_then_the_job_fails_with_err_timeout_at_the_plugin_deadline()
+ {
+    // Given a 1 s deadline for each call of the manifest plugin,
+    let mut options = Options::default();
+    options.config.plugins.per_plugin.insert(
+        "manifest".into(),
+        LimitsConfig {
+            deadline: Some("1s".into()),
+            ..LimitsConfig::default()
+        },
+    );
+    let h = Harness::start_with(options).await;
+    // a ConfigMap `probe` that would satisfy every check below,
+    put(&h, cm("probe", json!({"ready": "yes"}))).await;
+    // and a Target cluster that from now on never answers requests for ConfigMaps,
+    h.server.set_faults(FaultConfig {
+        response_delay: Duration::from_secs(600),
+        delayed_resources: vec!["configmaps".into()],
+        ..FaultConfig::default()
+    });
+    // when one item applies a ConfigMap, one waits for `probe` to be ready and one exports
+    // from it (the latter two deploy a Secret, which the cluster answers),
+    let started = tokio::time::Instant::now();
+    let probe =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "probe", "namespace": "default"});
+    let secret = |name: &str| {
+        json!({"manifest": {"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": "default"}, "stringData": {"k": "v"}}})
+    };
+    let cases = [
+        (
+            "hang-apply",
+            json!({"manifests": [{"manifest": cm("hang-cm", json!({}))}]}),
+        ),
+        (
+            "hang-ready",
+            json!({"manifests": [secret("hang-ready")],
+            "readinessChecks": {"custom": [{"name": "probe", "resourceSelector": [probe],
+                "requirements": [{"jsonPath": ".data.ready", "operator": "exists"}]}]}}),
+        ),
+        (
+            "hang-export",
+            json!({"manifests": [secret("hang-export")],
+            "exports": {"exports": [{"key": "probe", "jsonPath": ".data", "fromResource": probe}]}}),
+        ),
+    ];
+    for (name, config) in &cases {
+        create(&h, &item(name, config.clone())).await;
+    }
+    // then each hanging call is cut at the deadline and its job fails with ERR_TIMEOUT (long
+    // before the 10 min progressing timeout), never "not ready yet, call again".
+    for (name, _) in &cases {
+        let s = wait_done(&h, name).await.status();
+        assert_eq!(s.phase, Phase::Failed, "{name}");
+        let err = s.last_error.unwrap();
+        assert!(
+            err.codes.contains(&codes::TIMEOUT.to_string()),
+            "{name}: {err:?}"
+        );
+        assert_eq!(err.reason, "PluginDeadlineExceeded", "{name}: {err:?}");
+        assert!(err.message.contains("deadline"), "{name}: {}", err.message);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    // and the deployer is not stuck: once the cluster answers again, the next item succeeds.
+    h.server.set_faults(FaultConfig::default());
+    create(
+        &h,
+        &item(
+            "after-hang",
+            json!({"manifests": [{"manifest": cm("after-hang-cm", json!({}))}]}),
+        ),
+    )
+    .await;
+    let s = wait_done(&h, "after-hang").await.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
 }

@@ -5,6 +5,7 @@
 mod manifest;
 mod support;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use deployer_host::landscaper::{Phase, codes};
@@ -318,6 +319,84 @@ async fn given_a_list_manifest_then_each_item_is_applied_and_an_empty_list_is_fi
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_target_with_a_secret_ref_then_the_item_deploys_through_the_kubeconfig_in_the_secret()
+ {
+    let h = Harness::start().await;
+    // Given a Secret holding the cluster's kubeconfig under `kubeconfig`, one Target naming
+    // that key and one taking every key of the Secret (content `{"kubeconfig": …}`),
+    create_secret(
+        &h,
+        "cluster-access",
+        json!({"kubeconfig": h.target_kubeconfig}),
+    )
+    .await;
+    create_target(
+        &h,
+        "by-key",
+        json!({"secretRef": {"name": "cluster-access", "key": "kubeconfig"}}),
+    )
+    .await;
+    create_target(
+        &h,
+        "all-keys",
+        json!({"secretRef": {"name": "cluster-access"}}),
+    )
+    .await;
+    for (target, name) in [("by-key", "via-key"), ("all-keys", "via-all-keys")] {
+        // when an item deploys through the Target,
+        create(
+            &h,
+            &item_on(
+                name,
+                target,
+                json!({"manifests": [{"manifest": cm(name, json!({"target": target}))}]}),
+            ),
+        )
+        .await;
+        // then it succeeds and the object exists in the cluster,
+        let i = wait_done(&h, name).await;
+        assert_eq!(
+            i.status().phase,
+            Phase::Succeeded,
+            "{target}: {:?}",
+            i.status().last_error
+        );
+        assert_eq!(configmap(&h, name).await.unwrap()["data"]["target"], target);
+        // and the delete reaches the same cluster.
+        delete_item(&h, name).await;
+        h.wait_gone("default", name, Duration::from_secs(30)).await;
+        assert!(configmap(&h, name).await.is_none(), "{target}");
+    }
+
+    // A Target whose Secret does not exist: the error names the Secret and the job is retried.
+    create_target(
+        &h,
+        "no-secret",
+        json!({"secretRef": {"name": "missing-access", "key": "kubeconfig"}}),
+    )
+    .await;
+    create(
+        &h,
+        &item_on(
+            "via-missing",
+            "no-secret",
+            json!({"manifests": [{"manifest": cm("never", json!({}))}]}),
+        ),
+    )
+    .await;
+    let i = h
+        .wait_for("default", "via-missing", Duration::from_secs(20), |i| {
+            i.status().last_error.is_some()
+        })
+        .await;
+    let err = i.status().last_error.unwrap();
+    assert_eq!(err.reason, "ResolveTarget");
+    assert!(err.message.contains("missing-access"), "{}", err.message);
+    assert_ne!(i.status().phase, Phase::Succeeded);
+    assert!(configmap(&h, "never").await.is_none());
+}
+
 // ---- readiness (readiness_check_test.go, defaultreadinesscheck_test.go) ------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -390,8 +469,18 @@ async fn given_every_operator_and_a_label_selector_then_matching_checks_pass_and
     let s = wait_done(&h, "mismatch").await.status();
     assert_eq!(s.phase, Phase::Failed);
     let err = s.last_error.unwrap();
+    // The wait ends at its own checkpoint (contract 6.5).
+    assert_eq!(err.operation, "WaitForObjectsReady");
     assert_eq!(err.reason, "ProgressingTimeout");
+    assert_eq!(
+        err.message,
+        r#"timeout at: "deployer: during readiness check""#
+    );
     assert!(err.codes.contains(&codes::TIMEOUT.to_string()), "{err:?}");
+    assert!(
+        err.codes.contains(&codes::FOR_INFO_ONLY.to_string()),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,6 +519,189 @@ async fn given_a_deployment_then_the_default_check_waits_for_its_status() {
     );
 }
 
+/// A workload of `kind` named `name` with `replicas` (none for Pods), selecting `app: <name>`.
+fn workload(api_version: &str, kind: &str, name: &str, extra_spec: Value) -> Value {
+    let labels = json!({"app": name});
+    let pod_spec = json!({"containers": [{"name": "c", "image": "nginx"}]});
+    let mut spec = if kind == "Pod" {
+        pod_spec
+    } else {
+        let selector = if kind == "ReplicationController" {
+            labels.clone()
+        } else {
+            json!({"matchLabels": labels})
+        };
+        json!({"selector": selector, "template": {"metadata": {"labels": labels}, "spec": pod_spec}})
+    };
+    if kind == "StatefulSet" {
+        spec["serviceName"] = json!(name);
+    }
+    extend_object(&mut spec, extra_spec);
+    json!({"apiVersion": api_version, "kind": kind,
+           "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": spec})
+}
+
+fn extend_object(into: &mut Value, from: Value) {
+    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+/// Sets the status subresource of a workload (merge patch), with `observedGeneration` current.
+async fn set_status(h: &Harness, api_version: &str, kind: &str, name: &str, mut status: Value) {
+    let live = get(h, api_version, kind, Some("default"), name)
+        .await
+        .unwrap();
+    if kind != "Pod" {
+        status["observedGeneration"] = live["metadata"]["generation"].clone();
+    }
+    manifest::api(&h.client, api_version, kind, Some("default"))
+        .patch_status(
+            name,
+            &Default::default(),
+            &kube::api::Patch::Merge(&json!({"status": status})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_each_workload_kind_then_the_default_check_keeps_the_item_progressing_until_its_status_is_ready()
+ {
+    let h = Harness::start().await;
+    // (apiVersion, kind, extra spec, a not-ready status and why, a ready status), contract 6.5
+    let cases = [
+        (
+            "v1",
+            "Pod",
+            json!({}),
+            json!({"conditions": [{"type": "Ready", "status": "False"}]}),
+            "condition Ready is not True",
+            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+        ),
+        (
+            "apps/v1",
+            "StatefulSet",
+            json!({"replicas": 2}),
+            json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 1}),
+            "availableReplicas is 1, want 2",
+            json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+        ),
+        (
+            "apps/v1",
+            "DaemonSet",
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%"}}}),
+            json!({"desiredNumberScheduled": 4, "currentNumberScheduled": 1, "numberMisscheduled": 0, "numberReady": 1}),
+            "1 of 4 pods scheduled (maxUnavailable 2)",
+            json!({"desiredNumberScheduled": 4, "currentNumberScheduled": 2, "numberMisscheduled": 0, "numberReady": 2}),
+        ),
+        (
+            "apps/v1",
+            "ReplicaSet",
+            json!({"replicas": 2}),
+            json!({"replicas": 2, "readyReplicas": 2, "conditions": [{"type": "ReplicaFailure", "status": "True", "message": "quota exceeded"}]}),
+            "ReplicaFailure: quota exceeded",
+            json!({"replicas": 2, "readyReplicas": 2, "conditions": [{"type": "ReplicaFailure", "status": "False"}]}),
+        ),
+        (
+            "v1",
+            "ReplicationController",
+            json!({"replicas": 1}),
+            json!({"replicas": 1, "readyReplicas": 0}),
+            "0 of 1 replicas ready",
+            json!({"replicas": 1, "readyReplicas": 1}),
+        ),
+    ];
+    // Given one item per kind (no workload simulator: nothing sets a status but the test),
+    for (api_version, kind, extra, ..) in &cases {
+        let name = kind.to_ascii_lowercase();
+        create(&h, &item(&name, json!({"manifests": [{"manifest": workload(api_version, kind, &name, extra.clone())}]}))).await;
+    }
+    for (api_version, kind, _, not_ready, why, ready) in cases {
+        let name = kind.to_ascii_lowercase();
+        // when the object has no status, then the item waits for it,
+        wait_waiting_for(&h, &name, &format!("{kind} default/{name} is not ready")).await;
+        // when its status is not ready by the kind's rule, then it still waits, for that reason,
+        set_status(&h, api_version, kind, &name, not_ready).await;
+        let i = wait_waiting_for(&h, &name, why).await;
+        assert_eq!(i.status().phase, Phase::Progressing, "{kind}");
+        // and when the status is ready, then the item succeeds.
+        set_status(&h, api_version, kind, &name, ready).await;
+        let i = wait_done(&h, &name).await;
+        assert_eq!(
+            i.status().phase,
+            Phase::Succeeded,
+            "{kind}: {:?}",
+            i.status().last_error
+        );
+    }
+
+    // A Pod that ran to completion is ready too (reason PodCompleted).
+    create(
+        &h,
+        &item(
+            "completed",
+            json!({"manifests": [{"manifest": workload("v1", "Pod", "completed", json!({}))}]}),
+        ),
+    )
+    .await;
+    wait_waiting_for(&h, "completed", "Pod default/completed is not ready").await;
+    set_status(&h, "v1", "Pod", "completed",
+        json!({"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]})).await;
+    assert_eq!(
+        wait_done(&h, "completed").await.status().phase,
+        Phase::Succeeded
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_workload_simulator_then_every_simulated_kind_is_ready_and_a_replication_controller_waits_for_its_status()
+ {
+    let h = Harness::start().await;
+    // Given the API server plays kubelet and the workload controllers (Pods, Deployments,
+    // StatefulSets, DaemonSets, ReplicaSets — not ReplicationControllers),
+    h.server.set_simulate_workloads(true);
+    let one = json!({"replicas": 1});
+    let manifests: Vec<Value> = [
+        workload("v1", "Pod", "sim-pod", json!({})),
+        workload("apps/v1", "Deployment", "sim-deploy", one.clone()),
+        workload("apps/v1", "StatefulSet", "sim-sts", one.clone()),
+        workload("apps/v1", "DaemonSet", "sim-ds", json!({})),
+        workload("apps/v1", "ReplicaSet", "sim-rs", one.clone()),
+        workload("v1", "ReplicationController", "sim-rc", one),
+    ]
+    .into_iter()
+    .map(|m| json!({"manifest": m}))
+    .collect();
+    // when one item deploys one of each,
+    create(&h, &item("simulated", json!({"manifests": manifests}))).await;
+    // then it waits only for the ReplicationController (checked after the simulated kinds
+    // before it in the managed list),
+    wait_waiting_for(
+        &h,
+        "simulated",
+        "ReplicationController default/sim-rc is not ready",
+    )
+    .await;
+    // and succeeds once that has a ready status.
+    set_status(
+        &h,
+        "v1",
+        "ReplicationController",
+        "sim-rc",
+        json!({"replicas": 1, "readyReplicas": 1}),
+    )
+    .await;
+    let i = wait_done(&h, "simulated").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    assert_eq!(managed(&i).len(), 6);
+}
+
 // ---- exports (export_test.go, exporter_test.go) -----------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,6 +734,113 @@ async fn given_exports_then_values_come_from_json_paths_and_object_refs() {
         base64_decode(config["nested"]["token"].as_str().unwrap()),
         "t0k3n"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_exports_from_objects_created_later_then_the_job_calls_again_until_they_exist() {
+    let h = Harness::start().await;
+    // Given an item exporting from a ConfigMap and, through a ServiceAccount's secret
+    // reference, from a Secret — none of which exist (they are not among its manifests),
+    let r = |kind: &str, name: &str| json!({"apiVersion": "v1", "kind": kind, "name": name, "namespace": "default"});
+    create(&h, &item("late", json!({"manifests": [{"manifest": cm("late-own", json!({}))}],
+        "exports": {"exports": [
+            {"key": "late.value", "jsonPath": ".data.value", "fromResource": r("ConfigMap", "late-cm")},
+            {"key": "late.token", "jsonPath": ".secrets[0]", "fromResource": r("ServiceAccount", "late-sa"),
+             "fromObjectRef": {"apiVersion": "v1", "kind": "Secret", "jsonPath": ".data.token"}}]}}))).await;
+
+    // when it runs, then it waits for the ConfigMap with short calls ("call again"), not
+    // inside one long call,
+    wait_waiting_for(&h, "late", "ConfigMap default/late-cm does not exist").await;
+    let calls = || h.deployer.stats.plugin_calls.load(Ordering::Relaxed);
+    let before = calls();
+    wait_waiting_for(&h, "late", "late-cm does not exist").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while calls() < before + 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no further calls");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        h.items("default").get("late").await.unwrap().status().phase,
+        Phase::Progressing
+    );
+    // once the ConfigMap exists without the value, it waits for the value (updated later),
+    put(&h, cm("late-cm", json!({"other": "x"}))).await;
+    wait_waiting_for(
+        &h,
+        "late",
+        "ConfigMap default/late-cm has no value at .data.value",
+    )
+    .await;
+    merge(
+        &h,
+        "v1",
+        "ConfigMap",
+        Some("default"),
+        "late-cm",
+        json!({"data": {"value": "v"}}),
+    )
+    .await;
+    // then for the ServiceAccount, then for the Secret it references,
+    wait_waiting_for(&h, "late", "ServiceAccount default/late-sa does not exist").await;
+    put(&h, json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "late-sa", "namespace": "default"}, "secrets": [{"name": "late-token"}]})).await;
+    wait_waiting_for(
+        &h,
+        "late",
+        "fromObjectRef: Secret default/late-token does not exist",
+    )
+    .await;
+    create_secret(&h, "late-token", json!({"token": "t0k3n"})).await;
+
+    // and once everything exists the job succeeds with both values.
+    let i = wait_done(&h, "late").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    let config = export_config(&h, &i).await;
+    assert_eq!(config["late"]["value"], "v");
+    assert_eq!(
+        base64_decode(config["late"]["token"].as_str().unwrap()),
+        "t0k3n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_export_whose_object_never_appears_then_the_job_fails_with_err_timeout_at_the_export()
+ {
+    let h = Harness::start().await;
+    // Given an item with a 2 s progressing timeout exporting from a ConfigMap nobody creates,
+    let mut never = item(
+        "never",
+        json!({"manifests": [{"manifest": cm("never-own", json!({}))}],
+        "exports": {"exports": [{"key": "never", "jsonPath": ".data",
+            "fromResource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "never-cm", "namespace": "default"}}]}}),
+    );
+    never["spec"]["timeout"] = json!("2s");
+    create(&h, &never).await;
+    // when the timeout runs out while waiting, then the job fails at the export's checkpoint
+    // (contract 6.7: operation Export, ProgressingTimeout, ERR_TIMEOUT),
+    let i = wait_done(&h, "never").await;
+    let s = i.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.clone().unwrap();
+    assert_eq!(err.operation, "Export");
+    assert_eq!(err.reason, "ProgressingTimeout");
+    assert_eq!(
+        err.message,
+        r#"timeout at: "deployer: during export - key: never""#
+    );
+    assert_eq!(err.codes, vec![codes::TIMEOUT.to_string()]);
+    // and the condition still says what it waited for.
+    assert!(
+        waiting_for(&i).contains("ConfigMap default/never-cm does not exist"),
+        "{}",
+        waiting_for(&i)
+    );
+    assert!(s.export_ref.is_none());
 }
 
 // ---- object applier outcomes (objectapplier_test.go) ------------------------------------------

@@ -44,6 +44,34 @@ pub fn item(name: &str, mut config: Value) -> Value {
     })
 }
 
+/// A manifest DeployItem like [`item`], whose Target is `target` (in `default`).
+pub fn item_on(name: &str, target: &str, config: Value) -> Value {
+    let mut i = item(name, config);
+    i["spec"]["target"] = json!({"name": target, "namespace": "default"});
+    i
+}
+
+/// Creates a `kubernetes-cluster` Target `name` in `default` with `spec` (`config` or `secretRef`).
+pub async fn create_target(h: &Harness, name: &str, mut spec: Value) {
+    spec["type"] = json!("landscaper.gardener.cloud/kubernetes-cluster");
+    put(
+        h,
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+               "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+    )
+    .await;
+}
+
+/// Creates a Secret in `default` with `string_data`.
+pub async fn create_secret(h: &Harness, name: &str, string_data: Value) {
+    put(
+        h,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name, "namespace": "default"}, "stringData": string_data}),
+    )
+    .await;
+}
+
 pub async fn create(h: &Harness, item: &Value) -> DeployItem {
     h.create_item(&item.to_string()).await
 }
@@ -82,6 +110,35 @@ pub async fn wait_done(h: &Harness, name: &str) -> DeployItem {
     .await
 }
 
+/// The message of the item's `ManifestDeployer` condition (what the plugin waits for).
+pub fn waiting_for(item: &DeployItem) -> String {
+    item.status()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ManifestDeployer")
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Waits until the unfinished job of `name` waits for something whose description contains
+/// `needle`.
+pub async fn wait_waiting_for(h: &Harness, name: &str, needle: &str) -> DeployItem {
+    h.wait_for("default", name, Duration::from_secs(20), |i| {
+        let s = i.status();
+        s.job_id != s.job_id_finished && waiting_for(i).contains(needle)
+    })
+    .await
+}
+
+/// The exports of a finished item (the `config` of its export Secret).
+pub async fn export_config(h: &Harness, item: &DeployItem) -> Value {
+    let export = item.status().export_ref.expect("status.exportRef");
+    let secret = get(h, "v1", "Secret", Some("default"), &export.name)
+        .await
+        .expect("export Secret");
+    serde_json::from_str(&base64_decode(secret["data"]["config"].as_str().unwrap())).unwrap()
+}
+
 pub fn managed(item: &DeployItem) -> Vec<Value> {
     item.status()
         .provider_status
@@ -114,7 +171,18 @@ pub async fn get(
     ns: Option<&str>,
     name: &str,
 ) -> Option<Value> {
-    api(&h.client, api_version, kind, ns)
+    get_on(&h.client, api_version, kind, ns, name).await
+}
+
+/// The object on the cluster of `client` as JSON, or None.
+pub async fn get_on(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
+    api(client, api_version, kind, ns)
         .get_opt(name)
         .await
         .unwrap()
@@ -158,11 +226,16 @@ pub fn base64_decode(s: &str) -> String {
 
 /// Creates or replaces an object through the API.
 pub async fn put(h: &Harness, obj: Value) -> Value {
+    put_on(&h.client, obj).await
+}
+
+/// Creates or replaces an object on the cluster of `client`.
+pub async fn put_on(client: &Client, obj: Value) -> Value {
     let api_version = obj["apiVersion"].as_str().unwrap().to_string();
     let kind = obj["kind"].as_str().unwrap().to_string();
     let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
     let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-    let a = api(&h.client, &api_version, &kind, ns.as_deref());
+    let a = api(client, &api_version, &kind, ns.as_deref());
     let pp = PatchParams::apply("test").force();
     let o: DynamicObject = serde_json::from_value(obj).unwrap();
     serde_json::to_value(a.patch(&name, &pp, &Patch::Apply(&o)).await.unwrap()).unwrap()

@@ -81,6 +81,10 @@ pub struct Harness {
     pub server: ApiServer,
     pub client: Client,
     pub deployer: Arc<Deployer>,
+    /// Kubeconfig text of the `default` Target (registered for `client`).
+    pub target_kubeconfig: String,
+    /// The deployer's Target clients: register more clusters (kubeconfig → client) here.
+    pub target_clients: TargetClients,
     /// Hook calls, in order (only with `Options::record_hooks`).
     pub hook_calls: Arc<Mutex<Vec<HookCall>>>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -221,7 +225,7 @@ impl Harness {
             env.client.clone(),
             registry,
             &options.config,
-            target_clients,
+            target_clients.clone(),
         )
         .expect("deployer");
         deployer.checkpoint_mode = options.checkpoint_mode.clone();
@@ -246,6 +250,8 @@ impl Harness {
             server,
             client: env.client,
             deployer,
+            target_kubeconfig: env.target_kubeconfig,
+            target_clients,
             hook_calls,
             stop,
             tasks,

@@ -1,11 +1,19 @@
 //! Fault injection (off by default): a probability of 409 Conflict or 500
-//! InternalError answers on writes, and of watch streams dropped mid-way.
+//! InternalError answers on writes, of watch streams dropped mid-way, and a
+//! delay before answering requests for chosen resources (a hanging server).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Probabilities in `0.0..=1.0`; all zero (the default) disables injection.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct FaultConfig {
+    /// Delay before a request for one of [`delayed_resources`](Self::delayed_resources) is
+    /// handled (get, list, writes; not watches). Zero (the default) disables it.
+    pub response_delay: Duration,
+    /// Qualified resources the delay applies to (as in [`crate::Stats::requests`], e.g.
+    /// `configmaps`, `deployments.apps`); empty = every resource.
+    pub delayed_resources: Vec<String>,
     /// Probability that a write (create/update/patch/delete) is answered 409 Conflict without being applied.
     pub write_conflict_probability: f64,
     /// Probability that a write is answered 500 InternalError without being applied.

@@ -277,6 +277,15 @@ impl ApiServer {
             .unwrap_or_else(|e| e.into_inner()) = faults;
     }
 
+    /// The injected delay for a request on `resource` (qualified name), if any.
+    pub(crate) fn injected_delay(&self, resource: &str) -> Option<Duration> {
+        let f = self.shared.faults.read().unwrap_or_else(|e| e.into_inner());
+        (!f.response_delay.is_zero()
+            && (f.delayed_resources.is_empty()
+                || f.delayed_resources.iter().any(|r| r == resource)))
+        .then_some(f.response_delay)
+    }
+
     pub(crate) fn injected_write_fault(
         &self,
         rt: &registry::ResourceType,

@@ -306,6 +306,11 @@ async fn resource(
         None => rt.qualified(),
     };
     api.count(verb, &stat_res);
+    if verb != "watch"
+        && let Some(delay) = api.injected_delay(&rt.qualified())
+    {
+        tokio::time::sleep(delay).await;
+    }
     let ctx = Ctx {
         api,
         rt: rt.clone(),

@@ -59,8 +59,15 @@ pub fn resolve(
 
 /// Extracts the kubeconfig text from a `kubernetes-cluster` target's content: the `kubeconfig`
 /// string, or — the legacy fallback — the whole content when none of the known keys is present.
+/// The content is read as JSON, or as a YAML mapping (Landscaper decodes it as YAML): a
+/// `secretRef` with `key: kubeconfig` usually resolves to the kubeconfig YAML itself.
 pub fn kubeconfig_of(content: &str) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_str(content).ok()?;
+    let value: serde_json::Value = match serde_json::from_str(content) {
+        Ok(v) => v,
+        Err(_) => serde_yaml::from_str::<serde_json::Value>(content)
+            .ok()
+            .filter(serde_json::Value::is_object)?,
+    };
     match value.get("kubeconfig") {
         Some(serde_json::Value::String(s)) => Some(s.clone()),
         Some(other) => Some(other.to_string()),
@@ -151,6 +158,16 @@ mod tests {
         assert_eq!(r.content, "apiVersion: v1");
         let err = resolve(&target(None, Some(("s", Some("other")))), Some(&data)).unwrap_err();
         assert!(err.contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn a_kubeconfig_yaml_content_is_the_kubeconfig() {
+        let yaml = "apiVersion: v1\nkind: Config\nclusters: []\n";
+        assert_eq!(kubeconfig_of(yaml).as_deref(), Some(yaml));
+        let wrapped = "kubeconfig: |\n  apiVersion: v1\n";
+        assert_eq!(kubeconfig_of(wrapped).as_deref(), Some("apiVersion: v1\n"));
+        assert_eq!(kubeconfig_of("not a mapping"), None);
+        assert_eq!(kubeconfig_of(""), None);
     }
 
     #[test]

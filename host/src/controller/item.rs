@@ -913,11 +913,14 @@ impl ItemCtx {
                         .with_code(codes::INTERNAL_PROBLEM),
                 )
             })?;
-        let services = Arc::new(ItemServices::new(
-            timeout.clone(),
-            resolved,
-            self.deployer.target_clients.clone(),
-        ));
+        let services = Arc::new(
+            ItemServices::new(
+                timeout.clone(),
+                resolved,
+                self.deployer.target_clients.clone(),
+            )
+            .with_secondary_targets(self.deployer.client.clone(), self.namespace.clone()),
+        );
         self.deployer
             .stats
             .plugin_calls

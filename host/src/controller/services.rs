@@ -6,10 +6,16 @@
 //! apply), delete and discovery, with a client built from the item's resolved Target (or
 //! the client registered for its kubeconfig) and discovery (GVK → resource and scope)
 //! cached per Target cluster. The runtime bounds every call by the invocation deadline.
+//!
+//! Secondary Targets (`kube_on`, WIT `secondary-targets`): get, list and delete on the
+//! cluster of a Target the provider configuration names by `targetName`, looked up in the
+//! DeployItem's namespace, resolved (inline config or `secretRef`) and validated like the
+//! item's own Target; clients and discovery are shared with the item's Targets.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -18,8 +24,8 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use plugin_runtime::{DeployerError, HostServices, KubeOp, PatchType, ResourceInfo};
 
 use crate::contract::ProgressingTimeout;
-use crate::contract::target::kubeconfig_of;
-use crate::landscaper::{ResolvedTarget, codes};
+use crate::contract::target::{self, kubeconfig_of};
+use crate::landscaper::{ResolvedTarget, Target, codes};
 
 /// Discovery results per (kubeconfig, apiVersion, kind).
 type DiscoveryCache = HashMap<(String, String, String), (ApiResource, ApiCapabilities)>;
@@ -32,18 +38,31 @@ pub struct TargetClients {
     discovery: Arc<Mutex<DiscoveryCache>>,
 }
 
+/// The identity of a kubeconfig: its parsed form when it is YAML or JSON, so one cluster
+/// written as YAML text (inline config) or as JSON (a `secretRef` without `key`) shares one
+/// client and one discovery cache.
+fn cluster_key(kubeconfig: &str) -> String {
+    serde_yaml::from_str::<serde_json::Value>(kubeconfig)
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| kubeconfig.to_string())
+}
+
 impl TargetClients {
-    /// Uses `client` for every Target whose kubeconfig is exactly `kubeconfig`.
+    /// Uses `client` for every Target whose kubeconfig is `kubeconfig` (as YAML or JSON).
     pub fn register(&self, kubeconfig: &str, client: Client) {
         self.clients
             .lock()
             .expect("target client cache poisoned")
-            .insert(kubeconfig.to_string(), client);
+            .insert(cluster_key(kubeconfig), client);
     }
 
-    async fn client_for(&self, kubeconfig: &str) -> Result<Client, DeployerError> {
-        if let Some(c) = self.clients.lock().expect("poisoned").get(kubeconfig) {
-            return Ok(c.clone());
+    /// The client for `kubeconfig` and the key of its discovery cache.
+    async fn client_for(&self, kubeconfig: &str) -> Result<(Client, String), DeployerError> {
+        let key = cluster_key(kubeconfig);
+        if let Some(c) = self.clients.lock().expect("poisoned").get(&key) {
+            return Ok((c.clone(), key));
         }
         let config_error = |m: String| error(codes::CONFIGURATION_PROBLEM, "TargetKubeconfig", m);
         let parsed = Kubeconfig::from_yaml(kubeconfig)
@@ -56,8 +75,8 @@ impl TargetClients {
         self.clients
             .lock()
             .expect("poisoned")
-            .insert(kubeconfig.to_string(), client.clone());
-        Ok(client)
+            .insert(key.clone(), client.clone());
+        Ok((client, key))
     }
 
     async fn resource(
@@ -124,11 +143,20 @@ impl TargetClients {
     }
 }
 
+/// Where secondary Targets are looked up: the Landscaper cluster and the item's namespace.
+struct SecondaryTargets {
+    client: Client,
+    namespace: String,
+    /// Kubeconfigs of the Targets resolved during this invocation, by name.
+    resolved: Mutex<HashMap<String, String>>,
+}
+
 /// Capabilities of one invocation.
 pub struct ItemServices {
     timeout: ProgressingTimeout,
     target: Option<ResolvedTarget>,
     clients: TargetClients,
+    secondary: Option<SecondaryTargets>,
 }
 
 impl ItemServices {
@@ -141,7 +169,95 @@ impl ItemServices {
             timeout,
             target,
             clients,
+            secondary: None,
         }
+    }
+
+    /// Gives the plugin secondary Targets (`targetName`, WIT `secondary-targets`): Targets
+    /// read with `client` (the Landscaper cluster) from `namespace` (the DeployItem's).
+    /// Without this, [`HostServices::kube_on`] answers `SecondaryTargetsUnavailable`.
+    pub fn with_secondary_targets(mut self, client: Client, namespace: String) -> Self {
+        self.secondary = Some(SecondaryTargets {
+            client,
+            namespace,
+            resolved: Mutex::new(HashMap::new()),
+        });
+        self
+    }
+
+    /// The client of the item's Target cluster (`None`) or of the secondary Target
+    /// `target_name`, and the key of its discovery cache.
+    async fn cluster(&self, target_name: Option<&str>) -> Result<(Client, String), DeployerError> {
+        match target_name {
+            None => self.target_client().await,
+            Some(name) => {
+                let kubeconfig = self.secondary_kubeconfig(name).await?;
+                self.clients.client_for(&kubeconfig).await
+            }
+        }
+    }
+
+    /// Looks the Target `name` up in the item's namespace, resolves it (inline config or
+    /// `secretRef`) and validates its kubeconfig like the item's own Target.
+    async fn secondary_kubeconfig(&self, name: &str) -> Result<String, DeployerError> {
+        let Some(secondary) = &self.secondary else {
+            return Err(error(
+                codes::INTERNAL_PROBLEM,
+                "SecondaryTargetsUnavailable",
+                format!("no access to secondary Target {name:?} in this context"),
+            ));
+        };
+        if let Some(k) = secondary.resolved.lock().expect("poisoned").get(name) {
+            return Ok(k.clone());
+        }
+        let ns = &secondary.namespace;
+        let targets: Api<Target> = Api::namespaced(secondary.client.clone(), ns);
+        let target = targets
+            .get_opt(name)
+            .await
+            .map_err(kube_error)?
+            .ok_or_else(|| DeployerError {
+                operation: "kubernetes".into(),
+                reason: "TargetNotFound".into(),
+                message: format!("secondary Target {name:?} not found in namespace {ns:?}"),
+                ..Default::default()
+            })?;
+        let secret_data = match &target.spec.secret_ref {
+            None => None,
+            Some(r) => {
+                let secrets: Api<Secret> = Api::namespaced(secondary.client.clone(), ns);
+                secrets
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(kube_error)?
+                    .map(|s| {
+                        s.data
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(k, v)| (k, v.0))
+                            .collect::<BTreeMap<_, _>>()
+                    })
+            }
+        };
+        let config_problem = |reason: &str, m: String| {
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                reason,
+                format!("secondary Target {name:?}: {m}"),
+            )
+        };
+        let resolved = target::resolve(&target, secret_data.as_ref())
+            .map_err(|m| config_problem("ResolveTarget", m))?;
+        target::validate(&resolved).map_err(|m| config_problem("ValidateTarget", m))?;
+        let kubeconfig = kubeconfig_of(&resolved.content).ok_or_else(|| {
+            config_problem("TargetKubeconfig", "the target has no kubeconfig".into())
+        })?;
+        secondary
+            .resolved
+            .lock()
+            .expect("poisoned")
+            .insert(name.to_string(), kubeconfig.clone());
+        Ok(kubeconfig)
     }
 
     /// The client of the item's Target cluster and the key of its discovery cache.
@@ -160,17 +276,17 @@ impl ItemServices {
                 "the target has no kubeconfig".into(),
             )
         })?;
-        let client = self.clients.client_for(&kubeconfig).await?;
-        Ok((client, kubeconfig))
+        self.clients.client_for(&kubeconfig).await
     }
 
     async fn api_for(
         &self,
+        on: Option<&str>,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<Api<DynamicObject>, DeployerError> {
-        let (client, kubeconfig) = self.target_client().await?;
+        let (client, kubeconfig) = self.cluster(on).await?;
         let (resource, caps) = self
             .clients
             .resource(&kubeconfig, &client, api_version, kind)
@@ -185,11 +301,12 @@ impl ItemServices {
     /// An Api for listing: one namespace, or all namespaces (and cluster-scoped kinds).
     async fn api_for_list(
         &self,
+        on: Option<&str>,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<(Api<DynamicObject>, ApiResource), DeployerError> {
-        let (client, kubeconfig) = self.target_client().await?;
+        let (client, kubeconfig) = self.cluster(on).await?;
         let (resource, caps) = self
             .clients
             .resource(&kubeconfig, &client, api_version, kind)
@@ -225,17 +342,56 @@ impl HostServices for ItemServices {
     }
 
     async fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
+        self.run(None, op).await
+    }
+
+    async fn kube_on(
+        &self,
+        target_name: &str,
+        op: KubeOp,
+    ) -> Result<Option<String>, DeployerError> {
+        match op {
+            KubeOp::Get(_) | KubeOp::List { .. } | KubeOp::Delete(_) => {
+                self.run(Some(target_name), op).await
+            }
+            other => Err(error(
+                codes::INTERNAL_PROBLEM,
+                "UnsupportedOperation",
+                format!(
+                    "secondary Target {target_name:?}: only get, list and delete are offered, not {}",
+                    op_name(&other)
+                ),
+            )),
+        }
+    }
+}
+
+fn op_name(op: &KubeOp) -> &'static str {
+    match op {
+        KubeOp::Get(_) => "get",
+        KubeOp::List { .. } => "list",
+        KubeOp::Create { .. } => "create",
+        KubeOp::Update { .. } => "update",
+        KubeOp::Patch { .. } => "patch",
+        KubeOp::Delete(_) => "delete",
+        KubeOp::Discover { .. } => "discover",
+    }
+}
+
+impl ItemServices {
+    /// One operation on the item's Target cluster (`on: None`) or a secondary Target.
+    async fn run(&self, on: Option<&str>, op: KubeOp) -> Result<Option<String>, DeployerError> {
         match op {
             KubeOp::Get(r) => {
                 let api = self
-                    .api_for(&r.api_version, &r.kind, r.namespace.as_deref())
+                    .api_for(on, &r.api_version, &r.kind, r.namespace.as_deref())
                     .await?;
                 let obj = api.get_opt(&r.name).await.map_err(kube_error)?;
                 obj.map(|o| serde_json::to_string(&o).map_err(internal))
                     .transpose()
             }
             KubeOp::Create { object_json } => {
-                let (api, obj) = self.api_for_object(&object_json).await?;
+                let (api, obj) = self.api_for_object(on, &object_json).await?;
                 let created = api
                     .create(&PostParams::default(), &obj)
                     .await
@@ -243,7 +399,7 @@ impl HostServices for ItemServices {
                 Ok(Some(serde_json::to_string(&created).map_err(internal)?))
             }
             KubeOp::Update { object_json } => {
-                let (api, obj) = self.api_for_object(&object_json).await?;
+                let (api, obj) = self.api_for_object(on, &object_json).await?;
                 let name = obj.metadata.name.clone().unwrap_or_default();
                 let updated = api
                     .replace(&name, &PostParams::default(), &obj)
@@ -253,7 +409,7 @@ impl HostServices for ItemServices {
             }
             KubeOp::Delete(r) => {
                 let api = self
-                    .api_for(&r.api_version, &r.kind, r.namespace.as_deref())
+                    .api_for(on, &r.api_version, &r.kind, r.namespace.as_deref())
                     .await?;
                 match api.delete(&r.name, &DeleteParams::background()).await {
                     Ok(_) => Ok(Some("true".into())),
@@ -268,7 +424,7 @@ impl HostServices for ItemServices {
                 label_selector,
             } => {
                 let (api, resource) = self
-                    .api_for_list(&api_version, &kind, namespace.as_deref())
+                    .api_for_list(on, &api_version, &kind, namespace.as_deref())
                     .await?;
                 let mut params = ListParams::default();
                 if let Some(sel) = label_selector.as_deref().filter(|s| !s.is_empty()) {
@@ -304,6 +460,7 @@ impl HostServices for ItemServices {
             } => {
                 let api = self
                     .api_for(
+                        on,
                         &target.api_version,
                         &target.kind,
                         target.namespace.as_deref(),
@@ -340,7 +497,7 @@ impl HostServices for ItemServices {
                 Ok(Some(serde_json::to_string(&patched).map_err(internal)?))
             }
             KubeOp::Discover { api_version, kind } => {
-                let (client, kubeconfig) = self.target_client().await?;
+                let (client, kubeconfig) = self.cluster(on).await?;
                 let found = self
                     .clients
                     .resource_opt(&kubeconfig, &client, &api_version, &kind)
@@ -362,6 +519,7 @@ impl HostServices for ItemServices {
 impl ItemServices {
     async fn api_for_object(
         &self,
+        on: Option<&str>,
         object_json: &str,
     ) -> Result<(Api<DynamicObject>, DynamicObject), DeployerError> {
         let obj: DynamicObject = serde_json::from_str(object_json).map_err(|e| {
@@ -380,6 +538,7 @@ impl ItemServices {
         })?;
         let api = self
             .api_for(
+                on,
                 &types.api_version,
                 &types.kind,
                 obj.metadata.namespace.as_deref(),
@@ -421,5 +580,47 @@ fn kube_error(e: kube::Error) -> DeployerError {
             message: other.to_string(),
             ..Default::default()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn secondary_targets_offer_get_list_and_delete_only_when_given() {
+        let services = ItemServices::new(
+            ProgressingTimeout::unlimited(),
+            None,
+            TargetClients::default(),
+        );
+        let create = KubeOp::Create {
+            object_json: "{}".into(),
+        };
+        let e = services.kube_on("other", create).await.unwrap_err();
+        assert_eq!(e.reason, "UnsupportedOperation");
+        assert!(e.message.contains("not create"), "{}", e.message);
+        let get = KubeOp::Get(plugin_runtime::ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("default".into()),
+            name: "x".into(),
+        });
+        let e = services.kube_on("other", get).await.unwrap_err();
+        assert_eq!(e.reason, "SecondaryTargetsUnavailable");
+        assert_eq!(e.codes, vec![codes::INTERNAL_PROBLEM.to_string()]);
+    }
+
+    #[test]
+    fn one_kubeconfig_as_yaml_or_json_is_one_cluster() {
+        let yaml = "apiVersion: v1\nclusters:\n- name: c\n  cluster: {server: 'https://a'}\n";
+        let json =
+            r#"{"clusters":[{"cluster":{"server":"https://a"},"name":"c"}],"apiVersion":"v1"}"#;
+        assert_eq!(cluster_key(yaml), cluster_key(json));
+        assert_ne!(
+            cluster_key(yaml),
+            cluster_key(&yaml.replace("https://a", "https://b"))
+        );
+        assert_eq!(cluster_key("not: [valid"), "not: [valid");
     }
 }

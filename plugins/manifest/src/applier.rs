@@ -146,6 +146,7 @@ fn classify(ctx: &Ctx, entries: &[Entry]) -> Result<Vec<u8>, DeployerError> {
                 )
                 .with_operation("GetApiResource"));
             }
+            Err(err) if crate::cut_off(&err) => return Err(err),
             Err(err) => {
                 return Err(DeployerError::retryable(
                     "GetApiResourceList",
@@ -193,6 +194,7 @@ fn managed_entry(m: &Manifest, obj: &Value) -> ManagedResource {
         annotate_before_delete: m.annotate_before_delete.clone(),
         patch_before_delete: m.patch_before_delete.clone(),
         resource: ObjectReference::of(obj),
+        target_name: None,
     }
 }
 
@@ -378,6 +380,6 @@ pub fn not_in<'a>(
     applied: &[ManagedResource],
 ) -> Vec<&'a ManagedResource> {
     old.iter()
-        .filter(|o| !applied.iter().any(|n| n.resource.same(&o.resource)))
+        .filter(|o| !applied.iter().any(|n| n.same(o)))
         .collect()
 }

@@ -155,7 +155,8 @@ pub struct CustomCheck {
     /// Requirements, all must hold.
     #[serde(default)]
     pub requirements: Vec<Requirement>,
-    /// Secondary Target (not supported by this plugin).
+    /// Read the objects from this Target (in the DeployItem's namespace) instead of the
+    /// item's Target.
     #[serde(default)]
     pub target_name: Option<String>,
 }
@@ -206,7 +207,8 @@ pub struct Export {
     /// Follow a reference.
     #[serde(default)]
     pub from_object_ref: Option<FromObjectRef>,
-    /// Secondary Target (not supported by this plugin).
+    /// Read `fromResource` (and `fromObjectRef`) from this Target (in the DeployItem's
+    /// namespace) instead of the item's Target.
     #[serde(default)]
     pub target_name: Option<String>,
 }
@@ -271,7 +273,8 @@ pub struct CustomGroup {
     /// Delete every object of the listed types, managed or not.
     #[serde(default)]
     pub delete_all_resources: bool,
-    /// Secondary Target (not supported by this plugin).
+    /// Delete on this Target (in the DeployItem's namespace) instead of the item's Target;
+    /// only with `deleteAllResources` (a managed object never lives there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_name: Option<String>,
 }
@@ -457,11 +460,6 @@ impl Config {
                 JsonPath::parse(&r.json_path)
                     .map_err(|m| validation_error(format!("{at}.fromObjectRef.jsonPath: {m}")))?;
             }
-            if e.target_name.as_deref().is_some_and(|t| !t.is_empty()) {
-                return Err(validation_error(format!(
-                    "{at}.targetName: secondary targets are not supported by this deployer (the plugin only reaches the item's target)"
-                )));
-            }
         }
         validate_groups("spec.config.deletionGroups", &self.deletion_groups)?;
         validate_groups(
@@ -487,11 +485,6 @@ impl Config {
             {
                 return Err(validation_error(format!(
                     "{at}.labelSelector.matchLabels: must not be empty"
-                )));
-            }
-            if c.target_name.as_deref().is_some_and(|t| !t.is_empty()) {
-                return Err(validation_error(format!(
-                    "{at}.targetName: secondary targets are not supported by this deployer"
                 )));
             }
             if c.requirements.is_empty() {
@@ -569,9 +562,16 @@ fn validate_groups(at: &str, groups: &[DeletionGroup]) -> Result<(), DeployerErr
                     )));
                 }
                 if c.target_name.as_deref().is_some_and(|t| !t.is_empty()) {
-                    return Err(validation_error(format!(
-                        "{at}.customResourceGroup.targetName: secondary targets are not supported by this deployer"
-                    )));
+                    if !c.delete_all_resources {
+                        return Err(validation_error(format!(
+                            "{at}.customResourceGroup.targetName: only allowed with deleteAllResources: true (no managed object lives on another Target)"
+                        )));
+                    }
+                    if c.force_delete {
+                        return Err(validation_error(format!(
+                            "{at}.customResourceGroup.forceDelete: not supported with targetName (the host offers get, list and delete on secondary Targets, so finalizers cannot be cleared there)"
+                        )));
+                    }
                 }
                 for (j, r) in c.resources.iter().enumerate() {
                     if r.kind.is_empty() || r.api_version.is_empty() {
@@ -722,6 +722,23 @@ pub struct ManagedResource {
     pub patch_before_delete: Option<Value>,
     /// The object.
     pub resource: ObjectReference,
+    /// wasm-deployer extension (Landscaper ignores it): the secondary Target of an object a
+    /// `deleteAllResources` group with `targetName` found and is still deleting. Absent for
+    /// objects on the item's own Target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_name: Option<String>,
+}
+
+impl ManagedResource {
+    /// The cluster the object lives on.
+    pub fn cluster(&self) -> crate::cluster::Cluster<'_> {
+        crate::cluster::Cluster::of(self.target_name.as_deref())
+    }
+
+    /// Same object on the same cluster.
+    pub fn same(&self, other: &ManagedResource) -> bool {
+        self.cluster() == other.cluster() && self.resource.same(&other.resource)
+    }
 }
 
 /// Where a job stands, so every step resumes from persisted state.
@@ -844,6 +861,45 @@ mod tests {
         assert_eq!(c.exports.len(), 1);
         assert_eq!(c.deletion_groups.len(), 1);
         assert_eq!(c.deletion_groups_during_update.len(), 1);
+    }
+
+    #[test]
+    fn secondary_targets_are_accepted_where_landscaper_accepts_them() {
+        let config = |group: Value| {
+            Config::from_raw(&json!({
+                "apiVersion": V1ALPHA2, "kind": "ProviderConfiguration",
+                "readinessChecks": {"custom": [{"name": "c", "targetName": "other",
+                    "resourceSelector": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": "default"}],
+                    "requirements": [{"jsonPath": ".data", "operator": "exists"}]}]},
+                "exports": {"exports": [{"key": "k", "jsonPath": ".data", "targetName": "other",
+                    "fromResource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "namespace": "default"}}]},
+                "deletionGroups": [{"customResourceGroup": group}]
+            }))
+        };
+        let resources = json!([{"apiVersion": "v1", "kind": "ConfigMap"}]);
+        let c = config(
+            json!({"targetName": "other", "deleteAllResources": true, "resources": resources}),
+        )
+        .unwrap();
+        assert_eq!(c.readiness.custom[0].target_name.as_deref(), Some("other"));
+        assert_eq!(c.exports[0].target_name.as_deref(), Some("other"));
+        let e = config(json!({"targetName": "other", "resources": resources})).unwrap_err();
+        assert!(
+            e.message.contains(
+                "deletionGroups[0].customResourceGroup.targetName: only allowed with deleteAllResources: true"
+            ),
+            "{}",
+            e.message
+        );
+        let e = config(json!({"targetName": "other", "deleteAllResources": true,
+            "forceDelete": true, "resources": resources}))
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("forceDelete: not supported with targetName"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

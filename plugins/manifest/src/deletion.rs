@@ -10,6 +10,7 @@
 //! being left behind.
 //! Must not touch: applying.
 
+use crate::cluster::Cluster;
 use crate::config::{DeletionGroup, ManagedResource, ObjectReference, Policy, ResourceType};
 use crate::strategies::{deep_merge, set_annotations};
 use crate::{CP_DELETE, OWNER_LABEL};
@@ -29,9 +30,11 @@ pub fn prepare(
         if matches!(m.policy, Policy::Ignore | Policy::Keep) {
             continue;
         }
-        let needs_live = m.policy == Policy::Fallback
-            || m.annotate_before_delete.is_some()
-            || m.patch_before_delete.is_some();
+        // Objects a group found on a secondary Target carry no policy or annotations.
+        let needs_live = m.target_name.is_none()
+            && (m.policy == Policy::Fallback
+                || m.annotate_before_delete.is_some()
+                || m.patch_before_delete.is_some());
         if !needs_live {
             out.push(m.clone());
             continue;
@@ -101,7 +104,7 @@ fn plural_forms(kind: &str) -> Vec<String> {
 }
 
 /// Whether a custom resource type names this object's kind (any form) and apiVersion (or group).
-fn type_matches(ctx: &Ctx, t: &ResourceType, r: &ObjectReference) -> bool {
+fn type_matches(ctx: &Ctx, cluster: Cluster, t: &ResourceType, r: &ObjectReference) -> bool {
     let api_ok = t.api_version == r.api_version
         || (!t.api_version.contains('/') && t.api_version == r.group() && !r.group().is_empty());
     if !api_ok {
@@ -111,10 +114,23 @@ fn type_matches(ctx: &Ctx, t: &ResourceType, r: &ObjectReference) -> bool {
     if t.kind == r.kind || plural_forms(&r.kind).contains(&want) {
         return true;
     }
-    matches!(ctx.kube_discover(&r.api_version, &r.kind), Ok(Some(info)) if info.plural == want)
+    // Discovery is only offered on the item's Target.
+    cluster == Cluster::Item
+        && matches!(ctx.kube_discover(&r.api_version, &r.kind), Ok(Some(info)) if info.plural == want)
 }
 
-fn group_matches(ctx: &Ctx, g: &DeletionGroup, r: &ObjectReference) -> bool {
+/// Whether `m` belongs to group `g`. Objects on the item's Target never match a group with
+/// `targetName`; objects a group found on a secondary Target only match a custom group of
+/// that Target.
+fn group_matches(ctx: &Ctx, g: &DeletionGroup, m: &ManagedResource) -> bool {
+    let group_target = g
+        .custom_resource_group
+        .as_ref()
+        .and_then(|c| c.target_name.as_deref());
+    if Cluster::of(group_target) != m.cluster() {
+        return false;
+    }
+    let r = &m.resource;
     if let Some(p) = &g.predefined_resource_group {
         let crd = r.kind == "CustomResourceDefinition";
         return match p.type_.as_str() {
@@ -126,7 +142,7 @@ fn group_matches(ctx: &Ctx, g: &DeletionGroup, r: &ObjectReference) -> bool {
     }
     if let Some(c) = &g.custom_resource_group {
         return c.resources.iter().any(|t| {
-            type_matches(ctx, t, r)
+            type_matches(ctx, m.cluster(), t, r)
                 && (t.namespaces.is_empty() || t.namespaces.contains(&r.namespace))
                 && (t.names.is_empty() || t.names.contains(&r.name))
         });
@@ -142,7 +158,7 @@ fn force_delete(g: &DeletionGroup) -> bool {
         .unwrap_or(false)
 }
 
-/// Unmanaged objects a `deleteAllResources` group covers.
+/// Unmanaged objects a `deleteAllResources` group covers (on its `targetName` Target, if set).
 fn all_of_group(ctx: &Ctx, g: &DeletionGroup) -> Result<Vec<ManagedResource>, DeployerError> {
     let mut out = Vec::new();
     let Some(c) = g
@@ -152,6 +168,8 @@ fn all_of_group(ctx: &Ctx, g: &DeletionGroup) -> Result<Vec<ManagedResource>, De
     else {
         return Ok(out);
     };
+    let target_name = c.target_name.clone().filter(|t| !t.is_empty());
+    let cluster = Cluster::of(target_name.as_deref());
     for t in &c.resources {
         let namespaces: Vec<Option<&str>> = if t.namespaces.is_empty() {
             vec![None]
@@ -159,11 +177,24 @@ fn all_of_group(ctx: &Ctx, g: &DeletionGroup) -> Result<Vec<ManagedResource>, De
             t.namespaces.iter().map(|n| Some(n.as_str())).collect()
         };
         for ns in namespaces {
-            for obj in ctx.kube_list(&t.api_version, &t.kind, ns, None)? {
+            let listed = cluster
+                .list(ctx, &t.api_version, &t.kind, ns, None)
+                .map_err(|e| DeployerError {
+                    message: format!(
+                        "listing {} {}{} for deletion: {}",
+                        t.api_version,
+                        t.kind,
+                        cluster.suffix(),
+                        e.message
+                    ),
+                    ..e
+                })?;
+            for obj in listed {
                 let r = ObjectReference::of(&obj);
                 if t.names.is_empty() || t.names.contains(&r.name) {
                     out.push(ManagedResource {
                         resource: r,
+                        target_name: target_name.clone(),
                         ..Default::default()
                     });
                 }
@@ -188,17 +219,14 @@ pub fn delete_in_groups(
     groups.extend(default_groups());
     let mut assigned: Vec<Vec<ManagedResource>> = vec![Vec::new(); groups.len()];
     for m in resources {
-        if let Some(i) = groups
-            .iter()
-            .position(|g| group_matches(ctx, g, &m.resource))
-        {
+        if let Some(i) = groups.iter().position(|g| group_matches(ctx, g, &m)) {
             assigned[i].push(m);
         }
     }
     for (i, g) in groups.iter().enumerate() {
         let mut members = std::mem::take(&mut assigned[i]);
         for extra in all_of_group(ctx, g)? {
-            if !members.iter().any(|m| m.resource.same(&extra.resource)) {
+            if !members.iter().any(|m| m.same(&extra)) {
                 members.push(extra);
             }
         }
@@ -208,7 +236,7 @@ pub fn delete_in_groups(
                 message: format!("timeout during processing deletiongroup: {}", e.message),
                 ..e
             })?;
-            if !delete_one(ctx, &m.resource, force_delete(g))? {
+            if !delete_one(ctx, m.cluster(), &m.resource, force_delete(g))? {
                 remaining.push(m);
             }
         }
@@ -220,31 +248,41 @@ pub fn delete_in_groups(
     Ok(Vec::new())
 }
 
-/// DELETE (and with `force` clear finalizers); `true` once the object is gone.
-fn delete_one(ctx: &Ctx, r: &ObjectReference, force: bool) -> Result<bool, DeployerError> {
+/// DELETE (and with `force` clear finalizers; never on a secondary Target, validation
+/// rejects that); `true` once the object is gone.
+fn delete_one(
+    ctx: &Ctx,
+    cluster: Cluster,
+    r: &ObjectReference,
+    force: bool,
+) -> Result<bool, DeployerError> {
     let object = r.to_ref();
     let gone_on = |e: &DeployerError| e.reason == "NotFound" || e.reason == "GetApiResource";
-    match ctx.kube_delete(&object) {
+    match cluster.delete(ctx, &object) {
         Ok(false) => return Ok(true),
         Ok(true) => {}
         Err(e) if gone_on(&e) => return Ok(true),
+        Err(e) if crate::ends_wait(&e) => return Err(e),
         Err(e) => {
             ctx.warn(&format!(
-                "deleting {} {}: {}",
+                "deleting {} {}{}: {}",
                 r.kind,
                 r.display(),
+                cluster.suffix(),
                 e.message
             ));
             return Ok(false);
         }
     }
-    let live = match ctx.kube_get(&object) {
+    let live = match cluster.get(ctx, &object) {
         Ok(None) => return Ok(true),
         Ok(Some(live)) => live,
         Err(e) if gone_on(&e) => return Ok(true),
+        Err(e) if crate::ends_wait(&e) => return Err(e),
         Err(_) => return Ok(false),
     };
     if force
+        && cluster == Cluster::Item
         && live
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)

@@ -4,38 +4,53 @@
 //! Owns: one evaluation round; a value that is not there yet is "call again", never a sleep.
 //! Must not touch: the export Secret (the host writes it).
 
+use crate::cluster::Cluster;
 use crate::config::Export;
 use crate::jsonpath::JsonPath;
 use crate::strategies::deep_merge;
+use crate::{Pending, ends_wait};
 use sdk_guest::{Ctx, DeployerError, ObjectRef};
 use serde_json::{Map, Value};
 
-fn read(ctx: &Ctx, object: &ObjectRef, path: &str) -> Result<Value, String> {
-    let obj = ctx
-        .kube_get(object)
-        .map_err(|e| e.message)?
-        .ok_or_else(|| {
-            format!(
-                "{} {}{} does not exist",
-                object.kind,
-                object
-                    .namespace
-                    .as_deref()
-                    .map(|n| format!("{n}/"))
-                    .unwrap_or_default(),
-                object.name
-            )
-        })?;
-    let path = JsonPath::parse(path)?;
-    path.eval(&obj)
+/// Reads `path` of `object`: `Ok(Err(why))` when the object or the value is not there (yet).
+fn read(
+    ctx: &Ctx,
+    cluster: Cluster,
+    object: &ObjectRef,
+    path: &str,
+) -> Result<Result<Value, String>, DeployerError> {
+    let what = format!(
+        "{} {}{}{}",
+        object.kind,
+        object
+            .namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default(),
+        object.name,
+        cluster.suffix()
+    );
+    let obj = match cluster.get(ctx, object) {
+        Ok(Some(obj)) => obj,
+        Ok(None) => return Ok(Err(format!("{what} does not exist"))),
+        Err(e) if ends_wait(&e) => return Err(e),
+        Err(e) => return Ok(Err(format!("{what}: {}", e.message))),
+    };
+    let parsed = match JsonPath::parse(path) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e)),
+    };
+    Ok(parsed
+        .eval(&obj)
         .first()
         .map(|v| (*v).clone())
-        .ok_or_else(|| format!("{path:?} not found"))
+        .ok_or_else(|| format!("{what} has no value at {path}")))
 }
 
-fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
+/// One export: `Ok(Err(why))` while its value is not there (yet).
+fn one(ctx: &Ctx, e: &Export) -> Result<Result<Value, String>, DeployerError> {
     let Some(from) = &e.from_resource else {
-        return Err("no fromResource".into());
+        return Ok(Err("no fromResource".into()));
     };
     let object = ObjectRef {
         api_version: from.api_version.clone(),
@@ -43,16 +58,20 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
         namespace: (!from.namespace.is_empty()).then(|| from.namespace.clone()),
         name: from.name.clone(),
     };
-    let value = read(ctx, &object, &e.json_path).map_err(|m| format!("{}: {m}", e.json_path))?;
-    let Some(r) = &e.from_object_ref else {
-        return Ok(value);
+    let cluster = Cluster::of(e.target_name.as_deref());
+    let value = match read(ctx, cluster, &object, &e.json_path)? {
+        Ok(v) => v,
+        Err(why) => return Ok(Err(why)),
     };
-    let name = value.get("name").and_then(Value::as_str).ok_or_else(|| {
-        format!(
+    let Some(r) = &e.from_object_ref else {
+        return Ok(Ok(value));
+    };
+    let Some(name) = value.get("name").and_then(Value::as_str) else {
+        return Ok(Err(format!(
             "{}: not an object reference with a name: {value}",
             e.json_path
-        )
-    })?;
+        )));
+    };
     let namespace = value
         .get("namespace")
         .and_then(Value::as_str)
@@ -64,7 +83,7 @@ fn one(ctx: &Ctx, e: &Export) -> Result<Value, String> {
         namespace,
         name: name.to_string(),
     };
-    read(ctx, &referenced, &r.json_path).map_err(|m| format!("fromObjectRef {}: {m}", r.json_path))
+    Ok(read(ctx, cluster, &referenced, &r.json_path)?.map_err(|m| format!("fromObjectRef: {m}")))
 }
 
 /// `a.b` → `{"a": {"b": value}}`.
@@ -76,15 +95,22 @@ fn nest(key: &str, value: Value) -> Value {
     })
 }
 
-/// Reads every export. `Ok(Ok(map))` all there, `Ok(Err(reason))` not yet.
-pub fn read_all(ctx: &Ctx, exports: &[Export]) -> Result<Result<Value, String>, DeployerError> {
+/// Reads every export. `Ok(Ok(map))` all there, `Ok(Err(pending))` not yet (at the
+/// checkpoint of the first export that is missing).
+pub fn read_all(ctx: &Ctx, exports: &[Export]) -> Result<Result<Value, Pending>, DeployerError> {
     let mut out = Value::Object(Map::new());
     for e in exports.iter().filter(|e| e.from_resource.is_some()) {
-        ctx.checkpoint(&format!("deployer: during export - key: {}", e.key))
+        let checkpoint = format!("deployer: during export - key: {}", e.key);
+        ctx.checkpoint(&checkpoint)
             .map_err(|err| err.with_operation("Export"))?;
-        match one(ctx, e) {
+        match one(ctx, e)? {
             Ok(v) => deep_merge(&mut out, &nest(&e.key, v)),
-            Err(why) => return Ok(Err(format!("export {:?}: {why}", e.key))),
+            Err(why) => {
+                return Ok(Err(Pending::new(
+                    checkpoint,
+                    format!("export {:?}: {why}", e.key),
+                )));
+            }
         }
     }
     Ok(Ok(out))

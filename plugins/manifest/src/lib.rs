@@ -9,10 +9,12 @@
 //! `patchAfterDeployment` → `Succeeded`. Delete: policy filter, before-delete
 //! annotations/patches, deletion groups in order → empty `managedResources`.
 //! Modules: [`config`] (configuration, v1alpha1 conversion, status), [`applier`] (policies,
-//! strategies, order), [`strategies`], [`readiness`], [`exports`], [`deletion`], [`jsonpath`].
+//! strategies, order), [`strategies`], [`readiness`], [`exports`], [`deletion`], [`jsonpath`],
+//! [`cluster`] (the item's Target or a secondary Target named by `targetName`).
 //! Must not touch: status writes, the export Secret, finalizers — the host owns those.
 
 pub mod applier;
+pub mod cluster;
 pub mod config;
 pub mod deletion;
 pub mod exports;
@@ -72,15 +74,83 @@ const STEP_DONE: &str = "done";
 /// The plugin.
 pub struct ManifestDeployer;
 
-fn poll_delay(ctx: &Ctx) -> Duration {
-    ctx.remaining()
-        .map(|r| r.min(POLL).max(Duration::from_millis(10)))
-        .unwrap_or(POLL)
+/// The last poll of a wait happens this long before the progressing timeout, so a wait that
+/// is still not done ends with the timeout of its own checkpoint (as Landscaper's wait loops
+/// do: `WaitForObjectsReady`, `Export`, the deletion group) instead of at the host's check
+/// before the next call.
+const LAST_POLL_MARGIN: Duration = Duration::from_millis(100);
+
+/// True for an error of a Kubernetes call that the host cut at the invocation deadline
+/// (`ERR_TIMEOUT`): the invocation is over, so it ends the step as an error instead of
+/// becoming "not ready yet, call again".
+pub fn cut_off(e: &DeployerError) -> bool {
+    e.has_code(sdk_guest::codes::TIMEOUT)
 }
 
-fn waiting(ctx: &Ctx, status: &ProviderStatus, reason: &str, message: String) -> Response {
+/// True for an error of a read or delete that ends a wait (readiness, exports, deletion)
+/// instead of becoming "not yet, call again": a call [`cut_off`] at the deadline, a
+/// secondary Target that cannot be resolved or fails validation (`ERR_CONFIGURATION_PROBLEM`,
+/// reasons `ResolveTarget`, `ValidateTarget`, `TargetKubeconfig`), and internal problems
+/// (e.g. a host without secondary Targets). Everything else — a missing object or Target,
+/// an API error — is retried, as Landscaper's wait loops do.
+pub fn ends_wait(e: &DeployerError) -> bool {
+    use sdk_guest::codes;
+    cut_off(e)
+        || e.has_code(codes::INTERNAL_PROBLEM)
+        || (e.has_code(codes::CONFIGURATION_PROBLEM)
+            && matches!(
+                e.reason.as_str(),
+                "ResolveTarget" | "ValidateTarget" | "TargetKubeconfig"
+            ))
+}
+
+/// What a step is waiting for: the checkpoint of the wait and why it is not done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub checkpoint: String,
+    pub why: String,
+}
+
+impl Pending {
+    pub fn new(checkpoint: impl Into<String>, why: impl Into<String>) -> Self {
+        Self {
+            checkpoint: checkpoint.into(),
+            why: why.into(),
+        }
+    }
+
+    /// The progressing timeout at this wait's checkpoint.
+    pub fn timeout(&self) -> DeployerError {
+        DeployerError::progressing_timeout(&self.checkpoint)
+    }
+}
+
+/// "Not yet, call again after D" (D = the poll interval, capped so the last poll falls
+/// [`LAST_POLL_MARGIN`] before the progressing timeout). Once there is no time left for
+/// another poll, the wait ends with `timeout` (its reason kept in a condition).
+fn waiting(
+    ctx: &Ctx,
+    status: &ProviderStatus,
+    reason: &str,
+    message: String,
+    timeout: DeployerError,
+) -> Result<Response, DeployerError> {
     ctx.debug(&message);
-    Response {
+    let delay = match ctx.remaining() {
+        None => POLL,
+        Some(left) if left <= LAST_POLL_MARGIN => {
+            return Err(timeout.with_condition(ConditionReport::new(
+                "ManifestDeployer",
+                ConditionStatus::False,
+                reason,
+                message,
+            )));
+        }
+        Some(left) => (left - LAST_POLL_MARGIN)
+            .min(POLL)
+            .max(Duration::from_millis(10)),
+    };
+    Ok(Response {
         phase: Some(phase::PROGRESSING.into()),
         provider_status: Some(status.to_json()),
         conditions: vec![ConditionReport::new(
@@ -89,8 +159,17 @@ fn waiting(ctx: &Ctx, status: &ProviderStatus, reason: &str, message: String) ->
             reason,
             message,
         )],
-        retry_after: Some(poll_delay(ctx)),
+        retry_after: Some(delay),
         ..Default::default()
+    })
+}
+
+/// The timeout of a deletion group still waiting for its objects.
+fn deletion_timeout() -> DeployerError {
+    let e = DeployerError::progressing_timeout(CP_DELETE);
+    DeployerError {
+        message: format!("timeout during processing deletiongroup: {}", e.message),
+        ..e
     }
 }
 
@@ -192,12 +271,19 @@ impl ManifestDeployer {
                 step: STEP_APPLY.into(),
                 pending_patches: Vec::new(),
             });
-            return Ok(Err(waiting(
+            let timeout = DeployerError {
+                reason: "cleanupOrphanedResourcesInGroups".into(),
+                ..deletion_timeout()
+            }
+            .with_operation("ApplyObjects");
+            return waiting(
                 ctx,
                 status,
                 "DeletingOrphans",
                 "waiting for removed resources to be deleted".into(),
-            )));
+                timeout,
+            )
+            .map(Err);
         }
         status.progress = Some(Progress {
             job_id: job_id.into(),
@@ -216,15 +302,24 @@ impl ManifestDeployer {
                 DeployerError::retryable("PatchAfterDeployment", m)
                     .with_operation("ReconcileManifests")
             };
+            // The cause's unrecoverable codes (a call cut at the deadline) are kept.
+            let with_codes = |m: String, cause: DeployerError| DeployerError {
+                codes: cause.codes,
+                ..err(m)
+            };
             let r = p.resource.to_ref();
             let what = format!("{} {}", p.resource.kind, p.resource.display());
             let mut live = ctx
                 .kube_get(&r)
-                .map_err(|e| err(format!("{what}: {}", e.message)))?
+                .map_err(|e| with_codes(format!("{what}: {}", e.message), e))?
                 .ok_or_else(|| err(format!("{what} does not exist")))?;
             strategies::deep_merge(&mut live, &p.patch);
-            ctx.kube_update(&live)
-                .map_err(|e| err(format!("patching {what} after deployment: {}", e.message)))?;
+            ctx.kube_update(&live).map_err(|e| {
+                with_codes(
+                    format!("patching {what} after deployment: {}", e.message),
+                    e,
+                )
+            })?;
         }
         Ok(())
     }
@@ -282,8 +377,9 @@ impl Deployer for ManifestDeployer {
             if round.is_ok() {
                 round = readiness::custom_checks(ctx, &config.readiness.custom)?;
             }
-            if let Err(why) = round {
-                return Ok(waiting(ctx, &status, "WaitingForReadiness", why));
+            if let Err(pending) = round {
+                let timeout = readiness::timeout(pending.timeout());
+                return waiting(ctx, &status, "WaitingForReadiness", pending.why, timeout);
             }
             if let Some(p) = status.progress.as_mut() {
                 p.step = STEP_READY.into();
@@ -297,7 +393,10 @@ impl Deployer for ManifestDeployer {
                 ctx.checkpoint(CP_BEFORE_EXPORTS)?;
                 match exports::read_all(ctx, &config.exports)? {
                     Ok(values) => exports = Some(values),
-                    Err(why) => return Ok(waiting(ctx, &status, "WaitingForExports", why)),
+                    Err(pending) => {
+                        let timeout = pending.timeout().with_operation("Export");
+                        return waiting(ctx, &status, "WaitingForExports", pending.why, timeout);
+                    }
                 }
             }
             Self::patch_after_deployment(ctx, &status)?;
@@ -346,7 +445,14 @@ impl Deployer for ManifestDeployer {
         }
         let left: Vec<String> = remaining
             .iter()
-            .map(|m| format!("{} {}", m.resource.kind, m.resource.display()))
+            .map(|m| {
+                format!(
+                    "{} {}{}",
+                    m.resource.kind,
+                    m.resource.display(),
+                    m.cluster().suffix()
+                )
+            })
             .collect();
         status.managed_resources = remaining;
         let mut r = waiting(
@@ -354,7 +460,8 @@ impl Deployer for ManifestDeployer {
             &status,
             "WaitingForDeletion",
             format!("waiting for deletion of {}", left.join(", ")),
-        );
+            fail(deletion_timeout()),
+        )?;
         r.phase = Some(phase::DELETING.into());
         Ok(r)
     }

@@ -5,18 +5,19 @@
 //! "call again after D", never a sleep.
 //! Must not touch: the status.
 
+use crate::cluster::Cluster;
 use crate::config::{CustomCheck, ManagedResource, Policy, Requirement};
 use crate::jsonpath::JsonPath;
-use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS};
+use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS, Pending, ends_wait};
 use sdk_guest::{Ctx, DeployerError, ObjectRef, codes};
 use serde_json::Value;
 
-/// Result of one round: `Ok(())` ready, `Err(reason)` not (yet) ready.
-pub type Round = Result<(), String>;
+/// Result of one round: `Ok(())` ready, `Err(pending)` not (yet) ready.
+pub type Round = Result<(), Pending>;
 
 /// Maps a progressing-timeout error of a readiness checkpoint onto Landscaper's readiness
 /// timeout (operation `WaitForObjectsReady`, codes `ERR_TIMEOUT`, `ERR_FOR_INFO_ONLY`).
-fn timeout(e: DeployerError) -> DeployerError {
+pub fn timeout(e: DeployerError) -> DeployerError {
     e.with_operation("WaitForObjectsReady")
         .with_code(codes::FOR_INFO_ONLY)
 }
@@ -24,24 +25,26 @@ fn timeout(e: DeployerError) -> DeployerError {
 /// Default check over every managed object that is not `ignore`d.
 pub fn default_check(ctx: &Ctx, managed: &[ManagedResource]) -> Result<Round, DeployerError> {
     ctx.checkpoint(CP_DEFAULT_READINESS).map_err(timeout)?;
-    for m in managed.iter().filter(|m| m.policy != Policy::Ignore) {
+    // Objects a deletion group found on a secondary Target are not the item's objects.
+    for m in managed
+        .iter()
+        .filter(|m| m.policy != Policy::Ignore && m.target_name.is_none())
+    {
         let r = &m.resource;
-        ctx.checkpoint(&format!(
+        let checkpoint = format!(
             "{CP_DURING_READINESS} - resource {}/{} of type {}",
             r.namespace, r.name, r.kind
-        ))
-        .map_err(timeout)?;
+        );
+        ctx.checkpoint(&checkpoint).map_err(timeout)?;
+        let not_ready = |why: String| Ok(Err(Pending::new(checkpoint.clone(), why)));
         let obj = match ctx.kube_get(&r.to_ref()) {
             Ok(Some(o)) => o,
-            Ok(None) => return Ok(Err(format!("{} {} does not exist", r.kind, r.display()))),
-            Err(e) => return Ok(Err(format!("{} {}: {}", r.kind, r.display(), e.message))),
+            Ok(None) => return not_ready(format!("{} {} does not exist", r.kind, r.display())),
+            Err(e) if ends_wait(&e) => return Err(e),
+            Err(e) => return not_ready(format!("{} {}: {}", r.kind, r.display(), e.message)),
         };
         if let Err(why) = object_ready(&obj) {
-            return Ok(Err(format!(
-                "{} {} is not ready: {why}",
-                r.kind,
-                r.display()
-            )));
+            return not_ready(format!("{} {} is not ready: {why}", r.kind, r.display()));
         }
     }
     Ok(Ok(()))
@@ -219,6 +222,14 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
     ctx.checkpoint(CP_CUSTOM_READINESS).map_err(timeout)?;
     for c in checks.iter().filter(|c| !c.disabled) {
         ctx.checkpoint(CP_DURING_READINESS).map_err(timeout)?;
+        let cluster = Cluster::of(c.target_name.as_deref());
+        let on = cluster.suffix();
+        let not_ready = |why: String| {
+            Ok(Err(Pending::new(
+                CP_DURING_READINESS,
+                format!("check {:?}: {why}", c.name),
+            )))
+        };
         let mut objects = Vec::new();
         for r in &c.resource_selector {
             let object = ObjectRef {
@@ -227,15 +238,11 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
                 namespace: (!r.namespace.is_empty()).then(|| r.namespace.clone()),
                 name: r.name.clone(),
             };
-            match ctx.kube_get(&object) {
+            match cluster.get(ctx, &object) {
                 Ok(Some(o)) => objects.push(o),
-                Ok(None) => {
-                    return Ok(Err(format!(
-                        "check {:?}: {} {} does not exist",
-                        c.name, r.kind, r.name
-                    )));
-                }
-                Err(e) => return Ok(Err(format!("check {:?}: {}", c.name, e.message))),
+                Ok(None) => return not_ready(format!("{} {} does not exist{on}", r.kind, r.name)),
+                Err(e) if ends_wait(&e) => return Err(e),
+                Err(e) => return not_ready(e.message),
             }
         }
         if let Some(ls) = &c.label_selector {
@@ -245,27 +252,20 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(",");
-            match ctx.kube_list(&ls.api_version, &ls.kind, None, Some(&selector)) {
+            match cluster.list(ctx, &ls.api_version, &ls.kind, None, Some(&selector)) {
                 Ok(items) if items.is_empty() => {
-                    return Ok(Err(format!(
-                        "check {:?}: no {} matches {selector}",
-                        c.name, ls.kind
-                    )));
+                    return not_ready(format!("no {} matches {selector}{on}", ls.kind));
                 }
                 Ok(items) => objects.extend(items),
-                Err(e) => return Ok(Err(format!("check {:?}: {}", c.name, e.message))),
+                Err(e) if ends_wait(&e) => return Err(e),
+                Err(e) => return not_ready(e.message),
             }
         }
         for o in &objects {
             for req in &c.requirements {
                 if let Err(why) = requirement_holds(o, req) {
                     let r = crate::config::ObjectReference::of(o);
-                    return Ok(Err(format!(
-                        "check {:?}: {} {}: {why}",
-                        c.name,
-                        r.kind,
-                        r.display()
-                    )));
+                    return not_ready(format!("{} {}{on}: {why}", r.kind, r.display()));
                 }
             }
         }

@@ -94,3 +94,28 @@ async fn watch_streams_can_be_dropped_midway() {
     );
     let _ = ended;
 }
+
+#[tokio::test]
+async fn requests_for_chosen_resources_can_be_delayed() {
+    let s = server();
+    let cms: Api<ConfigMap> = Api::default_namespaced(s.client());
+    cms.create(&PostParams::default(), &cm("slow", &[]))
+        .await
+        .unwrap();
+    s.set_faults(FaultConfig {
+        response_delay: Duration::from_secs(60),
+        delayed_resources: vec!["configmaps".into()],
+        ..Default::default()
+    });
+    // A ConfigMap read hangs (here: longer than the caller waits) ...
+    let hung = tokio::time::timeout(Duration::from_millis(300), cms.get("slow")).await;
+    assert!(hung.is_err(), "the read was answered: {hung:?}");
+    // ... while other resources answer at once.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(s.client());
+    tokio::time::timeout(Duration::from_secs(5), secrets.list(&Default::default()))
+        .await
+        .expect("secrets are not delayed")
+        .unwrap();
+    s.set_faults(FaultConfig::default());
+    assert!(cms.get("slow").await.is_ok());
+}
