@@ -10,6 +10,27 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
+/// Calls the macro `$m!` with the case names of [`HookType`], in flow order — for code that
+/// maps `HookType` onto a WIT binding's enum with the same cases (the runtime and this SDK).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_hook_type {
+    ($m:ident) => {
+        $m!(
+            Start,
+            DuringResponsibilityCheck,
+            AfterResponsibilityCheck,
+            ShouldReconcile,
+            BeforeAnyReconcile,
+            BeforeAbort,
+            BeforeForceReconcile,
+            BeforeDelete,
+            BeforeReconcile,
+            End,
+        );
+    };
+}
+
 /// The points of the host's reconcile flow where hooks run, in flow order, with
 /// Landscaper's exact names (WIT `hooks.hook-type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -320,18 +320,7 @@ macro_rules! hook_type_conversions {
     };
 }
 
-hook_type_conversions!(
-    Start,
-    DuringResponsibilityCheck,
-    AfterResponsibilityCheck,
-    ShouldReconcile,
-    BeforeAnyReconcile,
-    BeforeAbort,
-    BeforeForceReconcile,
-    BeforeDelete,
-    BeforeReconcile,
-    End,
-);
+crate::for_each_hook_type!(hook_type_conversions);
 
 fn hook_error_to_wit(e: DeployerError) -> wh::DeployerError {
     let e = error_to_wit(e);

@@ -359,18 +359,7 @@ macro_rules! hook_type_conversions {
     };
 }
 
-hook_type_conversions!(
-    Start,
-    DuringResponsibilityCheck,
-    AfterResponsibilityCheck,
-    ShouldReconcile,
-    BeforeAnyReconcile,
-    BeforeAbort,
-    BeforeForceReconcile,
-    BeforeDelete,
-    BeforeReconcile,
-    End,
-);
+sdk_guest::for_each_hook_type!(hook_type_conversions);
 
 fn hook_setup_from_wit(s: wit_hooks::HookSetup) -> HookSetup {
     let mut hook_types: Vec<HookType> = s.hook_types.into_iter().map(hook_type_from_wit).collect();

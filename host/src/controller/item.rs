@@ -5,7 +5,6 @@
 //! An item that is not ours returns before any write. A 409 on any write aborts the reconcile
 //! (the item is re-read and decided again); nothing is retried blindly.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -942,20 +941,9 @@ impl ItemCtx {
         let Some(target) = target else {
             return Ok(Ok(None));
         };
-        let secret_data = match &target.spec.secret_ref {
-            None => None,
-            Some(r) => {
-                let secrets: Api<Secret> =
-                    Api::namespaced(self.deployer.client.clone(), &self.namespace);
-                secrets.get_opt(&r.name).await?.map(|s| {
-                    s.data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.0))
-                        .collect::<BTreeMap<_, _>>()
-                })
-            }
-        };
+        let secret_data =
+            super::services::secret_ref_data(&self.deployer.client, &self.namespace, &target)
+                .await?;
         let resolved = match target::resolve(&target, secret_data.as_ref()) {
             Ok(r) => r,
             Err(message) => return Ok(Err(StepError::new(operation, "ResolveTarget", message))),

@@ -143,6 +143,26 @@ impl TargetClients {
     }
 }
 
+/// The data of the Secret a Target's `secretRef` names (in `namespace`, the item's): `None`
+/// without a `secretRef` or when the Secret does not exist (resolution then says so).
+pub(crate) async fn secret_ref_data(
+    client: &Client,
+    namespace: &str,
+    target: &Target,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, kube::Error> {
+    let Some(r) = &target.spec.secret_ref else {
+        return Ok(None);
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    Ok(secrets.get_opt(&r.name).await?.map(|s| {
+        s.data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect()
+    }))
+}
+
 /// Where secondary Targets are looked up: the Landscaper cluster and the item's namespace.
 struct SecondaryTargets {
     client: Client,
@@ -222,23 +242,9 @@ impl ItemServices {
                 message: format!("secondary Target {name:?} not found in namespace {ns:?}"),
                 ..Default::default()
             })?;
-        let secret_data = match &target.spec.secret_ref {
-            None => None,
-            Some(r) => {
-                let secrets: Api<Secret> = Api::namespaced(secondary.client.clone(), ns);
-                secrets
-                    .get_opt(&r.name)
-                    .await
-                    .map_err(kube_error)?
-                    .map(|s| {
-                        s.data
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|(k, v)| (k, v.0))
-                            .collect::<BTreeMap<_, _>>()
-                    })
-            }
-        };
+        let secret_data = secret_ref_data(&secondary.client, ns, &target)
+            .await
+            .map_err(kube_error)?;
         let config_problem = |reason: &str, m: String| {
             error(
                 codes::CONFIGURATION_PROBLEM,
