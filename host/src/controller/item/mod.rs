@@ -1,6 +1,7 @@
 //! One reconcile of one DeployItem, in the contract's order: responsibility (check 1 from
 //! metadata, check 2 with target selectors), the job decision, pickup, the plugin call, and
-//! the one status write that finishes a step.
+//! the one status write that finishes a step — with the extension hooks at their points
+//! (`hooks`) and the hook-forced re-apply of finished items (`reapply`).
 //!
 //! An item that is not ours returns before any write. A 409 on any write aborts the reconcile
 //! (the item is re-read and decided again); nothing is retried blindly.
@@ -16,11 +17,17 @@ use plugin_runtime::{DeployerError, DeployerPlugin, Invocation, Response};
 use serde_json::json;
 use tracing::Instrument;
 
+mod hooks;
+mod reapply;
+
+use hooks::{Flow, action, hook_step_error, run_stage};
+use reapply::reapplicable;
+
 use super::services::ItemServices;
 use super::{Deployer, Error, exports};
 use crate::contract::status::{self, ConditionUpdate, StepError};
 use crate::contract::{JobStep, ProgressingTimeout, next_step, responsibility, target};
-use crate::hooks::{Accumulated, HookError, HookResult, HookType};
+use crate::hooks::{Accumulated, HookType};
 use crate::landscaper::{
     Context, DeployItem, FINALIZER, Phase, ResolvedTarget, Target, TransitionTimes, annotations,
     codes,
@@ -266,101 +273,6 @@ pub async fn reconcile(
     result
 }
 
-/// What the hook stages before the lock decided, carried into the step.
-struct Flow {
-    /// A reconcile nobody asked for through a new jobID: forced by `ShouldReconcile`, or
-    /// `operation: test-reconcile`.
-    forced: bool,
-    /// A hook failed before the step: recorded as the step's error.
-    hook_error: Option<HookError>,
-    acc: Accumulated,
-}
-
-/// What the plugin sees during a re-apply: the item as if a job had just started — a jobID
-/// of its own (`reapply-<time>`, never written back), phase `Init`, initTime now — so every
-/// plugin written for the job protocol reconciles from scratch instead of resuming the
-/// finished job it finds in providerStatus. The stored status is never this view.
-fn reapply_view(item: &DeployItem) -> DeployItem {
-    let mut view = item.clone();
-    let mut s = view.status();
-    let at = now();
-    s.job_id = format!("reapply-{}", jiff::Timestamp::now().as_millisecond());
-    s.phase = Phase::Init;
-    s.last_reconcile_time = Some(at.clone());
-    let times = s
-        .transition_times
-        .get_or_insert_with(TransitionTimes::default);
-    times.init_time = Some(at);
-    times.finished_time = None;
-    view.status = Some(s);
-    view
-}
-
-/// Only a settled, successful, not-deleting item is re-applied by a forced reconcile: a
-/// `Failed` item waits for Landscaper's next job, a deleting one for its delete.
-fn reapplicable(item: &DeployItem) -> bool {
-    !item.is_being_deleted() && item.status().phase == Phase::Succeeded
-}
-
-/// The Action of a reconcile: the flow's requeue (`None` = wait for a change), shortened by
-/// what the hooks asked for.
-fn action(acc: &Accumulated, flow: Option<Duration>) -> Action {
-    match acc.requeue(flow) {
-        Some(d) => Action::requeue(d.max(Duration::from_millis(10))),
-        None => Action::await_change(),
-    }
-}
-
-/// Runs one hook stage with the item and its Target object. The Target's inline `config`
-/// (it may hold credentials) is never passed to hooks.
-async fn run_stage(
-    deployer: &Deployer,
-    hook_type: HookType,
-    deploy_item_type: &str,
-    item: &DeployItem,
-    target: Option<&Target>,
-) -> Result<Option<HookResult>, HookError> {
-    deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
-    let encode = |e: serde_json::Error| HookError {
-        index: 0,
-        hook_type,
-        plugin: String::new(),
-        error: DeployerError::internal("EncodeHookInput", e.to_string()),
-    };
-    let item_json = serde_json::to_value(item).map_err(encode)?;
-    let target_json = target
-        .map(|t| {
-            let mut v = serde_json::to_value(t)?;
-            if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
-                spec.remove("config");
-            }
-            Ok(v)
-        })
-        .transpose()
-        .map_err(encode)?;
-    deployer
-        .hooks
-        .run(
-            hook_type,
-            Some(deploy_item_type),
-            Some(&item_json),
-            target_json.as_ref(),
-        )
-        .await
-}
-
-/// A hook error as the step's error (Landscaper: operation `ExecuteHooks`, reason
-/// `ExecuteReconcile`); the hook's codes decide whether the job fails (a trap carries
-/// `ERR_INTERNAL_PROBLEM`).
-fn hook_step_error(e: &HookError) -> StepError {
-    StepError {
-        operation: "ExecuteHooks".into(),
-        reason: "ExecuteReconcile".into(),
-        message: e.to_string(),
-        codes: e.error.codes.clone(),
-    }
-}
-
 struct ItemCtx {
     deployer: Arc<Deployer>,
     items: Api<DeployItem>,
@@ -556,142 +468,6 @@ impl ItemCtx {
             self.end_hooks(&item, target_obj.as_ref(), &mut acc).await;
         }
         Ok(action(&acc, flow_requeue))
-    }
-
-    /// A reconcile of a finished item forced by a `ShouldReconcile` hook (continuous
-    /// reconcile): the plugin re-applies the item as it is, outside any job. Only
-    /// `lastReconcileTime`, the error fields, providerStatus and conditions are written —
-    /// never the phase or the jobID fields (`docs/hooks.md`).
-    async fn reapply(
-        &self,
-        mut item: DeployItem,
-        target_obj: Option<Target>,
-        mut acc: Accumulated,
-    ) -> Result<Action, Error> {
-        let error = match self
-            .before_hooks(
-                HookType::BeforeForceReconcile,
-                &item,
-                target_obj.as_ref(),
-                &mut acc,
-            )
-            .await
-        {
-            Err(e) => Some(hook_step_error(&e)),
-            Ok(true) => return Ok(action(&acc, None)),
-            Ok(false) => match self.reapply_call(&mut item, target_obj.clone()).await? {
-                Ok(Some(retry_after)) => {
-                    // Not converged yet (e.g. readiness): try again soon, write nothing.
-                    return Ok(action(&acc, Some(retry_after)));
-                }
-                Ok(None) => None,
-                Err(err) => Some(err),
-            },
-        };
-        self.deployer
-            .stats
-            .reapplies
-            .fetch_add(1, Ordering::Relaxed);
-        let mut s = item.status();
-        status::record_reapply(&mut s, error.as_ref(), &now());
-        item.status = Some(s);
-        let item = self.write_status(&item).await?;
-        match &error {
-            Some(err) => {
-                tracing::warn!(error = %err, "re-apply failed");
-                self.deployer
-                    .events
-                    .warning(&item, "ReapplyFailed", err.to_string());
-            }
-            None => {
-                tracing::info!("re-applied");
-                self.deployer.events.normal(
-                    &item,
-                    "Reapplied",
-                    "re-applied by a ShouldReconcile hook (continuous reconcile)".into(),
-                );
-            }
-        }
-        self.end_hooks(&item, target_obj.as_ref(), &mut acc).await;
-        Ok(action(&acc, None))
-    }
-
-    /// The plugin call of a re-apply. `Ok(Ok(Some(d)))`: the plugin asks to be called again
-    /// after `d`; `Ok(Err(_))`: the attempt failed.
-    async fn reapply_call(
-        &self,
-        item: &mut DeployItem,
-        target_obj: Option<Target>,
-    ) -> Result<Result<Option<Duration>, StepError>, Error> {
-        let resolved = match self.resolve_target(target_obj, false).await? {
-            Ok(r) => r,
-            Err(err) => return Ok(Err(err)),
-        };
-        let context = match self.read_context(item).await? {
-            Ok(c) => c,
-            Err(err) => return Ok(Err(err.with_operation("reconcile"))),
-        };
-        let mut view = reapply_view(item);
-        let called = self
-            .call_plugin_checked(&mut view, resolved, context, Call::Reapply)
-            .await;
-        let mut s = item.status();
-        s.conditions = view.status().conditions;
-        item.status = Some(s);
-        let response = match called {
-            Ok(r) => r,
-            Err(err) => return Ok(Err(err)),
-        };
-        if let Some(after) = response.retry_after {
-            return Ok(Ok(Some(after)));
-        }
-        let mut s = item.status();
-        if let Some(ps) = &response.provider_status {
-            s.provider_status = Some(ps.clone());
-        }
-        apply_conditions(&mut s, &response.conditions, &now());
-        item.status = Some(s);
-        Ok(Ok(None))
-    }
-
-    /// `BeforeAnyReconcile`, then `kind`. `Ok(true)`: the hooks stopped the reconcile.
-    async fn before_hooks(
-        &self,
-        kind: HookType,
-        item: &DeployItem,
-        target: Option<&Target>,
-        acc: &mut Accumulated,
-    ) -> Result<bool, HookError> {
-        let hooks = &self.deployer.hooks;
-        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
-        for t in [HookType::BeforeAnyReconcile, kind] {
-            if hooks.has(Some(&item_type), t) {
-                acc.add(run_stage(&self.deployer, t, &item_type, item, target).await?);
-                if acc.aborted() {
-                    tracing::info!(hook_type = %t, "reconcile stopped by an extension hook");
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    }
-
-    /// `End` hooks, after the step's status write. Nothing is left to stop or record in the
-    /// job, so an error is reported as an Event and in the log.
-    async fn end_hooks(&self, item: &DeployItem, target: Option<&Target>, acc: &mut Accumulated) {
-        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
-        if !self.deployer.hooks.has(Some(&item_type), HookType::End) {
-            return;
-        }
-        match run_stage(&self.deployer, HookType::End, &item_type, item, target).await {
-            Ok(r) => acc.add(r),
-            Err(e) => {
-                tracing::warn!(error = %e, "End hook failed");
-                self.deployer
-                    .events
-                    .warning(item, "ExtensionHookFailed", e.to_string());
-            }
-        }
     }
 
     /// Whether the host is about to end this job for its progressing timeout (the same check

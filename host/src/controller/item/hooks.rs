@@ -1,0 +1,135 @@
+//! The hook points of one reconcile: running a stage with the item and its Target object,
+//! the Before* and End stages of a step, and turning hook outcomes into the reconcile's
+//! Action or the step's error (`docs/hooks.md`).
+//!
+//! Owns: what a hook sees (never the Target's inline kubeconfig) and how its error is
+//! recorded. Must not touch: which hooks run where (`crate::hooks::HookSet`) or the
+//! aggregation rules (`crate::hooks::aggregate`).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use plugin_runtime::DeployerError;
+
+use super::ItemCtx;
+use crate::contract::status::StepError;
+use crate::controller::Deployer;
+use crate::hooks::{Accumulated, HookError, HookResult, HookType};
+use crate::landscaper::{DeployItem, Target};
+
+/// What the hook stages before the lock decided, carried into the step.
+pub(super) struct Flow {
+    /// A reconcile nobody asked for through a new jobID: forced by `ShouldReconcile`, or
+    /// `operation: test-reconcile`.
+    pub(super) forced: bool,
+    /// A hook failed before the step: recorded as the step's error.
+    pub(super) hook_error: Option<HookError>,
+    pub(super) acc: Accumulated,
+}
+
+/// The Action of a reconcile: the flow's requeue (`None` = wait for a change), shortened by
+/// what the hooks asked for.
+pub(super) fn action(acc: &Accumulated, flow: Option<Duration>) -> Action {
+    match acc.requeue(flow) {
+        Some(d) => Action::requeue(d.max(Duration::from_millis(10))),
+        None => Action::await_change(),
+    }
+}
+
+/// Runs one hook stage with the item and its Target object. The Target's inline `config`
+/// (it may hold credentials) is never passed to hooks.
+pub(super) async fn run_stage(
+    deployer: &Deployer,
+    hook_type: HookType,
+    deploy_item_type: &str,
+    item: &DeployItem,
+    target: Option<&Target>,
+) -> Result<Option<HookResult>, HookError> {
+    deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
+    let encode = |e: serde_json::Error| HookError {
+        index: 0,
+        hook_type,
+        plugin: String::new(),
+        error: DeployerError::internal("EncodeHookInput", e.to_string()),
+    };
+    let item_json = serde_json::to_value(item).map_err(encode)?;
+    let target_json = target
+        .map(|t| {
+            let mut v = serde_json::to_value(t)?;
+            if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                spec.remove("config");
+            }
+            Ok(v)
+        })
+        .transpose()
+        .map_err(encode)?;
+    deployer
+        .hooks
+        .run(
+            hook_type,
+            Some(deploy_item_type),
+            Some(&item_json),
+            target_json.as_ref(),
+        )
+        .await
+}
+
+/// A hook error as the step's error (Landscaper: operation `ExecuteHooks`, reason
+/// `ExecuteReconcile`); the hook's codes decide whether the job fails (a trap carries
+/// `ERR_INTERNAL_PROBLEM`).
+pub(super) fn hook_step_error(e: &HookError) -> StepError {
+    StepError {
+        operation: "ExecuteHooks".into(),
+        reason: "ExecuteReconcile".into(),
+        message: e.to_string(),
+        codes: e.error.codes.clone(),
+    }
+}
+
+impl ItemCtx {
+    /// `BeforeAnyReconcile`, then `kind`. `Ok(true)`: the hooks stopped the reconcile.
+    pub(super) async fn before_hooks(
+        &self,
+        kind: HookType,
+        item: &DeployItem,
+        target: Option<&Target>,
+        acc: &mut Accumulated,
+    ) -> Result<bool, HookError> {
+        let hooks = &self.deployer.hooks;
+        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
+        for t in [HookType::BeforeAnyReconcile, kind] {
+            if hooks.has(Some(&item_type), t) {
+                acc.add(run_stage(&self.deployer, t, &item_type, item, target).await?);
+                if acc.aborted() {
+                    tracing::info!(hook_type = %t, "reconcile stopped by an extension hook");
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// `End` hooks, after the step's status write. Nothing is left to stop or record in the
+    /// job, so an error is reported as an Event and in the log.
+    pub(super) async fn end_hooks(
+        &self,
+        item: &DeployItem,
+        target: Option<&Target>,
+        acc: &mut Accumulated,
+    ) {
+        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
+        if !self.deployer.hooks.has(Some(&item_type), HookType::End) {
+            return;
+        }
+        match run_stage(&self.deployer, HookType::End, &item_type, item, target).await {
+            Ok(r) => acc.add(r),
+            Err(e) => {
+                tracing::warn!(error = %e, "End hook failed");
+                self.deployer
+                    .events
+                    .warning(item, "ExtensionHookFailed", e.to_string());
+            }
+        }
+    }
+}
