@@ -110,6 +110,9 @@ fn contains_run(haystack: &[HookType], needle: &[HookType]) -> bool {
 async fn given_hooks_with_no_opinion_then_every_type_runs_at_its_point_in_flow_order() {
     let h = harness().await;
     h.create_item(&hooked_item("plain", json!({}))).await;
+    // A mock item: its type is not in the registration, so no hook ever sees it.
+    h.create_item(&support::mock_item("unhooked")).await;
+    h.wait_finished("default", "unhooked").await;
     let item = h.wait_finished("default", "plain").await;
     assert_eq!(item.status().phase, Phase::Succeeded);
     assert_eq!(calls_of_provider(&item), 1);
@@ -132,6 +135,10 @@ async fn given_hooks_with_no_opinion_then_every_type_runs_at_its_point_in_flow_o
     for never in [BeforeAbort, BeforeForceReconcile, BeforeDelete] {
         assert!(!types.contains(&never), "{never} must not run: {types:?}");
     }
+    assert!(
+        h.hook_calls_for("unhooked").is_empty(),
+        "hooks run only for their types"
+    );
     // Hooks see the item and its Target object, but never the Target's credentials.
     let call = h.hook_calls_for("plain").pop().unwrap();
     let target = call.target.expect("the Target object");

@@ -584,3 +584,71 @@ async fn a_plugin_built_against_wit_1_0_runs_on_this_host() {
         assert_eq!(a, b, "config {config}");
     }
 }
+
+/// A component may export `deployer`, `hooks` or both; the runtime finds out at load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_export_a_deployer_hooks_or_both() {
+    use plugin_runtime::{HookInput, HookPlugin, HookType};
+    let rt = PluginRuntime::new(shared_cache(RuntimeConfig::default())).unwrap();
+    let load = |sub: &'static str, name: &'static str| {
+        let rt = rt.clone();
+        async move {
+            let bytes = std::fs::read(component(sub, name)).unwrap();
+            rt.load_bytes(name, &bytes).await.unwrap()
+        }
+    };
+    let mock = load("plugins", "mock").await;
+    assert!(mock.exports_deployer() && mock.hook_setup().is_none());
+
+    let hook_only = load("plugins", "continuous-reconcile").await;
+    assert!(!hook_only.exports_deployer());
+    assert_eq!(
+        hook_only.hook_setup().unwrap().hook_types,
+        vec![HookType::ShouldReconcile]
+    );
+    assert!(hook_only.description().deploy_item_types.is_empty());
+
+    let both = load("test-plugins", "test-hooks").await;
+    assert!(both.exports_deployer());
+    assert_eq!(
+        both.hook_setup().unwrap().hook_types,
+        HookType::ALL.to_vec()
+    );
+    // The hook runs in its own instance and answers; Start has no item, so no opinion.
+    let answer = both
+        .run_hook(HookInput {
+            hook_type: HookType::Start,
+            deploy_item: None,
+            target: None,
+        })
+        .await;
+    assert_eq!(answer, Ok(None));
+    // A scripted trap is this call's ERR_INTERNAL_PROBLEM, named after the hook type.
+    let item = json!({"metadata": {"name": "x", "annotations": {
+        "hooks.test.wasm-deployer.dev/script": "{\"End\": \"trap\"}"}}});
+    let err = both
+        .run_hook(HookInput {
+            hook_type: HookType::End,
+            deploy_item: Some(item),
+            target: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(err.has_code(codes::INTERNAL_PROBLEM), "{err:?}");
+    assert_eq!(err.operation, "End");
+    assert!(err.message.contains("trapped"), "{}", err.message);
+    // A hook-only component is never a deployer of the registry.
+    let registry = PluginRegistry::with_hooks(
+        vec![mock as Arc<dyn DeployerPlugin>],
+        vec![
+            hook_only as Arc<dyn HookPlugin>,
+            both as Arc<dyn HookPlugin>,
+        ],
+    )
+    .unwrap();
+    assert!(registry.hook("continuous-reconcile").is_some());
+    assert_eq!(
+        registry.deploy_item_types(),
+        vec!["landscaper.gardener.cloud/mock"]
+    );
+}
