@@ -289,6 +289,16 @@ struct StepOutcome {
     released: bool,
 }
 
+impl StepOutcome {
+    fn failed(err: StepError) -> Self {
+        StepOutcome {
+            error: Some(err),
+            retry_after: None,
+            released: false,
+        }
+    }
+}
+
 impl ItemCtx {
     async fn run_step(
         &self,
@@ -402,17 +412,9 @@ impl ItemCtx {
         };
 
         let outcome = match early_error {
-            Some(err) => StepOutcome {
-                error: Some(err),
-                retry_after: None,
-                released: false,
-            },
+            Some(err) => StepOutcome::failed(err),
             None => match self.resolve_target(target_obj.clone(), deleting).await? {
-                Err(err) => StepOutcome {
-                    error: Some(err),
-                    retry_after: None,
-                    released: false,
-                },
+                Err(err) => StepOutcome::failed(err),
                 Ok(resolved) => {
                     if deleting {
                         self.delete_path(&mut item, resolved).await?
@@ -510,19 +512,12 @@ impl ItemCtx {
         item: &mut DeployItem,
         resolved: Option<ResolvedTarget>,
     ) -> Result<StepOutcome, Error> {
-        let fail = |err: StepError| {
-            Ok(StepOutcome {
-                error: Some(err),
-                retry_after: None,
-                released: false,
-            })
-        };
         if !item.has_finalizer(FINALIZER) {
             *item = self.add_finalizer(item).await?;
         }
         let context = match self.read_context(item).await? {
             Ok(c) => c,
-            Err(err) => return fail(err.with_operation("reconcile")),
+            Err(err) => return Ok(StepOutcome::failed(err.with_operation("reconcile"))),
         };
         let config_missing = match &item.spec.config {
             None | Some(serde_json::Value::Null) => true,
@@ -530,21 +525,21 @@ impl ItemCtx {
             Some(_) => false,
         };
         if config_missing {
-            return fail(
+            return Ok(StepOutcome::failed(
                 StepError::new(
                     "reconcile",
                     "ProviderConfigurationMissing",
                     "provider configuration missing",
                 )
                 .with_code(codes::CONFIGURATION_PROBLEM),
-            );
+            ));
         }
         let response = match self
             .call_plugin_checked(item, resolved, context, Call::Reconcile)
             .await
         {
             Ok(r) => r,
-            Err(err) => return fail(err),
+            Err(err) => return Ok(StepOutcome::failed(err)),
         };
         let mut s = item.status();
         let retry_after = response.retry_after;
@@ -562,11 +557,11 @@ impl ItemCtx {
                     item.status = Some(s);
                 }
                 Err(e) => {
-                    return fail(StepError::new(
+                    return Ok(StepOutcome::failed(StepError::new(
                         "reconcile",
                         "CreateOrUpdateExport",
                         e.to_string(),
-                    ));
+                    )));
                 }
             }
         }
@@ -583,26 +578,19 @@ impl ItemCtx {
         item: &mut DeployItem,
         resolved: Option<ResolvedTarget>,
     ) -> Result<StepOutcome, Error> {
-        let fail = |err: StepError| {
-            Ok(StepOutcome {
-                error: Some(err),
-                retry_after: None,
-                released: false,
-            })
-        };
         let without_uninstall =
             item.annotation(annotations::DELETE_WITHOUT_UNINSTALL) == Some("true");
         if !without_uninstall {
             let context = match self.read_context(item).await? {
                 Ok(c) => c,
-                Err(err) => return fail(err.with_operation("delete")),
+                Err(err) => return Ok(StepOutcome::failed(err.with_operation("delete"))),
             };
             let response = match self
                 .call_plugin_checked(item, resolved, context, Call::Delete)
                 .await
             {
                 Ok(r) => r,
-                Err(err) => return fail(err),
+                Err(err) => return Ok(StepOutcome::failed(err)),
             };
             let mut s = item.status();
             apply_response(&mut s, &response, &now());
@@ -619,7 +607,11 @@ impl ItemCtx {
             }
             item.status = Some(s);
             if let Err(e) = exports::delete(&self.deployer.client, item).await {
-                return fail(StepError::new("delete", "DeleteExport", e.to_string()));
+                return Ok(StepOutcome::failed(StepError::new(
+                    "delete",
+                    "DeleteExport",
+                    e.to_string(),
+                )));
             }
         }
         if item.has_finalizer(FINALIZER) {
