@@ -230,7 +230,6 @@ impl Parser<'_> {
     /// A dotted field name; `\.` escapes a dot.
     fn name(&mut self) -> Result<String, String> {
         let mut out = String::new();
-        let start = self.pos;
         while let Some(c) = self.peek() {
             match c {
                 b'\\' => {
@@ -253,8 +252,22 @@ impl Parser<'_> {
                 }
             }
         }
-        let _ = start;
         Ok(out)
+    }
+
+    /// A string in `q` quotes, the opening quote at the current position.
+    fn quoted(&mut self, q: u8, what: &str) -> Result<String, String> {
+        self.pos += 1;
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c != q) {
+            self.pos += 1;
+        }
+        if self.peek().is_none() {
+            return self.err(what);
+        }
+        let s = self.src[start..self.pos].to_string();
+        self.pos += 1;
+        Ok(s)
     }
 
     fn bracket(&mut self) -> Result<Step, String> {
@@ -263,19 +276,7 @@ impl Parser<'_> {
                 self.pos += 1;
                 Step::Wildcard
             }
-            Some(q @ (b'\'' | b'"')) => {
-                self.pos += 1;
-                let start = self.pos;
-                while self.peek().is_some_and(|c| c != q) {
-                    self.pos += 1;
-                }
-                if self.peek().is_none() {
-                    return self.err("unterminated quoted name");
-                }
-                let name = self.src[start..self.pos].to_string();
-                self.pos += 1;
-                Step::Field(name)
-            }
+            Some(q @ (b'\'' | b'"')) => Step::Field(self.quoted(q, "unterminated quoted name")?),
             Some(b'?') => {
                 self.pos += 1;
                 if self.peek() != Some(b'(') {
@@ -354,19 +355,9 @@ impl Parser<'_> {
 
     fn literal(&mut self) -> Result<Value, String> {
         match self.peek() {
-            Some(q @ (b'\'' | b'"')) => {
-                self.pos += 1;
-                let start = self.pos;
-                while self.peek().is_some_and(|c| c != q) {
-                    self.pos += 1;
-                }
-                if self.peek().is_none() {
-                    return self.err("unterminated string literal");
-                }
-                let s = self.src[start..self.pos].to_string();
-                self.pos += 1;
-                Ok(Value::String(s))
-            }
+            Some(q @ (b'\'' | b'"')) => Ok(Value::String(
+                self.quoted(q, "unterminated string literal")?,
+            )),
             _ => {
                 let start = self.pos;
                 while self.peek().is_some_and(|c| c != b')' && c != b' ') {
@@ -426,6 +417,15 @@ mod tests {
             vec![json!("Ready")]
         );
         assert_eq!(eval(".status.conditions[?(@.n)].n", &v).len(), 2);
+    }
+
+    #[test]
+    fn quoted_names_address_keys_with_dots() {
+        let v = json!({"data": {"a.b": 1, "c": 2}});
+        assert_eq!(eval(".data['a.b']", &v), vec![json!(1)]);
+        assert_eq!(eval(r#".data["c"]"#, &v), vec![json!(2)]);
+        let e = JsonPath::parse(".data['a.b").unwrap_err();
+        assert!(e.contains("unterminated quoted name"), "{e}");
     }
 
     #[test]
