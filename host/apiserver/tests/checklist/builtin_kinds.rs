@@ -8,16 +8,22 @@ async fn post(s: &ApiServer, path: &str, body: Value) -> (u16, Value) {
     raw(s, "POST", path, Some("application/json"), &body.to_string()).await
 }
 
+/// POSTs `body` and expects 422 Invalid; returns the Status.
+async fn rejected(s: &ApiServer, path: &str, body: Value) -> Value {
+    let (code, st) = post(s, path, body.clone()).await;
+    assert_eq!(code, 422, "{path} {body}: {st}");
+    st
+}
+
 #[tokio::test]
 async fn names_are_rfc1123_subdomains_or_labels_per_kind() {
     let s = server();
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/configmaps",
         json!({"metadata": {"name": "Bad_Name"}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
@@ -32,13 +38,12 @@ async fn names_are_rfc1123_subdomains_or_labels_per_kind() {
     )
     .await;
     assert_eq!(code, 201);
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces",
         json!({"metadata": {"name": "a.b"}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert!(
         st["message"]
             .as_str()
@@ -47,13 +52,12 @@ async fn names_are_rfc1123_subdomains_or_labels_per_kind() {
         "{st}"
     );
     // Services: DNS-1035 labels (must start with a letter)
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/services",
         json!({"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert!(
         st["message"]
             .as_str()
@@ -62,13 +66,12 @@ async fn names_are_rfc1123_subdomains_or_labels_per_kind() {
         "{st}"
     );
     let long = "a".repeat(254);
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/configmaps",
         json!({"metadata": {"name": long}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert!(
         st["message"]
             .as_str()
@@ -103,13 +106,12 @@ async fn generate_name_appends_five_lowercase_alphanumerics() {
         names.insert(n);
     }
     assert_eq!(names.len(), 20);
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/configmaps",
         json!({"metadata": {}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "ConfigMap \"\" is invalid: metadata.name: Required value: name or generateName is required"
@@ -188,13 +190,12 @@ async fn config_map_data_must_be_strings() {
             .unwrap()
             .contains("cannot unmarshal bool into Go struct field ConfigMap.data of type string")
     );
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/configmaps",
         json!({"metadata": {"name": "k"}, "data": {"a b": "1"}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert_eq!(st["details"]["causes"][0]["field"], "data[a b]");
 }
 
@@ -383,16 +384,14 @@ async fn invalid_built_ins_get_422_with_causes() {
     );
     let mut d = deployment("web");
     d["spec"].as_object_mut().unwrap().remove("selector");
-    let (code, st) = post(&s, "/apis/apps/v1/namespaces/default/deployments", d).await;
-    assert_eq!(code, 422);
+    let st = rejected(&s, "/apis/apps/v1/namespaces/default/deployments", d).await;
     assert_eq!(
         st["message"],
         "Deployment.apps \"web\" is invalid: spec.selector: Required value"
     );
     let mut d = deployment("web");
     d["spec"]["replicas"] = json!(-1);
-    let (code, st) = post(&s, "/apis/apps/v1/namespaces/default/deployments", d).await;
-    assert_eq!(code, 422);
+    let st = rejected(&s, "/apis/apps/v1/namespaces/default/deployments", d).await;
     assert_eq!(
         st["message"],
         "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
@@ -400,8 +399,7 @@ async fn invalid_built_ins_get_422_with_causes() {
     // a Job's pod template needs OnFailure or Never
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
         "spec": {"template": {"spec": {"containers": [{"name": "j", "image": "busybox:1"}]}}}});
-    let (code, st) = post(&s, "/apis/batch/v1/namespaces/default/jobs", job).await;
-    assert_eq!(code, 422);
+    let st = rejected(&s, "/apis/batch/v1/namespaces/default/jobs", job).await;
     assert_eq!(
         st["message"],
         "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""
@@ -411,37 +409,34 @@ async fn invalid_built_ins_get_422_with_causes() {
         "FieldValueNotSupported"
     );
     // Services
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/services",
         json!({
         "metadata": {"name": "svc"}, "spec": {"type": "Magic", "ports": [{"port": 70000}]}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "Service \"svc\" is invalid: [spec.type: Unsupported value: \"Magic\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\", spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive]"
     );
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/services",
         json!({"metadata": {"name": "svc"}, "spec": {}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "Service \"svc\" is invalid: spec.ports: Required value"
     );
     // a Pod without containers
-    let (code, st) = post(
+    let st = rejected(
         &s,
         "/api/v1/namespaces/default/pods",
         json!({"metadata": {"name": "p"}, "spec": {}}),
     )
     .await;
-    assert_eq!(code, 422);
     assert_eq!(
         st["message"],
         "Pod \"p\" is invalid: spec.containers: Required value"
