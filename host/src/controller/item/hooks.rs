@@ -6,11 +6,13 @@
 //! recorded. Must not touch: which hooks run where (`crate::hooks::HookSet`) or the
 //! aggregation rules (`crate::hooks::aggregate`).
 
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
 use plugin_runtime::DeployerError;
+use serde_json::Value;
 
 use super::ItemCtx;
 use crate::contract::status::StepError;
@@ -37,39 +39,63 @@ pub(super) fn action(acc: &Accumulated, flow: Option<Duration>) -> Action {
     }
 }
 
-/// Runs one hook stage with the item and its Target object. The Target's inline `config`
-/// (it may hold credentials) is never passed to hooks.
+/// What hooks see of one version of an item: the item and its Target object as JSON,
+/// encoded once on first use and shared by every stage run on that version. The Target's
+/// inline `config` (it may hold credentials) is never passed to hooks.
+pub(super) struct HookView<'a> {
+    item: &'a DeployItem,
+    target: Option<&'a Target>,
+    json: OnceLock<Result<(Value, Option<Value>), String>>,
+}
+
+impl<'a> HookView<'a> {
+    pub(super) fn new(item: &'a DeployItem, target: Option<&'a Target>) -> Self {
+        HookView {
+            item,
+            target,
+            json: OnceLock::new(),
+        }
+    }
+
+    fn json(&self) -> &Result<(Value, Option<Value>), String> {
+        self.json.get_or_init(|| {
+            let item = serde_json::to_value(self.item).map_err(|e| e.to_string())?;
+            let target = self
+                .target
+                .map(|t| {
+                    let mut v = serde_json::to_value(t)?;
+                    if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                        spec.remove("config");
+                    }
+                    Ok::<_, serde_json::Error>(v)
+                })
+                .transpose()
+                .map_err(|e| e.to_string())?;
+            Ok((item, target))
+        })
+    }
+}
+
+/// Runs one hook stage for an item of `deploy_item_type`.
 pub(super) async fn run_stage(
     deployer: &Deployer,
     hook_type: HookType,
     deploy_item_type: &str,
-    item: &DeployItem,
-    target: Option<&Target>,
+    view: &HookView<'_>,
 ) -> Result<Option<HookResult>, HookError> {
     deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
-    let encode = |e: serde_json::Error| HookError {
+    let (item_json, target_json) = view.json().as_ref().map_err(|e| HookError {
         index: 0,
         hook_type,
         plugin: String::new(),
-        error: DeployerError::internal("EncodeHookInput", e.to_string()),
-    };
-    let item_json = serde_json::to_value(item).map_err(encode)?;
-    let target_json = target
-        .map(|t| {
-            let mut v = serde_json::to_value(t)?;
-            if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
-                spec.remove("config");
-            }
-            Ok(v)
-        })
-        .transpose()
-        .map_err(encode)?;
+        error: DeployerError::internal("EncodeHookInput", e.clone()),
+    })?;
     deployer
         .hooks
         .run(
             hook_type,
             Some(deploy_item_type),
-            Some(&item_json),
+            Some(item_json),
             target_json.as_ref(),
         )
         .await
@@ -97,10 +123,11 @@ impl ItemCtx {
         acc: &mut Accumulated,
     ) -> Result<bool, HookError> {
         let hooks = &self.deployer.hooks;
-        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
+        let item_type = &self.deploy_item_type;
+        let view = HookView::new(item, target);
         for t in [HookType::BeforeAnyReconcile, kind] {
-            if hooks.has(Some(&item_type), t) {
-                acc.add(run_stage(&self.deployer, t, &item_type, item, target).await?);
+            if hooks.has(Some(item_type), t) {
+                acc.add(run_stage(&self.deployer, t, item_type, &view).await?);
                 if acc.aborted() {
                     tracing::info!(hook_type = %t, "reconcile stopped by an extension hook");
                     return Ok(true);
@@ -118,11 +145,12 @@ impl ItemCtx {
         target: Option<&Target>,
         acc: &mut Accumulated,
     ) {
-        let item_type = crate::contract::responsibility::route_from_item(item).deploy_item_type;
-        if !self.deployer.hooks.has(Some(&item_type), HookType::End) {
+        let item_type = &self.deploy_item_type;
+        if !self.deployer.hooks.has(Some(item_type), HookType::End) {
             return;
         }
-        match run_stage(&self.deployer, HookType::End, &item_type, item, target).await {
+        let view = HookView::new(item, target);
+        match run_stage(&self.deployer, HookType::End, item_type, &view).await {
             Ok(r) => acc.add(r),
             Err(e) => {
                 tracing::warn!(error = %e, "End hook failed");

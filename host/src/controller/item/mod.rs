@@ -20,7 +20,7 @@ use tracing::Instrument;
 mod hooks;
 mod reapply;
 
-use hooks::{Flow, action, hook_step_error, run_stage};
+use hooks::{Flow, HookView, action, hook_step_error, run_stage};
 use reapply::reapplicable;
 
 use super::services::ItemServices;
@@ -126,13 +126,13 @@ pub async fn reconcile(
     // Hooks around the responsibility and "needs work" decisions. A hook error ends the
     // hook stages; it is recorded on the item if there is a job to record it in.
     let mut hook_error = None;
+    let view = HookView::new(&item, target_obj.as_ref());
     if during_hooks {
         match run_stage(
             deployer,
             HookType::DuringResponsibilityCheck,
             &route.deploy_item_type,
-            &item,
-            target_obj.as_ref(),
+            &view,
         )
         .await
         {
@@ -158,8 +158,7 @@ pub async fn reconcile(
             deployer,
             HookType::AfterResponsibilityCheck,
             &route.deploy_item_type,
-            &item,
-            target_obj.as_ref(),
+            &view,
         )
         .await
         {
@@ -179,8 +178,7 @@ pub async fn reconcile(
             deployer,
             HookType::ShouldReconcile,
             &route.deploy_item_type,
-            &item,
-            target_obj.as_ref(),
+            &view,
         )
         .await
         {
@@ -249,6 +247,7 @@ pub async fn reconcile(
         deployer: deployer.clone(),
         items,
         plugin,
+        deploy_item_type: route.deploy_item_type.clone(),
         namespace,
         name,
     };
@@ -277,6 +276,9 @@ struct ItemCtx {
     deployer: Arc<Deployer>,
     items: Api<DeployItem>,
     plugin: Arc<dyn DeployerPlugin>,
+    /// The type responsibility was decided on (annotation, else `spec.type`); hooks are
+    /// chosen by it at every stage.
+    deploy_item_type: String,
     namespace: String,
     name: String,
 }
