@@ -16,7 +16,7 @@ use std::time::Duration;
 #[macro_export]
 macro_rules! for_each_hook_type {
     ($m:ident) => {
-        $m!(
+        $m! {
             Start,
             DuringResponsibilityCheck,
             AfterResponsibilityCheck,
@@ -27,7 +27,7 @@ macro_rules! for_each_hook_type {
             BeforeDelete,
             BeforeReconcile,
             End,
-        );
+        }
     };
 }
 
@@ -59,33 +59,23 @@ pub enum HookType {
 
 impl HookType {
     /// Every hook type, in flow order.
-    pub const ALL: [HookType; 10] = [
-        HookType::Start,
-        HookType::DuringResponsibilityCheck,
-        HookType::AfterResponsibilityCheck,
-        HookType::ShouldReconcile,
-        HookType::BeforeAnyReconcile,
-        HookType::BeforeAbort,
-        HookType::BeforeForceReconcile,
-        HookType::BeforeDelete,
-        HookType::BeforeReconcile,
-        HookType::End,
-    ];
-
-    /// The exact string Landscaper uses (`Start`, `ShouldReconcile`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookType::Start => "Start",
-            HookType::DuringResponsibilityCheck => "DuringResponsibilityCheck",
-            HookType::AfterResponsibilityCheck => "AfterResponsibilityCheck",
-            HookType::ShouldReconcile => "ShouldReconcile",
-            HookType::BeforeAnyReconcile => "BeforeAnyReconcile",
-            HookType::BeforeAbort => "BeforeAbort",
-            HookType::BeforeForceReconcile => "BeforeForceReconcile",
-            HookType::BeforeDelete => "BeforeDelete",
-            HookType::BeforeReconcile => "BeforeReconcile",
-            HookType::End => "End",
+    pub const ALL: [HookType; 10] = {
+        macro_rules! all {
+            ($($case:ident),* $(,)?) => { [$(HookType::$case),*] };
         }
+        for_each_hook_type!(all)
+    };
+
+    /// The exact string Landscaper uses (`Start`, `ShouldReconcile`, ...): the case name.
+    pub fn as_str(self) -> &'static str {
+        macro_rules! names {
+            ($($case:ident),* $(,)?) => {
+                match self {
+                    $(HookType::$case => stringify!($case),)*
+                }
+            };
+        }
+        for_each_hook_type!(names)
     }
 
     /// Parses Landscaper's string; `None` for anything else.
