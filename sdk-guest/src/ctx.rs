@@ -150,7 +150,7 @@ impl<'a> Ctx<'a> {
 
     /// Wall clock as RFC 3339 (UTC, seconds precision), e.g. `2026-01-01T00:00:00Z`.
     pub fn now_rfc3339(&self) -> String {
-        crate::time::format_rfc3339(self.now_unix_millis())
+        crate::format_rfc3339(self.now_unix_millis())
     }
 
     /// Monotonic clock in nanoseconds.

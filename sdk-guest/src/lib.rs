@@ -6,14 +6,15 @@
 //! natively, the same code runs in-process (the plugin runtime's `NativePlugin`), which the
 //! host uses for benchmarks and differential tests.
 //!
-//! Owns: the plain data model shared by plugins, the runtime and the host ([`Invocation`],
-//! [`Response`], [`DeployerError`], ...), typed Landscaper models ([`DeployItem`],
-//! [`Target`], [`Context`]), the capability handle [`Ctx`], and the WIT glue (wasm32 only).
+//! Owns: the traits a plugin implements ([`Deployer`], [`Hooks`]), the capability handle
+//! [`Ctx`], and the WIT glue (wasm32 only). The data — [`Invocation`], [`Response`],
+//! [`DeployerError`], [`DeployItem`], [`Target`], [`Context`], ... — is the shared model
+//! crate `landscaper-model`, re-exported here so a plugin depends on this crate alone.
 //! Must not touch: Kubernetes status writes, timestamps, finalizers or export Secrets — the
 //! host owns those; a plugin only *returns* data.
 //!
-//! Natively this crate depends on nothing but `serde`/`serde_json`; `wit-bindgen` is only
-//! pulled in for `wasm32`.
+//! Natively this crate depends on the model and serde only; `wit-bindgen` is only pulled in
+//! for `wasm32`.
 //!
 //! # Example
 //!
@@ -72,7 +73,7 @@
 //! });
 //! let host = sdk_guest::NullHost;
 //! let out = Hello::reconcile(&Ctx::native(&host), Invocation::for_item(item)).unwrap();
-//! assert_eq!(out.phase.as_deref(), Some("Succeeded"));
+//! assert_eq!(out.phase, Some(sdk_guest::Phase::Succeeded));
 //!
 //! let broken = serde_json::json!({ "spec": { "type": "example.dev/hello", "config": { "kind": 1 } } });
 //! let err = Hello::reconcile(&Ctx::native(&host), Invocation::for_item(broken)).unwrap_err();
@@ -85,23 +86,19 @@ extern crate self as sdk_guest;
 
 mod ctx;
 mod hooks;
-mod k8s;
-mod model;
-mod time;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
 pub use ctx::{Ctx, NativeHost, NullHost};
-pub use hooks::{HookInput, HookResult, HookSetup, HookType, Hooks};
-pub use k8s::{
-    Context, DeployItem, DeployItemSpec, DeployItemStatus, ObjectMeta, ObjectReference, Target,
-    TargetSpec,
+pub use hooks::Hooks;
+/// The shared data model (`landscaper-model`), so plugins need no other dependency.
+pub use landscaper_model::{
+    self as model, ConditionReport, ConditionStatus, Context, DeployItem, DeployItemSpec,
+    DeployItemStatus, DeployerError, Description, HookInput, HookResult, HookSetup, HookType,
+    Invocation, KubeOp, LogLevel, ObjectMeta, ObjectRef, ObjectReference, PatchType, Phase,
+    ResolvedTarget, ResourceInfo, Response, Target, TargetSpec, codes, decode_at,
+    for_each_hook_type, format_rfc3339, plugin::phase,
 };
-pub use model::{
-    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
-    ObjectRef, PatchType, ResolvedTarget, ResourceInfo, Response, codes, decode_at, phase,
-};
-pub use time::format_rfc3339;
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
 pub const WIT_VERSION: &str = "1.1.0";

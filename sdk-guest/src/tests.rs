@@ -86,12 +86,15 @@ fn for_item_takes_provider_status_and_phase() {
         "spec": {"type": "t"},
         "status": {"phase": "Init", "providerStatus": {"apiVersion": "a/v1", "kind": "S"}}
     }));
-    assert_eq!(inv.current_phase(), "Init");
+    assert_eq!(inv.current_phase(), Phase::Init);
     assert_eq!(
         inv.previous_provider_status,
         Some(json!({"apiVersion": "a/v1", "kind": "S"}))
     );
-    assert_eq!(Invocation::for_item(json!({})).current_phase(), "");
+    assert_eq!(
+        Invocation::for_item(json!({})).current_phase(),
+        Phase::Empty
+    );
 }
 
 #[test]
@@ -102,19 +105,20 @@ fn typed_models_roundtrip_and_keep_unknown_fields() {
         "metadata": {"name": "di", "namespace": "ns", "generation": 2, "finalizers": ["x"]},
         "spec": {"type": "landscaper.gardener.cloud/mock", "config": {"phase": "Failed"},
                  "timeout": "5m", "onDelete": {"skipUninstallIfClusterRemoved": true}},
-        "status": {"phase": "Init", "jobID": "j1", "jobIDFinished": "j0",
+        "status": {"phase": "Init", "observedGeneration": 2, "jobID": "j1", "jobIDFinished": "j0",
                    "exportRef": {"name": "mock-export-abc", "namespace": "ns"},
-                   "lastError": {"reason": "r"}}
+                   "lastError": {"operation": "o", "reason": "r", "message": "m",
+                                 "lastTransitionTime": "t", "lastUpdateTime": "t"},
+                   "somethingNew": {"x": 1}}
     });
     let di: DeployItem = serde_json::from_value(raw.clone()).unwrap();
     assert_eq!(di.spec.type_, "landscaper.gardener.cloud/mock");
-    assert_eq!(di.status.phase, "Init");
-    assert_eq!(di.status.job_id.as_deref(), Some("j1"));
-    assert_eq!(
-        di.status.export_ref.as_ref().unwrap().name,
-        "mock-export-abc"
-    );
-    assert!(di.metadata.extra.contains_key("finalizers"));
+    let status = di.status.clone().unwrap();
+    assert_eq!(status.phase, Phase::Init);
+    assert_eq!(status.job_id, "j1");
+    assert_eq!(status.export_ref.as_ref().unwrap().name, "mock-export-abc");
+    assert!(status.extra.contains_key("somethingNew"));
+    assert_eq!(di.metadata.finalizers, Some(vec!["x".to_string()]));
     assert!(di.spec.extra.contains_key("onDelete"));
     assert_eq!(serde_json::to_value(&di).unwrap(), raw);
 
@@ -136,7 +140,12 @@ fn typed_models_roundtrip_and_keep_unknown_fields() {
     }))
     .unwrap();
     assert_eq!(ctx.registry_pull_secrets.len(), 1);
-    assert!(ctx.extra.contains_key("apiVersion"));
+    assert_eq!(ctx.api_version, "landscaper.gardener.cloud/v1alpha1");
+    assert!(
+        ctx.configurations
+            .unwrap()
+            .contains_key("helmChartRepoCredentials")
+    );
 }
 
 #[test]

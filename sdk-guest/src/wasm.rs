@@ -18,23 +18,22 @@ pub mod bindings {
     });
 }
 
-use crate::model::{
-    ConditionReport, ConditionStatus, DeployerError, Description, Invocation, KubeOp, LogLevel,
-    ResolvedTarget, Response,
-};
-use crate::{Ctx, Deployer};
+use crate::{Ctx, Deployer, DeployerError, Invocation, KubeOp, LogLevel, Response};
 use bindings::wasm_deployer::plugin as wit;
 use std::time::Duration;
 
+/// The shared WIT ↔ model conversions (`landscaper_model::wire`) for the deployer bindings.
+mod convert {
+    pub(super) use super::bindings::wasm_deployer::plugin::types as wit_types;
+    landscaper_model::wit_types_conversions!();
+}
+use convert::{
+    description_to_wit, error_from_wit, error_to_wit, invocation_from_wit, log_level_to_wit,
+    response_to_wit,
+};
+
 pub(crate) fn log(level: LogLevel, message: &str) {
-    let level = match level {
-        LogLevel::Trace => wit::types::LogLevel::Trace,
-        LogLevel::Debug => wit::types::LogLevel::Debug,
-        LogLevel::Info => wit::types::LogLevel::Info,
-        LogLevel::Warn => wit::types::LogLevel::Warn,
-        LogLevel::Error => wit::types::LogLevel::Error,
-    };
-    wit::log::log(level, message);
+    wit::log::log(log_level_to_wit(level), message);
 }
 
 pub(crate) fn now_unix_millis() -> u64 {
@@ -151,116 +150,13 @@ pub(crate) fn kube_on(target_name: &str, op: KubeOp) -> Result<Option<String>, D
     r.map_err(error_from_wit)
 }
 
-fn status_to_wit(s: ConditionStatus) -> wit::types::ConditionStatus {
-    match s {
-        ConditionStatus::True => wit::types::ConditionStatus::True,
-        ConditionStatus::False => wit::types::ConditionStatus::False,
-        ConditionStatus::Unknown => wit::types::ConditionStatus::Unknown,
-        ConditionStatus::Progressing => wit::types::ConditionStatus::Progressing,
-    }
-}
-
-fn status_from_wit(s: wit::types::ConditionStatus) -> ConditionStatus {
-    match s {
-        wit::types::ConditionStatus::True => ConditionStatus::True,
-        wit::types::ConditionStatus::False => ConditionStatus::False,
-        wit::types::ConditionStatus::Unknown => ConditionStatus::Unknown,
-        wit::types::ConditionStatus::Progressing => ConditionStatus::Progressing,
-    }
-}
-
-fn condition_to_wit(c: ConditionReport) -> wit::types::ConditionReport {
-    wit::types::ConditionReport {
-        type_: c.type_,
-        status: status_to_wit(c.status),
-        reason: c.reason,
-        message: c.message,
-        codes: c.codes,
-    }
-}
-
-fn condition_from_wit(c: wit::types::ConditionReport) -> ConditionReport {
-    ConditionReport {
-        type_: c.type_,
-        status: status_from_wit(c.status),
-        reason: c.reason,
-        message: c.message,
-        codes: c.codes,
-    }
-}
-
-fn error_to_wit(e: DeployerError) -> wit::types::DeployerError {
-    wit::types::DeployerError {
-        codes: e.codes,
-        operation: e.operation,
-        reason: e.reason,
-        message: e.message,
-        conditions: e.conditions.into_iter().map(condition_to_wit).collect(),
-    }
-}
-
-fn error_from_wit(e: wit::types::DeployerError) -> DeployerError {
-    DeployerError {
-        codes: e.codes,
-        operation: e.operation,
-        reason: e.reason,
-        message: e.message,
-        conditions: e.conditions.into_iter().map(condition_from_wit).collect(),
-    }
-}
-
-fn parse_json(what: &str, s: &str) -> Result<serde_json::Value, DeployerError> {
-    serde_json::from_str(s).map_err(|e| {
-        DeployerError::internal(
-            "InvalidHostInput",
-            format!("host sent invalid JSON for {what}: {e}"),
-        )
-    })
-}
-
-fn invocation_from_wit(inv: wit::types::Invocation) -> Result<Invocation, DeployerError> {
-    Ok(Invocation {
-        deploy_item: parse_json("deploy-item", &inv.deploy_item)?,
-        target: inv
-            .target
-            .map(|t| {
-                Ok::<_, DeployerError>(ResolvedTarget {
-                    target: parse_json("target", &t.target)?,
-                    content: t.content,
-                })
-            })
-            .transpose()?,
-        context: inv.context.map(|c| parse_json("context", &c)).transpose()?,
-        previous_provider_status: inv
-            .previous_provider_status
-            .map(|p| parse_json("previous-provider-status", &p))
-            .transpose()?,
-    })
-}
-
-fn response_to_wit(r: Response) -> wit::types::Response {
-    wit::types::Response {
-        phase: r.phase,
-        provider_status: r.provider_status.map(|v| v.to_string()),
-        exports: r.exports.map(|v| v.to_string()),
-        conditions: r.conditions.into_iter().map(condition_to_wit).collect(),
-        retry_after_ms: r.retry_after.map(|d| d.as_millis() as u64),
-    }
+/// The host's input did not decode: the host's fault, reported as ERR_INTERNAL_PROBLEM.
+fn host_input_error(e: landscaper_model::wire::WireError) -> DeployerError {
+    DeployerError::internal("InvalidHostInput", format!("host sent {e}"))
 }
 
 pub fn describe<D: Deployer>() -> wit::types::Description {
-    let Description {
-        name,
-        version,
-        deploy_item_types,
-        hook_types,
-    } = D::describe();
-    wit::types::Description {
-        name,
-        version,
-        deploy_item_types,
-        hook_types,
-    }
+    description_to_wit(D::describe())
 }
 
 fn run(
@@ -270,6 +166,7 @@ fn run(
 ) -> Result<wit::types::Response, wit::types::DeployerError> {
     let ctx = Ctx::wasm();
     invocation_from_wit(inv)
+        .map_err(host_input_error)
         .and_then(|inv| f(&ctx, inv))
         .map(response_to_wit)
         .map_err(|e| error_to_wit(e.or_operation(operation)))
@@ -300,73 +197,29 @@ pub mod hook_bindings {
     });
 }
 
-use crate::hooks::{HookInput, HookResult, HookSetup, HookType, Hooks};
+use crate::Hooks;
 use hook_bindings::exports::wasm_deployer::plugin::hooks as wh;
 
-// The WIT enum and `HookType` have the same cases, in the same order.
-macro_rules! hook_type_conversions {
-    ($($case:ident),* $(,)?) => {
-        fn hook_type_to_wit(t: HookType) -> wh::HookType {
-            match t {
-                $(HookType::$case => wh::HookType::$case,)*
-            }
-        }
-
-        fn hook_type_from_wit(t: wh::HookType) -> HookType {
-            match t {
-                $(wh::HookType::$case => HookType::$case,)*
-            }
-        }
-    };
-}
-
-crate::for_each_hook_type!(hook_type_conversions);
-
-fn hook_error_to_wit(e: DeployerError) -> wh::DeployerError {
-    let e = error_to_wit(e);
-    wh::DeployerError {
-        codes: e.codes,
-        operation: e.operation,
-        reason: e.reason,
-        message: e.message,
-        conditions: Vec::new(),
-    }
+/// The shared conversions for the hook bindings (a world of its own, so types of its own).
+mod hook_convert {
+    pub(super) use super::hook_bindings::exports::wasm_deployer::plugin::hooks as wit_hooks;
+    pub(super) use super::hook_bindings::wasm_deployer::plugin::types as wit_types;
+    landscaper_model::wit_types_conversions!();
+    landscaper_model::wit_hooks_conversions!();
 }
 
 pub fn hooks_describe<H: Hooks>() -> wh::HookSetup {
-    let HookSetup {
-        name,
-        version,
-        hook_types,
-    } = H::describe();
-    wh::HookSetup {
-        name,
-        version,
-        hook_types: hook_types.into_iter().map(hook_type_to_wit).collect(),
-    }
+    hook_convert::hook_setup_to_wit(H::describe())
 }
 
 pub fn hooks_run<H: Hooks>(
     input: wh::HookInput,
 ) -> Result<Option<wh::HookResult>, wh::DeployerError> {
     let ctx = Ctx::wasm();
-    let decode = |what: &str, s: Option<String>| s.map(|s| parse_json(what, &s)).transpose();
-    let input = (|| {
-        Ok::<_, DeployerError>(HookInput {
-            hook_type: hook_type_from_wit(input.hook_type),
-            deploy_item: decode("deploy-item", input.deploy_item)?,
-            target: decode("target", input.target)?,
-        })
-    })()
-    .map_err(hook_error_to_wit)?;
+    let input = hook_convert::hook_input_from_wit(input)
+        .map_err(|e| hook_convert::error_to_wit(host_input_error(e)))?;
     let hook_type = input.hook_type;
     H::run(&ctx, input)
-        .map(|r| {
-            r.map(|r: HookResult| wh::HookResult {
-                abort_reconcile: r.abort_reconcile,
-                requeue: r.requeue,
-                requeue_after_ms: r.requeue_after.map(|d| d.as_millis() as u64),
-            })
-        })
-        .map_err(|e| hook_error_to_wit(e.or_operation(hook_type.as_str())))
+        .map(|r| r.map(hook_convert::hook_result_to_wit))
+        .map_err(|e| hook_convert::error_to_wit(e.or_operation(hook_type.as_str())))
 }

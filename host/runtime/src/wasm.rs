@@ -11,11 +11,11 @@
 use crate::api::HookPlugin;
 use crate::api::{DeployerPlugin, HostServices, Limits, Op, emit_log, human_bytes};
 use sdk_guest::{
-    ConditionReport, ConditionStatus, DeployerError, Description, HookInput, HookResult, HookSetup,
-    HookType, Invocation, KubeOp, LogLevel, ObjectRef, Response,
+    DeployerError, Description, HookInput, HookResult, HookSetup, Invocation, KubeOp, LogLevel,
+    ObjectRef, Response,
 };
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -231,145 +231,26 @@ fn unix_millis() -> u64 {
 
 // ---- conversions -------------------------------------------------------------------------
 
-fn status_to_wit(s: ConditionStatus) -> wit::types::ConditionStatus {
-    match s {
-        ConditionStatus::True => wit::types::ConditionStatus::True,
-        ConditionStatus::False => wit::types::ConditionStatus::False,
-        ConditionStatus::Unknown => wit::types::ConditionStatus::Unknown,
-        ConditionStatus::Progressing => wit::types::ConditionStatus::Progressing,
-    }
+/// The shared WIT ↔ model conversions (`landscaper_model::wire`), expanded for these bindings.
+pub(crate) mod convert {
+    use super::bindings::exports::wasm_deployer::plugin::hooks as wit_hooks;
+    use super::bindings::wasm_deployer::plugin::types as wit_types;
+    sdk_guest::model::wit_types_conversions!();
+    sdk_guest::model::wit_hooks_conversions!();
 }
-
-fn status_from_wit(s: wit::types::ConditionStatus) -> ConditionStatus {
-    match s {
-        wit::types::ConditionStatus::True => ConditionStatus::True,
-        wit::types::ConditionStatus::False => ConditionStatus::False,
-        wit::types::ConditionStatus::Unknown => ConditionStatus::Unknown,
-        wit::types::ConditionStatus::Progressing => ConditionStatus::Progressing,
-    }
-}
-
-fn condition_to_wit(c: ConditionReport) -> wit::types::ConditionReport {
-    wit::types::ConditionReport {
-        type_: c.type_,
-        status: status_to_wit(c.status),
-        reason: c.reason,
-        message: c.message,
-        codes: c.codes,
-    }
-}
-
-fn condition_from_wit(c: wit::types::ConditionReport) -> ConditionReport {
-    ConditionReport {
-        type_: c.type_,
-        status: status_from_wit(c.status),
-        reason: c.reason,
-        message: c.message,
-        codes: c.codes,
-    }
-}
-
-pub(crate) fn error_to_wit(e: DeployerError) -> wit::types::DeployerError {
-    wit::types::DeployerError {
-        codes: e.codes,
-        operation: e.operation,
-        reason: e.reason,
-        message: e.message,
-        conditions: e.conditions.into_iter().map(condition_to_wit).collect(),
-    }
-}
-
-fn error_from_wit(e: wit::types::DeployerError) -> DeployerError {
-    DeployerError {
-        codes: e.codes,
-        operation: e.operation,
-        reason: e.reason,
-        message: e.message,
-        conditions: e.conditions.into_iter().map(condition_from_wit).collect(),
-    }
-}
-
-fn invocation_to_wit(inv: &Invocation) -> wit::types::Invocation {
-    wit::types::Invocation {
-        deploy_item: inv.deploy_item.to_string(),
-        target: inv.target.as_ref().map(|t| wit::types::ResolvedTarget {
-            target: t.target.to_string(),
-            content: t.content.clone(),
-        }),
-        context: inv.context.as_ref().map(|c| c.to_string()),
-        previous_provider_status: inv.previous_provider_status.as_ref().map(|p| p.to_string()),
-    }
-}
-
-fn parse_plugin_json(
-    op: Op,
-    field: &str,
-    s: Option<String>,
-) -> Result<Option<serde_json::Value>, DeployerError> {
-    s.map(|s| {
-        serde_json::from_str(&s).map_err(|e| {
-            DeployerError::internal(
-                "InvalidPluginResponse",
-                format!("plugin returned invalid JSON in {field}: {e}"),
-            )
-            .with_operation(op.name())
-        })
-    })
-    .transpose()
-}
-
-fn response_from_wit(op: Op, r: wit::types::Response) -> Result<Response, DeployerError> {
-    Ok(Response {
-        phase: r.phase,
-        provider_status: parse_plugin_json(op, "provider-status", r.provider_status)?,
-        exports: parse_plugin_json(op, "exports", r.exports)?,
-        conditions: r.conditions.into_iter().map(condition_from_wit).collect(),
-        retry_after: r.retry_after_ms.map(Duration::from_millis),
-    })
-}
-
-pub(crate) fn description_from_wit(d: wit::types::Description) -> Description {
-    Description {
-        name: d.name,
-        version: d.version,
-        deploy_item_types: d.deploy_item_types,
-        hook_types: d.hook_types,
-    }
-}
-
-// ---- hooks conversions -------------------------------------------------------------------
+pub(crate) use convert::error_to_wit;
+use convert::{
+    description_from_wit, error_from_wit, hook_input_to_wit, hook_result_from_wit,
+    hook_setup_from_wit, invocation_to_wit, response_from_wit,
+};
 
 use bindings::exports::wasm_deployer::plugin::deployer as wit_deployer;
 use bindings::exports::wasm_deployer::plugin::hooks as wit_hooks;
 
-// The WIT enum and `HookType` have the same cases, in the same order.
-macro_rules! hook_type_conversions {
-    ($($case:ident),* $(,)?) => {
-        fn hook_type_to_wit(t: HookType) -> wit_hooks::HookType {
-            match t {
-                $(HookType::$case => wit_hooks::HookType::$case,)*
-            }
-        }
-
-        fn hook_type_from_wit(t: wit_hooks::HookType) -> HookType {
-            match t {
-                $(wit_hooks::HookType::$case => HookType::$case,)*
-            }
-        }
-    };
-}
-
-sdk_guest::for_each_hook_type!(hook_type_conversions);
-
-fn hook_setup_from_wit(s: wit_hooks::HookSetup) -> HookSetup {
-    let mut hook_types: Vec<HookType> = s.hook_types.into_iter().map(hook_type_from_wit).collect();
-    hook_types.sort();
-    hook_types.dedup();
-    HookSetup {
-        name: s.name,
-        version: s.version,
-        hook_types,
-    }
+/// The plugin answered JSON that does not decode: the plugin's fault.
+fn invalid_plugin_json(op: &str, e: sdk_guest::model::wire::WireError) -> DeployerError {
+    DeployerError::internal("InvalidPluginResponse", format!("plugin returned {e}"))
+        .with_operation(op)
 }
 
 // ---- invocation --------------------------------------------------------------------------
@@ -694,7 +575,9 @@ impl WasmPlugin {
     ) -> Result<Response, DeployerError> {
         let limits = self.limits;
         let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, Some(host));
-        let wit_inv = invocation_to_wit(&inv);
+        let wit_inv = invocation_to_wit(&inv).map_err(|e| {
+            DeployerError::internal("EncodeInvocation", e.to_string()).with_operation(op.name())
+        })?;
         drop(inv);
         let prepared = &self.prepared;
         let Some(indices) = &prepared.deployer else {
@@ -724,7 +607,7 @@ impl WasmPlugin {
                 store.data().limiter.hit,
                 &stderr,
             )),
-            Ok(Ok(Ok(r))) => response_from_wit(op, r),
+            Ok(Ok(Ok(r))) => response_from_wit(r).map_err(|e| invalid_plugin_json(op.name(), e)),
             Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(op.name())),
         };
         if let Err(e) = &result {
@@ -758,11 +641,7 @@ impl HookPlugin for WasmPlugin {
         };
         let limits = self.limits;
         let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, None);
-        let wit_input = wit_hooks::HookInput {
-            hook_type: hook_type_to_wit(input.hook_type),
-            deploy_item: input.deploy_item.as_ref().map(|v| v.to_string()),
-            target: input.target.as_ref().map(|v| v.to_string()),
-        };
+        let wit_input = hook_input_to_wit(&input);
         let call = async {
             let instance = self.prepared.pre.instantiate_async(&mut store).await?;
             indices
@@ -782,14 +661,7 @@ impl HookPlugin for WasmPlugin {
                 store.data().limiter.hit,
                 &stderr,
             )),
-            Ok(Ok(Ok(r))) => Ok(r.map(|r| HookResult {
-                abort_reconcile: r.abort_reconcile,
-                requeue: r.requeue,
-                requeue_after: r
-                    .requeue_after_ms
-                    .filter(|ms| *ms > 0)
-                    .map(Duration::from_millis),
-            })),
+            Ok(Ok(Ok(r))) => Ok(r.map(hook_result_from_wit)),
             Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(operation)),
         }
     }

@@ -13,7 +13,7 @@
 //! item ends in `Failed` with a useful `lastError` instead of being retried forever.
 
 use sdk_guest::{
-    ConditionReport, ConditionStatus, Ctx, Deployer, DeployerError, Description, Invocation,
+    ConditionReport, ConditionStatus, Ctx, Deployer, DeployerError, Description, Invocation, Phase,
     Response, export_deployer, phase,
 };
 use serde::Deserialize;
@@ -35,9 +35,9 @@ pub struct ProviderConfiguration {
     /// Must be `ProviderConfiguration`.
     pub kind: Option<String>,
     /// Phase written after every step (overrides everything).
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     /// Phase written while the current phase is empty or `Init`; suppresses `Succeeded`.
-    pub initial_phase: Option<String>,
+    pub initial_phase: Option<Phase>,
     /// Copied into `status.providerStatus`.
     pub provider_status: Option<Value>,
     /// Written as the export (Secret data key `config`).
@@ -62,12 +62,7 @@ fn validation_failed(message: String) -> DeployerError {
 
 /// Decode and check the configuration of `inv`.
 pub fn parse_config(inv: &Invocation) -> Result<ProviderConfiguration, DeployerError> {
-    let raw = inv.provider_config_raw().ok_or_else(|| {
-        DeployerError::configuration(
-            "ProviderConfigurationMissing",
-            "provider configuration missing",
-        )
-    })?;
+    let raw = inv.provider_config_present()?;
     let config: ProviderConfiguration = sdk_guest::decode_at(raw, "spec.config").map_err(|e| {
         validation_failed(format!("unable to decode mock provider configuration: {e}"))
     })?;
@@ -104,7 +99,7 @@ impl Deployer for Mock {
                     next = Some(initial.clone());
                 }
             }
-            None => next = Some(phase::SUCCEEDED.to_string()),
+            None => next = Some(phase::SUCCEEDED),
         }
         if let Some(p) = &config.phase {
             next = Some(p.clone());
@@ -163,7 +158,7 @@ mod tests {
     #[test]
     fn default_is_succeeded() {
         let r = run(cfg(json!({})), "Init").unwrap();
-        assert_eq!(r.phase.as_deref(), Some("Succeeded"));
+        assert_eq!(r.phase.as_ref().map(Phase::as_str), Some("Succeeded"));
         assert_eq!(r.conditions[0].status, ConditionStatus::True);
         assert_eq!(r.conditions[0].reason, "SuccessfullValidation");
     }
@@ -177,21 +172,24 @@ mod tests {
             )
             .unwrap()
             .phase
-            .as_deref(),
+            .as_ref()
+            .map(Phase::as_str),
             Some("Failed")
         );
         assert_eq!(
             run(cfg(json!({"initialPhase": "Progressing"})), "Init")
                 .unwrap()
                 .phase
-                .as_deref(),
+                .as_ref()
+                .map(Phase::as_str),
             Some("Progressing")
         );
         assert_eq!(
             run(cfg(json!({"initialPhase": "Progressing"})), "")
                 .unwrap()
                 .phase
-                .as_deref(),
+                .as_ref()
+                .map(Phase::as_str),
             Some("Progressing")
         );
         assert_eq!(

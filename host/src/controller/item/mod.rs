@@ -736,10 +736,7 @@ impl ItemCtx {
             Some(mut c) => match self.resolve_pull_secrets(&c).await? {
                 Ok(resolved) => {
                     if !resolved.is_empty() {
-                        c.extra.insert(
-                            RESOLVED_PULL_SECRETS.into(),
-                            serde_json::Value::Object(resolved),
-                        );
+                        c.resolved_registry_pull_secrets = Some(resolved);
                     }
                     Ok(Some(c))
                 }
@@ -761,19 +758,14 @@ impl ItemCtx {
     async fn resolve_pull_secrets(
         &self,
         context: &Context,
-    ) -> Result<Result<serde_json::Map<String, serde_json::Value>, StepError>, Error> {
-        let mut resolved = serde_json::Map::new();
-        let Some(refs) = context
-            .extra
-            .get("registryPullSecrets")
-            .and_then(|v| v.as_array())
-        else {
-            return Ok(Ok(resolved));
-        };
+    ) -> Result<Result<std::collections::BTreeMap<String, String>, StepError>, Error> {
+        let mut resolved = std::collections::BTreeMap::new();
         let secrets: Api<Secret> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
-        for name in refs
+        for name in context
+            .registry_pull_secrets
             .iter()
-            .filter_map(|r| r.get("name").and_then(|n| n.as_str()))
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
         {
             let Some(secret) = secrets.get_opt(name).await? else {
                 return Ok(Err(StepError::new(
@@ -788,7 +780,7 @@ impl ItemCtx {
                 .find_map(|k| data.get(*k))
                 .map(|v| String::from_utf8_lossy(&v.0).into_owned())
                 .unwrap_or_default();
-            resolved.insert(name.to_string(), serde_json::Value::String(value));
+            resolved.insert(name.to_string(), value);
         }
         Ok(Ok(resolved))
     }
@@ -870,10 +862,6 @@ enum Call {
     Reapply,
 }
 
-/// Key under which the Context handed to a plugin carries its resolved registry pull secrets
-/// (`{secret name: .dockerconfigjson content}`).
-pub const RESOLVED_PULL_SECRETS: &str = "resolvedRegistryPullSecrets";
-
 /// `status.providerStatus` is an embedded resource: a real API server rejects it without
 /// `apiVersion` and `kind`. Caught here, so the item fails with a message instead of its status
 /// write being rejected on every retry.
@@ -936,15 +924,8 @@ fn build_invocation(
 ) -> Result<Invocation, serde_json::Error> {
     Ok(Invocation {
         deploy_item: serde_json::to_value(item)?,
-        target: target
-            .map(|t| -> Result<_, serde_json::Error> {
-                Ok(plugin_runtime::ResolvedTarget {
-                    target: serde_json::to_value(&t.target)?,
-                    content: t.content.clone(),
-                })
-            })
-            .transpose()?,
-        context: context.map(serde_json::to_value).transpose()?,
+        target: target.cloned(),
+        context: context.cloned(),
         previous_provider_status: item.status.as_ref().and_then(|s| s.provider_status.clone()),
     })
 }

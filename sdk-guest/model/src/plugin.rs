@@ -1,64 +1,34 @@
-//! Plain data types of the plugin contract (native and wasm).
+//! The plugin protocol: the Rust form of the WIT records in `wit/deployer.wit` (description,
+//! invocation, response, conditions, errors, Kubernetes operations).
 //!
-//! Owns: the Rust mirror of the WIT records in `wit/deployer.wit` (description, invocation,
-//! response, conditions, errors, Kubernetes operations) and Landscaper's error codes.
-//! Must not touch: WIT bindings or any host/runtime concern — these types have no wasm
-//! dependency so the host, the runtime and native plugins share them.
+//! Owns: these records and their helpers (decoding the provider configuration with field paths,
+//! Landscaper-shaped error constructors).
+//! Must not touch: WIT bindings (see [`crate::wire`]) or any host/runtime concern.
 
+use crate::codes;
+use crate::resources::{Context, DeployItem, Phase, ResolvedTarget, provider_config_of};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 use std::time::Duration;
 
-/// Landscaper error codes (`ErrorCode`, contract section 1.2.5).
-pub mod codes {
-    /// `ERR_UNAUTHORIZED` (unrecoverable).
-    pub const UNAUTHORIZED: &str = "ERR_UNAUTHORIZED";
-    /// `ERR_CLEANUP`.
-    pub const CLEANUP: &str = "ERR_CLEANUP";
-    /// `ERR_CONFIGURATION_PROBLEM` (unrecoverable).
-    pub const CONFIGURATION_PROBLEM: &str = "ERR_CONFIGURATION_PROBLEM";
-    /// `ERR_INTERNAL_PROBLEM` (unrecoverable).
-    pub const INTERNAL_PROBLEM: &str = "ERR_INTERNAL_PROBLEM";
-    /// `ERR_TIMEOUT` (unrecoverable).
-    pub const TIMEOUT: &str = "ERR_TIMEOUT";
-    /// `ERR_CYCLIC_DEPENDENCIES` (unrecoverable).
-    pub const CYCLIC_DEPENDENCIES: &str = "ERR_CYCLIC_DEPENDENCIES";
-    /// `ERR_WEBHOOK`.
-    pub const WEBHOOK: &str = "ERR_WEBHOOK";
-    /// `ERR_UNFINISHED`.
-    pub const UNFINISHED: &str = "ERR_UNFINISHED";
-    /// `ERR_FOR_INFO_ONLY` (only lowers the log level).
-    pub const FOR_INFO_ONLY: &str = "ERR_FOR_INFO_ONLY";
-    /// `ERR_NO_RETRY`.
-    pub const NO_RETRY: &str = "ERR_NO_RETRY";
-
-    /// Codes that force a DeployItem into `Failed` / `DeleteFailed`.
-    pub const UNRECOVERABLE: [&str; 5] = [
-        CONFIGURATION_PROBLEM,
-        INTERNAL_PROBLEM,
-        TIMEOUT,
-        UNAUTHORIZED,
-        CYCLIC_DEPENDENCIES,
-    ];
-}
-
-/// Well-known DeployItem phases (contract section 1.3.3).
+/// Shorthands for the phases a plugin reports (`Response { phase: Some(phase::SUCCEEDED), .. }`).
 pub mod phase {
+    use crate::Phase;
     /// Job picked up, not started.
-    pub const INIT: &str = "Init";
+    pub const INIT: Phase = Phase::Init;
     /// Work in progress.
-    pub const PROGRESSING: &str = "Progressing";
+    pub const PROGRESSING: Phase = Phase::Progressing;
     /// Final: success.
-    pub const SUCCEEDED: &str = "Succeeded";
+    pub const SUCCEEDED: Phase = Phase::Succeeded;
     /// Final: failure.
-    pub const FAILED: &str = "Failed";
+    pub const FAILED: Phase = Phase::Failed;
     /// Deletion picked up.
-    pub const INIT_DELETE: &str = "InitDelete";
+    pub const INIT_DELETE: Phase = Phase::InitDelete;
     /// Deletion in progress.
-    pub const DELETING: &str = "Deleting";
+    pub const DELETING: Phase = Phase::Deleting;
     /// Final: deletion failed.
-    pub const DELETE_FAILED: &str = "DeleteFailed";
+    pub const DELETE_FAILED: Phase = Phase::DeleteFailed;
 }
 
 /// What a plugin says about itself (WIT `description`).
@@ -71,17 +41,8 @@ pub struct Description {
     pub version: String,
     /// DeployItem `spec.type` values handled.
     pub deploy_item_types: Vec<String>,
-    /// Informational only: hooks are declared by [`crate::Hooks::describe`] (WIT `hooks`).
+    /// Informational only: hooks are declared by `Hooks::describe` of the SDK (WIT `hooks`).
     pub hook_types: Vec<String>,
-}
-
-/// A resolved Target: the Target object plus its resolved content (WIT `resolved-target`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct ResolvedTarget {
-    /// The Target object.
-    pub target: Value,
-    /// The resolved content (raw JSON of `spec.config`, or Secret data).
-    pub content: String,
 }
 
 /// Input of one reconcile/delete step (WIT `invocation`).
@@ -92,8 +53,8 @@ pub struct Invocation {
     pub deploy_item: Value,
     /// The resolved Target, if the item references one.
     pub target: Option<ResolvedTarget>,
-    /// The Landscaper Context named by `spec.context`, if found.
-    pub context: Option<Value>,
+    /// The Landscaper Context named by `spec.context`, with its registry pull secrets resolved.
+    pub context: Option<Context>,
     /// The current `status.providerStatus`.
     pub previous_provider_status: Option<Value>,
 }
@@ -128,17 +89,22 @@ impl Invocation {
     }
 
     /// The DeployItem as a typed model. Fails with `ERR_CONFIGURATION_PROBLEM`.
-    pub fn deploy_item_typed(&self) -> Result<crate::DeployItem, DeployerError> {
+    pub fn deploy_item_typed(&self) -> Result<DeployItem, DeployerError> {
         serde_json::from_value(self.deploy_item.clone()).map_err(|e| {
             DeployerError::configuration("ParseDeployItem", format!("invalid DeployItem: {e}"))
         })
     }
 
-    /// `spec.config` (the ProviderConfiguration) as raw JSON, if present and non-empty.
+    /// `spec.config` (the ProviderConfiguration) as raw JSON, if present (the contract's rule:
+    /// not absent, `null` or empty, [`provider_config_of`]).
     pub fn provider_config_raw(&self) -> Option<&Value> {
-        self.deploy_item
-            .pointer("/spec/config")
-            .filter(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
+        provider_config_of(self.deploy_item.pointer("/spec/config"))
+    }
+
+    /// `spec.config` as raw JSON, or the contract's `ProviderConfigurationMissing` error.
+    pub fn provider_config_present(&self) -> Result<&Value, DeployerError> {
+        self.provider_config_raw()
+            .ok_or_else(DeployerError::provider_config_missing)
     }
 
     /// Decode `spec.config` into `T`.
@@ -147,12 +113,7 @@ impl Invocation {
     /// config is absent or empty, reason `ParseProviderConfiguration` with the decode error
     /// (including the JSON path) otherwise.
     pub fn provider_config<T: serde::de::DeserializeOwned>(&self) -> Result<T, DeployerError> {
-        let raw = self.provider_config_raw().ok_or_else(|| {
-            DeployerError::configuration(
-                "ProviderConfigurationMissing",
-                "provider configuration missing",
-            )
-        })?;
+        let raw = self.provider_config_present()?;
         decode_at(raw, "spec.config").map_err(|e| {
             DeployerError::configuration(
                 "ParseProviderConfiguration",
@@ -161,36 +122,13 @@ impl Invocation {
         })
     }
 
-    /// `status.phase` of the DeployItem (empty string if unset).
-    pub fn current_phase(&self) -> &str {
+    /// `status.phase` of the DeployItem ([`Phase::Empty`] if unset).
+    pub fn current_phase(&self) -> Phase {
         self.deploy_item
             .pointer("/status/phase")
             .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
-    /// The Target as a typed model, if any.
-    pub fn target_typed(&self) -> Result<Option<crate::Target>, DeployerError> {
-        self.target
-            .as_ref()
-            .map(|t| {
-                serde_json::from_value(t.target.clone()).map_err(|e| {
-                    DeployerError::configuration("ParseTarget", format!("invalid Target: {e}"))
-                })
-            })
-            .transpose()
-    }
-
-    /// The Context as a typed model, if any.
-    pub fn context_typed(&self) -> Result<Option<crate::Context>, DeployerError> {
-        self.context
-            .as_ref()
-            .map(|c| {
-                serde_json::from_value(c.clone()).map_err(|e| {
-                    DeployerError::configuration("ParseContext", format!("invalid Context: {e}"))
-                })
-            })
-            .transpose()
+            .map(Phase::from)
+            .unwrap_or_default()
     }
 }
 
@@ -259,7 +197,7 @@ impl ConditionReport {
 #[serde(rename_all = "camelCase")]
 pub struct Response {
     /// New `status.phase`; `None` keeps the current phase.
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     /// New `status.providerStatus`; `None` keeps the current one.
     pub provider_status: Option<Value>,
     /// Exports; the host writes them into the export Secret (key `config`).
@@ -272,7 +210,7 @@ pub struct Response {
 
 impl Response {
     /// A response setting `phase`.
-    pub fn with_phase(phase: impl Into<String>) -> Self {
+    pub fn with_phase(phase: impl Into<Phase>) -> Self {
         Response {
             phase: Some(phase.into()),
             ..Default::default()
@@ -341,6 +279,15 @@ impl DeployerError {
             .with_operation("StandardTimeoutChecker.TimeoutExceeded")
     }
 
+    /// The contract's error for an item without provider configuration
+    /// (`ERR_CONFIGURATION_PROBLEM`, reason `ProviderConfigurationMissing`).
+    pub fn provider_config_missing() -> Self {
+        Self::configuration(
+            "ProviderConfigurationMissing",
+            "provider configuration missing",
+        )
+    }
+
     /// No code: the item stays unfinished and is retried (until the progressing timeout).
     pub fn retryable(reason: impl Into<String>, message: impl Into<String>) -> Self {
         Self::new(&[], reason, message)
@@ -373,9 +320,7 @@ impl DeployerError {
 
     /// Whether any code is unrecoverable (the host then sets `Failed`/`DeleteFailed`).
     pub fn is_unrecoverable(&self) -> bool {
-        self.codes
-            .iter()
-            .any(|c| codes::UNRECOVERABLE.contains(&c.as_str()))
+        self.codes.iter().any(|c| codes::is_unrecoverable(c))
     }
 
     /// Fill in `operation` if it is empty.

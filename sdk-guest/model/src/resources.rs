@@ -1,47 +1,81 @@
-//! serde models of the Landscaper resources the host reads and writes.
+//! Landscaper's resources as serde types: `DeployItem`, `Target`, `Context`, `SyncObject`,
+//! and the names the contract gives to annotations, operations, the finalizer and the group.
 //!
 //! Every struct keeps fields it does not know in `extra`, so a read-modify-write (a status `PUT`)
-//! never drops what another writer (the Landscaper, a newer CRD version) put there.
+//! never drops what another writer (the Landscaper, a newer CRD version) put there. Each
+//! resource implements `k8s_openapi::Resource` and `Metadata`, which makes it a `kube::Resource`
+//! for the host without this crate depending on kube.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{API_VERSION, GROUP, VERSION};
-
 type Extra = BTreeMap<String, Value>;
 
-/// Implements `kube::Resource` for a namespaced Landscaper kind.
+/// API group of every Landscaper core resource.
+pub const GROUP: &str = "landscaper.gardener.cloud";
+/// API version of every Landscaper core resource.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of every Landscaper core resource.
+pub const API_VERSION: &str = "landscaper.gardener.cloud/v1alpha1";
+
+/// The finalizer the Landscaper and every deployer put on a DeployItem.
+pub const FINALIZER: &str = "finalizer.landscaper.gardener.cloud";
+
+/// Annotations on DeployItems (contract section 2.1).
+pub mod annotations {
+    /// The item's type, so a deployer decides responsibility from metadata alone.
+    pub const DEPLOYER_TYPE: &str = "landscaper.gardener.cloud/deployer-type";
+    /// The item's Target name (or [`NO_TARGET_NAME`]).
+    pub const DEPLOYER_TARGET_NAME: &str = "landscaper.gardener.cloud/deployer-target-name";
+    /// Value of [`DEPLOYER_TARGET_NAME`] that means "this item has no target".
+    pub const NO_TARGET_NAME: &str = ".noTargetName";
+    /// `landscaper.gardener.cloud/operation` (values in [`super::operations`]).
+    pub const OPERATION: &str = "landscaper.gardener.cloud/operation";
+    /// `"true"`: delete the item without uninstalling what it deployed.
+    pub const DELETE_WITHOUT_UNINSTALL: &str = "landscaper.gardener.cloud/delete-without-uninstall";
+}
+
+/// Values of the `landscaper.gardener.cloud/operation` annotation.
+pub mod operations {
+    /// Reconcile (handled by the Landscaper, not by deployers).
+    pub const RECONCILE: &str = "reconcile";
+    /// Force-reconcile (a no-op for deployers in current Landscaper).
+    pub const FORCE_RECONCILE: &str = "force-reconcile";
+    /// Start a job without the Landscaper (deployer tests).
+    pub const TEST_RECONCILE: &str = "test-reconcile";
+    /// Interrupt (handled by the Landscaper).
+    pub const INTERRUPT: &str = "interrupt";
+}
+
+/// Target type of a Kubernetes cluster target.
+pub const KUBERNETES_CLUSTER_TARGET_TYPE: &str = "landscaper.gardener.cloud/kubernetes-cluster";
+
+/// Name of the Context an item uses when `spec.context` is empty.
+pub const DEFAULT_CONTEXT: &str = "default";
+
+/// Implements `k8s_openapi::Resource` and `Metadata` for a namespaced Landscaper kind.
 macro_rules! landscaper_resource {
     ($ty:ident, $kind:literal, $plural:literal) => {
-        impl Resource for $ty {
-            type DynamicType = ();
+        impl k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = API_VERSION;
+            const GROUP: &'static str = GROUP;
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = VERSION;
+            const URL_PATH_SEGMENT: &'static str = $plural;
             type Scope = NamespaceResourceScope;
+        }
 
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(GROUP)
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(VERSION)
-            }
-            fn api_version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(API_VERSION)
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
-            }
-            fn meta(&self) -> &ObjectMeta {
+        impl k8s_openapi::Metadata for $ty {
+            type Ty = ObjectMeta;
+
+            fn metadata(&self) -> &ObjectMeta {
                 &self.metadata
             }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
                 &mut self.metadata
             }
         }
@@ -289,6 +323,14 @@ impl From<Phase> for String {
     }
 }
 
+/// A phase reads as its string (`phase.as_deref() == Some("Succeeded")`).
+impl std::ops::Deref for Phase {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl std::fmt::Display for Phase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -349,8 +391,28 @@ pub struct Context {
     pub kind: String,
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// The component repository (OCM/legacy repository context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_context: Option<Value>,
+    /// Secrets (`kubernetes.io/dockerconfigjson`) for registries, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registry_pull_secrets: Vec<LocalObjectReference>,
+    /// Free-form configurations, keyed by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<BTreeMap<String, Value>>,
+    /// Filled by the host for plugins: `{secret name: .dockerconfigjson content}` of
+    /// [`Context::registry_pull_secrets`]. Never part of a stored Context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_registry_pull_secrets: Option<BTreeMap<String, String>>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A reference to an object of the same namespace, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalObjectReference {
+    #[serde(default)]
+    pub name: String,
 }
 
 fn context_api_version() -> String {
@@ -362,9 +424,67 @@ fn context_kind() -> String {
 
 landscaper_resource!(Context, "Context", "contexts");
 
+/// A `SyncObject` (contract section 1.6): the lock of one DeployItem per controller.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncObject {
+    #[serde(default = "sync_object_api_version")]
+    pub api_version: String,
+    #[serde(default = "sync_object_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: SyncObjectSpec,
+}
+
+fn sync_object_api_version() -> String {
+    API_VERSION.into()
+}
+fn sync_object_kind() -> String {
+    "SyncObject".into()
+}
+
+landscaper_resource!(SyncObject, "SyncObject", "syncobjects");
+
+/// `spec` of a SyncObject; every field is required by the CRD.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncObjectSpec {
+    /// The pod holding the lock; empty = unlocked.
+    #[serde(default)]
+    pub pod_name: String,
+    /// Kind of the locked object (`DeployItem`).
+    #[serde(default)]
+    pub kind: String,
+    /// Name of the locked object.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub last_update_time: String,
+    /// Controller identifier.
+    #[serde(default)]
+    pub prefix: String,
+}
+
+impl SyncObject {
+    /// A SyncObject `namespace/name` with `spec`.
+    pub fn new(namespace: &str, name: &str, spec: SyncObjectSpec) -> Self {
+        Self {
+            api_version: sync_object_api_version(),
+            kind: sync_object_kind(),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            },
+            spec,
+        }
+    }
+}
+
 /// The resolved target handed to plugins: the Target object and its content
 /// (`spec.config` as JSON text, or the referenced Secret's data).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedTarget {
     pub target: Target,
     pub content: String,
@@ -398,9 +518,14 @@ impl DeployItem {
     /// The Context name the item uses (`spec.context`, defaulted to `default`).
     pub fn context_name(&self) -> &str {
         match self.spec.context.as_deref() {
-            None | Some("") => super::DEFAULT_CONTEXT,
+            None | Some("") => DEFAULT_CONTEXT,
             Some(c) => c,
         }
+    }
+
+    /// `spec.config`, if the item has a provider configuration (see [`provider_config_of`]).
+    pub fn provider_config(&self) -> Option<&Value> {
+        provider_config_of(self.spec.config.as_ref())
     }
 
     /// The target name from `spec.target.name`, if set and non-empty.
@@ -413,9 +538,41 @@ impl DeployItem {
     }
 }
 
+/// The contract's rule for `spec.config`: a provider configuration is present unless it is
+/// absent, `null` or an empty object. One rule for the host's check before a plugin runs and
+/// for every plugin's decoding.
+pub fn provider_config_of(config: Option<&Value>) -> Option<&Value> {
+    config.filter(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provider_config_is_missing_when_absent_null_or_empty() {
+        assert_eq!(provider_config_of(None), None);
+        assert_eq!(provider_config_of(Some(&Value::Null)), None);
+        assert_eq!(provider_config_of(Some(&serde_json::json!({}))), None);
+        let c = serde_json::json!({"kind": "ProviderConfiguration"});
+        assert_eq!(provider_config_of(Some(&c)), Some(&c));
+        // Not an object: present (the plugin's decoding says what is wrong with it).
+        assert!(provider_config_of(Some(&serde_json::json!("x"))).is_some());
+    }
+
+    #[test]
+    fn context_keeps_its_typed_and_unknown_fields() {
+        let json = serde_json::json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+            "kind": "Context",
+            "metadata": {"name": "default", "namespace": "ns"},
+            "registryPullSecrets": [{"name": "pull"}],
+            "somethingNew": 1
+        });
+        let c: Context = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(c.registry_pull_secrets[0].name, "pull");
+        assert_eq!(serde_json::to_value(&c).unwrap(), json);
+    }
 
     #[test]
     fn status_round_trip_keeps_unknown_fields() {
