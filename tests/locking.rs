@@ -376,7 +376,7 @@ async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes
             pod_name: "host-1".into(),
             kind: "DeployItem".into(),
             name: "same-0".into(),
-            last_update_time: deployer_host::controller::now(),
+            last_update_time: deployer_host::clock::now(),
             prefix: "wasm-deployer".into(),
         },
     );

@@ -17,6 +17,19 @@ use crate::targetselector::{self, TargetSelector};
 /// Default deployer name written to `status.deployer.name`.
 pub const DEFAULT_NAME: &str = "wasm-deployer";
 
+/// Which events the host publishes (`events:` in the configuration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum EventMode {
+    /// Pickup, finish and errors.
+    #[default]
+    All,
+    /// Only errors (Warning events), as Landscaper's deployer library does.
+    Errors,
+    /// No events.
+    None,
+}
+
 /// The configuration file (`--config`).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -35,7 +48,7 @@ pub struct HostConfig {
     /// How often an unfinished job is polled. Default: `5s` (Landscaper's value).
     pub requeue_interval: Option<String>,
     /// Kubernetes Events on DeployItems: `all` (pickup, finish, errors; default), `errors`, `none`.
-    pub events: Option<crate::controller::EventMode>,
+    pub events: Option<EventMode>,
     /// Plugin loading and limits.
     #[serde(default)]
     pub plugins: PluginsConfig,

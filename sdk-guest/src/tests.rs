@@ -151,7 +151,7 @@ fn typed_models_roundtrip_and_keep_unknown_fields() {
 #[test]
 fn response_and_condition_serde() {
     let r = Response {
-        phase: Some(phase::SUCCEEDED.into()),
+        phase: Some(phase::SUCCEEDED),
         conditions: vec![ConditionReport::new(
             "DeployItemValidation",
             ConditionStatus::True,

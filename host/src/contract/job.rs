@@ -4,7 +4,48 @@
 //! `jobID != jobIDFinished` (contract section 3.4). This module turns an item into one
 //! [`JobStep`]; it performs no I/O.
 
-use crate::landscaper::{DeployItem, Phase, annotations, operations};
+use crate::landscaper::{
+    DeployItem, DeployItemStatus, Phase, TransitionTimes, annotations, operations,
+};
+
+/// A new jobID, as Landscaper mints them (a random UUID). The one place the host creates job IDs:
+/// `test-reconcile` and dev mode's Landscaper stand-in use it.
+pub fn mint_job_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// The jobID a plugin sees during a re-apply outside any job (`reapply-<unix ms>`); it is never
+/// written back, so it cannot be confused with a job Landscaper issued.
+pub fn reapply_job_id(unix_millis: i64) -> String {
+    format!("reapply-{unix_millis}")
+}
+
+/// Landscaper issuing a job: a fresh jobID, `jobIDGenerationTime` and
+/// `transitionTimes = {triggerTime}`.
+pub fn issue_job(status: &mut DeployItemStatus, now: &str) {
+    status.job_id = mint_job_id();
+    status.job_id_generation_time = Some(now.to_string());
+    status.transition_times = Some(TransitionTimes {
+        trigger_time: Some(now.to_string()),
+        ..Default::default()
+    });
+}
+
+/// `operation: test-reconcile` starts a job without Landscaper: a fresh jobID and triggerTime,
+/// in memory (the pickup write that follows stores it).
+pub fn start_test_reconcile(status: &mut DeployItemStatus, now: &str) {
+    status.job_id = mint_job_id();
+    status.transition_times = Some(TransitionTimes {
+        trigger_time: Some(now.to_string()),
+        ..Default::default()
+    });
+}
+
+/// Only a settled, successful, not-deleting item is re-applied by a forced reconcile: a
+/// `Failed` item waits for Landscaper's next job, a deleting one for its delete.
+pub fn reapplicable(item: &DeployItem) -> bool {
+    !item.is_being_deleted() && item.status().phase == Phase::Succeeded
+}
 
 /// What the controller does with an item it is responsible for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +106,6 @@ pub fn next_step(item: &DeployItem, target_missing: bool) -> JobStep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::landscaper::DeployItemStatus;
 
     fn item(job: &str, finished: &str, phase: Phase) -> DeployItem {
         let mut di = DeployItem::default();
@@ -150,6 +190,39 @@ mod tests {
         assert_eq!(next_step(&di, false), JobStep::FinishUnchanged);
         di.metadata.generation = Some(2);
         assert_eq!(next_step(&di, false), JobStep::Start { deleting: false });
+    }
+
+    #[test]
+    fn minted_job_ids_are_fresh_and_never_finished() {
+        let (a, b) = (mint_job_id(), mint_job_id());
+        assert_ne!(a, b);
+        let mut s = DeployItemStatus {
+            job_id: "1".into(),
+            job_id_finished: "1".into(),
+            ..Default::default()
+        };
+        start_test_reconcile(&mut s, "2026-01-01T00:00:00Z");
+        assert_ne!(s.job_id, s.job_id_finished);
+        assert_eq!(
+            s.transition_times.unwrap().trigger_time.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        let mut s = DeployItemStatus::default();
+        issue_job(&mut s, "t");
+        assert!(!s.job_id.is_empty() && s.job_id_generation_time.as_deref() == Some("t"));
+        assert!(reapply_job_id(5).starts_with("reapply-"));
+    }
+
+    #[test]
+    fn only_succeeded_items_not_being_deleted_are_reapplicable() {
+        assert!(reapplicable(&item("1", "1", Phase::Succeeded)));
+        assert!(!reapplicable(&item("1", "1", Phase::Failed)));
+        let mut di = item("1", "1", Phase::Succeeded);
+        di.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert!(!reapplicable(&di));
     }
 
     #[test]

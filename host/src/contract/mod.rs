@@ -2,12 +2,14 @@
 //!
 //! Pure decisions only: who is responsible for an item ([`responsibility`]), what a reconcile must
 //! do with it ([`job`]), how its status changes ([`status`]), when its progressing timeout fires
-//! ([`timeout`]), and how a Target's content is resolved ([`target`]). The controller performs the
+//! ([`timeout`]), the rules around one plugin step ([`step`]), and how a Target's content is
+//! resolved ([`target`]). The controller performs the
 //! reads and writes these functions ask for; nothing in here talks to an API server or a plugin.
 
 pub mod job;
 pub mod responsibility;
 pub mod status;
+pub mod step;
 pub mod target;
 pub mod timeout;
 

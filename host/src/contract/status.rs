@@ -4,6 +4,8 @@
 //! Pure functions over [`DeployItemStatus`]; the caller supplies `now`, so every rule is unit-tested
 //! with fixed times. Nothing here talks to the API server.
 
+use landscaper_model::ConditionReport;
+
 use crate::landscaper::{
     Condition, DeployItemStatus, DeployerInformation, LsError, Phase, TransitionTimes, codes,
 };
@@ -182,40 +184,32 @@ pub fn record_reapply(status: &mut DeployItemStatus, err: Option<&StepError>, no
     }
 }
 
-/// A condition as a plugin reports it; the host owns the timestamps.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConditionUpdate {
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-    pub codes: Vec<String>,
-}
-
-/// `CreateOrUpdateConditions`: `lastUpdateTime` moves when anything changed, `lastTransitionTime`
-/// only when `status` changed.
-pub fn update_conditions(conditions: &mut Vec<Condition>, updates: &[ConditionUpdate], now: &str) {
+/// `CreateOrUpdateConditions` with the conditions a plugin reported (the host owns the
+/// timestamps): `lastUpdateTime` moves when anything changed, `lastTransitionTime` only when
+/// `status` changed.
+pub fn update_conditions(conditions: &mut Vec<Condition>, updates: &[ConditionReport], now: &str) {
     for u in updates {
+        let status = u.status.as_str();
         match conditions.iter_mut().find(|c| c.type_ == u.type_) {
             Some(c) => {
-                let changed = c.status != u.status
+                let changed = c.status != status
                     || c.reason != u.reason
                     || c.message != u.message
                     || c.codes != u.codes;
-                if c.status != u.status {
+                if c.status != status {
                     c.last_transition_time = now.into();
                 }
                 if changed {
                     c.last_update_time = now.into();
                 }
-                c.status = u.status.clone();
+                c.status = status.to_string();
                 c.reason = u.reason.clone();
                 c.message = u.message.clone();
                 c.codes = u.codes.clone();
             }
             None => conditions.push(Condition {
                 type_: u.type_.clone(),
-                status: u.status.clone(),
+                status: status.to_string(),
                 last_transition_time: now.into(),
                 last_update_time: now.into(),
                 reason: u.reason.clone(),
@@ -229,6 +223,7 @@ pub fn update_conditions(conditions: &mut Vec<Condition>, updates: &[ConditionUp
 #[cfg(test)]
 mod tests {
     use super::*;
+    use landscaper_model::ConditionStatus;
 
     const T0: &str = "2026-01-01T00:00:00Z";
     const T1: &str = "2026-01-01T00:00:01Z";
@@ -383,9 +378,12 @@ mod tests {
     #[test]
     fn conditions_move_timestamps_only_on_change() {
         let mut cs = Vec::new();
-        let up = |status: &str, msg: &str| ConditionUpdate {
+        let up = |status: &str, msg: &str| ConditionReport {
             type_: "DeployItemValidation".into(),
-            status: status.into(),
+            status: match status {
+                "True" => ConditionStatus::True,
+                _ => ConditionStatus::False,
+            },
             reason: "R".into(),
             message: msg.into(),
             codes: vec![],

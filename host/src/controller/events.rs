@@ -7,20 +7,8 @@
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
+use crate::config::EventMode;
 use crate::landscaper::DeployItem;
-
-/// Which events the host publishes (`events:` in the configuration).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum EventMode {
-    /// Pickup, finish and errors.
-    #[default]
-    All,
-    /// Only errors (Warning events), as Landscaper's deployer library does.
-    Errors,
-    /// No events.
-    None,
-}
 
 /// Publishes events about DeployItems.
 #[derive(Clone)]

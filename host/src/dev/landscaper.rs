@@ -10,8 +10,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::controller::now;
-use crate::landscaper::{DeployItem, TransitionTimes};
+use crate::clock::now;
+use crate::landscaper::DeployItem;
 
 /// Why an item gets a new job, if it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,13 +43,7 @@ pub fn trigger_for(item: &DeployItem) -> Option<Trigger> {
 pub fn with_new_job(item: &DeployItem) -> DeployItem {
     let mut item = item.clone();
     let mut status = item.status();
-    let now = now();
-    status.job_id = uuid::Uuid::new_v4().to_string();
-    status.job_id_generation_time = Some(now.clone());
-    status.transition_times = Some(TransitionTimes {
-        trigger_time: Some(now),
-        ..Default::default()
-    });
+    crate::contract::job::issue_job(&mut status, &now());
     item.status = Some(status);
     item
 }

@@ -55,6 +55,8 @@ impl std::fmt::Display for HookError {
     }
 }
 
+impl std::error::Error for HookError {}
+
 /// All hook registrations of a host, in execution order.
 #[derive(Default)]
 pub struct HookSet {

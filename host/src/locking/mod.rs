@@ -19,7 +19,7 @@ use kube::api::{Api, PostParams};
 pub use pods::PodCache;
 pub use syncobject::{SyncObject, SyncObjectSpec};
 
-use crate::controller::now;
+use crate::clock::now;
 
 /// The pod name Landscaper uses when `MY_POD_NAME` is unset; such an owner is never taken over.
 pub const NO_POD_NAME: &str = "nopodname";

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::ItemCtx;
 use crate::contract::status::StepError;
-use crate::controller::Deployer;
+use crate::controller::deployer::Deployer;
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::{DeployItem, Target};
 

@@ -12,8 +12,12 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 
 use super::hooks::{action, hook_step_error};
-use super::{Call, Error, ItemCtx, apply_conditions, now};
+use super::{ItemCtx, StageError};
+use crate::clock::now;
+use crate::contract::job::reapply_job_id;
 use crate::contract::status::{self, StepError};
+use crate::contract::step::{Call, apply_conditions};
+use crate::controller::deployer::Error;
 use crate::hooks::{Accumulated, HookType};
 use crate::landscaper::{DeployItem, Phase, Target, TransitionTimes};
 
@@ -21,11 +25,11 @@ use crate::landscaper::{DeployItem, Phase, Target, TransitionTimes};
 /// of its own (`reapply-<time>`, never written back), phase `Init`, initTime now — so every
 /// plugin written for the job protocol reconciles from scratch instead of resuming the
 /// finished job it finds in providerStatus. The stored status is never this view.
-pub(super) fn reapply_view(item: &DeployItem) -> DeployItem {
+fn reapply_view(item: &DeployItem) -> DeployItem {
     let mut view = item.clone();
     let mut s = view.status();
     let at = now();
-    s.job_id = format!("reapply-{}", jiff::Timestamp::now().as_millisecond());
+    s.job_id = reapply_job_id(jiff::Timestamp::now().as_millisecond());
     s.phase = Phase::Init;
     s.last_reconcile_time = Some(at.clone());
     let times = s
@@ -37,10 +41,13 @@ pub(super) fn reapply_view(item: &DeployItem) -> DeployItem {
     view
 }
 
-/// Only a settled, successful, not-deleting item is re-applied by a forced reconcile: a
-/// `Failed` item waits for Landscaper's next job, a deleting one for its delete.
-pub(super) fn reapplicable(item: &DeployItem) -> bool {
-    !item.is_being_deleted() && item.status().phase == Phase::Succeeded
+/// What one re-apply attempt came to.
+enum Attempt {
+    /// Converged: record it.
+    Done,
+    /// Not converged yet (e.g. readiness): try again after this, write nothing.
+    Again(Duration),
+    Failed(StepError),
 }
 
 impl ItemCtx {
@@ -51,27 +58,19 @@ impl ItemCtx {
     pub(super) async fn reapply(
         &self,
         mut item: DeployItem,
-        target_obj: Option<Target>,
+        target: Option<&Target>,
         mut acc: Accumulated,
     ) -> Result<Action, Error> {
         let error = match self
-            .before_hooks(
-                HookType::BeforeForceReconcile,
-                &item,
-                target_obj.as_ref(),
-                &mut acc,
-            )
+            .before_hooks(HookType::BeforeForceReconcile, &item, target, &mut acc)
             .await
         {
             Err(e) => Some(hook_step_error(&e)),
             Ok(true) => return Ok(action(&acc, None)),
-            Ok(false) => match self.reapply_call(&mut item, target_obj.clone()).await? {
-                Ok(Some(retry_after)) => {
-                    // Not converged yet (e.g. readiness): try again soon, write nothing.
-                    return Ok(action(&acc, Some(retry_after)));
-                }
-                Ok(None) => None,
-                Err(err) => Some(err),
+            Ok(false) => match self.reapply_call(&mut item, target).await? {
+                Attempt::Again(retry_after) => return Ok(action(&acc, Some(retry_after))),
+                Attempt::Done => None,
+                Attempt::Failed(err) => Some(err),
             },
         };
         self.deployer
@@ -98,45 +97,48 @@ impl ItemCtx {
                 );
             }
         }
-        self.end_hooks(&item, target_obj.as_ref(), &mut acc).await;
+        self.end_hooks(&item, target, &mut acc).await;
         Ok(action(&acc, None))
     }
 
-    /// The plugin call of a re-apply. `Ok(Ok(Some(d)))`: the plugin asks to be called again
-    /// after `d`; `Ok(Err(_))`: the attempt failed.
+    /// The plugin call of a re-apply; its providerStatus and conditions go into `item`.
     async fn reapply_call(
         &self,
         item: &mut DeployItem,
-        target_obj: Option<Target>,
-    ) -> Result<Result<Option<Duration>, StepError>, Error> {
-        let resolved = match self.resolve_target(target_obj, false).await? {
-            Ok(r) => r,
-            Err(err) => return Ok(Err(err)),
+        target: Option<&Target>,
+    ) -> Result<Attempt, Error> {
+        let inputs = async {
+            let resolved = self.resolve_target(target, Call::Reapply).await?;
+            let context = self.read_context(item, Call::Reapply).await?;
+            Ok::<_, StageError>((resolved, context))
         };
-        let context = match self.read_context(item).await? {
-            Ok(c) => c,
-            Err(err) => return Ok(Err(err.with_operation("reconcile"))),
+        let (resolved, context) = match inputs.await {
+            Ok(inputs) => inputs,
+            Err(StageError::Step(err)) => return Ok(Attempt::Failed(err)),
+            Err(StageError::Api(e)) => return Err(e),
         };
         let mut view = reapply_view(item);
         let called = self
-            .call_plugin_checked(&mut view, resolved, context, Call::Reapply)
+            .call_plugin(&mut view, resolved, context, Call::Reapply)
             .await;
         let mut s = item.status();
         s.conditions = view.status().conditions;
-        item.status = Some(s);
         let response = match called {
             Ok(r) => r,
-            Err(err) => return Ok(Err(err)),
+            Err(err) => {
+                item.status = Some(s);
+                return Ok(Attempt::Failed(err));
+            }
         };
         if let Some(after) = response.retry_after {
-            return Ok(Ok(Some(after)));
+            item.status = Some(s);
+            return Ok(Attempt::Again(after));
         }
-        let mut s = item.status();
         if let Some(ps) = &response.provider_status {
             s.provider_status = Some(ps.clone());
         }
         apply_conditions(&mut s, &response.conditions, &now());
         item.status = Some(s);
-        Ok(Ok(None))
+        Ok(Attempt::Done)
     }
 }

@@ -1,0 +1,152 @@
+//! The state every reconcile shares: clients, plugins, hooks, configuration-derived settings,
+//! caches and counters — and the error type that aborts a reconcile.
+//!
+//! Owns: construction from the host configuration. Must not touch: the reconcile flow
+//! (`reconcile`), the controller loop (`super::run`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use kube::Client;
+use plugin_runtime::PluginRegistry;
+
+use super::backoff::Backoff;
+use super::events::Events;
+use super::finished::FinishedCache;
+use super::services::TargetClients;
+use super::workers::WorkerCounter;
+use crate::config::HostConfig;
+use crate::contract::CheckpointMode;
+use crate::hooks::HookError;
+use crate::landscaper::DeployerInformation;
+use crate::targetselector::{SelectorError, TargetSelector};
+
+/// Everything a reconcile needs; shared by all workers.
+pub struct Deployer {
+    /// Client of the cluster that holds DeployItems, Targets and Contexts (the "LS cluster").
+    pub client: Client,
+    /// Client of the cluster the host itself runs in (the "host cluster": its pods, leases).
+    /// The same as `client` unless the host runs in a fenced environment.
+    pub host_client: Client,
+    pub plugins: Arc<PluginRegistry>,
+    /// Extension hooks, in execution order (empty: the plain contract flow).
+    pub hooks: crate::hooks::HookSet,
+    pub target_selectors: Vec<TargetSelector>,
+    pub deployer: DeployerInformation,
+    /// Poll interval of unfinished jobs (Landscaper: 5 s).
+    pub requeue_interval: Duration,
+    /// Test hook for the progressing timeout.
+    pub checkpoint_mode: CheckpointMode,
+    /// Kubernetes clients for the plugins' Targets.
+    pub target_clients: TargetClients,
+    /// Kubernetes Events on DeployItems.
+    pub events: Events,
+    /// SyncObject locking; `None` when only one replica can run.
+    pub locker: Option<crate::locking::Locker>,
+    /// Items known finished at a resourceVersion.
+    pub finished: FinishedCache,
+    /// Reconciles in flight.
+    pub workers: WorkerCounter,
+    /// Retry delays of items whose reconcile failed.
+    pub backoff: Backoff,
+    /// Interval of the orphaned-SyncObject cleanup (only with locking); `None` = off.
+    pub lock_cleanup_interval: Option<Duration>,
+    pub stats: Stats,
+}
+
+impl Deployer {
+    /// Builds the shared reconcile state from the host configuration.
+    pub fn new(
+        client: Client,
+        host_client: Client,
+        plugins: Arc<PluginRegistry>,
+        config: &HostConfig,
+        target_clients: TargetClients,
+    ) -> anyhow::Result<Self> {
+        let deployer = config.deployer_information();
+        let events = Events::new(
+            client.clone(),
+            &deployer.name,
+            &deployer.identity,
+            config.events.unwrap_or_default(),
+        );
+        let locker = config.locking_enabled().then(|| {
+            crate::locking::Locker::new(client.clone(), host_client.clone(), config.lock_config())
+        });
+        let workers = WorkerCounter::new("deployitems", config.workers());
+        let hooks = crate::hooks::HookSet::from_config(
+            config.hooks.as_deref().unwrap_or_default(),
+            &plugins,
+        )?;
+        Ok(Self {
+            hooks,
+            events,
+            locker,
+            finished: FinishedCache::default(),
+            workers,
+            backoff: Backoff::default(),
+            lock_cleanup_interval: config.cleanup_interval(),
+            host_client,
+            client,
+            plugins,
+            target_selectors: config.target_selectors.clone(),
+            deployer,
+            requeue_interval: config.requeue_interval()?,
+            checkpoint_mode: CheckpointMode::Standard,
+            target_clients,
+            stats: Stats::default(),
+        })
+    }
+}
+
+/// Counters exposed for tests, benchmarks and logs.
+#[derive(Default, Debug)]
+pub struct Stats {
+    pub reconciles: AtomicU64,
+    pub jobs_finished: AtomicU64,
+    pub plugin_calls: AtomicU64,
+    /// Hook stages run (each may call several hook plugins).
+    pub hook_stages: AtomicU64,
+    /// Hook-forced re-applies of finished items.
+    pub reapplies: AtomicU64,
+}
+
+impl Stats {
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        (
+            self.reconciles.load(Ordering::Relaxed),
+            self.jobs_finished.load(Ordering::Relaxed),
+            self.plugin_calls.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Errors that abort one reconcile; the item is retried after its backoff. Errors of a job
+/// (a plugin failure, a missing Context) are not these: they are recorded on the item.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("encoding: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Selector(#[from] SelectorError),
+    #[error("item {namespace}/{name} was replaced while reconciling (different UID)")]
+    ItemReplaced { namespace: String, name: String },
+    #[error("{0}")]
+    Hook(#[from] HookError),
+}
+
+impl Error {
+    /// Someone else wrote the item first (HTTP 409): re-read and decide again.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(kube::Error::Api(s)) if s.code == 409)
+    }
+
+    /// The object is gone (404) or was replaced (409 on a UID precondition): after the
+    /// finalizer is removed, both mean the deletion went through.
+    pub fn is_gone(&self) -> bool {
+        matches!(self, Error::Kube(kube::Error::Api(s)) if s.code == 404 || s.code == 409)
+    }
+}

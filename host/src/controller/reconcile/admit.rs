@@ -1,0 +1,286 @@
+//! Stage 1, admit: is this item ours, and does it need work? Everything before the lock.
+//!
+//! In order: the `Start` hook; the finished-item cache (an unchanged finished item costs no
+//! read); responsibility check 1 (the type, from annotations or the item); check 2 (the Target
+//! in the item's namespace against the target selectors); the full item; the hooks
+//! `DuringResponsibilityCheck`, `AfterResponsibilityCheck` and `ShouldReconcile`; and the job
+//! decision "needs work" — all before any write, so replicas never lock an item that needs none.
+//!
+//! Owns: the reads responsibility needs. Must not touch: the item's status or its lock.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::Action;
+use plugin_runtime::DeployerPlugin;
+
+use super::TargetRef;
+use super::hooks::{Flow, HookView, action, run_stage};
+use crate::contract::job::reapplicable;
+use crate::contract::responsibility::{self, ItemRoute};
+use crate::contract::{JobStep, next_step};
+use crate::controller::deployer::{Deployer, Error};
+use crate::hooks::{Accumulated, HookType};
+use crate::landscaper::{DeployItem, Target};
+use crate::targetselector;
+
+/// An item this deployer is responsible for and that needs work.
+pub(super) struct Admitted {
+    pub item: DeployItem,
+    /// The type responsibility was decided on (annotation, else `spec.type`).
+    pub deploy_item_type: String,
+    pub plugin: Arc<dyn DeployerPlugin>,
+    pub target: TargetRef,
+    pub flow: Flow,
+}
+
+/// The outcome of the admit stage.
+pub(super) enum Admission {
+    /// Not ours, or nothing to do: return this Action without any write.
+    Skip(Action),
+    Admitted(Box<Admitted>),
+}
+
+use Admission::Skip;
+
+/// Runs the admit stage for the item behind `meta`.
+pub(super) async fn admit(
+    meta: &PartialObjectMeta<DeployItem>,
+    deployer: &Deployer,
+) -> Result<Admission, Error> {
+    let namespace = meta.metadata.namespace.as_deref().unwrap_or_default();
+    let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), namespace);
+    let annotated = responsibility::route_from_annotations(meta.metadata.annotations.as_ref());
+    let annotated_type = annotated.as_ref().map(|r| r.deploy_item_type.as_str());
+    let mut acc = Accumulated::default();
+
+    // Hooks: Start, the very first step (no item, no target).
+    if deployer.hooks.has(annotated_type, HookType::Start) {
+        deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
+        acc.add(
+            deployer
+                .hooks
+                .run(HookType::Start, annotated_type, None, None)
+                .await?,
+        );
+        if acc.aborted() {
+            return Ok(Skip(action(&acc, None)));
+        }
+    }
+
+    // An unchanged item we saw finished: nothing to read, lock or write — unless a hook may
+    // take or reopen it.
+    if let Some(rv) = meta.metadata.resource_version.as_deref()
+        && !deployer.hooks.may_reopen(annotated_type)
+        && deployer
+            .finished
+            .is_finished(meta.metadata.uid.as_deref().unwrap_or_default(), rv)
+    {
+        return Ok(Skip(Action::await_change()));
+    }
+
+    // Responsibility, check 1: the type (from annotations when present).
+    let (route, prefetched) = match annotated {
+        Some(route) => (route, None),
+        None => {
+            let name = meta.metadata.name.as_deref().unwrap_or_default();
+            let Some(item) = items.get_opt(name).await? else {
+                return Ok(Skip(Action::await_change()));
+            };
+            (responsibility::route_from_item(&item), Some(item))
+        }
+    };
+    let Some(plugin) = deployer.plugins.for_type(&route.deploy_item_type) else {
+        return Ok(Skip(Action::await_change()));
+    };
+
+    // Responsibility, check 2: the Target, read from the item's own namespace.
+    let (target, responsible) = read_target(deployer, namespace, &route).await?;
+    let item_type = Some(route.deploy_item_type.as_str());
+    if !responsible
+        && !deployer
+            .hooks
+            .has(item_type, HookType::DuringResponsibilityCheck)
+    {
+        return Ok(Skip(Action::await_change()));
+    }
+
+    // Only now the full item.
+    let Some(item) = read_item(deployer, meta, &items, prefetched).await? else {
+        return Ok(Skip(Action::await_change()));
+    };
+    let flow = match decision_hooks(deployer, &route, &item, &target, responsible, acc).await? {
+        Work::Needed(flow) => flow,
+        Work::None(action) => return Ok(Skip(action)),
+    };
+    Ok(Admission::Admitted(Box::new(Admitted {
+        item,
+        deploy_item_type: route.deploy_item_type,
+        plugin,
+        target,
+        flow,
+    })))
+}
+
+/// Reads the Target the item names and checks it against the target selectors.
+/// Returns the Target and whether this deployer is responsible by it.
+async fn read_target(
+    deployer: &Deployer,
+    namespace: &str,
+    route: &ItemRoute,
+) -> Result<(TargetRef, bool), Error> {
+    let Some(target_name) = &route.target_name else {
+        return Ok((TargetRef::default(), true));
+    };
+    let targets: Api<Target> = Api::namespaced(deployer.client.clone(), namespace);
+    Ok(match targets.get_opt(target_name).await? {
+        None => (
+            TargetRef {
+                object: None,
+                missing: true,
+            },
+            true,
+        ),
+        Some(t) => {
+            let responsible = targetselector::matches_any(&deployer.target_selectors, &t)?;
+            (
+                TargetRef {
+                    object: Some(t),
+                    missing: false,
+                },
+                responsible,
+            )
+        }
+    })
+}
+
+/// The full item (the one read for check 1 if there was one). `None`: it is gone.
+async fn read_item(
+    deployer: &Deployer,
+    meta: &PartialObjectMeta<DeployItem>,
+    items: &Api<DeployItem>,
+    prefetched: Option<DeployItem>,
+) -> Result<Option<DeployItem>, Error> {
+    let item = match prefetched {
+        Some(item) => item,
+        None => {
+            let name = meta.metadata.name.as_deref().unwrap_or_default();
+            match items.get_opt(name).await? {
+                Some(item) => item,
+                None => {
+                    deployer
+                        .finished
+                        .remove(meta.metadata.uid.as_deref().unwrap_or_default());
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    if item.metadata.uid != meta.metadata.uid {
+        return Err(Error::ItemReplaced {
+            namespace: meta.metadata.namespace.clone().unwrap_or_default(),
+            name: meta.metadata.name.clone().unwrap_or_default(),
+        });
+    }
+    Ok(Some(item))
+}
+
+/// Whether an item needs work, after the hooks had their say.
+enum Work {
+    Needed(Flow),
+    /// Not ours after all, or nothing to do.
+    None(Action),
+}
+
+/// The hooks around the responsibility and "needs work" decisions, then that decision.
+/// A hook error ends the hook stages; it is recorded on the item if there is a job to record
+/// it in, and aborts the reconcile otherwise.
+async fn decision_hooks(
+    deployer: &Deployer,
+    route: &ItemRoute,
+    item: &DeployItem,
+    target: &TargetRef,
+    mut responsible: bool,
+    mut acc: Accumulated,
+) -> Result<Work, Error> {
+    let item_type = route.deploy_item_type.as_str();
+    let has = |t| deployer.hooks.has(Some(item_type), t);
+    let view = HookView::new(item, target.object.as_ref());
+    let mut hook_error = None;
+    if has(HookType::DuringResponsibilityCheck) {
+        match run_stage(
+            deployer,
+            HookType::DuringResponsibilityCheck,
+            item_type,
+            &view,
+        )
+        .await
+        {
+            Ok(r) => {
+                // A result overrides the target responsibility check.
+                if let Some(r) = r {
+                    responsible = !r.abort_reconcile;
+                }
+                acc.add(r);
+                acc.clear_abort();
+            }
+            Err(e) => hook_error = Some(e),
+        }
+    }
+    if !responsible {
+        return match hook_error {
+            Some(e) => Err(e.into()),
+            None => Ok(Work::None(action(&acc, None))),
+        };
+    }
+    if hook_error.is_none() && has(HookType::AfterResponsibilityCheck) {
+        match run_stage(
+            deployer,
+            HookType::AfterResponsibilityCheck,
+            item_type,
+            &view,
+        )
+        .await
+        {
+            Ok(r) => {
+                acc.add(r);
+                if acc.aborted() {
+                    return Ok(Work::None(action(&acc, None)));
+                }
+            }
+            Err(e) => hook_error = Some(e),
+        }
+    }
+    let needs_work = next_step(item, target.missing) != JobStep::Finished;
+    let mut forced = false;
+    if hook_error.is_none() && has(HookType::ShouldReconcile) {
+        match run_stage(deployer, HookType::ShouldReconcile, item_type, &view).await {
+            Ok(r) => {
+                // Can force a reconcile; cannot stop one the default logic requires.
+                forced = !needs_work && r.is_some_and(|r| !r.abort_reconcile) && reapplicable(item);
+                acc.add(r);
+                acc.clear_abort();
+            }
+            Err(e) => hook_error = Some(e),
+        }
+    }
+    if !needs_work && !forced {
+        if let Some(e) = hook_error {
+            deployer
+                .events
+                .warning(item, "ExtensionHookFailed", e.to_string());
+            return Err(e.into());
+        }
+        // Nothing to do: remember it, so its next unchanged event is free.
+        if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
+            deployer.finished.insert(uid, rv);
+        }
+        return Ok(Work::None(action(&acc, None)));
+    }
+    Ok(Work::Needed(Flow {
+        forced,
+        hook_error,
+        acc,
+    }))
+}

@@ -1,0 +1,184 @@
+//! One reconcile of one DeployItem, as stages that run in this order and hand each other plain
+//! values:
+//!
+//! ```text
+//!  admit ───────► lock ──────► decide ──────► invoke ──────► commit
+//!  admit.rs       (here)       decide.rs      invoke.rs      commit.rs
+//!  Start hook,    SyncObject   the job step   Target,        the step's result
+//!  finished       (several     (contract),    Context,       → status (the one
+//!  cache, type,   replicas     pickup write,  finalizer,     write path), export,
+//!  Target and     only), then  Before* hooks  plugin call    events, End hook
+//!  selectors,     re-read
+//!  During/After/
+//!  ShouldReconcile
+//! ```
+//!
+//! An item that is not ours leaves `admit` before any write. A 409 on any write aborts the
+//! reconcile (the item is re-read and decided again); other API errors back off per item.
+//! Hook points are in `hooks`; the hook-forced re-apply of finished items in `reapply`.
+
+use std::sync::Arc;
+
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::Action;
+use plugin_runtime::DeployerPlugin;
+use tracing::Instrument;
+
+mod admit;
+mod commit;
+mod decide;
+mod hooks;
+mod invoke;
+mod reapply;
+
+use super::deployer::{Deployer, Error};
+use crate::contract::StepError;
+use crate::landscaper::{DeployItem, Target};
+use crate::locking::{Lock, LockOutcome};
+use admit::{Admission, Admitted};
+
+/// Reconciles the item behind `meta`.
+pub async fn reconcile(
+    meta: &PartialObjectMeta<DeployItem>,
+    deployer: &Arc<Deployer>,
+) -> Result<Action, Error> {
+    let Admitted {
+        mut item,
+        deploy_item_type,
+        plugin,
+        target,
+        flow,
+    } = match admit::admit(meta, deployer).await? {
+        Admission::Skip(action) => return Ok(action),
+        Admission::Admitted(admitted) => *admitted,
+    };
+    let namespace = item.metadata.namespace.clone().unwrap_or_default();
+    let name = item.metadata.name.clone().unwrap_or_default();
+    let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), &namespace);
+    let lock = match lock(deployer, &items, &mut item).await? {
+        Locked::Elsewhere(action) => return Ok(action),
+        Locked::Here(lock) => lock,
+    };
+    let status = item.status();
+    let span = tracing::info_span!(
+        "reconcile",
+        item = %format!("{namespace}/{name}"),
+        job = %status.job_id,
+        phase = %status.phase,
+        plugin = %plugin.description().name
+    );
+    let ctx = ItemCtx {
+        deployer: deployer.clone(),
+        items,
+        plugin,
+        deploy_item_type,
+        namespace,
+        name,
+    };
+    let result = async {
+        match ctx.decide(item, &target, flow).await? {
+            decide::Decided::Done(action) => Ok(action),
+            decide::Decided::Run(run) => {
+                let (step, mut item) = *run;
+                let outcome = ctx.invoke(&mut item, &target, &step).await?;
+                ctx.commit(item, &target, step, outcome).await
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    if let (Some(locker), Some(lock)) = (&deployer.locker, lock) {
+        locker.unlock(lock).await;
+    }
+    result
+}
+
+/// The outcome of the lock stage.
+enum Locked {
+    /// Locked by this replica (`None`: no locking configured).
+    Here(Option<Lock>),
+    /// Another replica holds the lock: try again later.
+    Elsewhere(Action),
+}
+
+/// Takes the item's SyncObject (only when several replicas may run), then re-reads the item:
+/// another replica may have finished the job between our read and our lock.
+async fn lock(
+    deployer: &Deployer,
+    items: &Api<DeployItem>,
+    item: &mut DeployItem,
+) -> Result<Locked, Error> {
+    let Some(locker) = &deployer.locker else {
+        return Ok(Locked::Here(None));
+    };
+    let namespace = item.metadata.namespace.as_deref().unwrap_or_default();
+    let name = item.metadata.name.as_deref().unwrap_or_default();
+    let uid = item.metadata.uid.as_deref().unwrap_or_default();
+    let lock = match locker.lock(namespace, name, uid).await? {
+        LockOutcome::NotLocked => {
+            tracing::debug!(item = %format!("{namespace}/{name}"), "locked by another replica");
+            return Ok(Locked::Elsewhere(Action::requeue(
+                locker.config().retry_after,
+            )));
+        }
+        LockOutcome::Locked(lock) => lock,
+    };
+    match items.get_opt(name).await {
+        Ok(Some(fresh)) if fresh.metadata.uid == item.metadata.uid => {
+            *item = fresh;
+            Ok(Locked::Here(Some(lock)))
+        }
+        other => {
+            locker.unlock(lock).await;
+            other?;
+            Ok(Locked::Elsewhere(Action::await_change()))
+        }
+    }
+}
+
+/// What every stage after the lock knows about the item being reconciled.
+struct ItemCtx {
+    deployer: Arc<Deployer>,
+    items: Api<DeployItem>,
+    plugin: Arc<dyn DeployerPlugin>,
+    /// The type responsibility was decided on (annotation, else `spec.type`); hooks are
+    /// chosen by it at every stage.
+    deploy_item_type: String,
+    namespace: String,
+    name: String,
+}
+
+/// The item's Target as responsibility found it.
+#[derive(Clone, Debug, Default)]
+struct TargetRef {
+    /// The Target object, if the item names one that exists.
+    object: Option<Target>,
+    /// The item names a Target that does not exist in its namespace.
+    missing: bool,
+}
+
+/// Why a stage could not produce its value: a step error is recorded on the item (the job
+/// goes on, or fails by its codes); an API error aborts this reconcile (retried after backoff).
+#[derive(Debug)]
+enum StageError {
+    Step(StepError),
+    Api(Error),
+}
+
+impl From<StepError> for StageError {
+    fn from(e: StepError) -> Self {
+        StageError::Step(e)
+    }
+}
+
+impl From<Error> for StageError {
+    fn from(e: Error) -> Self {
+        StageError::Api(e)
+    }
+}
+
+impl From<kube::Error> for StageError {
+    fn from(e: kube::Error) -> Self {
+        StageError::Api(e.into())
+    }
+}
