@@ -3,7 +3,8 @@
 //! Data flows one way, stage by stage (`reconcile`):
 //! watch (here) → admit (responsibility, early hooks) → lock → decide (contract) → invoke
 //! (plugin) → commit (status). Every decision is delegated to [`crate::contract`]; plugin
-//! execution to `plugin-runtime`; the host's side of each plugin capability to `services`.
+//! execution to `plugin-runtime`; the host's side of each plugin capability to
+//! [`crate::capabilities`].
 //!
 //! Owns: the metadata-only watch (kube-runtime `Controller`), the error policy (per-item
 //! exponential backoff) and the orphaned-SyncObject cleaner task.
@@ -15,7 +16,6 @@ mod events;
 mod exports;
 mod finished;
 mod reconcile;
-mod services;
 mod workers;
 
 use std::sync::Arc;
@@ -29,11 +29,11 @@ use kube::runtime::watcher;
 
 use crate::landscaper::DeployItem;
 
+pub use crate::capabilities::TargetClients;
 pub use backoff::Backoff;
 pub use deployer::{Deployer, Error, Stats};
 pub use events::Events;
 pub use finished::FinishedCache;
-pub use services::TargetClients;
 pub use workers::WorkerCounter;
 
 /// Runs the controller until `shutdown` resolves.

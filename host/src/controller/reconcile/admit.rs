@@ -21,7 +21,7 @@ use crate::contract::job::reapplicable;
 use crate::contract::responsibility::{self, ItemRoute};
 use crate::contract::{JobStep, next_step};
 use crate::controller::deployer::{Deployer, Error};
-use crate::hooks::{Accumulated, HookType};
+use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::{DeployItem, Target};
 use crate::targetselector;
 
@@ -204,67 +204,42 @@ async fn decision_hooks(
     mut responsible: bool,
     mut acc: Accumulated,
 ) -> Result<Work, Error> {
-    let item_type = route.deploy_item_type.as_str();
-    let has = |t| deployer.hooks.has(Some(item_type), t);
     let view = HookView::new(item, target.object.as_ref());
-    let mut hook_error = None;
-    if has(HookType::DuringResponsibilityCheck) {
-        match run_stage(
-            deployer,
-            HookType::DuringResponsibilityCheck,
-            item_type,
-            &view,
-        )
-        .await
-        {
-            Ok(r) => {
-                // A result overrides the target responsibility check.
-                if let Some(r) = r {
-                    responsible = !r.abort_reconcile;
-                }
-                acc.add(r);
-                acc.clear_abort();
-            }
-            Err(e) => hook_error = Some(e),
+    let mut stages = Stages {
+        deployer,
+        item_type: &route.deploy_item_type,
+        view: &view,
+        error: None,
+    };
+    if let Some(r) = stages.run(HookType::DuringResponsibilityCheck).await {
+        // A result overrides the target responsibility check.
+        if let Some(r) = r {
+            responsible = !r.abort_reconcile;
         }
+        acc.add(r);
+        acc.clear_abort();
     }
     if !responsible {
-        return match hook_error {
+        return match stages.error {
             Some(e) => Err(e.into()),
             None => Ok(Work::None(action(&acc, None))),
         };
     }
-    if hook_error.is_none() && has(HookType::AfterResponsibilityCheck) {
-        match run_stage(
-            deployer,
-            HookType::AfterResponsibilityCheck,
-            item_type,
-            &view,
-        )
-        .await
-        {
-            Ok(r) => {
-                acc.add(r);
-                if acc.aborted() {
-                    return Ok(Work::None(action(&acc, None)));
-                }
-            }
-            Err(e) => hook_error = Some(e),
+    if let Some(r) = stages.run(HookType::AfterResponsibilityCheck).await {
+        acc.add(r);
+        if acc.aborted() {
+            return Ok(Work::None(action(&acc, None)));
         }
     }
     let needs_work = next_step(item, target.missing) != JobStep::Finished;
     let mut forced = false;
-    if hook_error.is_none() && has(HookType::ShouldReconcile) {
-        match run_stage(deployer, HookType::ShouldReconcile, item_type, &view).await {
-            Ok(r) => {
-                // Can force a reconcile; cannot stop one the default logic requires.
-                forced = !needs_work && r.is_some_and(|r| !r.abort_reconcile) && reapplicable(item);
-                acc.add(r);
-                acc.clear_abort();
-            }
-            Err(e) => hook_error = Some(e),
-        }
+    if let Some(r) = stages.run(HookType::ShouldReconcile).await {
+        // Can force a reconcile; cannot stop one the default logic requires.
+        forced = !needs_work && r.is_some_and(|r| !r.abort_reconcile) && reapplicable(item);
+        acc.add(r);
+        acc.clear_abort();
     }
+    let hook_error = stages.error;
     if !needs_work && !forced {
         if let Some(e) = hook_error {
             deployer
@@ -283,4 +258,29 @@ async fn decision_hooks(
         hook_error,
         acc,
     }))
+}
+
+/// The hook stages before the lock, on one version of the item; the first error ends them.
+struct Stages<'a> {
+    deployer: &'a Deployer,
+    item_type: &'a str,
+    view: &'a HookView<'a>,
+    error: Option<HookError>,
+}
+
+impl Stages<'_> {
+    /// Runs the stage if hooks are registered for it and no earlier stage failed. `None`: it
+    /// did not run (or failed, kept in `error`); `Some(result)`: its aggregate.
+    async fn run(&mut self, hook_type: HookType) -> Option<Option<HookResult>> {
+        if self.error.is_some() || !self.deployer.hooks.has(Some(self.item_type), hook_type) {
+            return None;
+        }
+        match run_stage(self.deployer, hook_type, self.item_type, self.view).await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
 }

@@ -19,12 +19,12 @@ use landscaper_model::Response;
 
 use super::decide::Step;
 use super::{ItemCtx, StageError, TargetRef};
+use crate::capabilities::{ItemServices, secret_ref_data};
 use crate::clock::now;
 use crate::contract::step::{self, Call};
 use crate::contract::{ProgressingTimeout, StepError, target};
 use crate::controller::deployer::Error;
 use crate::controller::exports;
-use crate::controller::services::{ItemServices, secret_ref_data};
 use crate::landscaper::{
     Context, DeployItem, FINALIZER, ResolvedTarget, Target, annotations, codes,
 };

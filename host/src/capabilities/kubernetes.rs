@@ -1,0 +1,316 @@
+//! Kubernetes on a Target cluster (WIT `kubernetes` 1.0 and `cluster` 1.1): get, list (label
+//! selectors), create, update, patch (merge, JSON, server-side apply), delete and discovery,
+//! with the client of the item's resolved Target or of a secondary Target. The runtime bounds
+//! every call by the invocation deadline.
+//!
+//! Owns: one Kubernetes operation as the plugin asked for it, and its answer as JSON. Must not
+//! touch: which Target (`super`, `secondary_targets`) or credentials (the plugin never sees them).
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::{ApiResource, Scope};
+use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo};
+
+use super::{ItemServices, error, internal, kube_error};
+use crate::contract::target::kubeconfig_of;
+use crate::landscaper::codes;
+
+impl ItemServices {
+    /// The client of the item's Target cluster (`None`) or of the secondary Target
+    /// `target_name`, and the key of its discovery cache.
+    async fn cluster(&self, target_name: Option<&str>) -> Result<(Client, String), DeployerError> {
+        match target_name {
+            None => self.target_client().await,
+            Some(name) => {
+                let kubeconfig = self.secondary_kubeconfig(name).await?;
+                self.clients.client_for(&kubeconfig).await
+            }
+        }
+    }
+
+    /// The client of the item's Target cluster and the key of its discovery cache.
+    async fn target_client(&self) -> Result<(Client, String), DeployerError> {
+        let target = self.target.as_ref().ok_or_else(|| {
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "NoTarget",
+                "the DeployItem has no target, so the plugin has no Kubernetes cluster".into(),
+            )
+        })?;
+        let kubeconfig = kubeconfig_of(&target.content).ok_or_else(|| {
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "TargetKubeconfig",
+                "the target has no kubeconfig".into(),
+            )
+        })?;
+        self.clients.client_for(&kubeconfig).await
+    }
+
+    async fn api_for(
+        &self,
+        on: Option<&str>,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, DeployerError> {
+        let (client, kubeconfig) = self.cluster(on).await?;
+        let (resource, caps) = self
+            .clients
+            .resource(&kubeconfig, &client, api_version, kind)
+            .await?;
+        Ok(match (caps.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, &resource),
+            (Scope::Namespaced, None) => Api::default_namespaced_with(client, &resource),
+            (Scope::Cluster, _) => Api::all_with(client, &resource),
+        })
+    }
+
+    /// An Api for listing: one namespace, or all namespaces (and cluster-scoped kinds).
+    async fn api_for_list(
+        &self,
+        on: Option<&str>,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(Api<DynamicObject>, ApiResource), DeployerError> {
+        let (client, kubeconfig) = self.cluster(on).await?;
+        let (resource, caps) = self
+            .clients
+            .resource(&kubeconfig, &client, api_version, kind)
+            .await?;
+        let api = match (caps.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, &resource),
+            _ => Api::all_with(client, &resource),
+        };
+        Ok((api, resource))
+    }
+}
+
+impl ItemServices {
+    /// One operation on the item's Target cluster (`on: None`) or a secondary Target.
+    pub(super) async fn run(
+        &self,
+        on: Option<&str>,
+        op: KubeOp,
+    ) -> Result<Option<String>, DeployerError> {
+        match op {
+            KubeOp::Get(r) => self.get(on, &r).await,
+            KubeOp::Create { object_json } => {
+                let (api, obj) = self.api_for_object(on, &object_json).await?;
+                let created = api
+                    .create(&PostParams::default(), &obj)
+                    .await
+                    .map_err(kube_error)?;
+                Ok(Some(serde_json::to_string(&created).map_err(internal)?))
+            }
+            KubeOp::Update { object_json } => {
+                let (api, obj) = self.api_for_object(on, &object_json).await?;
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let updated = api
+                    .replace(&name, &PostParams::default(), &obj)
+                    .await
+                    .map_err(kube_error)?;
+                Ok(Some(serde_json::to_string(&updated).map_err(internal)?))
+            }
+            KubeOp::Delete(r) => self.delete(on, &r).await,
+            KubeOp::List {
+                api_version,
+                kind,
+                namespace,
+                label_selector,
+            } => {
+                self.list(
+                    on,
+                    &api_version,
+                    &kind,
+                    namespace.as_deref(),
+                    label_selector.as_deref(),
+                )
+                .await
+            }
+            KubeOp::Patch {
+                target,
+                patch_json,
+                patch_type,
+                field_manager,
+                force,
+            } => {
+                let patch = PatchRequest {
+                    patch_json: &patch_json,
+                    patch_type,
+                    field_manager,
+                    force,
+                };
+                self.patch(on, &target, patch).await
+            }
+            KubeOp::Discover { api_version, kind } => self.discover(on, api_version, &kind).await,
+        }
+    }
+
+    async fn get(&self, on: Option<&str>, r: &ObjectRef) -> Result<Option<String>, DeployerError> {
+        let api = self
+            .api_for(on, &r.api_version, &r.kind, r.namespace.as_deref())
+            .await?;
+        let obj = api.get_opt(&r.name).await.map_err(kube_error)?;
+        obj.map(|o| serde_json::to_string(&o).map_err(internal))
+            .transpose()
+    }
+
+    async fn delete(
+        &self,
+        on: Option<&str>,
+        r: &ObjectRef,
+    ) -> Result<Option<String>, DeployerError> {
+        let api = self
+            .api_for(on, &r.api_version, &r.kind, r.namespace.as_deref())
+            .await?;
+        match api.delete(&r.name, &DeleteParams::background()).await {
+            Ok(_) => Ok(Some("true".into())),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(kube_error(e)),
+        }
+    }
+
+    async fn list(
+        &self,
+        on: Option<&str>,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Option<String>, DeployerError> {
+        let (api, resource) = self.api_for_list(on, api_version, kind, namespace).await?;
+        let mut params = ListParams::default();
+        if let Some(sel) = label_selector.filter(|s| !s.is_empty()) {
+            params = params.labels(sel);
+        }
+        let list = api.list(&params).await.map_err(kube_error)?;
+        let items: Vec<serde_json::Value> = list
+            .items
+            .into_iter()
+            .map(|mut o| {
+                // List items come without apiVersion/kind; give them back.
+                o.types = Some(kube::core::TypeMeta {
+                    api_version: resource.api_version.clone(),
+                    kind: resource.kind.clone(),
+                });
+                serde_json::to_value(o).map_err(internal)
+            })
+            .collect::<Result<_, _>>()?;
+        let out = serde_json::json!({
+            "apiVersion": resource.api_version,
+            "kind": format!("{}List", resource.kind),
+            "metadata": {"resourceVersion": list.metadata.resource_version},
+            "items": items,
+        });
+        Ok(Some(out.to_string()))
+    }
+
+    async fn patch(
+        &self,
+        on: Option<&str>,
+        target: &ObjectRef,
+        patch: PatchRequest<'_>,
+    ) -> Result<Option<String>, DeployerError> {
+        let api = self
+            .api_for(
+                on,
+                &target.api_version,
+                &target.kind,
+                target.namespace.as_deref(),
+            )
+            .await?;
+        let invalid = |m: String| error(codes::CONFIGURATION_PROBLEM, "InvalidPatch", m);
+        let value: serde_json::Value = serde_json::from_str(patch.patch_json)
+            .map_err(|e| invalid(format!("patch is not valid JSON: {e}")))?;
+        let mut params = PatchParams {
+            field_manager: patch.field_manager.clone(),
+            ..PatchParams::default()
+        };
+        let patched = match patch.patch_type {
+            PatchType::Merge => {
+                api.patch(&target.name, &params, &Patch::Merge(&value))
+                    .await
+            }
+            PatchType::Json => {
+                let ops: json_patch::Patch = serde_json::from_value(value)
+                    .map_err(|e| invalid(format!("not a JSON patch (RFC 6902): {e}")))?;
+                api.patch(&target.name, &params, &Patch::Json::<()>(ops))
+                    .await
+            }
+            PatchType::Apply => {
+                if patch.field_manager.as_deref().unwrap_or("").is_empty() {
+                    return Err(invalid("server-side apply needs a field manager".into()));
+                }
+                params.force = patch.force;
+                api.patch(&target.name, &params, &Patch::Apply(&value))
+                    .await
+            }
+        }
+        .map_err(kube_error)?;
+        Ok(Some(serde_json::to_string(&patched).map_err(internal)?))
+    }
+
+    async fn discover(
+        &self,
+        on: Option<&str>,
+        api_version: String,
+        kind: &str,
+    ) -> Result<Option<String>, DeployerError> {
+        let (client, kubeconfig) = self.cluster(on).await?;
+        let found = self
+            .clients
+            .resource_opt(&kubeconfig, &client, &api_version, kind)
+            .await?;
+        Ok(found.map(|(resource, caps)| {
+            serde_json::to_string(&ResourceInfo {
+                api_version,
+                kind: resource.kind,
+                plural: resource.plural,
+                namespaced: caps.scope == Scope::Namespaced,
+            })
+            .unwrap_or_default()
+        }))
+    }
+}
+
+/// The parts of a [`KubeOp::Patch`] besides its target.
+struct PatchRequest<'a> {
+    patch_json: &'a str,
+    patch_type: PatchType,
+    field_manager: Option<String>,
+    force: bool,
+}
+
+impl ItemServices {
+    async fn api_for_object(
+        &self,
+        on: Option<&str>,
+        object_json: &str,
+    ) -> Result<(Api<DynamicObject>, DynamicObject), DeployerError> {
+        let obj: DynamicObject = serde_json::from_str(object_json).map_err(|e| {
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "InvalidObject",
+                format!("object is not valid JSON: {e}"),
+            )
+        })?;
+        let types = obj.types.clone().ok_or_else(|| {
+            error(
+                codes::CONFIGURATION_PROBLEM,
+                "InvalidObject",
+                "object has no apiVersion/kind".into(),
+            )
+        })?;
+        let api = self
+            .api_for(
+                on,
+                &types.api_version,
+                &types.kind,
+                obj.metadata.namespace.as_deref(),
+            )
+            .await?;
+        Ok((api, obj))
+    }
+}

@@ -1,0 +1,152 @@
+//! The host's side of the capabilities one plugin invocation gets, each scoped to its item:
+//! every WIT import a plugin calls ends in one of these modules (the runtime forwards it to
+//! [`ItemServices`], the [`HostServices`] of the invocation). One module per capability:
+//!
+//! - [`progress`]: checkpoints against the item's progressing timeout (WIT `progress`);
+//! - `kubernetes`: operations on the item's Target cluster (WIT `kubernetes`, `cluster`);
+//! - `secondary_targets`: get/list/delete on Targets the plugin names (WIT `secondary-targets`);
+//! - `clusters`: clients and discovery per Target cluster, shared by every invocation.
+//!
+//! `log` and `clock` need no host state; the runtime answers them itself. Adding a capability:
+//! a WIT interface in a new minor version, a module here with its `HostServices` method, and a
+//! runtime module that links it (`docs/architecture.md`).
+//!
+//! Must not touch: the DeployItem (its status is the controller's) or credentials in anything a
+//! plugin sees.
+
+mod clusters;
+mod kubernetes;
+pub mod progress;
+mod secondary_targets;
+
+use plugin_runtime::{DeployerError, HostServices, KubeOp};
+
+use crate::contract::ProgressingTimeout;
+use crate::landscaper::{ResolvedTarget, codes};
+
+pub use clusters::TargetClients;
+use secondary_targets::SecondaryTargets;
+pub use secondary_targets::secret_ref_data;
+
+/// Capabilities of one invocation.
+pub struct ItemServices {
+    timeout: ProgressingTimeout,
+    target: Option<ResolvedTarget>,
+    clients: TargetClients,
+    secondary: Option<SecondaryTargets>,
+}
+
+impl ItemServices {
+    pub fn new(
+        timeout: ProgressingTimeout,
+        target: Option<ResolvedTarget>,
+        clients: TargetClients,
+    ) -> Self {
+        Self {
+            timeout,
+            target,
+            clients,
+            secondary: None,
+        }
+    }
+
+    /// Gives the plugin secondary Targets (`targetName`, WIT `secondary-targets`): Targets
+    /// read with `client` (the Landscaper cluster) from `namespace` (the DeployItem's).
+    /// Without this, [`HostServices::kube_on`] answers `SecondaryTargetsUnavailable`.
+    pub fn with_secondary_targets(mut self, client: kube::Client, namespace: String) -> Self {
+        self.secondary = Some(SecondaryTargets {
+            client,
+            namespace,
+            resolved: Default::default(),
+        });
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl HostServices for ItemServices {
+    fn checkpoint(&self, name: &str) -> Result<(), DeployerError> {
+        progress::checkpoint(&self.timeout, name)
+    }
+
+    fn remaining(&self) -> Option<std::time::Duration> {
+        progress::remaining(&self.timeout)
+    }
+
+    async fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
+        self.run(None, op).await
+    }
+
+    async fn kube_on(
+        &self,
+        target_name: &str,
+        op: KubeOp,
+    ) -> Result<Option<String>, DeployerError> {
+        secondary_targets::check_operation(target_name, &op)?;
+        self.run(Some(target_name), op).await
+    }
+}
+
+fn error(code: &str, reason: &str, message: String) -> DeployerError {
+    DeployerError {
+        codes: vec![code.to_string()],
+        operation: "kubernetes".into(),
+        reason: reason.into(),
+        message,
+        ..Default::default()
+    }
+}
+
+fn internal(e: serde_json::Error) -> DeployerError {
+    error(codes::INTERNAL_PROBLEM, "Encode", e.to_string())
+}
+
+/// Maps an API error onto Landscaper codes: 401/403 are unrecoverable, the rest is retried.
+fn kube_error(e: kube::Error) -> DeployerError {
+    match &e {
+        kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
+            error(codes::UNAUTHORIZED, &s.reason, s.message.clone())
+        }
+        kube::Error::Api(s) => DeployerError {
+            operation: "kubernetes".into(),
+            reason: s.reason.clone(),
+            message: s.message.clone(),
+            ..Default::default()
+        },
+        other => DeployerError {
+            operation: "kubernetes".into(),
+            reason: "Request".into(),
+            message: other.to_string(),
+            ..Default::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn secondary_targets_offer_get_list_and_delete_only_when_given() {
+        let services = ItemServices::new(
+            ProgressingTimeout::unlimited(),
+            None,
+            TargetClients::default(),
+        );
+        let create = KubeOp::Create {
+            object_json: "{}".into(),
+        };
+        let e = services.kube_on("other", create).await.unwrap_err();
+        assert_eq!(e.reason, "UnsupportedOperation");
+        assert!(e.message.contains("not create"), "{}", e.message);
+        let get = KubeOp::Get(plugin_runtime::ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("default".into()),
+            name: "x".into(),
+        });
+        let e = services.kube_on("other", get).await.unwrap_err();
+        assert_eq!(e.reason, "SecondaryTargetsUnavailable");
+        assert_eq!(e.codes, vec![codes::INTERNAL_PROBLEM.to_string()]);
+    }
+}
