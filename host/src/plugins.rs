@@ -1,9 +1,11 @@
-//! Plugin sources: where the host finds its deployer and hook plugins and how they are
-//! limited.
+//! Plugin sources: where the host finds its deployers and hook plugins and how they are limited.
 //!
-//! Today: `.wasm` components from a directory (`plugins.dir`), with limits from the
-//! configuration. Building the type → plugin map (and refusing two plugins for one type) is
-//! the runtime's `PluginRegistry`.
+//! A deployer is anything behind `plugin_runtime::DeployerPlugin`: a wasm component
+//! (`WasmPlugin`, loaded here from `.wasm` files of a directory, `plugins.dir`, with limits from
+//! the configuration) or native code compiled into the host ([`native_deployers`]; the
+//! container deployer is the first). The contract code calls both the same way and cannot tell
+//! them apart. Building the type → deployer map (and refusing two for one type) is the
+//! runtime's `PluginRegistry`.
 
 use std::sync::Arc;
 
@@ -41,9 +43,17 @@ fn to_runtime_limits(l: Limits) -> plugin_runtime::Limits {
     }
 }
 
-/// Loads every plugin of the configured directory into a registry.
+/// The deployers compiled into the host for `config` (none yet: the native container deployer
+/// registers here).
+pub fn native_deployers(config: &HostConfig) -> Vec<Arc<dyn DeployerPlugin>> {
+    let _ = config;
+    Vec::new()
+}
+
+/// Loads the host's native deployers and every plugin of the configured directory into a
+/// registry.
 pub async fn load(config: &HostConfig) -> anyhow::Result<Arc<PluginRegistry>> {
-    load_dirs(config, &[config.plugins_dir()]).await
+    load_all(config, &[config.plugins_dir()], native_deployers(config)).await
 }
 
 /// Loads every plugin of several directories into one registry (tests add test-only plugins).
@@ -51,8 +61,18 @@ pub async fn load_dirs(
     config: &HostConfig,
     dirs: &[std::path::PathBuf],
 ) -> anyhow::Result<Arc<PluginRegistry>> {
+    load_all(config, dirs, native_deployers(config)).await
+}
+
+/// One registry of `native` deployers and the plugins of `dirs`; a type claimed twice (by any
+/// kind of deployer) is an error.
+pub async fn load_all(
+    config: &HostConfig,
+    dirs: &[std::path::PathBuf],
+    native: Vec<Arc<dyn DeployerPlugin>>,
+) -> anyhow::Result<Arc<PluginRegistry>> {
     let runtime = PluginRuntime::new(runtime_config(config)?)?;
-    let mut plugins: Vec<Arc<dyn DeployerPlugin>> = Vec::new();
+    let mut plugins: Vec<Arc<dyn DeployerPlugin>> = native;
     let mut hooks: Vec<Arc<dyn HookPlugin>> = Vec::new();
     for dir in dirs {
         let loaded = runtime

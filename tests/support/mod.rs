@@ -103,6 +103,8 @@ pub struct Options {
     pub checkpoint_mode: CheckpointMode,
     /// Record every hook call (at the host's side of the hook plugins) in `Harness::hook_calls`.
     pub record_hooks: bool,
+    /// Native deployers registered beside the wasm plugins.
+    pub native_deployers: Vec<Arc<dyn plugin_runtime::DeployerPlugin>>,
 }
 
 /// One hook call as the host made it, and what the plugin answered.
@@ -164,6 +166,7 @@ impl Default for Options {
             test_plugins: false,
             checkpoint_mode: CheckpointMode::Standard,
             record_hooks: false,
+            native_deployers: Vec::new(),
         }
     }
 }
@@ -196,7 +199,8 @@ impl Harness {
         if options.test_plugins {
             dirs.push(test_plugins_dir());
         }
-        let mut registry = deployer_host::plugins::load_dirs(&options.config, &dirs)
+        let natives = std::mem::take(&mut options.native_deployers);
+        let mut registry = deployer_host::plugins::load_all(&options.config, &dirs, natives)
             .await
             .expect("loading plugins");
         let hook_calls = Arc::new(Mutex::new(Vec::new()));
