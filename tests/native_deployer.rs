@@ -178,8 +178,7 @@ async fn given_a_native_deployer_claiming_a_wasm_plugins_type_then_loading_fails
     let err =
         deployer_host::plugins::load_all(&config, &[support::plugins_dir()], vec![Arc::new(clash)])
             .await
-            .err()
-            .expect("two deployers for one type are refused");
+            .expect_err("two deployers for one type are refused");
     assert!(
         err.to_string().contains("landscaper.gardener.cloud/mock"),
         "{err:#}"
