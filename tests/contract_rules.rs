@@ -178,3 +178,71 @@ async fn given_a_context_with_registry_pull_secrets_then_the_plugin_gets_them_re
     );
     assert_eq!(seen["context"]["metadata"]["name"], "with-pull-secrets");
 }
+
+/// Deletes the Context CRD and waits until the cluster no longer serves Contexts.
+async fn remove_context_kind(h: &Harness) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(h.client.clone());
+    crds.delete("contexts.landscaper.gardener.cloud", &Default::default())
+        .await
+        .unwrap();
+    let contexts: Api<deployer_host::landscaper::Context> =
+        Api::namespaced(h.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !matches!(
+        deployer_host::apierrors::get(&contexts, "default").await,
+        Ok(deployer_host::apierrors::Lookup::KindNotServed)
+    ) {
+        assert!(tokio::time::Instant::now() < deadline, "Contexts still served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_cluster_without_the_context_kind_then_the_item_says_so_and_times_out() {
+    let h = Harness::start().await;
+    remove_context_kind(&h).await;
+    h.create_item(&mock("no-context-kind").replace("spec:\n", "spec:\n  timeout: 2s\n"))
+        .await;
+    // First the reason, while the job is open …
+    let open = h
+        .wait_for("default", "no-context-kind", Duration::from_secs(20), |i| {
+            i.status().last_error.is_some()
+        })
+        .await
+        .status();
+    let err = open.last_error.unwrap();
+    assert_eq!(err.reason, "GetLandscaperContext");
+    assert!(
+        err.message
+            .contains("does not serve landscaper.gardener.cloud/v1alpha1/contexts"),
+        "{}",
+        err.message
+    );
+    // … then the progressing timeout ends it: never stuck.
+    let s = h.wait_finished("default", "no-context-kind").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert_eq!(err.reason, "ProgressingTimeout");
+    assert_eq!(err.codes, vec![codes::TIMEOUT.to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_missing_context_then_the_job_ends_in_err_timeout_at_its_progressing_timeout() {
+    let h = Harness::start().await;
+    h.create_item(&mock("no-context").replace(
+        "spec:\n",
+        "spec:\n  timeout: 2s\n  context: absent\n",
+    ))
+    .await;
+    let s = h.wait_finished("default", "no-context").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert_eq!(
+        (err.reason.as_str(), err.message.as_str()),
+        ("ProgressingTimeout", r#"timeout at: "mock deployer: start reconcile""#)
+    );
+    let first = s.first_error.unwrap();
+    assert_eq!(first.reason, "GetLandscaperContext");
+    assert!(first.message.contains("\"absent\" not found"), "{}", first.message);
+}

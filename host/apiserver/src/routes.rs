@@ -7,7 +7,7 @@
 use crate::ops::{DeleteOpts, Deleted, PatchKind, WriteOpts};
 use crate::registry::ResourceType;
 use crate::selectors::Selector;
-use crate::status::{ApiError, bytes_response, json_response, success};
+use crate::status::{ApiError, bytes_response, json_response, page_not_found, success};
 use crate::store::{Obj, partial_metadata, rv_of, uid_of};
 use crate::watch::{self, WatchParams};
 use crate::{ApiServer, AuditEntry, discovery, openapi};
@@ -123,15 +123,15 @@ async fn dispatch(api: ApiServer, req: Request) -> Response {
         }
         ["api", v] => match discovery::resource_list(&reg, "", v) {
             Some(d) => get_only(d),
-            None => ApiError::no_resource().into_response(),
+            None => page_not_found(),
         },
         ["apis", g] => match discovery::api_group(&reg, g) {
             Some(d) => get_only(d),
-            None => ApiError::no_resource().into_response(),
+            None => page_not_found(),
         },
         ["apis", g, v] => match discovery::resource_list(&reg, g, v) {
             Some(d) => get_only(d),
-            None => ApiError::no_resource().into_response(),
+            None => page_not_found(),
         },
         ["openapi", "v3"] => get_only(openapi::index(&reg)),
         ["openapi", "v3", rest @ ..] => match openapi::group_version_doc(&reg, &rest.join("/")) {
@@ -140,7 +140,7 @@ async fn dispatch(api: ApiServer, req: Request) -> Response {
         },
         ["api", v, rest @ ..] => resource(&api, &method, "", v, rest, &q, &headers, body).await,
         ["apis", g, v, rest @ ..] => resource(&api, &method, g, v, rest, &q, &headers, body).await,
-        _ => ApiError::no_resource().into_response(),
+        _ => page_not_found(),
     }
 }
 
@@ -259,15 +259,24 @@ async fn resource(
         [p, n, s] => (*p, Some(*n), Some(*s)),
         _ => return ApiError::no_resource().into_response(),
     };
-    let Some(rt) = api
-        .shared
-        .store
-        .lock()
-        .registry
-        .get(group, version, plural)
-        .cloned()
-    else {
-        return ApiError::no_resource().into_response();
+    let (rt, builtin_group_version) = {
+        let store = api.shared.store.lock();
+        let rt = store.registry.get(group, version, plural).cloned();
+        let builtin = store
+            .registry
+            .in_group_version(group, version)
+            .iter()
+            .any(|rt| !rt.crd);
+        (rt, builtin)
+    };
+    let Some(rt) = rt else {
+        // A built-in group/version answers a JSON Status; anything else (an unknown group, or a
+        // CRD group without this CRD) falls through to Go's plain-text 404, as in a real server.
+        return if builtin_group_version {
+            ApiError::no_resource().into_response()
+        } else {
+            page_not_found()
+        };
     };
     if (rt.namespaced && ns.is_none() && name.is_some()) || (!rt.namespaced && ns.is_some()) {
         return ApiError::no_resource().into_response();

@@ -186,6 +186,22 @@ pub fn json_response(code: u16, body: &Value) -> Response {
     bytes_response(code, "application/json", bytes)
 }
 
+/// What a real kube-apiserver answers for a path nothing serves — an unknown group or
+/// version, or a resource of a CRD group whose CRD is not installed: Go's plain-text
+/// `404 page not found`, not a JSON `Status` (clients must tell the two apart by kind).
+pub fn page_not_found() -> Response {
+    let mut r = bytes_response(
+        404,
+        "text/plain; charset=utf-8",
+        b"404 page not found\n".to_vec(),
+    );
+    r.headers_mut().insert(
+        header::HeaderName::from_static("x-content-type-options"),
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
 pub fn bytes_response(code: u16, content_type: &str, body: Vec<u8>) -> Response {
     let mut r = Response::new(axum::body::Body::from(body));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -170,6 +170,7 @@ async fn malformed_json_is_400() {
 #[tokio::test]
 async fn unknown_resources_and_paths_are_404() {
     let s = server();
+    // A built-in group/version without the resource: a JSON Status.
     expect_status(
         &s,
         "GET",
@@ -180,18 +181,17 @@ async fn unknown_resources_and_paths_are_404() {
         "NotFound",
     )
     .await;
-    expect_status(
-        &s,
-        "GET",
+    // Nothing serves the path (unknown group or version, unknown path): Go's plain-text 404,
+    // as a real kube-apiserver answers.
+    for uri in [
         "/apis/nope.io/v1/things",
-        None,
-        "",
-        404,
-        "NotFound",
-    )
-    .await;
-    expect_status(&s, "GET", "/apis/nope.io", None, "", 404, "NotFound").await;
-    expect_status(&s, "GET", "/whatever/else", None, "", 404, "NotFound").await;
+        "/apis/nope.io/v1/namespaces/default/things/x",
+        "/apis/nope.io",
+        "/apis/nope.io/v1",
+        "/whatever/else",
+    ] {
+        expect_page_not_found(&s, uri).await;
+    }
     expect_status(
         &s,
         "GET",
@@ -210,6 +210,38 @@ async fn unknown_resources_and_paths_are_404() {
         "",
         404,
         "NotFound",
+    )
+    .await;
+}
+
+async fn expect_page_not_found(s: &embedded_apiserver::ApiServer, uri: &str) {
+    let (c, v) = raw(s, "GET", uri, None, "").await;
+    assert_eq!(
+        (c, v.as_str()),
+        (404, Some("404 page not found\n")),
+        "GET {uri}"
+    );
+}
+
+#[tokio::test]
+async fn a_resource_of_a_crd_group_without_its_crd_is_a_plain_text_404() {
+    // Landscaper's group is served (DeployItems), but the Context CRD is not installed: a real
+    // server's CRD handler falls through to Go's 404, it does not answer a Status.
+    let s = server();
+    s.install_yaml_documents(&landscaper_crd("deployitems"))
+        .unwrap();
+    let (c, _) = raw(
+        &s,
+        "GET",
+        "/apis/landscaper.gardener.cloud/v1alpha1/namespaces/default/deployitems",
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(c, 200);
+    expect_page_not_found(
+        &s,
+        "/apis/landscaper.gardener.cloud/v1alpha1/namespaces/default/contexts/default",
     )
     .await;
 }

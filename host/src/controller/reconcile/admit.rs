@@ -17,6 +17,7 @@ use plugin_runtime::DeployerPlugin;
 
 use super::TargetRef;
 use super::hooks::{Flow, HookView, action, run_stage};
+use crate::apierrors::{self, Lookup};
 use crate::contract::job::reapplicable;
 use crate::contract::responsibility::{self, ItemRoute};
 use crate::contract::{JobStep, next_step};
@@ -134,15 +135,16 @@ async fn read_target(
         return Ok((TargetRef::default(), true));
     };
     let targets: Api<Target> = Api::namespaced(deployer.client.clone(), namespace);
-    Ok(match targets.get_opt(target_name).await? {
-        None => (
+    Ok(match apierrors::get(&targets, target_name).await? {
+        // A cluster that does not serve Targets has none: the job fails with NoTargetFound.
+        Lookup::Missing | Lookup::KindNotServed => (
             TargetRef {
                 object: None,
                 missing: true,
             },
             true,
         ),
-        Some(t) => {
+        Lookup::Found(t) => {
             let responsible = targetselector::matches_any(&deployer.target_selectors, &t)?;
             (
                 TargetRef {

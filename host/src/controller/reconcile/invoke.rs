@@ -19,6 +19,7 @@ use landscaper_model::Response;
 
 use super::decide::Step;
 use super::{ItemCtx, StageError, TargetRef};
+use crate::apierrors::{self, Lookup};
 use crate::capabilities::{ItemServices, secret_ref_data};
 use crate::clock::now;
 use crate::contract::step::{self, Call};
@@ -26,7 +27,7 @@ use crate::contract::{ProgressingTimeout, StepError, target};
 use crate::controller::deployer::Error;
 use crate::controller::exports;
 use crate::landscaper::{
-    Context, DeployItem, FINALIZER, ResolvedTarget, Target, annotations, codes,
+    self, Context, DeployItem, FINALIZER, ResolvedTarget, Target, annotations, codes,
 };
 use plugin_runtime::Invocation;
 
@@ -78,6 +79,7 @@ impl ItemCtx {
         item: &mut DeployItem,
         target: Option<&Target>,
     ) -> Result<StepOutcome, StageError> {
+        self.check_start(item, Call::Reconcile)?;
         let resolved = self.resolve_target(target, Call::Reconcile).await?;
         if !item.has_finalizer(FINALIZER) {
             *item = self.add_finalizer(item).await?;
@@ -107,9 +109,12 @@ impl ItemCtx {
         item: &mut DeployItem,
         target: Option<&Target>,
     ) -> Result<StepOutcome, StageError> {
-        let resolved = self.resolve_target(target, Call::Delete).await?;
         let without_uninstall =
             item.annotation(annotations::DELETE_WITHOUT_UNINSTALL) == Some("true");
+        if !without_uninstall {
+            self.check_start(item, Call::Delete)?;
+        }
+        let resolved = self.resolve_target(target, Call::Delete).await?;
         if !without_uninstall {
             let context = self.read_context(item, Call::Delete).await?;
             let response = self
@@ -223,16 +228,31 @@ impl ItemCtx {
     ) -> Result<Option<Context>, StageError> {
         let contexts: Api<Context> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
         let name = item.context_name();
-        let Some(mut context) = contexts.get_opt(name).await? else {
-            return Err(StepError::new(
+        let missing = |why: String| {
+            StageError::Step(StepError::new(
                 call.operation(),
                 "GetLandscaperContext",
-                format!(
+                why,
+            ))
+        };
+        let mut context = match apierrors::get(&contexts, name).await? {
+            Lookup::Found(context) => context,
+            Lookup::Missing => {
+                return Err(missing(format!(
                     "context {:?} not found in namespace {:?}",
                     name, self.namespace
-                ),
-            )
-            .into());
+                )));
+            }
+            // Landscaper requires the Context as well; a cluster without the kind gets told so.
+            Lookup::KindNotServed => {
+                return Err(missing(format!(
+                    "context {:?} in namespace {:?} cannot be read: the cluster does not serve {}/{} (is Landscaper's Context CRD installed?)",
+                    name,
+                    self.namespace,
+                    landscaper::API_VERSION,
+                    "contexts"
+                )));
+            }
         };
         let resolved = self.resolve_pull_secrets(&context, call).await?;
         if !resolved.is_empty() {
@@ -273,6 +293,18 @@ impl ItemCtx {
             resolved.insert(name.to_string(), value);
         }
         Ok(resolved)
+    }
+
+    /// The host's start checkpoint, first in every attempt that will call the plugin: a step
+    /// that keeps failing before the plugin (a missing Context or Target Secret) still ends in
+    /// `ERR_TIMEOUT` once the progressing timeout has passed, instead of retrying forever.
+    fn check_start(&self, item: &DeployItem, call: Call) -> Result<(), StepError> {
+        ProgressingTimeout::for_item(item, self.deployer.checkpoint_mode.clone())?
+            .check(
+                &self.start_checkpoint(call == Call::Delete),
+                jiff::Timestamp::now(),
+            )
+            .map(|_| ())
     }
 
     /// Whether the host is about to end this job for its progressing timeout (the same check
