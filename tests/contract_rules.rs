@@ -193,7 +193,10 @@ async fn remove_context_kind(h: &Harness) {
         deployer_host::apierrors::get(&contexts, "default").await,
         Ok(deployer_host::apierrors::Lookup::KindNotServed)
     ) {
-        assert!(tokio::time::Instant::now() < deadline, "Contexts still served");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Contexts still served"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -230,19 +233,25 @@ async fn given_a_cluster_without_the_context_kind_then_the_item_says_so_and_time
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_missing_context_then_the_job_ends_in_err_timeout_at_its_progressing_timeout() {
     let h = Harness::start().await;
-    h.create_item(&mock("no-context").replace(
-        "spec:\n",
-        "spec:\n  timeout: 2s\n  context: absent\n",
-    ))
+    h.create_item(
+        &mock("no-context").replace("spec:\n", "spec:\n  timeout: 2s\n  context: absent\n"),
+    )
     .await;
     let s = h.wait_finished("default", "no-context").await.status();
     assert_eq!(s.phase, Phase::Failed);
     let err = s.last_error.unwrap();
     assert_eq!(
         (err.reason.as_str(), err.message.as_str()),
-        ("ProgressingTimeout", r#"timeout at: "mock deployer: start reconcile""#)
+        (
+            "ProgressingTimeout",
+            r#"timeout at: "mock deployer: start reconcile""#
+        )
     );
     let first = s.first_error.unwrap();
     assert_eq!(first.reason, "GetLandscaperContext");
-    assert!(first.message.contains("\"absent\" not found"), "{}", first.message);
+    assert!(
+        first.message.contains("\"absent\" not found"),
+        "{}",
+        first.message
+    );
 }

@@ -1,7 +1,8 @@
 //! Secondary Targets of the manifest deployer (contract 1.4 last paragraph, 6.5 `targetName` of
 //! custom readiness checks, 6.6 `customResourceGroup.targetName` with `deleteAllResources`,
-//! 6.7 export `targetName`), with two clusters: the harness' embedded API server (the item's
-//! Target) and a second embedded API server registered as the cluster of Target `other`.
+//! 6.7 export `targetName`), with two clusters: the harness' API server (the item's Target) and
+//! a second one as the cluster of Target `other` (embedded and registered in-process, or a
+//! second real kube-apiserver reached through its kubeconfig).
 
 mod manifest;
 mod support;
@@ -15,13 +16,37 @@ use manifest::*;
 use serde_json::{Value, json};
 use support::Harness;
 
+/// The second cluster; a real one stops when this drops.
+struct SecondCluster {
+    client: Client,
+    _real: Option<support::RealApiServer>,
+}
+
+impl std::ops::Deref for SecondCluster {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
 /// Starts a second cluster and makes it the cluster of Target `name` in `default`, with the
 /// kubeconfig inline (`spec.config`) or in a Secret (`spec.secretRef`).
-async fn second_cluster(h: &Harness, name: &str, by_secret: bool) -> Client {
-    let server = ApiServer::new(Default::default()).expect("second api server");
-    let client = server.client();
-    let kubeconfig = ApiServer::kubeconfig_yaml(&format!("http://{name}.cluster.invalid:6443"));
-    h.target_clients.register(&kubeconfig, client.clone());
+async fn second_cluster(h: &Harness, name: &str, by_secret: bool) -> SecondCluster {
+    let (client, kubeconfig, real) = match support::backend() {
+        support::Backend::Embedded => {
+            let server = ApiServer::new(Default::default()).expect("second api server");
+            let client = server.client();
+            let kubeconfig =
+                ApiServer::kubeconfig_yaml(&format!("http://{name}.cluster.invalid:6443"));
+            h.target_clients.register(&kubeconfig, client.clone());
+            (client, kubeconfig, None)
+        }
+        support::Backend::Real => {
+            let real = support::RealApiServer::start("AlwaysAllow");
+            let client = real.client().await;
+            (client, real.kubeconfig.clone(), Some(real))
+        }
+    };
     if by_secret {
         let secret = format!("{name}-access");
         create_secret(h, &secret, json!({"kubeconfig": kubeconfig})).await;
@@ -34,7 +59,10 @@ async fn second_cluster(h: &Harness, name: &str, by_secret: bool) -> Client {
     } else {
         create_target(h, name, json!({"config": {"kubeconfig": kubeconfig}})).await;
     }
-    client
+    SecondCluster {
+        client,
+        _real: real,
+    }
 }
 
 fn cm_ref(name: &str) -> Value {
@@ -108,7 +136,7 @@ async fn given_exports_with_target_name_then_the_values_come_from_that_target() 
     // (Target `other` through a secretRef this time.)
     let other = second_cluster(&h, "other", true).await;
     // Given `info` and a ServiceAccount → Secret chain on both clusters, with different values,
-    for (client, who) in [(&h.client, "item"), (&other, "other")] {
+    for (client, who) in [(&h.client, "item"), (&other.client, "other")] {
         put_on(client, cm("info", json!({"who": who}))).await;
         put_on(
             client,

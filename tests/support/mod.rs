@@ -1,9 +1,14 @@
-//! Test harness for the contract stories: an embedded API server with the Landscaper CRDs, a
+//! Test harness for the contract stories: an API server (embedded, or a real kube-apiserver with
+//! `DEPLOYER_TEST_BACKEND=real`, see `backend`) with the Landscaper CRDs, a
 //! `default` Target and Context, the host's controller with the plugins from
 //! `target/plugins/` (built by `cargo xtask build-plugins`), and optionally the simulated
 //! Landscaper that issues jobIDs. Everything runs in-process and stops when the harness drops.
 
 #![allow(dead_code)]
+
+mod backend;
+#[allow(unused_imports)]
+pub use backend::{Backend, RealApiServer, TestCluster, backend, client_for};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -14,7 +19,7 @@ use plugin_runtime::{DeployerError, HookInput, HookPlugin, HookResult, HookSetup
 use deployer_host::config::HostConfig;
 use deployer_host::contract::CheckpointMode;
 use deployer_host::controller::{self, Deployer, TargetClients};
-use deployer_host::dev::{DevEnvironment, landscaper};
+use deployer_host::dev::landscaper;
 use deployer_host::landscaper::DeployItem;
 use embedded_apiserver::ApiServer;
 use kube::Client;
@@ -78,7 +83,10 @@ pub fn test_plugins_dir() -> PathBuf {
 }
 
 pub struct Harness {
-    pub server: ApiServer,
+    /// The embedded API server (`None` on the real backend: see [`skip_on_real!`]).
+    pub server: Option<ApiServer>,
+    /// The real API server (`None` on the embedded backend); stops when the harness drops.
+    pub real: Option<RealApiServer>,
     pub client: Client,
     pub deployer: Arc<Deployer>,
     /// Kubeconfig text of the `default` Target (registered for `client`).
@@ -184,10 +192,7 @@ impl Harness {
             )
             .with_test_writer()
             .try_init();
-        let server = ApiServer::new(Default::default()).expect("api server");
-        let env = DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1")
-            .await
-            .expect("bootstrap");
+        let env = TestCluster::start(backend()).await;
         if options.config.plugins.dir.is_none() {
             options.config.plugins.dir = Some(plugins_dir());
         }
@@ -223,7 +228,11 @@ impl Harness {
             );
         }
         let target_clients = TargetClients::default();
-        target_clients.register(&env.target_kubeconfig, env.client.clone());
+        if env.embedded.is_some() {
+            // The Target's kubeconfig names no reachable URL: serve it in-process. (On a real
+            // server the host builds its client from the Target, as in production.)
+            target_clients.register(&env.target_kubeconfig, env.client.clone());
+        }
         let mut deployer = Deployer::new(
             env.client.clone(),
             env.client.clone(),
@@ -251,7 +260,8 @@ impl Harness {
             tasks.push(tokio::spawn(landscaper::run(env.client.clone())));
         }
         Self {
-            server,
+            server: env.embedded,
+            real: env.real,
             client: env.client,
             deployer,
             target_kubeconfig: env.target_kubeconfig,

@@ -73,8 +73,48 @@ impl DevEnvironment {
     }
 }
 
-/// Creates the `default` Target and Context in namespace `default` unless they exist.
-async fn ensure_default_objects(client: &Client, kubeconfig: &str) -> anyhow::Result<()> {
+/// Installs Landscaper's CRDs through the API of any cluster (the embedded server installs them
+/// directly) and waits until each is established and served.
+pub async fn install_landscaper_crds(client: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
+    for text in LANDSCAPER_CRDS {
+        let crd: CustomResourceDefinition =
+            serde_yaml::from_str(text).context("parsing a Landscaper CRD")?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        if crds.get_opt(&name).await?.is_none() {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .with_context(|| format!("creating CRD {name}"))?;
+        }
+        names.push(name);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for name in names {
+        loop {
+            let established = crds.get(&name).await?.status.is_some_and(|s| {
+                s.conditions
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            if established {
+                break;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "CRD {name} not established after 30s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Creates the `default` Target (pointing at `kubeconfig`) and Context in namespace `default`
+/// unless they exist.
+pub async fn ensure_default_objects(client: &Client, kubeconfig: &str) -> anyhow::Result<()> {
     let targets: Api<Target> = Api::namespaced(client.clone(), "default");
     if targets.get_opt("default").await?.is_none() {
         let target: Target = serde_json::from_value(json!({

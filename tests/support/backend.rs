@@ -1,0 +1,192 @@
+//! The Kubernetes API a story runs against, chosen by the harness:
+//!
+//! - `embedded` (default): the project's own API server, in-process, one per story;
+//! - `real` (`DEPLOYER_TEST_BACKEND=real`): a real kube-apiserver 1.20 + etcd on loopback, one
+//!   per story, started by `../shared/tools/real-apiserver` (built once, cached in `~/.cache`).
+//!
+//! The same story code runs on both. A story that needs what only one backend has (fault
+//! injection, the workload simulator, the audit log) says so in one line with
+//! [`skip_on_real!`] and returns.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use embedded_apiserver::ApiServer;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// Which API server the stories run against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Embedded,
+    Real,
+}
+
+/// `DEPLOYER_TEST_BACKEND` (`embedded` or `real`; default `embedded`).
+pub fn backend() -> Backend {
+    match std::env::var("DEPLOYER_TEST_BACKEND").as_deref() {
+        Ok("real") => Backend::Real,
+        Ok("embedded") | Ok("") | Err(_) => Backend::Embedded,
+        Ok(other) => panic!("DEPLOYER_TEST_BACKEND={other:?}: expected `embedded` or `real`"),
+    }
+}
+
+/// Returns from the story, saying why, when it runs on the real API server.
+#[macro_export]
+macro_rules! skip_on_real {
+    ($why:literal) => {
+        if support::backend() == support::Backend::Real {
+            eprintln!("SKIP on the real API server: {}", $why);
+            return;
+        }
+    };
+}
+
+/// A real kube-apiserver + etcd for one story; stopped when dropped.
+pub struct RealApiServer {
+    dir: tempfile::TempDir,
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// Admin kubeconfig (token of `system:masters`, TLS verification off: self-signed).
+    pub kubeconfig: String,
+}
+
+fn tool() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/tools/real-apiserver/real-apiserver")
+}
+
+impl RealApiServer {
+    /// Starts a server with `--authorization-mode=<authz>` (`AlwaysAllow` or `RBAC`).
+    pub fn start(authz: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("real-apiserver-")
+            .tempdir()
+            .expect("tempdir");
+        // Without a controller-manager no ServiceAccount token is ever minted, and the
+        // ServiceAccount admission plugin would refuse every Pod for lack of one.
+        let args = format!(
+            "--disable-admission-plugins=ServiceAccount {}",
+            std::env::var("REAL_APISERVER_ARGS").unwrap_or_default()
+        );
+        let out = Command::new(tool())
+            .arg("start")
+            .arg(dir.path())
+            .env("REAL_APISERVER_AUTHZ", authz)
+            .env("REAL_APISERVER_ARGS", args.trim())
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", tool().display()));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(url) = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("ready "))
+            .map(str::to_string)
+        else {
+            let log = std::fs::read_to_string(dir.path().join("apiserver.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            panic!(
+                "real-apiserver did not start: {stdout}{}\napiserver.log (last lines, newest first):\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                tail.join("\n")
+            );
+        };
+        let kubeconfig =
+            std::fs::read_to_string(dir.path().join("kubeconfig")).expect("kubeconfig");
+        RealApiServer {
+            dir,
+            url,
+            kubeconfig,
+        }
+    }
+
+    /// A client with the admin token.
+    pub async fn client(&self) -> Client {
+        client_for(&self.kubeconfig).await
+    }
+}
+
+impl Drop for RealApiServer {
+    fn drop(&mut self) {
+        let _ = Command::new(tool())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+/// A client for a kubeconfig text (as the host builds one for a Target).
+pub async fn client_for(kubeconfig: &str) -> Client {
+    let parsed = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+        .await
+        .expect("client config");
+    Client::try_from(config).expect("client")
+}
+
+/// The cluster of one story: the Landscaper cluster, also the `default` Target's cluster.
+pub struct TestCluster {
+    pub client: Client,
+    /// Kubeconfig text of the `default` Target.
+    pub target_kubeconfig: String,
+    /// The embedded server (`None` on the real backend).
+    pub embedded: Option<ApiServer>,
+    /// The real server (`None` on the embedded backend); stops when dropped.
+    pub real: Option<RealApiServer>,
+}
+
+impl TestCluster {
+    /// Starts the backend's server with Landscaper's CRDs, a `default` Target pointing at the
+    /// server itself and a `default` Context (and, on a real server, the `default`
+    /// ServiceAccount a controller-manager would create).
+    pub async fn start(backend: Backend) -> Self {
+        match backend {
+            Backend::Embedded => {
+                let server = ApiServer::new(Default::default()).expect("api server");
+                let env = deployer_host::dev::DevEnvironment::bootstrap(
+                    server.clone(),
+                    "http://127.0.0.1:1",
+                )
+                .await
+                .expect("bootstrap");
+                TestCluster {
+                    client: env.client,
+                    target_kubeconfig: env.target_kubeconfig,
+                    embedded: Some(server),
+                    real: None,
+                }
+            }
+            Backend::Real => {
+                let real = RealApiServer::start("AlwaysAllow");
+                let client = real.client().await;
+                deployer_host::dev::install_landscaper_crds(&client)
+                    .await
+                    .expect("installing Landscaper's CRDs on the real server");
+                deployer_host::dev::ensure_default_objects(&client, &real.kubeconfig)
+                    .await
+                    .expect("default Target and Context");
+                ensure_default_service_account(&client).await;
+                TestCluster {
+                    client,
+                    target_kubeconfig: real.kubeconfig.clone(),
+                    embedded: None,
+                    real: Some(real),
+                }
+            }
+        }
+    }
+}
+
+/// Pods need a ServiceAccount; without a controller-manager nobody creates `default`.
+pub async fn ensure_default_service_account(client: &Client) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Api, PostParams};
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    if sas.get_opt("default").await.expect("get sa").is_none() {
+        let sa: ServiceAccount =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}}))
+                .expect("sa");
+        sas.create(&PostParams::default(), &sa)
+            .await
+            .expect("create default ServiceAccount");
+    }
+}
