@@ -99,7 +99,17 @@ pub fn object_ready(o: &Value) -> Result<(), String> {
         ("apps", "StatefulSet") => {
             generation_current(o)?;
             let r = int(o, "/spec/replicas").unwrap_or(1);
-            for f in ["updatedReplicas", "availableReplicas"] {
+            // Kubernetes < 1.22 has no status.availableReplicas for StatefulSets. Without it,
+            // and without spec.minReadySeconds (which 1.22 brought with it), a ready replica is
+            // an available one: count readyReplicas instead.
+            let available = if o.pointer("/status/availableReplicas").is_none()
+                && int(o, "/spec/minReadySeconds").unwrap_or(0) == 0
+            {
+                "readyReplicas"
+            } else {
+                "availableReplicas"
+            };
+            for f in ["updatedReplicas", available] {
                 let v = int(o, &format!("/status/{f}")).unwrap_or(0);
                 if v < r {
                     return Err(format!("{f} is {v}, want {r}"));
@@ -348,6 +358,23 @@ mod tests {
         let sts0 =
             json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": {}, "status": {}});
         assert!(object_ready(&sts0).is_err());
+        // A server before 1.22 reports no availableReplicas: readyReplicas count.
+        let old = |ready: i64| {
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": {"replicas": 2},
+                "status": {"updatedReplicas": 2, "readyReplicas": ready}})
+        };
+        assert!(object_ready(&old(2)).is_ok());
+        assert_eq!(
+            object_ready(&old(1)).unwrap_err(),
+            "readyReplicas is 1, want 2"
+        );
+        // With minReadySeconds, only availableReplicas count (0 is omitted from the status).
+        let mut slow = old(2);
+        slow["spec"]["minReadySeconds"] = json!(10);
+        assert_eq!(
+            object_ready(&slow).unwrap_err(),
+            "availableReplicas is 0, want 2"
+        );
 
         let ds = |desired: i64, current: i64, mu: Value| {
             json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
