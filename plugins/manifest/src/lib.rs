@@ -151,7 +151,7 @@ fn waiting(
             .max(Duration::from_millis(10)),
     };
     Ok(Response {
-        phase: Some(phase::PROGRESSING.into()),
+        phase: Some(phase::PROGRESSING),
         provider_status: Some(status.to_json()),
         conditions: vec![ConditionReport::new(
             "ManifestDeployer",
@@ -228,7 +228,7 @@ impl ManifestDeployer {
                 // Persist what exists before reporting the error (the error repeats on the
                 // next call, which then finds everything recorded).
                 return Ok(Err(Response {
-                    phase: Some(phase::PROGRESSING.into()),
+                    phase: Some(phase::PROGRESSING),
                     provider_status: Some(status.to_json()),
                     retry_after: Some(PERSIST_FIRST),
                     ..Default::default()
@@ -337,13 +337,9 @@ impl Deployer for ManifestDeployer {
 
     fn reconcile(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError> {
         ctx.checkpoint(CP_START)?;
-        let raw = inv.provider_config_raw().ok_or_else(|| {
-            DeployerError::configuration(
-                "ProviderConfigurationMissing",
-                "provider configuration missing",
-            )
-            .with_operation("reconcile")
-        })?;
+        let raw = inv
+            .provider_config_present()
+            .map_err(|e| e.with_operation("reconcile"))?;
         let config = Config::from_raw(raw)?;
         let previous_raw = inv.previous_provider_status.as_ref();
         let mut status = ProviderStatus::from_previous(previous_raw)?;
@@ -406,7 +402,7 @@ impl Deployer for ManifestDeployer {
             }
         }
         Ok(Response {
-            phase: Some(phase::SUCCEEDED.into()),
+            phase: Some(phase::SUCCEEDED),
             provider_status: Some(status.to_json()),
             exports,
             ..Default::default()
@@ -462,7 +458,7 @@ impl Deployer for ManifestDeployer {
             format!("waiting for deletion of {}", left.join(", ")),
             fail(deletion_timeout()),
         )?;
-        r.phase = Some(phase::DELETING.into());
+        r.phase = Some(phase::DELETING);
         Ok(r)
     }
 }
