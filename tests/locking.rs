@@ -1,6 +1,7 @@
 //! Scale-out stories (Landscaper contract section 5): several host replicas against one API
 //! server, each with its own pod name, locking with SyncObjects. Who wrote what is read from the
-//! API server's own audit log (each replica's client sends its pod name as user agent).
+//! API server's own audit log (each replica's client sends its pod name as user agent): the
+//! embedded server's, or a real kube-apiserver's `--audit-log-path` file.
 
 mod support;
 
@@ -23,18 +24,91 @@ use plugin_runtime::{
 
 const PODS_NAMESPACE: &str = "landscaper-system";
 
-/// A client whose requests carry `user_agent`, so the audit log tells the replicas apart.
-fn client_as(server: &ApiServer, user_agent: &'static str) -> Client {
-    let service = tower::ServiceBuilder::new()
-        .map_request(move |mut req: http::Request<kube::client::Body>| {
-            req.headers_mut().insert(
-                http::header::USER_AGENT,
-                http::HeaderValue::from_static(user_agent),
-            );
-            req
-        })
-        .service(server.router());
-    Client::new(service, "default")
+/// The cluster the replicas share, and where its audit log is.
+struct Cluster {
+    embedded: Option<ApiServer>,
+    real: Option<support::RealApiServer>,
+}
+
+/// One successful write, as an audit log records it.
+struct Write {
+    /// `deployitems.landscaper.gardener.cloud`, ...
+    resource: String,
+    subresource: Option<String>,
+    name: String,
+    user_agent: String,
+}
+
+impl Cluster {
+    /// A client whose requests carry `user_agent`, so the audit log tells the replicas apart.
+    async fn client_as(&self, user_agent: &'static str) -> Client {
+        if let Some(server) = &self.embedded {
+            let service = tower::ServiceBuilder::new()
+                .map_request(move |mut req: http::Request<kube::client::Body>| {
+                    req.headers_mut().insert(
+                        http::header::USER_AGENT,
+                        http::HeaderValue::from_static(user_agent),
+                    );
+                    req
+                })
+                .service(server.router());
+            return Client::new(service, "default");
+        }
+        let real = self.real.as_ref().expect("a backend");
+        let parsed = kube::config::Kubeconfig::from_yaml(&real.kubeconfig).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(parsed, &Default::default())
+            .await
+            .unwrap();
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(user_agent),
+        ));
+        Client::try_from(config).unwrap()
+    }
+
+    /// Every write that changed something (embedded: no-op writes excluded; real: 2xx
+    /// responses to create, update and patch — the host sends no unchanged writes).
+    fn writes(&self) -> Vec<Write> {
+        if let Some(server) = &self.embedded {
+            return server
+                .audit_log()
+                .into_iter()
+                .filter(|e| e.changed)
+                .map(|e| Write {
+                    resource: e.resource,
+                    subresource: e.subresource,
+                    name: e.name,
+                    user_agent: e.user_agent.unwrap_or_default(),
+                })
+                .collect();
+        }
+        let real = self.real.as_ref().expect("a backend");
+        let log = std::fs::read_to_string(real.audit_log()).expect("audit log");
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| {
+                matches!(e["verb"].as_str(), Some("create" | "update" | "patch"))
+                    && e["responseStatus"]["code"]
+                        .as_u64()
+                        .is_some_and(|c| (200..300).contains(&c))
+            })
+            .map(|e| {
+                let r = &e["objectRef"];
+                let group = r["apiGroup"].as_str().unwrap_or_default();
+                let resource = r["resource"].as_str().unwrap_or_default();
+                Write {
+                    resource: if group.is_empty() {
+                        resource.to_string()
+                    } else {
+                        format!("{resource}.{group}")
+                    },
+                    subresource: r["subresource"].as_str().map(String::from),
+                    name: r["name"].as_str().unwrap_or_default().to_string(),
+                    user_agent: e["userAgent"].as_str().unwrap_or_default().to_string(),
+                }
+            })
+            .collect()
+    }
 }
 
 struct Replica {
@@ -50,8 +124,12 @@ fn config() -> HostConfig {
     }
 }
 
-fn start_replica(server: &ApiServer, registry: Arc<PluginRegistry>, pod: &'static str) -> Replica {
-    let client = client_as(server, pod);
+async fn start_replica(
+    cluster: &Cluster,
+    registry: Arc<PluginRegistry>,
+    pod: &'static str,
+) -> Replica {
+    let client = cluster.client_as(pod).await;
     let mut deployer = Deployer::new(
         client.clone(),
         client.clone(),
@@ -84,21 +162,51 @@ fn start_replica(server: &ApiServer, registry: Arc<PluginRegistry>, pod: &'stati
     Replica { deployer, task }
 }
 
-async fn setup() -> (ApiServer, Client) {
-    let server = ApiServer::new(Default::default()).unwrap();
-    server.enable_audit(true);
-    let env = DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1")
+async fn setup() -> (Cluster, Client) {
+    let cluster = match support::backend() {
+        support::Backend::Embedded => {
+            let server = ApiServer::new(Default::default()).unwrap();
+            server.enable_audit(true);
+            DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1")
+                .await
+                .unwrap();
+            Cluster {
+                embedded: Some(server),
+                real: None,
+            }
+        }
+        support::Backend::Real => {
+            let real = support::RealApiServer::start_audited("AlwaysAllow");
+            let client = real.client().await;
+            deployer_host::dev::install_landscaper_crds(&client)
+                .await
+                .unwrap();
+            deployer_host::dev::ensure_default_objects(&client, &real.kubeconfig)
+                .await
+                .unwrap();
+            Cluster {
+                embedded: None,
+                real: Some(real),
+            }
+        }
+    };
+    let client = cluster.client_as("test").await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PODS_NAMESPACE}});
+    namespaces
+        .create(&PostParams::default(), &serde_json::from_value(ns).unwrap())
         .await
         .unwrap();
-    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PODS_NAMESPACE}});
-    server.install_object(ns).unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NAMESPACE);
     for pod in ["host-0", "host-1", "host-2"] {
         let p = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod, "namespace": PODS_NAMESPACE},
             "spec": {"containers": [{"name": "host", "image": "wasm-deployer"}]}});
-        server.install_object(p).unwrap();
+        pods.create(&PostParams::default(), &serde_json::from_value(p).unwrap())
+            .await
+            .unwrap();
     }
-    (server, env.client)
+    (cluster, client)
 }
 
 async fn registry(extra: Vec<Arc<dyn DeployerPlugin>>) -> Arc<PluginRegistry> {
@@ -153,13 +261,13 @@ async fn wait_all_finished(client: &Client, n: usize, timeout: Duration) -> Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_three_replicas_and_300_items_then_every_job_is_processed_by_exactly_one_replica() {
-    let (server, client) = setup().await;
+    let (cluster, client) = setup().await;
     let registry = registry(vec![]).await;
-    let replicas: Vec<Replica> = ["host-0", "host-1", "host-2"]
-        .into_iter()
-        .map(|pod| start_replica(&server, registry.clone(), pod))
-        .collect();
-    let sim = tokio::spawn(landscaper::run(client_as(&server, "landscaper")));
+    let mut replicas = Vec::new();
+    for pod in ["host-0", "host-1", "host-2"] {
+        replicas.push(start_replica(&cluster, registry.clone(), pod).await);
+    }
+    let sim = tokio::spawn(landscaper::run(cluster.client_as("landscaper").await));
 
     create_items(&client, 300, "item").await;
     let items = wait_all_finished(&client, 300, Duration::from_secs(120)).await;
@@ -169,9 +277,9 @@ async fn given_three_replicas_and_300_items_then_every_job_is_processed_by_exact
 
     // From the audit: which replicas wrote each item (status and metadata writes).
     let mut writers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for e in server.audit_log() {
-        if e.resource == "deployitems.landscaper.gardener.cloud" && e.changed {
-            let ua = e.user_agent.unwrap_or_default();
+    for e in cluster.writes() {
+        if e.resource == "deployitems.landscaper.gardener.cloud" {
+            let ua = e.user_agent;
             if ua.starts_with("host-") {
                 writers.entry(e.name).or_default().insert(ua);
             }
@@ -192,14 +300,28 @@ async fn given_three_replicas_and_300_items_then_every_job_is_processed_by_exact
         let writer = writers[&name].iter().next().unwrap();
         assert_eq!(&item.status().deployer.unwrap().identity, writer);
     }
-    // Locks are released at the end of every reconcile.
+    // Locks are released at the end of every reconcile (a replica may still be in one that
+    // found the job finished after taking the lock: give it a moment).
     let locks: Api<SyncObject> = Api::namespaced(client.clone(), "default");
-    for lock in locks.list(&ListParams::default()).await.unwrap().items {
-        assert_eq!(
-            lock.spec.pod_name, "",
-            "{:?} still locked",
-            lock.metadata.name
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let held: Vec<_> = locks
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|l| !l.spec.pod_name.is_empty())
+            .map(|l| (l.metadata.name, l.spec.pod_name))
+            .collect();
+        if held.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still locked: {held:?}"
         );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     sim.abort();
     for r in replicas {
@@ -244,10 +366,10 @@ impl DeployerPlugin for Slow {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_the_others_take_over()
 {
-    let (server, client) = setup().await;
-    let sim = tokio::spawn(landscaper::run(client_as(&server, "landscaper")));
+    let (cluster, client) = setup().await;
+    let sim = tokio::spawn(landscaper::run(cluster.client_as("landscaper").await));
     // host-2 starts first and alone, with a deployer that never finishes: it locks items and hangs.
-    let stuck = start_replica(&server, registry(vec![Arc::new(Slow)]).await, "host-2");
+    let stuck = start_replica(&cluster, registry(vec![Arc::new(Slow)]).await, "host-2").await;
     create_items(&client, 30, "job").await;
     let locks: Api<SyncObject> = Api::namespaced(client.clone(), "default");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -270,10 +392,10 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let healthy = registry(vec![]).await;
-    let others: Vec<Replica> = ["host-0", "host-1"]
-        .into_iter()
-        .map(|pod| start_replica(&server, healthy.clone(), pod))
-        .collect();
+    let mut others = Vec::new();
+    for pod in ["host-0", "host-1"] {
+        others.push(start_replica(&cluster, healthy.clone(), pod).await);
+    }
 
     // Kill host-2 without unlocking: its reconciles are dropped mid-call.
     stuck.task.abort();
@@ -305,12 +427,11 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
     // restarted), and the others finished them.
     let mut last_writer: BTreeMap<String, String> = BTreeMap::new();
     let mut picked_by_dead = 0;
-    for e in server.audit_log() {
+    for e in cluster.writes() {
         if e.resource == "deployitems.landscaper.gardener.cloud"
             && e.subresource.as_deref() == Some("status")
-            && e.changed
         {
-            let ua = e.user_agent.unwrap_or_default();
+            let ua = e.user_agent;
             if ua.starts_with("host-") {
                 if ua == "host-2" {
                     picked_by_dead += 1;
@@ -337,10 +458,10 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes_only_the_old_lock()
 {
-    let (server, client) = setup().await;
+    let (cluster, client) = setup().await;
     let registry = registry(vec![]).await;
-    let replica = start_replica(&server, registry, "host-0");
-    let sim = tokio::spawn(landscaper::run(client_as(&server, "landscaper")));
+    let replica = start_replica(&cluster, registry, "host-0").await;
+    let sim = tokio::spawn(landscaper::run(cluster.client_as("landscaper").await));
     let items: Api<DeployItem> = Api::namespaced(client.clone(), "default");
     let locks: Api<SyncObject> = Api::namespaced(client.clone(), "default");
 
@@ -349,10 +470,12 @@ async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes
         .await
         .remove(0);
     let old_lock = format!("wasm-deployer-{}", old.metadata.uid.clone().unwrap());
-    assert!(
-        locks.get_opt(&old_lock).await.unwrap().is_some(),
-        "the job left its (unlocked) SyncObject"
-    );
+    if support::backend() == support::Backend::Embedded {
+        assert!(
+            locks.get_opt(&old_lock).await.unwrap().is_some(),
+            "the job left its (unlocked) SyncObject"
+        );
+    }
 
     items
         .delete("same-0", &DeleteParams::default())
@@ -365,6 +488,22 @@ async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes
     }
     // Same name, new object, new UID; its lock is held right now.
     replica.task.abort();
+    if support::backend() == support::Backend::Real {
+        // That server refuses an empty spec.podName, so unlocking deleted the lock: put back
+        // one left behind by a replica that is gone (now that nothing reconciles the item).
+        let left = locking::SyncObject::new(
+            "default",
+            &old_lock,
+            locking::SyncObjectSpec {
+                pod_name: "host-9".into(),
+                kind: "DeployItem".into(),
+                name: "same-0".into(),
+                last_update_time: deployer_host::clock::now(),
+                prefix: "wasm-deployer".into(),
+            },
+        );
+        locks.create(&PostParams::default(), &left).await.unwrap();
+    }
     create_items(&client, 1, "same").await;
     let new = items.get("same-0").await.unwrap();
     let new_lock = format!("wasm-deployer-{}", new.metadata.uid.clone().unwrap());

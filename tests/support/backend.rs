@@ -56,17 +56,49 @@ fn tool() -> PathBuf {
         .join("../../shared/tools/real-apiserver/real-apiserver")
 }
 
+/// Audit policy of [`RealApiServer::start_audited`]: every request's metadata, once.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+";
+
 impl RealApiServer {
     /// Starts a server with `--authorization-mode=<authz>` (`AlwaysAllow` or `RBAC`).
     pub fn start(authz: &str) -> Self {
+        Self::start_with(authz, false)
+    }
+
+    /// Like [`RealApiServer::start`], with an audit log (see [`RealApiServer::audit_log`]).
+    pub fn start_audited(authz: &str) -> Self {
+        Self::start_with(authz, true)
+    }
+
+    /// The audit log file (JSON lines), if started with one.
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.path().join("audit.log")
+    }
+
+    fn start_with(authz: &str, audit: bool) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("real-apiserver-")
             .tempdir()
             .expect("tempdir");
+        let mut extra = String::new();
+        if audit {
+            let policy = dir.path().join("audit-policy.yaml");
+            std::fs::write(&policy, AUDIT_POLICY).expect("audit policy");
+            extra = format!(
+                "--audit-policy-file={} --audit-log-path={} --audit-log-mode=blocking",
+                policy.display(),
+                dir.path().join("audit.log").display()
+            );
+        }
         // Without a controller-manager no ServiceAccount token is ever minted, and the
         // ServiceAccount admission plugin would refuse every Pod for lack of one.
         let args = format!(
-            "--disable-admission-plugins=ServiceAccount {}",
+            "--disable-admission-plugins=ServiceAccount {extra} {}",
             std::env::var("REAL_APISERVER_ARGS").unwrap_or_default()
         );
         let out = Command::new(tool())
