@@ -42,6 +42,17 @@ macro_rules! skip_on_real {
     };
 }
 
+/// Returns from the story, saying why, when it runs on the embedded API server.
+#[macro_export]
+macro_rules! skip_on_embedded {
+    ($why:literal) => {
+        if support::backend() == support::Backend::Embedded {
+            eprintln!("SKIP on the embedded API server: {}", $why);
+            return;
+        }
+    };
+}
+
 /// A real kube-apiserver + etcd for one story; stopped when dropped.
 pub struct RealApiServer {
     dir: tempfile::TempDir,

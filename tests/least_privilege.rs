@@ -1,0 +1,307 @@
+//! Least privilege, proven on real kube-apiservers with `--authorization-mode=RBAC`: the host
+//! runs with ServiceAccount tokens bound to exactly the RBAC it ships (`charts/rbac/`), and
+//! every part of the contract works — pickup, finish, export Secret, finalizer, Events,
+//! locking with dead-owner checks, orphan cleanup, deletion — in one cluster and fenced (the
+//! Landscaper cluster and the host cluster are two servers with two identities).
+//!
+//! Only on the real backend: the embedded server does not enforce RBAC (yet).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deployer_host::config::HostConfig;
+use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::landscaper::{DeployItem, FINALIZER, Phase};
+use deployer_host::locking::{LockConfig, Locker};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use support::RealApiServer;
+
+const NAMESPACE: &str = "landscaper-system";
+const SA: &str = "wasm-deployer";
+const POD: &str = "wasm-deployer-0";
+
+fn shipped(file: &str) -> String {
+    let path = format!("{}/../charts/rbac/{file}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+async fn create<K>(api: &Api<K>, value: serde_json::Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(value).expect("object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+}
+
+/// Namespace and ServiceAccount `landscaper-system/wasm-deployer` on `server`, and a
+/// kubeconfig with a token minted for it (TokenRequest).
+async fn service_account(server: &RealApiServer, admin: &Client) -> String {
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    if namespaces.get_opt(NAMESPACE).await.unwrap().is_none() {
+        create(&namespaces, json!({"metadata": {"name": NAMESPACE}})).await;
+    }
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
+    create(&sas, json!({"metadata": {"name": SA}})).await;
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}});
+    let answer: serde_json::Value = sas
+        .create_subresource("token", SA, &PostParams::default(), &request)
+        .await
+        .expect("TokenRequest");
+    let token = answer["status"]["token"].as_str().expect("token");
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{}\", insecure-skip-tls-verify: true}}\nusers:\n- name: sa\n  user: {{token: {token}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa, namespace: default}}\ncurrent-context: c\n",
+        server.url
+    )
+}
+
+/// Binds the shipped Landscaper-cluster ClusterRole to the ServiceAccount.
+async fn grant_landscaper_cluster(admin: &Client) {
+    let role: ClusterRole = serde_yaml::from_str(&shipped("landscaper-cluster.yaml")).unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    create(
+        &Api::<ClusterRoleBinding>::all(admin.clone()),
+        json!({"metadata": {"name": "wasm-deployer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasm-deployer"},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": NAMESPACE}]}),
+    )
+    .await;
+}
+
+/// Binds the shipped host-cluster Role (Pods of the host's namespace) and creates the host's
+/// own Pod, which locking checks for liveness.
+async fn grant_host_cluster(admin: &Client) {
+    let mut role: Role = serde_yaml::from_str(&shipped("host-cluster.yaml")).unwrap();
+    role.metadata.namespace = Some(NAMESPACE.into());
+    Api::<Role>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    create(
+        &Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE),
+        json!({"metadata": {"name": "wasm-deployer-pods"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "wasm-deployer-pods"},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": NAMESPACE}]}),
+    )
+    .await;
+    create(
+        &Api::<Pod>::namespaced(admin.clone(), NAMESPACE),
+        json!({"metadata": {"name": POD},
+            "spec": {"containers": [{"name": "host", "image": "wasm-deployer"}]}}),
+    )
+    .await;
+}
+
+/// The host as one replica with locking on: `ls` for Landscaper's objects, `host` for its Pods.
+async fn start_host(ls: Client, host: Client) -> (Arc<Deployer>, tokio::task::JoinHandle<()>) {
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.plugins.dir = Some(support::plugins_dir());
+    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    let registry = deployer_host::plugins::load(&config).await.unwrap();
+    let mut deployer = Deployer::new(
+        ls.clone(),
+        host.clone(),
+        registry,
+        &config,
+        TargetClients::default(),
+    )
+    .unwrap();
+    deployer.locker = Some(Locker::new(
+        ls,
+        host,
+        LockConfig {
+            prefix: "wasm-deployer".into(),
+            pod_name: POD.into(),
+            pod_namespace: NAMESPACE.into(),
+            retry_after: Duration::from_millis(200),
+            pod_cache_timeout: Duration::from_millis(300),
+        },
+    ));
+    let deployer = Arc::new(deployer);
+    let task = tokio::spawn(controller::run(
+        deployer.clone(),
+        None,
+        4,
+        std::future::pending(),
+    ));
+    (deployer, task)
+}
+
+/// A mock item with an export, and a manifest item that creates a ConfigMap on the Target
+/// (whose kubeconfig is the admin's: what a Target may do is the Target's business).
+async fn run_items(admin: &Client) {
+    // Landscaper's side of the protocol (new jobIDs), with admin rights.
+    let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(admin.clone()));
+    let items: Api<DeployItem> = Api::namespaced(admin.clone(), "default");
+    let mock: DeployItem = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+        "metadata": {"name": "mock", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/mock",
+            "config": {"apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+                "kind": "ProviderConfiguration", "export": {"greeting": "hi"}}}
+    }))
+    .unwrap();
+    let manifest: DeployItem = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+        "metadata": {"name": "manifest", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/kubernetes-manifest",
+            "target": {"name": "default", "namespace": "default"},
+            "config": {"apiVersion": "manifest.deployer.landscaper.gardener.cloud/v1alpha2",
+                "kind": "ProviderConfiguration",
+                "manifests": [{"policy": "manage", "manifest": {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "from-rbac-story", "namespace": "default"}, "data": {"a": "b"}}}]}}
+    }))
+    .unwrap();
+    for item in [mock, manifest] {
+        items.create(&PostParams::default(), &item).await.unwrap();
+    }
+    for name in ["mock", "manifest"] {
+        let item = wait(&items, name, |i| {
+            let s = i.status();
+            !s.job_id.is_empty() && s.job_id == s.job_id_finished
+        })
+        .await;
+        let s = item.status();
+        assert_eq!(s.phase, Phase::Succeeded, "{name}: {:?}", s.last_error);
+        assert!(item.has_finalizer(FINALIZER), "{name}");
+    }
+    // The export Secret the host wrote.
+    let export = wait(&items, "mock", |i| i.status().export_ref.is_some())
+        .await
+        .status()
+        .export_ref
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
+    secrets.get(&export.name).await.expect("export Secret");
+    // Events on the item.
+    let events: Api<Event> = Api::namespaced(admin.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(|e| e.reason.as_deref() == Some("JobFinished"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no JobFinished Event"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Deletion: the plugins' delete, the export Secret, the finalizer — then the items are gone.
+    for name in ["mock", "manifest"] {
+        items.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !items
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "items not deleted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(secrets.get_opt(&export.name).await.unwrap().is_none());
+    landscaper.abort();
+}
+
+async fn wait(
+    items: &Api<DeployItem>,
+    name: &str,
+    pred: impl Fn(&DeployItem) -> bool,
+) -> DeployItem {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let item = items.get_opt(name).await.unwrap();
+        if let Some(item) = item.as_ref().filter(|i| pred(i)) {
+            return item.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: {}",
+            serde_yaml::to_string(&item).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Landscaper's CRDs and the default Target (admin kubeconfig) and Context.
+async fn landscaper_cluster(server: &RealApiServer) -> Client {
+    let admin = server.client().await;
+    deployer_host::dev::install_landscaper_crds(&admin)
+        .await
+        .unwrap();
+    deployer_host::dev::ensure_default_objects(&admin, &server.kubeconfig)
+        .await
+        .unwrap();
+    admin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
+    skip_on_embedded!("it does not enforce RBAC");
+    let server = RealApiServer::start("RBAC");
+    let admin = landscaper_cluster(&server).await;
+    let kubeconfig = service_account(&server, &admin).await;
+    let me = support::client_for(&kubeconfig).await;
+    // Without a grant the host's identity can read nothing.
+    let items: Api<DeployItem> = Api::namespaced(me.clone(), "default");
+    let refused = items.list(&ListParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused}"
+    );
+    grant_landscaper_cluster(&admin).await;
+    grant_host_cluster(&admin).await;
+
+    let (_deployer, task) = start_host(me.clone(), me.clone()).await;
+    run_items(&admin).await;
+    // The orphan cleaner works with the same rights.
+    deployer_host::locking::cleaner::cleanup_once(&me, "wasm-deployer", None)
+        .await
+        .expect("cleanup with the shipped rights");
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_fenced_setup_then_each_cluster_needs_only_its_own_role() {
+    skip_on_embedded!("it does not enforce RBAC");
+    // The Landscaper cluster and the cluster the host runs in are two servers.
+    let ls_server = RealApiServer::start("RBAC");
+    let host_server = RealApiServer::start("RBAC");
+    let ls_admin = landscaper_cluster(&ls_server).await;
+    let host_admin = host_server.client().await;
+    let ls_me = support::client_for(&service_account(&ls_server, &ls_admin).await).await;
+    let host_me = support::client_for(&service_account(&host_server, &host_admin).await).await;
+    grant_landscaper_cluster(&ls_admin).await;
+    grant_host_cluster(&host_admin).await;
+    // Neither identity has anything in the other cluster's role.
+    let pods: Api<Pod> = Api::namespaced(ls_me.clone(), NAMESPACE);
+    assert!(
+        pods.list(&ListParams::default()).await.is_err(),
+        "no Pods in the LS cluster"
+    );
+
+    let (_deployer, task) = start_host(ls_me, host_me).await;
+    run_items(&ls_admin).await;
+    task.abort();
+}
