@@ -1,7 +1,7 @@
 //! `cargo xtask` — repository automation (install-free: it only calls `cargo`).
 //!
 //! Owns: `cargo xtask dev` (the README's run command), `cargo xtask test` (the README's test
-//! command), `cargo xtask bench` (the end-to-end benchmark), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
+//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
 //! `wasm32-wasip2` with `--profile plugin` and copies the components to
 //! `<target-dir>/plugins/<name>.wasm` (test-only plugins, marked with
 //! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`).
@@ -19,7 +19,9 @@ fn usage() -> ! {
     eprintln!(
         "usage: cargo xtask <command>\n\n\
          \x20 dev [ARGS...]              build plugins and host, start `deployer-host dev --apply examples/`\n\
-         \x20 test [CARGO TEST ARGS...]  build plugins, then `cargo test --workspace`\n\
+         \x20 test [--backends embedded,real] [CARGO TEST ARGS...]\n\
+         \x20                            build plugins, then `cargo test --workspace` (embedded API server);\n\
+         \x20                            `real` runs the host's stories again on a real kube-apiserver\n\
          \x20 bench                      build plugins, run the end-to-end benchmark, update docs/benchmarks.md\n\
          \x20 build-plugins [-p <plugin>]...\n\
          \x20                            build every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`)\n\
@@ -96,13 +98,42 @@ fn main() -> Result<()> {
             run(&mut cmd)
         }
         Some("test") => {
+            let mut backends = vec!["embedded".to_string()];
+            let mut rest = Vec::new();
+            while let Some(a) = args.next() {
+                match a.as_str() {
+                    "--backends" => {
+                        let list = args.next().unwrap_or_else(|| usage());
+                        backends = list.split(',').map(str::to_string).collect();
+                    }
+                    _ => rest.push(a),
+                }
+            }
             ensure_wasm_target()?;
             build_plugins(&[])?;
-            let mut cmd = Command::new(cargo());
-            cmd.current_dir(workspace_root())
-                .args(["test", "--workspace"])
-                .args(args);
-            run(&mut cmd)
+            for backend in &backends {
+                match backend.as_str() {
+                    // Everything, against the project's own API server.
+                    "embedded" => run(Command::new(cargo())
+                        .current_dir(workspace_root())
+                        .args(["test", "--workspace"])
+                        .args(&rest))?,
+                    // The host's stories again, each against a real kube-apiserver 1.20.
+                    "real" => {
+                        let tool = workspace_root()
+                            .join("../shared/tools/real-apiserver/real-apiserver");
+                        run(Command::new(&tool).arg("build"))
+                            .context("building the real kube-apiserver (../shared/tools)")?;
+                        run(Command::new(cargo())
+                            .current_dir(workspace_root())
+                            .env("DEPLOYER_TEST_BACKEND", "real")
+                            .args(["test", "-p", "deployer-host", "--tests"])
+                            .args(&rest))?
+                    }
+                    other => bail!("unknown backend {other:?} (embedded, real)"),
+                }
+            }
+            Ok(())
         }
         Some("bench") => {
             ensure_wasm_target()?;

@@ -62,7 +62,7 @@ impl Kubectl {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_smoke() {
     let Some(bin) = kubectl_binary() else {
-        println!("SKIP: kubectl not installed");
+        skip("kubectl not installed");
         return;
     };
     let server = ApiServer::new(Options::default()).unwrap();
@@ -329,4 +329,12 @@ async fn kubectl_smoke() {
         .expect("server stops")
         .unwrap()
         .unwrap();
+}
+
+/// A missing tool: SKIP locally, a failure in CI (`CI=true`), where `.ci/run` installs it.
+fn skip(reason: impl std::fmt::Display) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{reason} (CI=true: a missing tool is a failure, not a skip)");
+    }
+    println!("SKIP: {reason}");
 }

@@ -162,7 +162,7 @@ fn run_case(args: &[&str]) -> String {
 fn helm_testdata_goldens() {
     let td = testdata();
     let Ok(cases_md) = std::fs::read_to_string(td.join("CASES.md")) else {
-        eprintln!("SKIP: {} not found", td.display());
+        skip(format!("{} not found", td.display()));
         return;
     };
     // every golden listed in CASES.md must be covered here
@@ -196,4 +196,12 @@ fn helm_testdata_goldens() {
         CASES.len()
     );
     assert!(failed.is_empty(), "failed goldens: {failed:?}");
+}
+
+/// A missing tool: SKIP locally, a failure in CI (`CI=true`), where `.ci/run` installs it.
+fn skip(reason: impl std::fmt::Display) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{reason} (CI=true: a missing tool is a failure, not a skip)");
+    }
+    println!("SKIP: {reason}");
 }

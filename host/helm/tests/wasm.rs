@@ -57,13 +57,11 @@ fn build_component() -> Option<PathBuf> {
 fn renders_golden_under_wasm32_wasip2() -> anyhow::Result<()> {
     let td = repo_root().join("../shared/charts/helm-testdata");
     if !td.exists() {
-        println!("SKIP: {} not found", td.display());
+        skip(format!("{} not found", td.display()));
         return Ok(());
     }
     let Some(wasm) = build_component() else {
-        println!(
-            "SKIP: could not build the wasm32-wasip2 example (rustup target add wasm32-wasip2)"
-        );
+        skip("could not build the wasm32-wasip2 example (rustup target add wasm32-wasip2)");
         return Ok(());
     };
     let engine = Engine::new(&Config::new())?;
@@ -98,4 +96,12 @@ fn renders_golden_under_wasm32_wasip2() -> anyhow::Result<()> {
         wasm.display()
     );
     Ok(())
+}
+
+/// A missing tool: SKIP locally, a failure in CI (`CI=true`), where `.ci/run` installs it.
+fn skip(reason: impl std::fmt::Display) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{reason} (CI=true: a missing tool is a failure, not a skip)");
+    }
+    println!("SKIP: {reason}");
 }

@@ -112,10 +112,10 @@ pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
         })
         .collect();
     if !repo_root().join(CASES[0].chart).exists() {
-        println!(
-            "SKIP: corpus charts not found under {}",
+        skip(format!(
+            "corpus charts not found under {}",
             repo_root().join("../shared/charts").display()
-        );
+        ));
         return None;
     }
     let input = serde_json::to_string(&jobs).unwrap();
@@ -135,7 +135,7 @@ pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
         .stderr(Stdio::piped())
         .spawn();
     let Ok(mut child) = child else {
-        println!("SKIP: python not available for the helm oracle");
+        skip("python not available for the helm oracle");
         return None;
     };
     child
@@ -148,18 +148,28 @@ pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
     let v: serde_json::Value = match serde_json::from_slice(&out.stdout) {
         Ok(v) => v,
         Err(_) => {
-            println!(
-                "SKIP: helm oracle failed: {}",
+            skip(format!(
+                "helm oracle failed: {}",
                 String::from_utf8_lossy(&out.stderr)
-            );
+            ));
             return None;
         }
     };
     if let Some(why) = v.get("unavailable") {
-        println!("SKIP: helm-python-sdk not installed ({why}); pip install helm-python-sdk==0.2.2");
+        skip(format!(
+            "helm-python-sdk not installed ({why}); pip install helm-python-sdk==0.2.2"
+        ));
         return None;
     }
     let _ = std::fs::create_dir_all(&cache_dir);
     let _ = std::fs::write(&cache, serde_json::to_string(&v).unwrap());
     Some(v)
+}
+
+/// A missing tool: SKIP locally, a failure in CI (`CI=true`), where `.ci/run` installs it.
+pub fn skip(reason: impl std::fmt::Display) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{reason} (CI=true: a missing tool is a failure, not a skip)");
+    }
+    println!("SKIP: {reason}");
 }
