@@ -4,7 +4,8 @@
 //! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
 //! `wasm32-wasip2` with `--profile plugin` and copies the components to
 //! `<target-dir>/plugins/<name>.wasm` (test-only plugins, marked with
-//! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`).
+//! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`;
+//! `dir = "…"` names another directory).
 //! Must not touch: sources, the host build, or anything outside the target directory.
 
 use anyhow::{Context, Result, bail};
@@ -120,8 +121,8 @@ fn main() -> Result<()> {
                         .args(&rest))?,
                     // The host's stories again, each against a real kube-apiserver 1.20.
                     "real" => {
-                        let tool = workspace_root()
-                            .join("../shared/tools/real-apiserver/real-apiserver");
+                        let tool =
+                            workspace_root().join("../shared/tools/real-apiserver/real-apiserver");
                         run(Command::new(&tool).arg("build"))
                             .context("building the real kube-apiserver (../shared/tools)")?;
                         run(Command::new(cargo())
@@ -152,7 +153,10 @@ fn main() -> Result<()> {
 struct Plugin {
     name: String,
     lib_name: String,
-    test_only: bool,
+    /// Where under the target directory the component goes: `plugins`, `test-plugins`, or
+    /// (`[package.metadata.wasm-deployer] dir = "…"`) a directory of its own, for test
+    /// components a plugin directory must not contain (e.g. ones the host refuses to load).
+    dir: String,
 }
 
 fn cargo() -> String {
@@ -201,11 +205,16 @@ fn build_plugins(only: &[String]) -> Result<()> {
             .and_then(|t| t["name"].as_str())
             .with_context(|| format!("plugin crate {name} has no cdylib target"))?
             .replace('-', "_");
-        let test_only = pkg["metadata"]["wasm-deployer"]["test-only"].as_bool() == Some(true);
+        let meta = &pkg["metadata"]["wasm-deployer"];
+        let dir = match (meta["dir"].as_str(), meta["test-only"].as_bool()) {
+            (Some(dir), _) => dir.to_string(),
+            (None, Some(true)) => "test-plugins".to_string(),
+            (None, _) => "plugins".to_string(),
+        };
         plugins.push(Plugin {
             name,
             lib_name,
-            test_only,
+            dir,
         });
     }
     if plugins.is_empty() {
@@ -242,11 +251,7 @@ fn build_plugins(only: &[String]) -> Result<()> {
         if bytes.len() < 8 || &bytes[0..4] != b"\0asm" || bytes[6..8] != [1, 0] {
             bail!("{} is not a WebAssembly component", src.display());
         }
-        let dir = target_dir.join(if p.test_only {
-            "test-plugins"
-        } else {
-            "plugins"
-        });
+        let dir = target_dir.join(&p.dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let dst = dir.join(format!("{}.wasm", p.name));
         let tmp = dir.join(format!(".{}.wasm.tmp", p.name));

@@ -21,6 +21,11 @@
 //! [`DeployerPlugin`] trait. [`PluginRegistry`] maps DeployItem types to plugins and
 //! refuses two plugins claiming one type.
 //!
+//! Modules, in dependency order (no module imports one that imports it back):
+//! `api` (the traits) ← `wasm::{bindings, store, convert, invoke}` ← `capabilities` (one per
+//! WIT import, and which plugin is granted which) ← `wasm` (`WasmPlugin`) ← `epoch`, `cache` ←
+//! `runtime` (engine, linkers, loading) ← `registry`; `native` beside `wasm`.
+//!
 //! Owns: everything between "bytes of a component" and "a `Response` or `DeployerError`".
 //! Must not touch: Kubernetes (no kube dependency), status writes, timestamps — the
 //! controller owns those.
@@ -43,7 +48,8 @@
 
 mod api;
 mod cache;
-mod kube_v2;
+mod capabilities;
+mod epoch;
 mod native;
 mod registry;
 mod runtime;

@@ -1,22 +1,26 @@
 //! The plugin runtime: one wasmtime `Engine`, the epoch ticker, the compiled-artifact cache
 //! and plugin loading.
 //!
-//! Owns: engine configuration (epoch interruption, optimisation level), the linker (WASI p2
-//! with an empty context plus the `wasm-deployer:plugin` imports), one `InstancePre` per
-//! component keyed by its SHA-256, load statistics, and loading from a directory.
+//! Owns: engine configuration (epoch interruption, optimisation level), one linker per grant
+//! set (`crate::capabilities`: deployers get every import, hook-only components `log` and
+//! `clock`), one `InstancePre` per component keyed by its SHA-256, load statistics, and
+//! loading from a directory.
 //! Must not touch: invocation details (see `wasm`) and the type → plugin map (see
 //! `registry`).
 
 use crate::api::Limits;
 use crate::cache::{ArtifactCache, Lookup, engine_hash, sha256};
-use crate::wasm::{self, Prepared, State, WasmPlugin, bindings};
+use crate::capabilities::{self, Grants};
+use crate::epoch::EpochTicker;
+use crate::wasm::WasmPlugin;
+use crate::wasm::invoke::{self as wasm, Prepared};
+use crate::wasm::store::State;
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
 /// Cranelift optimisation level (part of the engine hash: changing it recompiles).
@@ -111,48 +115,14 @@ pub struct RuntimeStats {
     pub loads: Vec<LoadRecord>,
 }
 
-/// Increments the engine epoch every tick on a dedicated thread; stops when dropped.
-pub(crate) struct EpochTicker {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EpochTicker {
-    fn start(engine: Engine, tick: Duration) -> Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("wasm-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(tick);
-                    engine.increment_epoch();
-                }
-            })
-            .context("starting the epoch ticker thread")?;
-        Ok(EpochTicker {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Prepared components by SHA-256, with the description `describe` returned.
 type PreparedMap = HashMap<[u8; 32], (Arc<Prepared>, wasm::Described)>;
 
 /// Loads and runs wasm deployer plugins. Create one per process.
 pub struct PluginRuntime {
     engine: Engine,
-    linker: Linker<State>,
+    deployer_linker: Linker<State>,
+    hook_linker: Linker<State>,
     config: RuntimeConfig,
     cache: Option<ArtifactCache>,
     prepared: tokio::sync::Mutex<PreparedMap>,
@@ -180,11 +150,8 @@ impl PluginRuntime {
         });
         let engine = Engine::new(&cfg)?;
 
-        let mut linker: Linker<State> = Linker::new(&engine);
-        // WASI p2 is linked so std-based guests instantiate, but the per-invocation context
-        // grants nothing (see `wasm::new_store`).
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::DeployerHookPlugin::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
+        let deployer_linker = capabilities::linker(&engine, Grants::Deployer)?;
+        let hook_linker = capabilities::linker(&engine, Grants::HookOnly)?;
 
         let cache = match &config.cache_dir {
             Some(dir) => Some(ArtifactCache::open(dir, engine_hash(&engine))?),
@@ -194,7 +161,8 @@ impl PluginRuntime {
         let ticker = Arc::new(EpochTicker::start(engine.clone(), tick)?);
         Ok(Arc::new(PluginRuntime {
             engine,
-            linker,
+            deployer_linker,
+            hook_linker,
             config,
             cache,
             prepared: tokio::sync::Mutex::new(HashMap::new()),
@@ -233,11 +201,21 @@ impl PluginRuntime {
             None => {
                 let (component, outcome, prepare_time) =
                     self.obtain(source_name, &sha, bytes).await?;
-                let pre = self
-                    .linker
+                let grants = Grants::of(&component, &self.engine);
+                let linker = match grants {
+                    Grants::Deployer => &self.deployer_linker,
+                    Grants::HookOnly => &self.hook_linker,
+                };
+                let pre = linker
                     .instantiate_pre(&component)
                     .map_err(anyhow::Error::from)
-                    .with_context(|| format!("linking plugin {source_name}"))?;
+                    .with_context(|| match grants {
+                        Grants::Deployer => format!("linking plugin {source_name}"),
+                        Grants::HookOnly => format!(
+                            "linking hook plugin {source_name} (a component that exports only \
+                             hooks is granted log and clock, no Kubernetes or progress imports)"
+                        ),
+                    })?;
                 let component = Prepared::new(pre, hex::encode(sha), source_name)?;
                 let described = wasm::describe(
                     &self.engine,

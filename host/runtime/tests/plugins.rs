@@ -652,3 +652,28 @@ async fn components_export_a_deployer_hooks_or_both() {
         vec!["landscaper.gardener.cloud/mock"]
     );
 }
+
+/// Capabilities are linked by grant: a component that exports only hooks gets `log` and
+/// `clock`; one that imports Kubernetes anyway is refused at load, naming the import — it
+/// never gets as far as a call.
+#[tokio::test]
+async fn a_hook_only_component_that_imports_kubernetes_is_refused_at_load() {
+    let rt = PluginRuntime::new(shared_cache(RuntimeConfig::default())).unwrap();
+    let bytes = std::fs::read(component("refused-plugins", "test-greedy-hook")).unwrap();
+    let err = rt
+        .load_bytes("test-greedy-hook.wasm", &bytes)
+        .await
+        .expect_err("a hook may not import Kubernetes");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("wasm-deployer:plugin/kubernetes"),
+        "names the import: {message}"
+    );
+    assert!(
+        message.contains("granted log and clock"),
+        "says what hooks get: {message}"
+    );
+    // The same import in a deployer is granted (the mock and test-hooks link it).
+    let deployer = std::fs::read(component("test-plugins", "test-hooks")).unwrap();
+    assert!(rt.load_bytes("test-hooks.wasm", &deployer).await.is_ok());
+}

@@ -1,19 +1,90 @@
-//! Host side of the WIT `cluster` interface (0.2): Kubernetes get/list/create/update/patch/
-//! delete/discover on the item's Target cluster, forwarded to [`crate::HostServices::kube`]
-//! as [`KubeOp`]s.
+//! The item's Target cluster (WIT `kubernetes` 1.0 and `cluster` 1.1): every operation goes to
+//! the invocation's [`HostServices::kube`], bounded by the invocation deadline. The plugin
+//! never sees the Target's credentials. Granted to deployers.
 //!
-//! Also the 1.1 `secondary-targets` interface (get/list/delete on a Target named by the
-//! plugin, forwarded to [`crate::HostServices::kube_on`]).
-//!
-//! Owns: the conversion between the `cluster`/`secondary-targets` bindings and [`KubeOp`];
-//! each call goes through `State::kube_on`, which bounds it by the invocation deadline.
-//! Must not touch: the 0.1 `kubernetes` interface (in `wasm`) or Kubernetes itself.
+//! [`HostServices::kube`]: crate::HostServices::kube
 
-use crate::wasm::bindings::wasm_deployer::plugin as wit;
-use crate::wasm::{State, error_to_wit, ref_from_wit};
 use sdk_guest::{DeployerError, KubeOp, PatchType, ResourceInfo};
 
+use super::wit;
+use crate::wasm::convert::{error_to_wit, ref_from_wit};
+use crate::wasm::store::State;
+
 type WitError = wit::types::DeployerError;
+
+impl State {
+    /// One Kubernetes call on the item's Target cluster.
+    async fn kube(&mut self, op: KubeOp) -> Result<Option<String>, wit::types::DeployerError> {
+        self.kube_on(None, op).await
+    }
+
+    /// One Kubernetes call through [`HostServices::kube`] (no `target_name`) or
+    /// [`HostServices::kube_on`], bounded by the invocation deadline (a call still running
+    /// at the deadline returns `ERR_TIMEOUT`; the outer timeout of the invocation then ends
+    /// it).
+    pub(crate) async fn kube_on(
+        &mut self,
+        target_name: Option<String>,
+        op: KubeOp,
+    ) -> Result<Option<String>, wit::types::DeployerError> {
+        let Some(host) = self.host.clone() else {
+            return Err(error_to_wit(DeployerError::internal(
+                "KubernetesUnavailable",
+                "Kubernetes access is not available during describe or in hooks",
+            )));
+        };
+        let call = async {
+            match &target_name {
+                None => host.kube(op).await,
+                Some(name) => host.kube_on(name, op).await,
+            }
+        };
+        match tokio::time::timeout_at(self.deadline.into(), call).await {
+            Ok(r) => r.map_err(error_to_wit),
+            Err(_) => Err(error_to_wit(DeployerError::timeout(
+                "PluginDeadlineExceeded",
+                format!(
+                    "a Kubernetes call of plugin {:?} did not finish within the invocation deadline",
+                    self.plugin
+                ),
+            ))),
+        }
+    }
+}
+
+impl wit::kubernetes::Host for State {
+    async fn get(
+        &mut self,
+        r: wit::kubernetes::ObjectRef,
+    ) -> Result<Option<String>, wit::types::DeployerError> {
+        self.kube(KubeOp::Get(ref_from_wit(r))).await
+    }
+
+    async fn create(&mut self, object: String) -> Result<String, wit::types::DeployerError> {
+        let out = self
+            .kube(KubeOp::Create {
+                object_json: object,
+            })
+            .await?;
+        Ok(out.unwrap_or_default())
+    }
+
+    async fn update(&mut self, object: String) -> Result<String, wit::types::DeployerError> {
+        let out = self
+            .kube(KubeOp::Update {
+                object_json: object,
+            })
+            .await?;
+        Ok(out.unwrap_or_default())
+    }
+
+    async fn delete(
+        &mut self,
+        r: wit::kubernetes::ObjectRef,
+    ) -> Result<bool, wit::types::DeployerError> {
+        Ok(self.kube(KubeOp::Delete(ref_from_wit(r))).await?.is_some())
+    }
+}
 
 impl wit::cluster::Host for State {
     async fn get(&mut self, r: wit::cluster::ObjectRef) -> Result<Option<String>, WitError> {
@@ -103,47 +174,5 @@ impl wit::cluster::Host for State {
             plural: info.plural,
             namespaced: info.namespaced,
         }))
-    }
-}
-
-impl wit::secondary_targets::Host for State {
-    async fn get(
-        &mut self,
-        target_name: String,
-        r: wit::secondary_targets::ObjectRef,
-    ) -> Result<Option<String>, WitError> {
-        self.kube_on(Some(target_name), KubeOp::Get(ref_from_wit(r)))
-            .await
-    }
-
-    async fn list(
-        &mut self,
-        target_name: String,
-        api_version: String,
-        kind: String,
-        namespace: Option<String>,
-        label_selector: Option<String>,
-    ) -> Result<String, WitError> {
-        let op = KubeOp::List {
-            api_version,
-            kind,
-            namespace,
-            label_selector,
-        };
-        Ok(self
-            .kube_on(Some(target_name), op)
-            .await?
-            .unwrap_or_default())
-    }
-
-    async fn delete(
-        &mut self,
-        target_name: String,
-        r: wit::secondary_targets::ObjectRef,
-    ) -> Result<bool, WitError> {
-        Ok(self
-            .kube_on(Some(target_name), KubeOp::Delete(ref_from_wit(r)))
-            .await?
-            .is_some())
     }
 }

@@ -1,0 +1,14 @@
+//! The wasmtime bindings of the `deployer-hook-plugin` world (`wit/`): a component may export
+//! `deployer`, `hooks` or both. Generated at build time from `wit/`; nothing here is written
+//! by hand.
+
+wasmtime::component::bindgen!({
+    path: "../../wit",
+    world: "deployer-hook-plugin",
+    imports: {
+        "wasm-deployer:plugin/kubernetes": async,
+        "wasm-deployer:plugin/cluster": async,
+        "wasm-deployer:plugin/secondary-targets": async,
+    },
+    exports: { default: async },
+});

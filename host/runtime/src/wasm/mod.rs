@@ -1,0 +1,217 @@
+//! Wasm component plugins: [`WasmPlugin`] (one per loaded component) and its calls.
+//!
+//! Modules: `bindings` (generated from `wit/`), `store` (what one instance may use), `invoke`
+//! (instantiate, describe, classify failures), `convert` (WIT ↔ model). The host side of each
+//! import is in `crate::capabilities`.
+//!
+//! Owns: the deployer and hook calls of a loaded component. Must not touch: engine/cache
+//! management (`crate::runtime`) or Kubernetes itself.
+
+pub(crate) mod bindings;
+pub(crate) mod convert;
+pub(crate) mod invoke;
+pub(crate) mod store;
+
+use std::sync::Arc;
+
+use sdk_guest::{
+    DeployerError, Description, HookInput, HookResult, HookSetup, Invocation, Response,
+};
+
+use crate::api::{DeployerPlugin, HookPlugin, HostServices, Limits, Op};
+use convert::{
+    error_from_wit, hook_input_to_wit, hook_result_from_wit, invocation_to_wit, response_from_wit,
+};
+use invoke::{Prepared, classify, deadline_error, invalid_plugin_json};
+use store::new_store;
+
+/// A deployer plugin backed by a wasm component.
+pub struct WasmPlugin {
+    pub(crate) engine: wasmtime::Engine,
+    pub(crate) prepared: Arc<Prepared>,
+    pub(crate) description: Description,
+    pub(crate) hook_setup: Option<HookSetup>,
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: Limits,
+    pub(crate) source: String,
+    /// Keeps the epoch ticker alive while any plugin exists.
+    pub(crate) _ticker: Arc<crate::epoch::EpochTicker>,
+}
+
+impl std::fmt::Debug for WasmPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmPlugin")
+            .field("description", &self.description)
+            .field("source", &self.source)
+            .field("sha256", &self.prepared.sha256)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl WasmPlugin {
+    /// SHA-256 (hex) of the component bytes.
+    pub fn sha256(&self) -> &str {
+        &self.prepared.sha256
+    }
+
+    /// Where the component was loaded from (file path or the name given to `load_bytes`).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The limits applied to each invocation.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Whether the component exports `deployer` (it may export only `hooks`). Only then is
+    /// it a [`DeployerPlugin`].
+    pub fn exports_deployer(&self) -> bool {
+        self.prepared.deployer.is_some()
+    }
+
+    /// The hook setup, if the component exports `hooks`.
+    pub fn hook_setup(&self) -> Option<&HookSetup> {
+        self.hook_setup.as_ref()
+    }
+
+    /// Create a fresh store and instance without calling anything (benchmarks: splits the
+    /// invocation cost into instantiate vs call). Not part of the stable API.
+    #[doc(hidden)]
+    pub async fn instantiate_only(&self) -> anyhow::Result<()> {
+        let (mut store, _stdio) = new_store(&self.engine, self.name.clone(), self.limits, None);
+        self.prepared.pre.instantiate_async(&mut store).await?;
+        Ok(())
+    }
+
+    async fn invoke(
+        &self,
+        op: Op,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
+        let limits = self.limits;
+        let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, Some(host));
+        let wit_inv = invocation_to_wit(&inv).map_err(|e| {
+            DeployerError::internal("EncodeInvocation", e.to_string()).with_operation(op.name())
+        })?;
+        drop(inv);
+        let prepared = &self.prepared;
+        let Some(indices) = &prepared.deployer else {
+            return Err(DeployerError::internal(
+                "NotADeployer",
+                format!("plugin {:?} exports no deployer", self.name),
+            )
+            .with_operation(op.name()));
+        };
+        let call = async {
+            let instance = prepared.pre.instantiate_async(&mut store).await?;
+            let d = indices.load(&mut store, &instance)?;
+            match op {
+                Op::Reconcile => d.call_reconcile(&mut store, &wit_inv).await,
+                Op::Delete => d.call_delete(&mut store, &wit_inv).await,
+            }
+        };
+        let out = tokio::time::timeout(limits.deadline, call).await;
+        let stderr = stdio.flush_to_log(&self.name);
+        let result = match out {
+            Err(_) => Err(deadline_error(op.name(), &self.name, limits)),
+            Ok(Err(e)) => Err(classify(
+                op.name(),
+                &self.name,
+                limits,
+                e,
+                store.data().limiter.hit,
+                &stderr,
+            )),
+            Ok(Ok(Ok(r))) => response_from_wit(r).map_err(|e| invalid_plugin_json(op.name(), e)),
+            Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(op.name())),
+        };
+        if let Err(e) = &result {
+            tracing::debug!(plugin = %self.name, op = op.name(), error = %e, "plugin invocation failed");
+        }
+        result
+    }
+}
+
+#[async_trait::async_trait]
+impl HookPlugin for WasmPlugin {
+    fn setup(&self) -> &HookSetup {
+        static NONE: std::sync::OnceLock<HookSetup> = std::sync::OnceLock::new();
+        self.hook_setup
+            .as_ref()
+            .unwrap_or_else(|| NONE.get_or_init(HookSetup::default))
+    }
+
+    fn origin(&self) -> String {
+        DeployerPlugin::origin(self)
+    }
+
+    async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError> {
+        let operation = input.hook_type.as_str();
+        let Some(indices) = &self.prepared.hooks else {
+            return Err(DeployerError::internal(
+                "NotAHook",
+                format!("plugin {:?} exports no hooks", self.name),
+            )
+            .with_operation(operation));
+        };
+        let limits = self.limits;
+        let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, None);
+        let wit_input = hook_input_to_wit(&input);
+        let call = async {
+            let instance = self.prepared.pre.instantiate_async(&mut store).await?;
+            indices
+                .load(&mut store, &instance)?
+                .call_run(&mut store, &wit_input)
+                .await
+        };
+        let out = tokio::time::timeout(limits.deadline, call).await;
+        let stderr = stdio.flush_to_log(&self.name);
+        match out {
+            Err(_) => Err(deadline_error(operation, &self.name, limits)),
+            Ok(Err(e)) => Err(classify(
+                operation,
+                &self.name,
+                limits,
+                e,
+                store.data().limiter.hit,
+                &stderr,
+            )),
+            Ok(Ok(Ok(r))) => Ok(r.map(hook_result_from_wit)),
+            Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(operation)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl DeployerPlugin for WasmPlugin {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    fn origin(&self) -> String {
+        format!(
+            "wasm component {} (sha256 {})",
+            self.source,
+            &self.prepared.sha256[..12]
+        )
+    }
+
+    async fn reconcile(
+        &self,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
+        self.invoke(Op::Reconcile, inv, host).await
+    }
+
+    async fn delete(
+        &self,
+        inv: Invocation,
+        host: Arc<dyn HostServices>,
+    ) -> Result<Response, DeployerError> {
+        self.invoke(Op::Delete, inv, host).await
+    }
+}

@@ -1,0 +1,145 @@
+//! The store of one invocation: a fresh `Store` with a WASI context that grants nothing (no
+//! preopens, environment, arguments, sockets or stdin), bounded in-memory stdout/stderr, a
+//! memory limiter and the epoch deadline; the [`State`] every capability works on.
+//!
+//! Owns: what one instance may use. Must not touch: calling the instance (`invoke`) or any
+//! capability's behaviour (`crate::capabilities`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::api::{HostServices, Limits};
+
+/// How much of a plugin's stdout/stderr is kept per invocation (logged, and quoted in
+/// trap messages).
+const STDIO_CAPTURE: usize = 16 << 10;
+
+/// Store data of one invocation.
+pub(crate) struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    /// The plugin's name, for logs and messages.
+    pub(crate) plugin: Arc<str>,
+    /// The invocation's host services; `None` during `describe` and in hooks.
+    pub(crate) host: Option<Arc<dyn HostServices>>,
+    /// When the invocation started (the plugin's monotonic clock).
+    pub(crate) started: Instant,
+    /// End of the invocation deadline; host calls are bounded by it.
+    pub(crate) deadline: Instant,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps each linear memory at `cap` bytes and remembers whether a growth was refused.
+pub(crate) struct MemoryLimiter {
+    cap: usize,
+    /// A growth past the cap was refused.
+    pub(crate) hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.cap {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// Captured stdio of one invocation.
+pub(crate) struct Stdio {
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl Stdio {
+    pub(crate) fn flush_to_log(&self, plugin: &str) -> String {
+        let out = self.stdout.contents();
+        if !out.is_empty() {
+            tracing::debug!(target: "plugin", plugin, stdout = %String::from_utf8_lossy(&out).trim_end());
+        }
+        let err = self.stderr.contents();
+        let err = String::from_utf8_lossy(&err).trim_end().to_string();
+        if !err.is_empty() {
+            tracing::warn!(target: "plugin", plugin, stderr = %err);
+        }
+        err
+    }
+}
+pub(crate) fn new_store(
+    engine: &wasmtime::Engine,
+    plugin: Arc<str>,
+    limits: Limits,
+    host: Option<Arc<dyn HostServices>>,
+) -> (Store<State>, Stdio) {
+    let stdio = Stdio {
+        stdout: MemoryOutputPipe::new(STDIO_CAPTURE),
+        stderr: MemoryOutputPipe::new(STDIO_CAPTURE),
+    };
+    // No preopens, no env, no args, no sockets, no stdin: the builder's defaults plus
+    // explicitly disabled networking. stdout/stderr go to bounded in-memory pipes.
+    let wasi = WasiCtxBuilder::new()
+        .stdout(stdio.stdout.clone())
+        .stderr(stdio.stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let started = Instant::now();
+    let deadline = started + limits.deadline;
+    let mut store = Store::new(
+        engine,
+        State {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                cap: limits.memory_bytes,
+                hit: false,
+            },
+            plugin,
+            host,
+            started,
+            deadline,
+        },
+    );
+    store.limiter(|s| &mut s.limiter);
+    // Every epoch tick (<= 10 ms) either interrupts (deadline passed) or yields to the
+    // executor, so a spinning plugin neither outlives its deadline nor starves tokio.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        Ok(if Instant::now() >= deadline {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+    (store, stdio)
+}
