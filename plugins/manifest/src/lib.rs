@@ -8,21 +8,16 @@
 //! progressing timeout. Steps: apply (+ orphan clean-up) → readiness → exports →
 //! `patchAfterDeployment` → `Succeeded`. Delete: policy filter, before-delete
 //! annotations/patches, deletion groups in order → empty `managedResources`.
-//! Modules: [`config`] (configuration, v1alpha1 conversion, status), [`applier`] (policies,
-//! strategies, order), [`strategies`], [`readiness`], [`exports`], [`deletion`], [`jsonpath`],
-//! [`cluster`] (the item's Target or a secondary Target named by `targetName`).
+//! Modules: [`config`] (the ProviderConfiguration envelope, v1alpha1 conversion, status and
+//! resume marker). Applying, readiness, exports, deletion groups, JSONPath and secondary
+//! Targets are the shared library `manifest-applier` (`sdk-guest/applier`), which the helm
+//! deployer's template mode uses too; [`OPTIONS`] makes it this deployer's.
 //! Must not touch: status writes, the export Secret, finalizers — the host owns those.
 
-pub mod applier;
-pub mod cluster;
 pub mod config;
-pub mod deletion;
-pub mod exports;
-pub mod jsonpath;
-pub mod readiness;
-pub mod strategies;
 
 use config::{Config, ManagedResource, ObjectReference, Progress, ProviderStatus};
+use manifest_applier::{Options, applier, deletion, exports, readiness, strategies};
 use sdk_guest::{
     ConditionReport, ConditionStatus, Ctx, Deployer, DeployerError, Description, Invocation,
     Response, export_deployer, phase,
@@ -36,6 +31,15 @@ pub const OWNER_LABEL: &str = "manifest.deployer.landscaper.gardener.cloud/deplo
 /// Field manager of server-side apply (`updateStrategy: patch`).
 pub const FIELD_MANAGER: &str = "manifest.deployer.landscaper.gardener.cloud";
 
+/// The shared applier, as the manifest deployer.
+pub const OPTIONS: Options = Options {
+    owner_label: OWNER_LABEL,
+    field_manager: FIELD_MANAGER,
+    default_readiness_checkpoint: CP_DEFAULT_READINESS,
+    custom_readiness_checkpoint: CP_CUSTOM_READINESS,
+    config_operation: config::INIT_OPERATION,
+};
+
 /// Checkpoint names (contract 3.9).
 pub const CP_START: &str = "manifest deployer: start reconcile";
 /// Before readiness checks.
@@ -48,18 +52,12 @@ pub const CP_DEFAULT_READINESS: &str = "manifest deployer: default readiness che
 pub const CP_CUSTOM_READINESS: &str = "manifest deployer: custom readiness checks";
 /// Start of delete.
 pub const CP_START_DELETE: &str = "manifest deployer: start delete";
-/// Orphan clean-up.
-pub const CP_CLEANUP: &str = "deployer: cleanup orphaned";
-/// First classification pass.
-pub const CP_PROCESS_MANAGED: &str = "deployer: process managed resource manifests";
-/// Second classification pass.
-pub const CP_PROCESS: &str = "deployer: process manifests";
-/// Before each apply.
-pub const CP_APPLY: &str = "deployer: apply manifests";
-/// Each delete.
-pub const CP_DELETE: &str = "deployer: delete resources";
-/// Readiness loop.
-pub const CP_DURING_READINESS: &str = "deployer: during readiness check";
+/// The checkpoints of Landscaper's shared deployer library (the applier's).
+pub use manifest_applier::checkpoints::{
+    APPLY as CP_APPLY, CLEANUP as CP_CLEANUP, DELETE as CP_DELETE,
+    DURING_READINESS as CP_DURING_READINESS, PROCESS as CP_PROCESS,
+    PROCESS_MANAGED as CP_PROCESS_MANAGED,
+};
 
 /// Poll interval while waiting for readiness, exports or deletions.
 const POLL: Duration = Duration::from_secs(1);
@@ -79,51 +77,6 @@ pub struct ManifestDeployer;
 /// do: `WaitForObjectsReady`, `Export`, the deletion group) instead of at the host's check
 /// before the next call.
 const LAST_POLL_MARGIN: Duration = Duration::from_millis(100);
-
-/// True for an error of a Kubernetes call that the host cut at the invocation deadline
-/// (`ERR_TIMEOUT`): the invocation is over, so it ends the step as an error instead of
-/// becoming "not ready yet, call again".
-pub fn cut_off(e: &DeployerError) -> bool {
-    e.has_code(sdk_guest::codes::TIMEOUT)
-}
-
-/// True for an error of a read or delete that ends a wait (readiness, exports, deletion)
-/// instead of becoming "not yet, call again": a call [`cut_off`] at the deadline, a
-/// secondary Target that cannot be resolved or fails validation (`ERR_CONFIGURATION_PROBLEM`,
-/// reasons `ResolveTarget`, `ValidateTarget`, `TargetKubeconfig`), and internal problems
-/// (e.g. a host without secondary Targets). Everything else — a missing object or Target,
-/// an API error — is retried, as Landscaper's wait loops do.
-pub fn ends_wait(e: &DeployerError) -> bool {
-    use sdk_guest::codes;
-    cut_off(e)
-        || e.has_code(codes::INTERNAL_PROBLEM)
-        || (e.has_code(codes::CONFIGURATION_PROBLEM)
-            && matches!(
-                e.reason.as_str(),
-                "ResolveTarget" | "ValidateTarget" | "TargetKubeconfig"
-            ))
-}
-
-/// What a step is waiting for: the checkpoint of the wait and why it is not done.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pending {
-    pub checkpoint: String,
-    pub why: String,
-}
-
-impl Pending {
-    pub fn new(checkpoint: impl Into<String>, why: impl Into<String>) -> Self {
-        Self {
-            checkpoint: checkpoint.into(),
-            why: why.into(),
-        }
-    }
-
-    /// The progressing timeout at this wait's checkpoint.
-    pub fn timeout(&self) -> DeployerError {
-        DeployerError::progressing_timeout(&self.checkpoint)
-    }
-}
 
 /// "Not yet, call again after D" (D = the poll interval, capped so the last poll falls
 /// [`LAST_POLL_MARGIN`] before the progressing timeout). Once there is no time left for
@@ -212,7 +165,7 @@ impl ManifestDeployer {
         previous_raw: Option<&serde_json::Value>,
     ) -> Result<Result<(), Response>, DeployerError> {
         let old = status.managed_resources.clone();
-        let outcome = applier::apply(ctx, item_name, config)?;
+        let outcome = applier::apply(ctx, item_name, config, &OPTIONS)?;
         if let Some(err) = outcome.error {
             // Keep everything that may exist: applied now + previously managed.
             let mut managed = outcome.applied;
@@ -244,7 +197,7 @@ impl ManifestDeployer {
         let mut remaining = Vec::new();
         if !orphans.is_empty() {
             ctx.checkpoint(CP_CLEANUP)?;
-            let to_delete = deletion::prepare(ctx, item_name, &orphans).map_err(|e| {
+            let to_delete = deletion::prepare(ctx, item_name, &orphans, &OPTIONS).map_err(|e| {
                 DeployerError {
                     message: format!("cleanup of orphaned resources: {}", e.message),
                     ..e
@@ -340,7 +293,7 @@ impl Deployer for ManifestDeployer {
         let raw = inv
             .provider_config_present()
             .map_err(|e| e.with_operation("reconcile"))?;
-        let config = Config::from_raw(raw)?;
+        let config = config::parse(raw)?;
         let previous_raw = inv.previous_provider_status.as_ref();
         let mut status = ProviderStatus::from_previous(previous_raw)?;
         require_target(&inv, "reconcile")?;
@@ -368,10 +321,10 @@ impl Deployer for ManifestDeployer {
             ctx.checkpoint(CP_BEFORE_READINESS)?;
             let mut round = Ok(());
             if !config.readiness.disable_default {
-                round = readiness::default_check(ctx, &status.managed_resources)?;
+                round = readiness::default_check(ctx, &status.managed_resources, &OPTIONS)?;
             }
             if round.is_ok() {
-                round = readiness::custom_checks(ctx, &config.readiness.custom)?;
+                round = readiness::custom_checks(ctx, &config.readiness.custom, &OPTIONS)?;
             }
             if let Err(pending) = round {
                 let timeout = readiness::timeout(pending.timeout());
@@ -417,7 +370,7 @@ impl Deployer for ManifestDeployer {
         }
         ctx.checkpoint(CP_START_DELETE)?;
         let groups = match inv.provider_config_raw() {
-            Some(raw) => Config::from_raw(raw)?.deletion_groups,
+            Some(raw) => config::parse(raw)?.deletion_groups,
             None => Vec::new(),
         };
         require_target(&inv, "delete")?;
@@ -428,8 +381,8 @@ impl Deployer for ManifestDeployer {
             message: format!("failed deleting managed resources: {}", e.message),
             ..e
         };
-        let to_delete =
-            deletion::prepare(ctx, &item_name, &status.managed_resources).map_err(fail)?;
+        let to_delete = deletion::prepare(ctx, &item_name, &status.managed_resources, &OPTIONS)
+            .map_err(fail)?;
         let remaining = deletion::delete_in_groups(ctx, to_delete, &groups).map_err(fail)?;
         status.progress = None;
         if remaining.is_empty() {

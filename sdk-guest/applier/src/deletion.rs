@@ -10,10 +10,12 @@
 //! being left behind.
 //! Must not touch: applying.
 
+use crate::Options;
+use crate::checkpoints::DELETE as CP_DELETE;
 use crate::cluster::Cluster;
-use crate::config::{DeletionGroup, ManagedResource, ObjectReference, Policy, ResourceType};
+use crate::spec::{DeletionGroup, ManagedResource, ObjectReference, Policy, ResourceType};
 use crate::strategies::{deep_merge, set_annotations};
-use crate::{CP_DELETE, OWNER_LABEL};
+use crate::wait::ends_wait;
 use sdk_guest::{Ctx, DeployerError};
 use serde_json::Value;
 
@@ -24,6 +26,7 @@ pub fn prepare(
     ctx: &Ctx,
     item_name: &str,
     resources: &[ManagedResource],
+    opts: &Options,
 ) -> Result<Vec<ManagedResource>, DeployerError> {
     let mut out = Vec::new();
     for m in resources {
@@ -46,7 +49,7 @@ pub fn prepare(
         if m.policy == Policy::Fallback
             && live
                 .pointer("/metadata/labels")
-                .and_then(|l| l.get(OWNER_LABEL))
+                .and_then(|l| l.get(opts.owner_label))
                 .and_then(Value::as_str)
                 != Some(item_name)
         {
@@ -85,7 +88,7 @@ fn default_groups() -> Vec<DeletionGroup> {
     ["namespaced-resources", "cluster-scoped-resources", "crds"]
         .into_iter()
         .map(|t| DeletionGroup {
-            predefined_resource_group: Some(crate::config::PredefinedGroup {
+            predefined_resource_group: Some(crate::spec::PredefinedGroup {
                 type_: t.into(),
                 force_delete: false,
             }),
@@ -262,7 +265,7 @@ fn delete_one(
         Ok(false) => return Ok(true),
         Ok(true) => {}
         Err(e) if gone_on(&e) => return Ok(true),
-        Err(e) if crate::ends_wait(&e) => return Err(e),
+        Err(e) if ends_wait(&e) => return Err(e),
         Err(e) => {
             ctx.warn(&format!(
                 "deleting {} {}{}: {}",
@@ -278,7 +281,7 @@ fn delete_one(
         Ok(None) => return Ok(true),
         Ok(Some(live)) => live,
         Err(e) if gone_on(&e) => return Ok(true),
-        Err(e) if crate::ends_wait(&e) => return Err(e),
+        Err(e) if ends_wait(&e) => return Err(e),
         Err(_) => return Ok(false),
     };
     if force

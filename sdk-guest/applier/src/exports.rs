@@ -5,10 +5,10 @@
 //! Must not touch: the export Secret (the host writes it).
 
 use crate::cluster::Cluster;
-use crate::config::Export;
 use crate::jsonpath::JsonPath;
+use crate::spec::Export;
 use crate::strategies::deep_merge;
-use crate::{Pending, ends_wait};
+use crate::wait::{Pending, ends_wait};
 use sdk_guest::{Ctx, DeployerError, ObjectRef};
 use serde_json::{Map, Value};
 

@@ -8,14 +8,17 @@
 //! unrecorded.
 //! Must not touch: readiness, exports, deletion (see those modules).
 
-use crate::config::{
-    Config, ManagedResource, Manifest, ObjectReference, PendingPatch, Policy, UpdateStrategy,
+use crate::Options;
+use crate::checkpoints::{
+    APPLY as CP_APPLY, PROCESS as CP_PROCESS, PROCESS_MANAGED as CP_PROCESS_MANAGED,
+};
+use crate::spec::{
+    ManagedResource, Manifest, ObjectReference, PendingPatch, Policy, Spec, UpdateStrategy,
     check_object,
 };
 use crate::strategies::{
     copy_required_fields, merge_keep, merge_overwrite, set_annotations, set_labels,
 };
-use crate::{CP_APPLY, CP_PROCESS, CP_PROCESS_MANAGED, FIELD_MANAGER, OWNER_LABEL};
 use sdk_guest::{Ctx, DeployerError, PatchType, codes};
 use serde_json::Value;
 
@@ -66,7 +69,7 @@ impl Entry {
 
 /// Expands `List` manifests: every item becomes an entry inheriting policy and the
 /// annotate/patch fields; `items: []` yields nothing.
-pub fn expand(manifests: &[Manifest]) -> Result<Vec<Entry>, DeployerError> {
+pub fn expand(manifests: &[Manifest], opts: &Options) -> Result<Vec<Entry>, DeployerError> {
     let mut out = Vec::new();
     for (i, m) in manifests.iter().enumerate() {
         let origin = format!("spec.config.manifests[{i}]");
@@ -79,7 +82,7 @@ pub fn expand(manifests: &[Manifest]) -> Result<Vec<Entry>, DeployerError> {
                             "ValidateProviderConfiguration",
                             format!("{origin}: {e}"),
                         )
-                        .with_operation(crate::config::INIT_OPERATION)
+                        .with_operation(opts.config_operation)
                     })?;
                     out.push(Entry {
                         origin,
@@ -95,7 +98,7 @@ pub fn expand(manifests: &[Manifest]) -> Result<Vec<Entry>, DeployerError> {
                     "ValidateProviderConfiguration",
                     format!("{origin}.manifest.items: must be a list, got {other}"),
                 )
-                .with_operation(crate::config::INIT_OPERATION));
+                .with_operation(opts.config_operation));
             }
             None => out.push(Entry {
                 origin,
@@ -146,7 +149,7 @@ fn classify(ctx: &Ctx, entries: &[Entry]) -> Result<Vec<u8>, DeployerError> {
                 )
                 .with_operation("GetApiResource"));
             }
-            Err(err) if crate::cut_off(&err) => return Err(err),
+            Err(err) if crate::wait::cut_off(&err) => return Err(err),
             Err(err) => {
                 return Err(DeployerError::retryable(
                     "GetApiResourceList",
@@ -212,6 +215,7 @@ fn apply_one(
     item_name: &str,
     strategy: &Result<UpdateStrategy, String>,
     e: &Entry,
+    opts: &Options,
 ) -> Result<Option<Applied>, DeployerError> {
     let m = &e.manifest;
     if m.policy == Policy::Ignore {
@@ -228,7 +232,7 @@ fn apply_one(
         ..err
     };
     let live = ctx.kube_get(&r).map_err(|err| wrap("get", err))?;
-    let labels = [(OWNER_LABEL, item_name)];
+    let labels = [(opts.owner_label, item_name)];
     let mut desired = m.manifest.clone();
     let Some(live) = live else {
         set_labels(&mut desired, &labels);
@@ -236,7 +240,13 @@ fn apply_one(
             set_annotations(&mut desired, a);
         }
         let created = if *strategy == Ok(UpdateStrategy::Patch) {
-            ctx.kube_patch(&r, &desired, PatchType::Apply, Some(FIELD_MANAGER), true)
+            ctx.kube_patch(
+                &r,
+                &desired,
+                PatchType::Apply,
+                Some(opts.field_manager),
+                true,
+            )
         } else {
             ctx.kube_create(&desired)
         }
@@ -248,13 +258,14 @@ fn apply_one(
     };
     let owned = live
         .pointer("/metadata/labels")
-        .and_then(|l| l.get(OWNER_LABEL))
+        .and_then(|l| l.get(opts.owner_label))
         .and_then(Value::as_str)
         == Some(item_name);
     if m.policy == Policy::Fallback && !owned {
         ctx.info(&format!(
-            "{}: exists and is not owned by this DeployItem (label {OWNER_LABEL}); policy fallback leaves it alone",
-            e.describe()
+            "{}: exists and is not owned by this DeployItem (label {}); policy fallback leaves it alone",
+            e.describe(),
+            opts.owner_label
         ));
         return Ok(None);
     }
@@ -279,8 +290,14 @@ fn apply_one(
         }
         UpdateStrategy::Patch => {
             set_labels(&mut desired, &labels);
-            ctx.kube_patch(&r, &desired, PatchType::Apply, Some(FIELD_MANAGER), true)
-                .map_err(|err| wrap("patch", err))?
+            ctx.kube_patch(
+                &r,
+                &desired,
+                PatchType::Apply,
+                Some(opts.field_manager),
+                true,
+            )
+            .map_err(|err| wrap("patch", err))?
         }
         UpdateStrategy::Merge | UpdateStrategy::MergeOverwrite => {
             let mut merged = live.clone();
@@ -311,8 +328,13 @@ pub struct Outcome {
 }
 
 /// Applies every manifest, group by group. Stops after the first group with a failure.
-pub fn apply(ctx: &Ctx, item_name: &str, config: &Config) -> Result<Outcome, DeployerError> {
-    let entries = expand(&config.manifests)?;
+pub fn apply(
+    ctx: &Ctx,
+    item_name: &str,
+    config: &Spec,
+    opts: &Options,
+) -> Result<Outcome, DeployerError> {
+    let entries = expand(&config.manifests, opts)?;
     let groups = classify(ctx, &entries)?;
     let mut out = Outcome {
         applied: Vec::new(),
@@ -327,7 +349,7 @@ pub fn apply(ctx: &Ctx, item_name: &str, config: &Config) -> Result<Outcome, Dep
                 errors.push(timeout);
                 break;
             }
-            match apply_one(ctx, item_name, &config.update_strategy, e) {
+            match apply_one(ctx, item_name, &config.update_strategy, e, opts) {
                 Ok(Some(a)) => {
                     done.push(a.managed);
                     out.patches.extend(a.patch);

@@ -5,10 +5,12 @@
 //! "call again after D", never a sleep.
 //! Must not touch: the status.
 
+use crate::Options;
+use crate::checkpoints::DURING_READINESS as CP_DURING_READINESS;
 use crate::cluster::Cluster;
-use crate::config::{CustomCheck, ManagedResource, Policy, Requirement};
 use crate::jsonpath::JsonPath;
-use crate::{CP_CUSTOM_READINESS, CP_DEFAULT_READINESS, CP_DURING_READINESS, Pending, ends_wait};
+use crate::spec::{CustomCheck, ManagedResource, Policy, Requirement};
+use crate::wait::{Pending, ends_wait};
 use sdk_guest::{Ctx, DeployerError, ObjectRef, codes};
 use serde_json::Value;
 
@@ -23,8 +25,13 @@ pub fn timeout(e: DeployerError) -> DeployerError {
 }
 
 /// Default check over every managed object that is not `ignore`d.
-pub fn default_check(ctx: &Ctx, managed: &[ManagedResource]) -> Result<Round, DeployerError> {
-    ctx.checkpoint(CP_DEFAULT_READINESS).map_err(timeout)?;
+pub fn default_check(
+    ctx: &Ctx,
+    managed: &[ManagedResource],
+    opts: &Options,
+) -> Result<Round, DeployerError> {
+    ctx.checkpoint(opts.default_readiness_checkpoint)
+        .map_err(timeout)?;
     // Objects a deletion group found on a secondary Target are not the item's objects.
     for m in managed
         .iter()
@@ -225,11 +232,16 @@ pub fn requirement_holds(obj: &Value, req: &Requirement) -> Result<(), String> {
 }
 
 /// Custom checks, in order.
-pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, DeployerError> {
+pub fn custom_checks(
+    ctx: &Ctx,
+    checks: &[CustomCheck],
+    opts: &Options,
+) -> Result<Round, DeployerError> {
     if checks.iter().all(|c| c.disabled) {
         return Ok(Ok(()));
     }
-    ctx.checkpoint(CP_CUSTOM_READINESS).map_err(timeout)?;
+    ctx.checkpoint(opts.custom_readiness_checkpoint)
+        .map_err(timeout)?;
     for c in checks.iter().filter(|c| !c.disabled) {
         ctx.checkpoint(CP_DURING_READINESS).map_err(timeout)?;
         let cluster = Cluster::of(c.target_name.as_deref());
@@ -274,7 +286,7 @@ pub fn custom_checks(ctx: &Ctx, checks: &[CustomCheck]) -> Result<Round, Deploye
         for o in &objects {
             for req in &c.requirements {
                 if let Err(why) = requirement_holds(o, req) {
-                    let r = crate::config::ObjectReference::of(o);
+                    let r = crate::spec::ObjectReference::of(o);
                     return not_ready(format!("{} {}{on}: {why}", r.kind, r.display()));
                 }
             }
