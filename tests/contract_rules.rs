@@ -255,3 +255,152 @@ async fn given_a_missing_context_then_the_job_ends_in_err_timeout_at_its_progres
         first.message
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_export_that_cannot_be_written_then_the_job_never_finishes_succeeded() {
+    let h = Harness::start_with(Options {
+        landscaper: false,
+        ..Options::default()
+    })
+    .await;
+    let item = mock("exporter")
+        .replace("spec:\n", "spec:\n  timeout: 2s\n")
+        .replace(
+            "phase: Succeeded\n",
+            "phase: Succeeded\n    export: {greeting: hi}\n",
+        );
+    let created = h.create_item(&item).await;
+    // When Landscaper issues a job for an item whose export Secret lives in a namespace that
+    // no longer exists (so it cannot be written),
+    let mut next = deployer_host::dev::landscaper::with_new_job(&created);
+    let mut s = next.status();
+    s.export_ref = Some(deployer_host::landscaper::ObjectReference {
+        name: "mock-export-gone1".into(),
+        namespace: Some("nowhere".into()),
+    });
+    next.status = Some(s);
+    h.items("default")
+        .replace_status("exporter", &PostParams::default(), &next)
+        .await
+        .unwrap();
+    // then the failed write is the step's error, in the server's words, and the job stays
+    // open: never Succeeded with an exportRef to nothing …
+    let open = h
+        .wait_for("default", "exporter", Duration::from_secs(20), |i| {
+            i.status().last_error.is_some()
+        })
+        .await
+        .status();
+    assert_ne!(open.phase, Phase::Succeeded);
+    assert_ne!(open.job_id, open.job_id_finished);
+    let err = open.last_error.unwrap();
+    assert_eq!(err.reason, "CreateOrUpdateExport");
+    assert!(
+        err.message
+            .starts_with("writing the export Secret: 404 NotFound: "),
+        "{}",
+        err.message
+    );
+    assert!(
+        !err.message.contains("Status {"),
+        "no debug dump: {}",
+        err.message
+    );
+    // … until the progressing timeout ends it.
+    let s = h.wait_finished("default", "exporter").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(
+        s.last_error.unwrap().codes,
+        vec![codes::TIMEOUT.to_string()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_test_reconcile_on_an_update_on_change_only_item_then_the_plugin_runs() {
+    let h = Harness::start_with(Options {
+        landscaper: false,
+        ..Options::default()
+    })
+    .await;
+    h.create_item(
+        &mock("tested-unchanged").replace("spec:\n", "spec:\n  updateOnChangeOnly: true\n"),
+    )
+    .await;
+    let annotate = || async {
+        let patch = json!({"metadata": {"annotations": {"landscaper.gardener.cloud/operation": "test-reconcile"}}});
+        h.items("default")
+            .patch(
+                "tested-unchanged",
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+    };
+    annotate().await;
+    let first = h.wait_finished("default", "tested-unchanged").await;
+    assert_eq!(first.status().phase, Phase::Succeeded);
+    let calls = h.deployer.stats.plugin_calls.load(Ordering::Relaxed);
+    // Unchanged and Succeeded: updateOnChangeOnly alone would finish a job without the plugin,
+    // but an item with the test-reconcile annotation is reconciled.
+    annotate().await;
+    h.wait_for(
+        "default",
+        "tested-unchanged",
+        Duration::from_secs(20),
+        |i| {
+            let s = i.status();
+            s.job_id != first.status().job_id && s.job_id == s.job_id_finished
+        },
+    )
+    .await;
+    assert!(
+        h.deployer.stats.plugin_calls.load(Ordering::Relaxed) > calls,
+        "the plugin was called"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_target_of_another_type_then_a_kubernetes_deployer_fails_at_once_saying_so() {
+    let h = Harness::start().await;
+    let targets: Api<Target> = Api::namespaced(h.client.clone(), "default");
+    let target: Target = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+        "metadata": {"name": "not-a-cluster", "namespace": "default"},
+        "spec": {"type": "example.com/ssh-host", "config": {"host": "10.0.0.1"}}
+    }))
+    .unwrap();
+    targets
+        .create(&PostParams::default(), &target)
+        .await
+        .unwrap();
+    h.create_item(
+        "apiVersion: landscaper.gardener.cloud/v1alpha1
+kind: DeployItem
+metadata: {name: wrong-target, namespace: default}
+spec:
+  type: landscaper.gardener.cloud/kubernetes-manifest
+  target: {name: not-a-cluster, namespace: default}
+  config:
+    apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2
+    kind: ProviderConfiguration
+    manifests:
+    - policy: manage
+      manifest: {apiVersion: v1, kind: ConfigMap, metadata: {name: x, namespace: default}}
+",
+    )
+    .await;
+    let s = h.wait_finished("default", "wrong-target").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    let err = s.last_error.unwrap();
+    assert_eq!(err.reason, "TargetType");
+    assert_eq!(err.codes, vec![codes::CONFIGURATION_PROBLEM.to_string()]);
+    assert!(
+        err.message.contains("\"example.com/ssh-host\"")
+            && err
+                .message
+                .contains("\"landscaper.gardener.cloud/kubernetes-cluster\""),
+        "{}",
+        err.message
+    );
+}

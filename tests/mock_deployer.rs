@@ -339,3 +339,29 @@ async fn given_a_provider_status_without_api_version_and_kind_then_the_item_fail
         err.message
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_timeout() {
+    let h = Harness::start().await;
+    h.create_item(
+        &mock_item("initial")
+            .replace("spec:\n", "spec:\n  timeout: 2s\n")
+            .replace("phase: Succeeded\n", "initialPhase: Progressing\n"),
+    )
+    .await;
+    // The first step writes the initial phase; later steps keep it: the job stays open …
+    let open = h
+        .wait_for("default", "initial", Duration::from_secs(20), |i| {
+            i.status().phase == Phase::Progressing
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let still = h.items("default").get("initial").await.unwrap().status();
+    assert_eq!(still.phase, Phase::Progressing, "no automatic Succeeded");
+    assert_eq!(still.job_id, open.status().job_id);
+    assert_ne!(still.job_id, still.job_id_finished);
+    // … until the host's progressing timeout ends it.
+    let s = h.wait_finished("default", "initial").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(s.last_error.unwrap().reason, "ProgressingTimeout");
+}

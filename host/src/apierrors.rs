@@ -37,6 +37,17 @@ pub fn not_found(e: &kube::Error) -> Option<NotFound> {
     }
 }
 
+/// What went wrong, for a human: the API server's own message (`<code> <reason>: <message>`)
+/// instead of kube-client's debug rendering of the whole `Status`.
+pub fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => {
+            format!("{} {}: {}", s.code, s.reason, s.message)
+        }
+        other => other.to_string(),
+    }
+}
+
 /// GETs `name`, with "missing" and "kind not served" as answers rather than errors.
 pub async fn get<K>(api: &Api<K>, name: &str) -> Result<Lookup<K>, kube::Error>
 where
@@ -77,5 +88,12 @@ mod tests {
         );
         assert_eq!(not_found(&api_error(403, "Forbidden")), None);
         assert_eq!(not_found(&api_error(409, "Conflict")), None);
+    }
+
+    #[test]
+    fn messages_are_the_servers_not_a_debug_dump() {
+        let m = message(&api_error(403, "Forbidden"));
+        assert_eq!(m, "403 Forbidden: m");
+        assert!(!m.contains("Status {"));
     }
 }

@@ -13,7 +13,7 @@ use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo};
 
 use super::{ItemServices, error, internal, kube_error};
 use crate::contract::target::kubeconfig_of;
-use crate::landscaper::codes;
+use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, codes};
 
 impl ItemServices {
     /// The client of the item's Target cluster (`None`) or of the secondary Target
@@ -37,6 +37,17 @@ impl ItemServices {
                 "the DeployItem has no target, so the plugin has no Kubernetes cluster".into(),
             )
         })?;
+        if target.target.spec.type_ != KUBERNETES_CLUSTER_TARGET_TYPE {
+            return Err(error(
+                codes::CONFIGURATION_PROBLEM,
+                "TargetType",
+                format!(
+                    "Target {:?} has type {:?}; Kubernetes access needs a Target of type {KUBERNETES_CLUSTER_TARGET_TYPE:?}",
+                    target.target.metadata.name.as_deref().unwrap_or_default(),
+                    target.target.spec.type_
+                ),
+            ));
+        }
         let kubeconfig = kubeconfig_of(&target.content).ok_or_else(|| {
             error(
                 codes::CONFIGURATION_PROBLEM,

@@ -72,12 +72,18 @@ pub fn has_test_reconcile(item: &DeployItem) -> bool {
 /// Decides the step for `item`. `target_missing` is true when the item names a Target that does
 /// not exist in its namespace.
 pub fn next_step(item: &DeployItem, target_missing: bool) -> JobStep {
+    step_for(item, target_missing, has_test_reconcile(item))
+}
+
+/// [`next_step`], with `test_reconcile` saying whether the item carried
+/// `operation: test-reconcile` (the host removes the annotation before it decides): such an item
+/// is reconciled — never finished unchanged by `updateOnChangeOnly`.
+pub fn step_for(item: &DeployItem, target_missing: bool, test_reconcile: bool) -> JobStep {
     let status = item.status.as_ref();
     let job_id = status.map(|s| s.job_id.as_str()).unwrap_or_default();
     let finished = status
         .map(|s| s.job_id_finished.as_str())
         .unwrap_or_default();
-    let test_reconcile = has_test_reconcile(item);
     if !test_reconcile && job_id == finished {
         return JobStep::Finished;
     }
@@ -223,6 +229,19 @@ mod tests {
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
         assert!(!reapplicable(&di));
+    }
+
+    #[test]
+    fn test_reconcile_is_reconciled_even_with_update_on_change_only() {
+        // The host removed the annotation and started a fresh job in memory: the item is
+        // unchanged and Succeeded, which updateOnChangeOnly alone would finish unchanged.
+        let mut di = item("2", "1", Phase::Succeeded);
+        di.spec.update_on_change_only = Some(true);
+        assert_eq!(step_for(&di, false, false), JobStep::FinishUnchanged);
+        assert_eq!(
+            step_for(&di, false, true),
+            JobStep::Start { deleting: false }
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub async fn write(
     }
     let name = existing
         .map(|r| r.name)
-        .unwrap_or_else(|| format!("{}-export-{}", export_prefix(item), random_suffix()));
+        .unwrap_or_else(|| export_name(item));
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -62,10 +62,31 @@ pub async fn write(
             }]),
             ..Default::default()
         },
-        data: Some(data),
+        data: Some(data.clone()),
         ..Default::default()
     };
-    secrets.create(&PostParams::default(), &secret).await?;
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => {}
+        // An earlier attempt of this job created it, but its exportRef was never saved (e.g. a
+        // status write conflict): the name is stable per item, so take it over — if it is ours.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let found = secrets.get(&name).await?;
+            let ours = found
+                .metadata
+                .owner_references
+                .unwrap_or_default()
+                .iter()
+                .any(|o| Some(&o.uid) == item.metadata.uid.as_ref());
+            if !ours {
+                return Err(kube::Error::Api(s));
+            }
+            let patch = json!({ "data": { EXPORT_KEY: data[EXPORT_KEY] } });
+            secrets
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        Err(e) => return Err(e),
+    }
     Ok(ObjectReference {
         name,
         namespace: Some(namespace),
@@ -111,15 +132,21 @@ fn export_prefix(item: &DeployItem) -> String {
     }
 }
 
-/// Five random lower-case alphanumerics, like the API server's `generateName`.
-fn random_suffix() -> String {
+/// `<type suffix>-export-<5 characters>`, like Landscaper's `generateName: mock-export-`, but
+/// derived from the item's UID: every attempt of every job of one item names the same Secret,
+/// so a retry never leaves a second one behind.
+fn export_name(item: &DeployItem) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    uuid::Uuid::new_v4()
-        .as_bytes()
-        .iter()
-        .take(5)
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
+    let uid = item.metadata.uid.as_deref().unwrap_or_default();
+    // FNV-1a over the UID: stable across versions of the host, no extra dependency.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in uid.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let suffix: String = (0..5)
+        .map(|i| ALPHABET[((h >> (i * 12)) % ALPHABET.len() as u64) as usize] as char)
+        .collect();
+    format!("{}-export-{suffix}", export_prefix(item))
 }
 
 #[cfg(test)]
@@ -133,6 +160,21 @@ mod tests {
         assert_eq!(export_prefix(&di), "mock");
         di.spec.type_ = "landscaper.gardener.cloud/kubernetes-manifest".into();
         assert_eq!(export_prefix(&di), "kubernetes-manifest");
-        assert_eq!(random_suffix().len(), 5);
+    }
+
+    #[test]
+    fn the_export_name_is_stable_per_item() {
+        let mut di = DeployItem::default();
+        di.spec.type_ = "landscaper.gardener.cloud/mock".into();
+        di.metadata.uid = Some("3f2a0c4e-0000-4000-8000-000000000001".into());
+        let name = export_name(&di);
+        assert!(name.starts_with("mock-export-") && name.len() == "mock-export-".len() + 5);
+        assert_eq!(
+            export_name(&di),
+            name,
+            "every attempt names the same Secret"
+        );
+        di.metadata.uid = Some("3f2a0c4e-0000-4000-8000-000000000002".into());
+        assert_ne!(export_name(&di), name, "another item, another Secret");
     }
 }

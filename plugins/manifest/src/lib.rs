@@ -138,12 +138,24 @@ fn item_name_and_job(inv: &Invocation) -> (String, String) {
 }
 
 fn require_target(inv: &Invocation, operation: &str) -> Result<(), DeployerError> {
-    if inv.target.is_none() {
+    let Some(target) = &inv.target else {
         // Retried until the progressing timeout, as in Landscaper.
         return Err(
             DeployerError::retryable("NoTarget", "no target defined: the DeployItem needs a Target of type landscaper.gardener.cloud/kubernetes-cluster")
                 .with_operation(operation),
         );
+    };
+    let type_ = &target.target.spec.type_;
+    if type_ != sdk_guest::model::KUBERNETES_CLUSTER_TARGET_TYPE {
+        return Err(DeployerError::configuration(
+            "TargetType",
+            format!(
+                "Target {:?} has type {type_:?}; the manifest deployer needs a Target of type {:?}",
+                target.target.metadata.name.as_deref().unwrap_or_default(),
+                sdk_guest::model::KUBERNETES_CLUSTER_TARGET_TYPE
+            ),
+        )
+        .with_operation(operation));
     }
     Ok(())
 }

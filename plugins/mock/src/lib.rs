@@ -92,21 +92,19 @@ impl Deployer for Mock {
     fn reconcile(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError> {
         let config = parse_config(&inv)?;
         let current = inv.current_phase();
-        let mut next = None;
-        match &config.initial_phase {
-            Some(initial) => {
-                if current.is_empty() || current == phase::INIT {
-                    next = Some(initial.clone());
-                }
-            }
-            None => next = Some(phase::SUCCEEDED),
-        }
+        let mut next = match &config.initial_phase {
+            // Landscaper's mock: the initial phase while the item is empty or Init, and no
+            // automatic Succeeded after that — it stays where it is until told otherwise.
+            Some(initial) if current.is_empty() || current == phase::INIT => initial.clone(),
+            Some(_) => current.clone(),
+            None => phase::SUCCEEDED,
+        };
         if let Some(p) = &config.phase {
-            next = Some(p.clone());
+            next = p.clone();
         }
         ctx.debug(&format!("mock: phase {current:?} -> {next:?}"));
         Ok(Response {
-            phase: next,
+            phase: Some(next),
             provider_status: config.provider_status,
             exports: config.export,
             conditions: vec![ConditionReport::new(
@@ -195,8 +193,11 @@ mod tests {
         assert_eq!(
             run(cfg(json!({"initialPhase": "Progressing"})), "Progressing")
                 .unwrap()
-                .phase,
-            None
+                .phase
+                .as_ref()
+                .map(Phase::as_str),
+            Some("Progressing"),
+            "stays in its phase: no automatic Succeeded"
         );
     }
 

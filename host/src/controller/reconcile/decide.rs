@@ -15,7 +15,7 @@ use super::hooks::{Flow, action, hook_step_error};
 use super::{ItemCtx, TargetRef};
 use crate::clock::now;
 use crate::contract::job::{self, reapplicable};
-use crate::contract::{JobStep, StepError, next_step, step};
+use crate::contract::{JobStep, StepError, step};
 use crate::controller::deployer::Error;
 use crate::hooks::{Accumulated, HookError, HookType};
 use crate::landscaper::{DeployItem, DeployItemStatus, annotations};
@@ -52,11 +52,12 @@ impl ItemCtx {
             hook_error,
             acc,
         } = flow;
-        if job::has_test_reconcile(&item) {
+        let test_reconcile = job::has_test_reconcile(&item);
+        if test_reconcile {
             item = self.start_test_reconcile(&item).await?;
             forced = true;
         }
-        match next_step(&item, target.missing) {
+        match job::step_for(&item, target.missing, test_reconcile) {
             JobStep::Finished if forced && hook_error.is_none() && reapplicable(&item) => {
                 let action = self.reapply(item, target.object.as_ref(), acc).await?;
                 return Ok(Decided::Done(action));

@@ -89,17 +89,25 @@ impl ItemCtx {
         let response = self
             .call_plugin(item, resolved, context, Call::Reconcile)
             .await?;
-        let mut s = item.status();
-        step::apply_response(&mut s, &response, Call::Reconcile, &now());
-        item.status = Some(s);
+        // Everything the step writes is written before its phase counts: a failed export
+        // write leaves the job open (retried, then ERR_TIMEOUT), never a false Succeeded.
         if let Some(values) = &response.exports {
             let export_ref = exports::write(&self.deployer.client, item, values)
                 .await
-                .map_err(|e| StepError::new("reconcile", "CreateOrUpdateExport", e.to_string()))?;
+                .map_err(|e| {
+                    StepError::new(
+                        "reconcile",
+                        "CreateOrUpdateExport",
+                        format!("writing the export Secret: {}", apierrors::message(&e)),
+                    )
+                })?;
             let mut s = item.status();
             s.export_ref = Some(export_ref);
             item.status = Some(s);
         }
+        let mut s = item.status();
+        step::apply_response(&mut s, &response, Call::Reconcile, &now());
+        item.status = Some(s);
         Ok(StepOutcome::done(response.retry_after))
     }
 
@@ -128,7 +136,13 @@ impl ItemCtx {
             }
             exports::delete(&self.deployer.client, item)
                 .await
-                .map_err(|e| StepError::new("delete", "DeleteExport", e.to_string()))?;
+                .map_err(|e| {
+                    StepError::new(
+                        "delete",
+                        "DeleteExport",
+                        format!("deleting the export Secret: {}", apierrors::message(&e)),
+                    )
+                })?;
         }
         if item.has_finalizer(FINALIZER) {
             self.remove_finalizer(item).await?;
