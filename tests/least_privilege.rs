@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
-use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::controller::Deployer;
 use deployer_host::landscaper::{DeployItem, FINALIZER, Phase};
-use deployer_host::locking::{LockConfig, Locker};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -113,33 +112,7 @@ async fn start_host(ls: Client, host: Client) -> (Arc<Deployer>, tokio::task::Jo
     config.plugins.dir = Some(support::plugins_dir());
     config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
     let registry = deployer_host::plugins::load(&config).await.unwrap();
-    let mut deployer = Deployer::new(
-        ls.clone(),
-        host.clone(),
-        registry,
-        &config,
-        TargetClients::default(),
-    )
-    .unwrap();
-    deployer.locker = Some(Locker::new(
-        ls,
-        host,
-        LockConfig {
-            prefix: "wasm-deployer".into(),
-            pod_name: POD.into(),
-            pod_namespace: NAMESPACE.into(),
-            retry_after: Duration::from_millis(200),
-            pod_cache_timeout: Duration::from_millis(300),
-        },
-    ));
-    let deployer = Arc::new(deployer);
-    let task = tokio::spawn(controller::run(
-        deployer.clone(),
-        None,
-        4,
-        std::future::pending(),
-    ));
-    (deployer, task)
+    support::start_locking_replica(ls, host, registry, &config, POD, NAMESPACE)
 }
 
 /// A mock item with an export, and a manifest item that creates a ConfigMap on the Target

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
-use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::controller::Deployer;
 use deployer_host::dev::{DevEnvironment, landscaper};
 use deployer_host::landscaper::{DeployItem, FINALIZER, Phase};
-use deployer_host::locking::{self, LockConfig, Locker, SyncObject};
+use deployer_host::locking::{self, SyncObject};
 use embedded_apiserver::ApiServer;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
@@ -130,35 +130,14 @@ async fn start_replica(
     pod: &'static str,
 ) -> Replica {
     let client = cluster.client_as(pod).await;
-    let mut deployer = Deployer::new(
-        client.clone(),
-        client.clone(),
-        registry,
-        &config(),
-        TargetClients::default(),
-    )
-    .expect("deployer");
-    let mut identity = deployer.deployer.clone();
-    identity.identity = pod.to_string();
-    deployer.deployer = identity;
-    deployer.locker = Some(Locker::new(
+    let (deployer, task) = support::start_locking_replica(
         client.clone(),
         client,
-        LockConfig {
-            prefix: "wasm-deployer".into(),
-            pod_name: pod.into(),
-            pod_namespace: PODS_NAMESPACE.into(),
-            retry_after: Duration::from_millis(200),
-            pod_cache_timeout: Duration::from_millis(300),
-        },
-    ));
-    let deployer = Arc::new(deployer);
-    let task = tokio::spawn(controller::run(
-        deployer.clone(),
-        None,
-        4,
-        std::future::pending(),
-    ));
+        registry,
+        &config(),
+        pod,
+        PODS_NAMESPACE,
+    );
     Replica { deployer, task }
 }
 

@@ -368,3 +368,44 @@ impl Drop for Harness {
         }
     }
 }
+
+/// One host replica with SyncObject locking, as pod `pod` of `pod_namespace`: `ls` for
+/// Landscaper's objects, `host` for the Pods its dead-owner check reads. Runs its controller
+/// until the returned task is aborted. (The locking and least-privilege stories.)
+pub fn start_locking_replica(
+    ls: Client,
+    host: Client,
+    registry: Arc<plugin_runtime::PluginRegistry>,
+    config: &HostConfig,
+    pod: &'static str,
+    pod_namespace: &'static str,
+) -> (Arc<Deployer>, tokio::task::JoinHandle<()>) {
+    let mut deployer = Deployer::new(
+        ls.clone(),
+        host.clone(),
+        registry,
+        config,
+        TargetClients::default(),
+    )
+    .expect("deployer");
+    deployer.deployer.identity = pod.to_string();
+    deployer.locker = Some(deployer_host::locking::Locker::new(
+        ls,
+        host,
+        deployer_host::locking::LockConfig {
+            prefix: "wasm-deployer".into(),
+            pod_name: pod.into(),
+            pod_namespace: pod_namespace.into(),
+            retry_after: Duration::from_millis(200),
+            pod_cache_timeout: Duration::from_millis(300),
+        },
+    ));
+    let deployer = Arc::new(deployer);
+    let task = tokio::spawn(controller::run(
+        deployer.clone(),
+        None,
+        4,
+        std::future::pending(),
+    ));
+    (deployer, task)
+}
