@@ -39,7 +39,8 @@ async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_wit
     assert!(s.last_reconcile_time.is_some(), "pickup is marked");
     assert!(s.last_error.is_none());
     let deployer = s.deployer.clone().expect("status.deployer");
-    assert_eq!(deployer.name, "wasm-deployer");
+    // Named as Landscaper names its mock deployer; the identity is the host's.
+    assert_eq!(deployer.name, "mock.deployer.landscaper.gardener.cloud");
     assert!(!deployer.identity.is_empty() && !deployer.version.is_empty());
     let times = s.transition_times.clone().unwrap();
     assert!(

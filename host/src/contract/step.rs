@@ -31,6 +31,24 @@ impl Call {
     }
 }
 
+/// `status.deployer` for `item`: the host's identity and version, and the deployer's name as
+/// Landscaper writes it — the group of the provider configuration's `apiVersion` when it is a
+/// `*.deployer.landscaper.gardener.cloud` group (`mock.deployer.landscaper.gardener.cloud`,
+/// `manifest.deployer…`), else the host's configured name.
+pub fn deployer_for(host: &DeployerInformation, item: &DeployItem) -> DeployerInformation {
+    let group = item
+        .provider_config()
+        .and_then(|c| c.get("apiVersion"))
+        .and_then(|v| v.as_str())
+        .and_then(|v| v.rsplit_once('/'))
+        .map(|(group, _)| group)
+        .filter(|g| g.ends_with(".deployer.landscaper.gardener.cloud"));
+    DeployerInformation {
+        name: group.map_or_else(|| host.name.clone(), str::to_string),
+        ..host.clone()
+    }
+}
+
 /// A job starts (the pickup write): `Init`, or `InitDelete` for a deletion, with the pickup
 /// fields of `initStatus`.
 pub fn start_job(
@@ -196,6 +214,22 @@ mod tests {
             name: "wasm-deployer".into(),
             version: "0".into(),
         }
+    }
+
+    #[test]
+    fn the_deployer_is_named_per_type_and_keeps_the_hosts_identity() {
+        let mut item = DeployItem::default();
+        item.spec.config = Some(json!({
+            "apiVersion": "manifest.deployer.landscaper.gardener.cloud/v1alpha2",
+            "kind": "ProviderConfiguration"}));
+        let d = deployer_for(&deployer(), &item);
+        assert_eq!(d.name, "manifest.deployer.landscaper.gardener.cloud");
+        assert_eq!((d.identity.as_str(), d.version.as_str()), ("id", "0"));
+        // A plugin of its own group, or no configuration: the host's name.
+        item.spec.config = Some(json!({"apiVersion": "faulty.test/v1", "kind": "P"}));
+        assert_eq!(deployer_for(&deployer(), &item).name, "wasm-deployer");
+        item.spec.config = None;
+        assert_eq!(deployer_for(&deployer(), &item).name, "wasm-deployer");
     }
 
     #[test]

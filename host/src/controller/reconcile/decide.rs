@@ -77,7 +77,8 @@ impl ItemCtx {
             JobStep::FinishUnchanged => {
                 let mut s = item.status();
                 let generation = item.metadata.generation.unwrap_or_default();
-                step::finish_unchanged(&mut s, generation, &self.deployer.deployer, &now());
+                let deployer = step::deployer_for(&self.deployer.deployer, &item);
+                step::finish_unchanged(&mut s, generation, &deployer, &now());
                 item.status = Some(s);
                 let item = self.write_status(&item).await?;
                 self.finished(&item);
@@ -141,13 +142,8 @@ impl ItemCtx {
     async fn pick_up(&self, mut item: DeployItem, deleting: bool) -> Result<DeployItem, Error> {
         let mut s = item.status();
         let generation = item.metadata.generation.unwrap_or_default();
-        step::start_job(
-            &mut s,
-            generation,
-            &self.deployer.deployer,
-            deleting,
-            &now(),
-        );
+        let deployer = step::deployer_for(&self.deployer.deployer, &item);
+        step::start_job(&mut s, generation, &deployer, deleting, &now());
         item.status = Some(s);
         let item = self.write_status(&item).await?;
         let s = item.status();
@@ -158,7 +154,7 @@ impl ItemCtx {
             "PickedUp",
             format!(
                 "job {} picked up by {} ({})",
-                s.job_id, self.deployer.deployer.name, self.deployer.deployer.identity
+                s.job_id, deployer.name, deployer.identity
             ),
         );
         Ok(item)
