@@ -404,3 +404,42 @@ spec:
         err.message
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_export_over_the_secret_size_limit_then_the_item_says_so_and_times_out() {
+    let h = Harness::start().await;
+    let big = "x".repeat(1_100_000);
+    h.create_item(
+        &mock("big-export")
+            .replace("spec:\n", "spec:\n  timeout: 2s\n")
+            .replace(
+                "phase: Succeeded\n",
+                &format!("phase: Succeeded\n    export: {{blob: {big}}}\n"),
+            ),
+    )
+    .await;
+    let open = h
+        .wait_for("default", "big-export", Duration::from_secs(20), |i| {
+            i.status().last_error.is_some()
+        })
+        .await
+        .status();
+    assert_ne!(open.phase, Phase::Succeeded);
+    let err = open.last_error.unwrap();
+    assert_eq!(err.reason, "CreateOrUpdateExport");
+    assert!(
+        err.message
+            .starts_with("writing the export Secret: 422 Invalid: ")
+            && err
+                .message
+                .ends_with("data: Too long: must have at most 1048576 bytes"),
+        "{}",
+        err.message
+    );
+    let s = h.wait_finished("default", "big-export").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(
+        s.last_error.unwrap().codes,
+        vec![codes::TIMEOUT.to_string()]
+    );
+}

@@ -261,6 +261,33 @@ fn config_key_errors(obj: &Value, field: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// ConfigMaps and Secrets hold at most 1 MiB of values (Kubernetes' `MaxSecretSize`).
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// The bytes of the values of map `field` (base64-decoded when `base64`).
+fn value_bytes(obj: &Value, field: &str, base64: bool) -> usize {
+    obj.get(field)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.values()
+                .filter_map(Value::as_str)
+                .map(|v| if base64 { v.len() / 4 * 3 } else { v.len() })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn too_big(size: usize, field: &str, errs: &mut Vec<FieldError>) {
+    if size > MAX_CONFIG_BYTES {
+        errs.push(FieldError {
+            ty: crate::status::FieldErrorType::TooLong,
+            field: field.into(),
+            value: None,
+            detail: format!("must have at most {MAX_CONFIG_BYTES} bytes"),
+        });
+    }
+}
+
 fn obj_at<'a>(v: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
     let mut cur = v;
     for p in path {
@@ -745,6 +772,8 @@ pub fn admit(
             bytes_map(obj, "binaryData", "ConfigMap")?;
             config_key_errors(obj, "data", &mut errs);
             config_key_errors(obj, "binaryData", &mut errs);
+            let size = value_bytes(obj, "data", false) + value_bytes(obj, "binaryData", true);
+            too_big(size, "[]", &mut errs);
         }
         ("", "Secret") => {
             bytes_map(obj, "data", "Secret")?;
@@ -767,6 +796,7 @@ pub fn admit(
                 }
             }
             config_key_errors(obj, "data", &mut errs);
+            too_big(value_bytes(obj, "data", true), "data", &mut errs);
         }
         ("", "Namespace") => {
             let name = name.clone();

@@ -144,14 +144,19 @@ async fn dispatch(api: ApiServer, req: Request) -> Response {
     }
 }
 
+/// A real kube-apiserver's request body limit (3 MiB).
+pub(crate) const MAX_REQUEST_BYTES: usize = 3 << 20;
+
 async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, ApiError> {
-    axum::body::to_bytes(body, 64 << 20).await.map_err(|e| {
-        ApiError::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("cannot read the request body: {e}"),
-        )
-    })
+    axum::body::to_bytes(body, MAX_REQUEST_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {MAX_REQUEST_BYTES}"),
+            )
+        })
 }
 
 fn decode_object(ct: &str, bytes: &[u8]) -> Result<Value, ApiError> {

@@ -312,3 +312,66 @@ async fn wrong_content_types_are_415_and_wrong_methods_405() {
     .await;
     assert_eq!((c, v["data"]["k"].as_str()), (201, Some("v")));
 }
+
+#[tokio::test]
+async fn size_limits_are_a_real_servers() {
+    let s = server();
+    // More than 1 MiB of ConfigMap or Secret values: 422, field TooLong.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big", "namespace": "default"}, "data": {"a": "x".repeat(1_100_000)}});
+    let (c, v) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some("application/json"),
+        &cm.to_string(),
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "ConfigMap \"big\" is invalid: []: Too long: must have at most 1048576 bytes"
+    );
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "big", "namespace": "default"}, "stringData": {"a": "x".repeat(1_100_000)}});
+    let (c, v) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        Some("application/json"),
+        &secret.to_string(),
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Secret \"big\" is invalid: data: Too long: must have at most 1048576 bytes"
+    );
+    // An object over etcd's 1.5 MiB: 500 from etcd.
+    let other = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "big", "namespace": "default",
+            "annotations": {"a": "x".repeat(1_700_000)}}});
+    let (c, v) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts",
+        Some("application/json"),
+        &other.to_string(),
+    )
+    .await;
+    assert_eq!(c, 500, "{v}");
+    assert_eq!(v["message"], "etcdserver: request is too large");
+    // A request body over 3 MiB: 413.
+    let huge = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "huge", "namespace": "default"}, "data": {"a": "x".repeat(3_200_000)}});
+    let (c, v) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some("application/json"),
+        &huge.to_string(),
+    )
+    .await;
+    assert_eq!(c, 413, "{v}");
+    assert_eq!(v["message"], "Request entity too large: limit is 3145728");
+}
