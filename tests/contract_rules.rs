@@ -64,6 +64,21 @@ async fn given_update_on_change_only_and_an_unchanged_item_then_a_new_job_finish
         calls,
         "the plugin was not called"
     );
+    // Landscaper's pickup check: every job, even one the deployer is not called for, moves
+    // lastReconcileTime to (or past) the job's generation time.
+    let picked_up = second
+        .status()
+        .last_reconcile_time
+        .expect("lastReconcileTime");
+    let generated = next
+        .status()
+        .job_id_generation_time
+        .expect("jobIDGenerationTime");
+    assert!(
+        picked_up.parse::<jiff::Timestamp>().unwrap()
+            >= generated.parse::<jiff::Timestamp>().unwrap(),
+        "lastReconcileTime {picked_up} before jobIDGenerationTime {generated}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -442,4 +457,104 @@ async fn given_an_export_over_the_secret_size_limit_then_the_item_says_so_and_ti
         s.last_error.unwrap().codes,
         vec![codes::TIMEOUT.to_string()]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_two_jobs_then_each_job_has_events_of_its_own_that_name_it() {
+    let h = Harness::start_with(Options {
+        landscaper: false,
+        ..Options::default()
+    })
+    .await;
+    h.create_item(&mock("twice")).await;
+    let api = h.items("default");
+    let first = deployer_host::dev::landscaper::with_new_job(&api.get("twice").await.unwrap());
+    api.replace_status("twice", &PostParams::default(), &first)
+        .await
+        .unwrap();
+    let done = h.wait_finished("default", "twice").await;
+    let second = deployer_host::dev::landscaper::with_new_job(&done);
+    api.replace_status("twice", &PostParams::default(), &second)
+        .await
+        .unwrap();
+    h.wait_for("default", "twice", Duration::from_secs(20), |i| {
+        let s = i.status();
+        s.job_id == second.status().job_id && s.job_id == s.job_id_finished
+    })
+    .await;
+
+    let jobs = [first.status().job_id, second.status().job_id];
+    let events = wait_for_events(&h, "twice", |events| {
+        jobs.iter().all(|job| {
+            ["PickedUp", "JobFinished"].iter().all(|reason| {
+                events
+                    .iter()
+                    .filter(|e| e.reason.as_deref() == Some(*reason))
+                    .filter(|e| e.note.as_deref().is_some_and(|n| n.contains(job.as_str())))
+                    .count()
+                    == 1
+            })
+        })
+    })
+    .await;
+    assert_eq!(events.len(), 4, "one Event per job step: {events:#?}");
+    assert!(
+        events.iter().all(|e| e.series.is_none()),
+        "no job bumps another's Event"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_step_error_repeated_within_one_job_then_it_is_one_event_with_a_series() {
+    let h = Harness::start().await;
+    h.create_item(&mock("repeating").replace(
+        "spec:
+",
+        "spec:
+  context: missing
+  timeout: 3s
+",
+    ))
+    .await;
+    let item = h.wait_finished("default", "repeating").await;
+    let job = item.status().job_id;
+    let events = wait_for_events(&h, "repeating", |events| {
+        events.iter().any(|e| {
+            e.reason.as_deref() == Some("GetLandscaperContext")
+                && e.series.as_ref().is_some_and(|s| s.count >= 2)
+        })
+    })
+    .await;
+    let context_errors: Vec<_> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("GetLandscaperContext"))
+        .collect();
+    assert_eq!(context_errors.len(), 1, "{context_errors:#?}");
+    let note = context_errors[0].note.as_deref().unwrap_or_default();
+    assert!(note.contains(&job), "the note names job {job}: {note}");
+    assert_eq!(context_errors[0].type_.as_deref(), Some("Warning"));
+}
+
+/// The item's Events once `done` holds for them (10 s at most).
+async fn wait_for_events(h: &Harness, item: &str, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(h.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events: Vec<Event> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(item))
+            .collect();
+        if done(&events) {
+            return events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events of {item}: {events:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

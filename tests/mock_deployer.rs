@@ -365,4 +365,9 @@ async fn given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_
     let s = h.wait_finished("default", "initial").await.status();
     assert_eq!(s.phase, Phase::Failed);
     assert_eq!(s.last_error.unwrap().reason, "ProgressingTimeout");
+    assert_eq!(
+        s.last_reconcile_time,
+        open.status().last_reconcile_time,
+        "polling a running job keeps lastReconcileTime at its pickup (Landscaper sets it only when a job starts)"
+    );
 }

@@ -39,6 +39,8 @@ enum Command {
         /// Keep every object in this directory across restarts.
         #[arg(long, env = "APISERVER_DATA_DIR")]
         data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        faults: FaultArgs,
     },
     /// Everything on one machine: embedded API server, Landscaper CRDs, a default Target and
     /// Context, the plugins and the controller; plays Landscaper's side of the job protocol.
@@ -70,6 +72,8 @@ enum Command {
         /// StatefulSets, DaemonSets, ReplicaSets get the status readiness checks look for).
         #[arg(long, env = "DEV_NO_SIMULATE_WORKLOADS")]
         no_simulate_workloads: bool,
+        #[command(flatten)]
+        faults: FaultArgs,
     },
     /// Helm-exact chart rendering (the engine the helm deployer plugin uses).
     Helm {
@@ -96,6 +100,46 @@ enum Command {
         #[arg(long, env = "DEPLOYER_METRICS_LISTEN")]
         metrics_listen: Option<SocketAddr>,
     },
+}
+
+/// Fault injection in the embedded API server (`docs/reliability.md`): probabilities in 0..=1.
+#[derive(clap::Args)]
+struct FaultArgs {
+    /// Probability that a write is answered 409 Conflict (not applied).
+    #[arg(long, default_value_t = 0.0)]
+    fault_conflict: f64,
+    /// Probability that a write is answered 500 InternalError (not applied).
+    #[arg(long, default_value_t = 0.0)]
+    fault_error: f64,
+    /// Probability that a request is answered 503 ServiceUnavailable (not handled).
+    #[arg(long, default_value_t = 0.0)]
+    fault_unavailable: f64,
+    /// Probability that a request is answered 504 Timeout (a write is applied first).
+    #[arg(long, default_value_t = 0.0)]
+    fault_timeout: f64,
+    /// Probability, per watch event, that the watch stream is closed after it.
+    #[arg(long, default_value_t = 0.0)]
+    fault_watch_drop: f64,
+}
+
+impl FaultArgs {
+    fn config(&self) -> anyhow::Result<embedded_apiserver::FaultConfig> {
+        let faults = embedded_apiserver::FaultConfig {
+            write_conflict_probability: self.fault_conflict,
+            write_error_probability: self.fault_error,
+            unavailable_probability: self.fault_unavailable,
+            timeout_probability: self.fault_timeout,
+            watch_drop_probability: self.fault_watch_drop,
+            ..Default::default()
+        };
+        faults
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--fault-*: {e}"))?;
+        if faults.any() {
+            tracing::warn!(?faults, "the API server injects faults");
+        }
+        Ok(faults)
+    }
 }
 
 #[derive(Subcommand)]
@@ -140,7 +184,15 @@ async fn main() -> anyhow::Result<()> {
             listen,
             kubeconfig_out,
             data_dir,
-        } => embedded_apiserver::run_standalone(listen, &kubeconfig_out, data_dir).await,
+            faults,
+        } => {
+            let options = embedded_apiserver::Options {
+                data_dir,
+                faults: faults.config()?,
+                ..Default::default()
+            };
+            embedded_apiserver::run_standalone(listen, &kubeconfig_out, options).await
+        }
         Command::Dev {
             listen,
             kubeconfig_out,
@@ -150,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
             no_landscaper,
             apply,
             no_simulate_workloads,
+            faults,
         } => {
             let config = load_config(config.as_ref(), plugins)?;
             dev::run(
@@ -160,6 +213,7 @@ async fn main() -> anyhow::Result<()> {
                     simulate_landscaper: !no_landscaper,
                     apply,
                     simulate_workloads: !no_simulate_workloads,
+                    faults: faults.config()?,
                 },
                 config,
             )

@@ -286,6 +286,36 @@ impl ApiServer {
         .then_some(f.response_delay)
     }
 
+    /// The fault a request (not a watch) gets before it is handled: 503, if rolled.
+    pub(crate) fn injected_unavailable(&self) -> Option<ApiError> {
+        let p = self
+            .shared
+            .faults
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .unavailable_probability;
+        self.shared.dice.roll(p).then(|| {
+            ApiError::unavailable(
+                "injected fault: the server is currently unable to handle the request",
+            )
+        })
+    }
+
+    /// The answer a handled request gets instead of its own: 504, if rolled.
+    pub(crate) fn injected_timeout(&self) -> Option<ApiError> {
+        let p = self
+            .shared
+            .faults
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .timeout_probability;
+        self.shared.dice.roll(p).then(|| {
+            ApiError::timeout(
+                "injected fault: the server was unable to return a response in the time allotted, but may still be processing the request",
+            )
+        })
+    }
+
     pub(crate) fn injected_write_fault(
         &self,
         rt: &registry::ResourceType,
@@ -417,7 +447,7 @@ impl ApiServer {
 pub async fn run_standalone(
     listen: SocketAddr,
     kubeconfig_out: &Path,
-    data_dir: Option<PathBuf>,
+    options: Options,
 ) -> anyhow::Result<()> {
     let shutdown = async {
         #[cfg(unix)]
@@ -439,20 +469,21 @@ pub async fn run_standalone(
             let _ = tokio::signal::ctrl_c().await;
         }
     };
-    run_standalone_until(listen, kubeconfig_out, data_dir, shutdown).await
+    run_standalone_until(listen, kubeconfig_out, options, shutdown).await
 }
 
 /// [`run_standalone`] with an explicit shutdown future instead of signals.
 pub async fn run_standalone_until(
     listen: SocketAddr,
     kubeconfig_out: &Path,
-    data_dir: Option<PathBuf>,
+    options: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let server = ApiServer::new(Options {
-        data_dir,
-        ..Options::default()
-    })?;
+    options
+        .faults
+        .validate()
+        .map_err(|e| anyhow::anyhow!("fault injection: {e}"))?;
+    let server = ApiServer::new(options)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;

@@ -159,12 +159,39 @@ async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, ApiError> {
         })
 }
 
+/// Flow collections (`[`, `{`) nested deeper than this are refused before parsing: the YAML
+/// parser takes time quadratic in that depth (100,000 levels held a request for minutes,
+/// found by `tests/fuzz.rs`), and nothing deeper than 128 levels decodes anyway.
+const MAX_YAML_FLOW_DEPTH: usize = 1000;
+
+/// YAML to JSON, refusing absurd flow nesting first (as go-yaml refuses depths over 10,000).
+fn parse_yaml(bytes: &[u8]) -> Result<Value, String> {
+    // Brackets inside quoted or plain scalars count too: tracking quotes would let a stray
+    // apostrophe hide the nesting after it, and no real manifest has 1,000 open brackets.
+    let mut depth = 0usize;
+    for &b in bytes {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_YAML_FLOW_DEPTH {
+                    return Err(format!(
+                        "exceeded max depth of {MAX_YAML_FLOW_DEPTH} nested flow collections"
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    serde_yaml::from_slice(bytes).map_err(|e| e.to_string())
+}
+
 fn decode_object(ct: &str, bytes: &[u8]) -> Result<Value, ApiError> {
     let v: Value = match media_type(ct).as_str() {
         "application/json" => serde_json::from_slice(bytes).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
-        "application/yaml" => serde_yaml::from_slice(bytes).map_err(|e| {
+        "application/yaml" => parse_yaml(bytes).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))
         })?,
         "application/vnd.kubernetes.protobuf" => crate::proto::decode_object(bytes)?,
@@ -333,6 +360,11 @@ async fn resource(
         q,
         headers,
     };
+    if verb != "watch"
+        && let Some(e) = api.injected_unavailable()
+    {
+        return e.into_response();
+    }
     let accept = header_str(headers, header::ACCEPT);
     let result = match verb {
         "get" => do_get(&ctx, name.unwrap_or(""), accept),
@@ -356,6 +388,12 @@ async fn resource(
             }
         }
     };
+    if verb != "watch"
+        && let Some(e) = api.injected_timeout()
+    {
+        // Handled (a write took effect), but the client never hears so.
+        return e.into_response();
+    }
     result.unwrap_or_else(|e| e.into_response())
 }
 
@@ -518,7 +556,7 @@ fn do_patch(
     let body: Value = if kind == PatchKind::Apply {
         match serde_json::from_slice(bytes) {
             Ok(v) => v,
-            Err(_) => serde_yaml::from_slice(bytes)
+            Err(_) => parse_yaml(bytes)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
         }
     } else {

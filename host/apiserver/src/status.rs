@@ -148,6 +148,15 @@ impl ApiError {
         Self::new(500, "InternalError", msg)
     }
 
+    pub fn unavailable(msg: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", msg)
+    }
+
+    /// 504, as a real server answers a request that outlived its timeout.
+    pub fn timeout(msg: impl Into<String>) -> Self {
+        Self::new(504, "Timeout", msg)
+    }
+
     pub fn expired(msg: impl Into<String>) -> Self {
         Self::new(410, "Expired", msg)
     }

@@ -50,13 +50,23 @@ impl ItemServices {
         }
     }
 
-    /// Gives the plugin secondary Targets (`targetName`, WIT `secondary-targets`): Targets
-    /// read with `client` (the Landscaper cluster) from `namespace` (the DeployItem's).
-    /// Without this, [`HostServices::kube_on`] answers `SecondaryTargetsUnavailable`.
-    pub fn with_secondary_targets(mut self, client: kube::Client, namespace: String) -> Self {
+    /// Gives the plugin secondary Targets (`targetName`, WIT `secondary-targets`): the Targets
+    /// the item's provider configuration names in a `targetName` field (any depth), read with
+    /// `client` (the Landscaper cluster) from `namespace` (the DeployItem's). Any other name is
+    /// denied — a plugin cannot reach another item's Target. Without this,
+    /// [`HostServices::kube_on`] answers `SecondaryTargetsUnavailable`.
+    pub fn with_secondary_targets(
+        mut self,
+        client: kube::Client,
+        namespace: String,
+        provider_config: Option<&serde_json::Value>,
+    ) -> Self {
         self.secondary = Some(SecondaryTargets {
             client,
             namespace,
+            granted: provider_config
+                .map(secondary_targets::named_targets)
+                .unwrap_or_default(),
             resolved: Default::default(),
         });
         self

@@ -1,12 +1,13 @@
 //! Secondary Targets (WIT `secondary-targets`): get, list and delete on the cluster of a Target
-//! the provider configuration names by `targetName`, looked up in the DeployItem's namespace,
+//! the provider configuration names by `targetName` (only those: any other name is denied and
+//! logged), looked up in the DeployItem's namespace,
 //! resolved (inline config or `secretRef`) and validated like the item's own Target; clients
 //! and discovery are shared with the item's Targets.
 //!
 //! Owns: finding and resolving a secondary Target, and which operations it offers. Must not
 //! touch: the operations themselves (`kubernetes`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -42,6 +43,8 @@ pub async fn secret_ref_data(
 pub(super) struct SecondaryTargets {
     pub(super) client: Client,
     pub(super) namespace: String,
+    /// The Target names the item's provider configuration gives in `targetName` fields.
+    pub(super) granted: BTreeSet<String>,
     /// Kubeconfigs of the Targets resolved during this invocation, by name.
     pub(super) resolved: Mutex<HashMap<String, String>>,
 }
@@ -57,6 +60,16 @@ impl ItemServices {
                 format!("no access to secondary Target {name:?} in this context"),
             ));
         };
+        if !secondary.granted.contains(name) {
+            tracing::warn!(target_name = %name, "denied: a secondary Target the provider configuration does not name");
+            return Err(error(
+                codes::CONFIGURATION_PROBLEM,
+                "SecondaryTargetNotGranted",
+                format!(
+                    "secondary Target {name:?} is not named by a targetName in the item's provider configuration"
+                ),
+            ));
+        }
         if let Some(k) = secondary.resolved.lock().expect("poisoned").get(name) {
             return Ok(k.clone());
         }
@@ -98,6 +111,29 @@ impl ItemServices {
 }
 
 /// Only get, list and delete are offered on a secondary Target.
+/// Every string value of a `targetName` field anywhere in a provider configuration.
+pub(super) fn named_targets(config: &serde_json::Value) -> BTreeSet<String> {
+    fn walk(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match v {
+                        serde_json::Value::String(name) if k == "targetName" => {
+                            out.insert(name.clone());
+                        }
+                        other => walk(other, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(config, &mut out);
+    out
+}
+
 pub(super) fn check_operation(target_name: &str, op: &KubeOp) -> Result<(), DeployerError> {
     match op {
         KubeOp::Get(_) | KubeOp::List { .. } | KubeOp::Delete(_) => Ok(()),
@@ -109,5 +145,25 @@ pub(super) fn check_operation(target_name: &str, op: &KubeOp) -> Result<(), Depl
                 other.verb()
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::named_targets;
+    use serde_json::json;
+
+    #[test]
+    fn only_target_names_given_in_target_name_fields_are_granted() {
+        let config = json!({
+            "readinessChecks": {"custom": [{"name": "c", "targetName": "ready-on"}]},
+            "exports": {"exports": [{"key": "k", "targetName": "export-from"}]},
+            "deletionGroups": [{"customResourceGroup": {"targetName": "cleanup-on"}}],
+            "note": "targetName: not-a-field",
+            "targetName": {"nested": "not a string, not a name"},
+        });
+        let names: Vec<String> = named_targets(&config).into_iter().collect();
+        assert_eq!(names, ["cleanup-on", "export-from", "ready-on"]);
+        assert!(named_targets(&json!(null)).is_empty());
     }
 }

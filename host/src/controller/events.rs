@@ -1,32 +1,53 @@
 //! Kubernetes Events on DeployItems: pickup, finish, and every step error (reason and message of
 //! `lastError`, as Landscaper's `HandleReconcileResult` emits them).
 //!
+//! One Event per job step: an event is keyed by the item, its jobID, type, reason and text, so a
+//! new job always gets Events of its own whose text names it, while the same error repeated
+//! within one job (a step retried every few seconds) only bumps that Event's `series` — as
+//! Kubernetes' own recorders do. kube-rs' `Recorder` groups by reason alone, so a new job would
+//! only bump the previous job's Event; hence this small recorder.
+//!
 //! Events are published in the background: they never delay or fail a job, and a failed
 //! publish is only logged.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 use crate::config::EventMode;
 use crate::landscaper::DeployItem;
 
+/// How long a published Event is remembered for its series (kube-rs and client-go use 6 min).
+const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+/// Bound on remembered Events; past it the oldest are forgotten (a repeat then starts a new Event).
+const MAX_REMEMBERED: usize = 4096;
+/// `Event.note` is limited to 1 KiB by the API server.
+const MAX_NOTE: usize = 1024;
+
 /// Publishes events about DeployItems.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Option<Recorder>,
+    recorder: Option<Arc<Recorder>>,
     mode: EventMode,
 }
 
 impl Events {
     pub fn new(client: kube::Client, controller: &str, instance: &str, mode: EventMode) -> Self {
         let recorder = (mode != EventMode::None).then(|| {
-            Recorder::new(
+            Arc::new(Recorder {
                 client,
-                Reporter {
-                    controller: controller.to_string(),
-                    instance: Some(instance.to_string()),
-                },
-            )
+                controller: controller.to_string(),
+                instance: instance.to_string(),
+                series: Mutex::new(HashMap::new()),
+            })
         });
         Self { recorder, mode }
     }
@@ -41,33 +62,160 @@ impl Events {
     /// A Normal event (pickup, finish); only in mode `all`.
     pub fn normal(&self, item: &DeployItem, reason: &str, note: String) {
         if self.mode == EventMode::All {
-            self.publish(item, EventType::Normal, reason, note);
+            self.publish(item, "Normal", reason, note);
         }
     }
 
     /// A Warning event (errors, failed jobs); in modes `all` and `errors`.
     pub fn warning(&self, item: &DeployItem, reason: &str, note: String) {
         if self.mode != EventMode::None {
-            self.publish(item, EventType::Warning, reason, note);
+            self.publish(item, "Warning", reason, note);
         }
     }
 
-    fn publish(&self, item: &DeployItem, type_: EventType, reason: &str, note: String) {
+    fn publish(&self, item: &DeployItem, type_: &'static str, reason: &str, note: String) {
         let Some(recorder) = self.recorder.clone() else {
             return;
         };
-        let reference = item.object_ref(&());
-        let event = Event {
+        let regarding = item.object_ref(&());
+        let job_id = item.status().job_id;
+        // Every note names its job, so `kubectl describe` tells one job's story from the next.
+        let note = if job_id.is_empty() || note.contains(&job_id) {
+            note
+        } else {
+            format!("job {job_id}: {note}")
+        };
+        let key = SeriesKey {
+            uid: regarding.uid.clone().unwrap_or_default(),
+            job_id,
             type_,
             reason: reason.to_string(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
+            note: truncate(note, MAX_NOTE),
         };
         tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&event, &reference).await {
+            if let Err(e) = recorder.publish(key, regarding).await {
                 tracing::debug!(error = %e, "publishing event failed");
             }
         });
+    }
+}
+
+/// What makes two publishes the same Event.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    uid: String,
+    job_id: String,
+    type_: &'static str,
+    reason: String,
+    note: String,
+}
+
+/// A published Event: its name and namespace, how often it occurred, when it was last seen.
+struct Published {
+    name: String,
+    namespace: String,
+    count: i32,
+    last_seen: Instant,
+}
+
+struct Recorder {
+    client: kube::Client,
+    controller: String,
+    instance: String,
+    series: Mutex<HashMap<SeriesKey, Published>>,
+}
+
+impl Recorder {
+    async fn publish(&self, key: SeriesKey, regarding: ObjectReference) -> kube::Result<()> {
+        let now = Instant::now();
+        let repeat = {
+            let mut series = self.series.lock().expect("event series lock");
+            series.retain(|_, p| now.duration_since(p.last_seen) < SERIES_TTL);
+            if series.len() >= MAX_REMEMBERED
+                && let Some(oldest) = series
+                    .iter()
+                    .min_by_key(|(_, p)| p.last_seen)
+                    .map(|(k, _)| k.clone())
+            {
+                series.remove(&oldest);
+            }
+            series.get_mut(&key).map(|p| {
+                p.count += 1;
+                p.last_seen = now;
+                (p.name.clone(), p.namespace.clone(), p.count)
+            })
+        };
+        let time = MicroTime(Timestamp::now());
+        if let Some((name, namespace, count)) = repeat {
+            let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+            let patch = json!({ "series": EventSeries { count, last_observed_time: time } });
+            return events
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ());
+        }
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let item_name = regarding.name.clone().unwrap_or_default();
+        let event = Event {
+            metadata: ObjectMeta {
+                // Unique per publish, readable in `kubectl get events` (as client-go names them).
+                name: Some(format!(
+                    "{item_name}.{:x}",
+                    uuid::Uuid::new_v4().as_u128() as u64
+                )),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(time),
+            type_: Some(key.type_.to_string()),
+            reason: Some(key.reason.clone()),
+            note: Some(key.note.clone()),
+            action: Some("Reconcile".into()),
+            regarding: Some(regarding),
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let created = events.create(&PostParams::default(), &event).await?;
+        self.series.lock().expect("event series lock").insert(
+            key,
+            Published {
+                name: created.metadata.name.unwrap_or_default(),
+                namespace,
+                count: 1,
+                last_seen: now,
+            },
+        );
+        Ok(())
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn notes_are_cut_to_the_api_servers_limit_on_a_character_boundary() {
+        assert_eq!(truncate("short".into(), 1024), "short");
+        let long = "é".repeat(600); // 1200 bytes
+        let cut = truncate(long, 1024);
+        assert_eq!(cut.len(), 1024);
+        assert!(cut.chars().all(|c| c == 'é'));
     }
 }

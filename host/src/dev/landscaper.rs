@@ -70,20 +70,48 @@ pub async fn run(client: Client) {
         let name = item.metadata.name.clone().unwrap_or_default();
         let namespace = item.metadata.namespace.clone().unwrap_or_default();
         let api: Api<DeployItem> = Api::namespaced(client.clone(), &namespace);
-        let updated = with_new_job(&item);
         match api
-            .replace_status(&name, &PostParams::default(), &updated)
+            .replace_status(&name, &PostParams::default(), &with_new_job(&item))
             .await
         {
             Ok(_) => {
                 tracing::info!(item = %format!("{namespace}/{name}"), ?trigger, "landscaper: new job")
             }
-            // A conflict means a newer version exists; its watch event decides again.
+            // A conflict usually means a newer version exists whose watch event decides again,
+            // but not always (a conflict answered by an overloaded server, a 5xx, a timeout):
+            // retry from a fresh read, or the item might never get its job.
             Err(e) => {
-                tracing::debug!(item = %format!("{namespace}/{name}"), error = %e, "landscaper: trigger skipped")
+                tracing::debug!(item = %format!("{namespace}/{name}"), error = %e, "landscaper: trigger failed, retrying");
+                tokio::spawn(retry_trigger(api, name));
             }
         }
     }
+}
+
+/// Re-reads the item and issues its job if it still needs one, with backoff, until a write
+/// succeeds, the item needs no job any more, or it is gone.
+async fn retry_trigger(api: Api<DeployItem>, name: String) {
+    let mut delay = std::time::Duration::from_millis(50);
+    for _ in 0..20 {
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_secs(2));
+        let item = match api.get_opt(&name).await {
+            Ok(Some(item)) => item,
+            Ok(None) => return,
+            Err(_) => continue,
+        };
+        if trigger_for(&item).is_none() {
+            return;
+        }
+        match api
+            .replace_status(&name, &PostParams::default(), &with_new_job(&item))
+            .await
+        {
+            Ok(_) => return,
+            Err(_) => {}
+        }
+    }
+    tracing::warn!(item = %name, "landscaper: giving up on a trigger after 20 attempts");
 }
 
 #[cfg(test)]

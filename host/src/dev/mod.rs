@@ -43,6 +43,8 @@ pub struct DevOptions {
     pub apply: Vec<PathBuf>,
     /// Play kubelet and controllers for readiness (Pods Running, Deployments available, ...).
     pub simulate_workloads: bool,
+    /// Faults the embedded API server injects (none by default).
+    pub faults: embedded_apiserver::FaultConfig,
 }
 
 /// A running dev environment (also used by tests, which skip the HTTP listener).
@@ -192,6 +194,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let server = ApiServer::new(embedded_apiserver::Options {
         data_dir: options.data_dir.clone(),
         simulate_workloads: options.simulate_workloads,
+        faults: options.faults.clone(),
         ..Default::default()
     })?;
     let listener = tokio::net::TcpListener::bind(options.listen)

@@ -6,7 +6,9 @@
 //! environment, arguments and files are visible), `checkpoint` (calls the progress import),
 //! `kube` (reads a ConfigMap through the host), `log` (logs at every level), `inputs` (echoes
 //! the Context and whether a Target came), `exit` (calls
-//! `std::process::exit`).
+//! `std::process::exit`), `sleep` (sleeps an hour on the WASI monotonic clock), `target`
+//! (reaches for the secondary Target `config.targetName`, if given, and for `other-items-target`,
+//! which its configuration never names).
 //! Must not touch: anything outside tests — xtask builds it into `target/test-plugins/`.
 
 use sdk_guest::{
@@ -23,6 +25,8 @@ pub const DEPLOY_ITEM_TYPE: &str = "test.wasm-deployer.dev/faulty";
 #[serde(rename_all = "camelCase")]
 struct Config {
     action: String,
+    /// A secondary Target this item's configuration names (granted by the host).
+    target_name: Option<String>,
 }
 
 /// The faulty deployer.
@@ -117,6 +121,23 @@ impl Deployer for Faulty {
                 json!({"now": ctx.now_rfc3339(), "mono": ctx.monotonic_nanos()})
             }
             "exit" => std::process::exit(3),
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                json!({"slept": true})
+            }
+            "target" => {
+                let probe = |name: &str| {
+                    let r = ObjectRef::namespaced("v1", "ConfigMap", "default", "probe");
+                    match ctx.kube_on(name, sdk_guest::KubeOp::Get(r)) {
+                        Ok(found) => json!({"reached": found.is_some()}),
+                        Err(e) => json!({"denied": e.reason, "message": e.message}),
+                    }
+                };
+                json!({
+                    "named": config.target_name.as_deref().map(probe),
+                    "other": probe("other-items-target"),
+                })
+            }
             other => {
                 return Err(DeployerError::configuration(
                     "UnknownAction",

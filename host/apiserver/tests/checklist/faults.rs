@@ -1,4 +1,5 @@
-//! Fault injection: off by default; 409/500 on writes; dropped watch streams.
+//! Fault injection: off by default; 409/500 on writes; 503/504 on any request (a 504'd write
+//! is applied); dropped watch streams.
 
 use crate::*;
 use embedded_apiserver::FaultConfig;
@@ -51,6 +52,47 @@ async fn faults_are_off_by_default_and_can_fail_every_write() {
         }
     }
     assert!((50..150).contains(&failures), "about half fail: {failures}");
+}
+
+#[tokio::test]
+async fn unavailable_answers_handle_nothing_and_timed_out_writes_take_effect() {
+    let s = server();
+    let cms: Api<ConfigMap> = Api::default_namespaced(s.client());
+    s.set_faults(FaultConfig {
+        unavailable_probability: 1.0,
+        ..Default::default()
+    });
+    let e = api_err(
+        cms.create(&PostParams::default(), &cm("u", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (503, "ServiceUnavailable"));
+    assert_eq!(
+        api_err(cms.get("u").await.unwrap_err()).code,
+        503,
+        "reads too"
+    );
+    s.set_faults(FaultConfig {
+        timeout_probability: 1.0,
+        ..Default::default()
+    });
+    let e = api_err(
+        cms.create(&PostParams::default(), &cm("t", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (504, "Timeout"));
+    s.set_faults(FaultConfig::default());
+    assert!(
+        cms.get("t").await.is_ok(),
+        "the timed-out create was applied"
+    );
+    assert_eq!(
+        api_err(cms.get("u").await.unwrap_err()).code,
+        404,
+        "the 503'd create was not"
+    );
 }
 
 #[tokio::test]

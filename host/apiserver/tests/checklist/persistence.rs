@@ -105,7 +105,10 @@ async fn standalone_writes_a_kubeconfig_kube_accepts_and_persists_on_a_clean_sto
             embedded_apiserver::run_standalone_until(
                 "127.0.0.1:0".parse().unwrap(),
                 &kubeconfig,
-                Some(data),
+                embedded_apiserver::Options {
+                    data_dir: Some(data),
+                    ..Default::default()
+                },
                 async {
                     let _ = rx.await;
                 },

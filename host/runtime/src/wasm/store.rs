@@ -104,14 +104,22 @@ pub(crate) fn new_store(
         stdout: MemoryOutputPipe::new(STDIO_CAPTURE),
         stderr: MemoryOutputPipe::new(STDIO_CAPTURE),
     };
-    // No preopens, no env, no args, no sockets, no stdin: the builder's defaults plus
-    // explicitly disabled networking. stdout/stderr go to bounded in-memory pipes.
+    // No preopens, no env, no args, no stdin, no name lookup, no UDP: the builder's defaults.
+    // TCP sockets may be created but every address a plugin binds or connects to is denied by
+    // the check, which logs the attempt (in the invocation's span: plugin and item) so a plugin
+    // that tries the network shows up in the item's log. stdout/stderr go to bounded in-memory
+    // pipes.
+    let denied_plugin = plugin.clone();
     let wasi = WasiCtxBuilder::new()
         .stdout(stdio.stdout.clone())
         .stderr(stdio.stderr.clone())
-        .allow_tcp(false)
+        .allow_tcp(true)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
+        .socket_addr_check(move |addr, usage| {
+            tracing::warn!(plugin = %denied_plugin, %addr, ?usage, "denied: plugins get no network");
+            Box::pin(async { false })
+        })
         .build();
     let started = Instant::now();
     let deadline = started + limits.deadline;

@@ -188,7 +188,11 @@ impl ItemCtx {
         };
         let services = Arc::new(
             ItemServices::new(timeout, resolved, self.deployer.target_clients.clone())
-                .with_secondary_targets(self.deployer.client.clone(), self.namespace.clone()),
+                .with_secondary_targets(
+                    self.deployer.client.clone(),
+                    self.namespace.clone(),
+                    item.spec.config.as_ref(),
+                ),
         );
         self.deployer
             .stats

@@ -93,7 +93,10 @@ impl ItemCtx {
                 self.deployer.events.normal(
                     &item,
                     "Reapplied",
-                    "re-applied by a ShouldReconcile hook (continuous reconcile)".into(),
+                    format!(
+                        "re-applied after job {} by a ShouldReconcile hook (continuous reconcile)",
+                        item.status().job_id
+                    ),
                 );
             }
         }

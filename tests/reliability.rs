@@ -1,0 +1,724 @@
+//! The reliability suite (`docs/reliability.md`): the contract holds while the API server
+//! fails requests and drops watches, while replicas die, and while plugins misbehave under load.
+//! Every story checks what a Landscaper user relies on: every job finishes exactly once with
+//! the right phase, no status is lost, nothing (export Secret, SyncObject) is leaked.
+//!
+//! Sizes scale with `RELIABILITY_ITEMS` (default 500) for longer runs by hand.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deployer_host::landscaper::{DeployItem, Phase};
+use embedded_apiserver::FaultConfig;
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use support::{Harness, Options};
+
+fn items_count() -> usize {
+    std::env::var("RELIABILITY_ITEMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}
+
+/// A mock item that exports `value` (so every job writes an export Secret).
+fn exporting_item(name: &str, value: &str) -> DeployItem {
+    serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "DeployItem",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "type": "landscaper.gardener.cloud/mock",
+            "config": {
+                "apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+                "kind": "ProviderConfiguration",
+                "phase": "Succeeded",
+                "export": {"value": value},
+            },
+        },
+    }))
+    .expect("item")
+}
+
+/// Runs a test-side API call until it succeeds: the test's own requests meet the same faults
+/// as the host's. `done_if` accepts errors that mean an earlier, unacknowledged attempt
+/// took effect (a 504'd create answered AlreadyExists on retry).
+async fn retrying<T, F, Fut>(what: &str, done_if: impl Fn(&kube::Error) -> bool, op: F) -> Option<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = kube::Result<T>>,
+{
+    for _ in 0..100 {
+        match op().await {
+            Ok(v) => return Some(v),
+            Err(e) if done_if(&e) => return None,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("{what}: still failing after 100 attempts");
+}
+
+fn reason_is(reason: &'static str) -> impl Fn(&kube::Error) -> bool {
+    move |e| matches!(e, kube::Error::Api(s) if s.reason == reason)
+}
+
+/// Watches every DeployItem and checks, on every version it sees, that a job once finished
+/// stays finished with the same phase: no job is finished twice, reopened or rewritten.
+struct JobLedger {
+    /// (item uid, jobID) → the phase it finished with.
+    finished: Arc<Mutex<HashMap<(String, String), Phase>>>,
+    violations: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl JobLedger {
+    fn start(client: kube::Client) -> Self {
+        let finished = Arc::new(Mutex::new(HashMap::new()));
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let task = tokio::spawn({
+            let (finished, violations) = (finished.clone(), violations.clone());
+            async move {
+                let api: Api<DeployItem> = Api::namespaced(client, "default");
+                let stream = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .applied_objects();
+                futures::pin_mut!(stream);
+                loop {
+                    let item = match stream.try_next().await {
+                        Ok(Some(item)) => item,
+                        Ok(None) => return,
+                        Err(_) => continue,
+                    };
+                    let s = item.status();
+                    let uid = item.metadata.uid.clone().unwrap_or_default();
+                    let name = item.metadata.name.clone().unwrap_or_default();
+                    let mut finished = finished.lock().unwrap();
+                    let key = (uid, s.job_id.clone());
+                    let done = !s.job_id.is_empty() && s.job_id == s.job_id_finished;
+                    match (finished.get(&key), done) {
+                        (None, true) => {
+                            if !s.phase.is_final() {
+                                violations.lock().unwrap().push(format!(
+                                    "{name}: job {} finished in non-final phase {}",
+                                    s.job_id, s.phase
+                                ));
+                            }
+                            finished.insert(key, s.phase.clone());
+                        }
+                        (Some(phase), true) if *phase != s.phase => {
+                            violations.lock().unwrap().push(format!(
+                                "{name}: job {} finished twice ({phase}, then {})",
+                                s.job_id, s.phase
+                            ))
+                        }
+                        (Some(_), false) => violations.lock().unwrap().push(format!(
+                            "{name}: job {} reopened after it finished (phase {})",
+                            s.job_id, s.phase
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        });
+        Self {
+            finished,
+            violations,
+            task,
+        }
+    }
+
+    fn finished_jobs(&self) -> usize {
+        self.finished.lock().unwrap().len()
+    }
+
+    fn assert_clean(&self) {
+        let v = self.violations.lock().unwrap();
+        assert!(v.is_empty(), "{} violations:\n{}", v.len(), v.join("\n"));
+    }
+}
+
+impl Drop for JobLedger {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Polls (with the faults switched off for the test's reads) until `pred` holds for all items.
+async fn wait_all(
+    h: &Harness,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&[DeployItem]) -> bool,
+) {
+    let api = h.items("default");
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Ok(list) = api.list(&ListParams::default()).await
+            && pred(&list.items)
+        {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            let count = list.len();
+            let stuck: Vec<String> = list
+                .iter()
+                .filter(|i| {
+                    let s = i.status();
+                    s.job_id.is_empty() || s.job_id != s.job_id_finished
+                })
+                .take(5)
+                .map(|i| serde_yaml::to_string(i).unwrap_or_default())
+                .collect();
+            panic!(
+                "{what}: timed out with {count} items; some unfinished:\n{}",
+                stuck.join("---\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn all_finished(generation: i64, n: usize) -> impl Fn(&[DeployItem]) -> bool {
+    move |items| {
+        items.len() == n
+            && items.iter().all(|i| {
+                let s = i.status();
+                !s.job_id.is_empty()
+                    && s.job_id == s.job_id_finished
+                    && s.observed_generation == generation
+            })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_nothing_is_lost() {
+    skip_on_real!("fault injection is the embedded server's");
+    let n = items_count();
+    // Given a host and Landscaper stand-in whose API server fails 5 % of requests (409, 500,
+    // 503, and 504 after applying a write) and closes watch streams every ~100 events,
+    let h = Harness::start().await;
+    let server = h.server.as_ref().expect("embedded");
+    let ledger = JobLedger::start(h.client.clone());
+    server.set_faults(FaultConfig {
+        write_conflict_probability: 0.02,
+        write_error_probability: 0.01,
+        unavailable_probability: 0.01,
+        timeout_probability: 0.01,
+        watch_drop_probability: 0.01,
+        ..FaultConfig::default()
+    });
+    let api = h.items("default");
+
+    // when items are created,
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                let item = exporting_item(&format!("r-{i}"), "v1");
+                retrying("create", reason_is("AlreadyExists"), || async {
+                    api.create(&PostParams::default(), &item).await
+                })
+                .await;
+            }
+        })
+        .await;
+    // then every first job finishes Succeeded with its export written,
+    wait_all(
+        &h,
+        "first jobs",
+        Duration::from_secs(240),
+        all_finished(1, n),
+    )
+    .await;
+
+    // when every item's spec changes,
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                let patch = json!({"spec": {"config": {"export": {"value": "v2"}}}});
+                let name = format!("r-{i}");
+                retrying(
+                    "patch",
+                    |_| false,
+                    || async {
+                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await
+                    },
+                )
+                .await;
+            }
+        })
+        .await;
+    // then every second job finishes and its export holds the new value,
+    wait_all(
+        &h,
+        "update jobs",
+        Duration::from_secs(240),
+        all_finished(2, n),
+    )
+    .await;
+    server.set_faults(FaultConfig::default());
+    let items = api.list(&ListParams::default()).await.unwrap().items;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
+    for item in &items {
+        let s = item.status();
+        assert_eq!(
+            s.phase,
+            Phase::Succeeded,
+            "{}",
+            serde_yaml::to_string(item).unwrap()
+        );
+        let export = s.export_ref.expect("exportRef");
+        let secret = secrets
+            .get(&export.name)
+            .await
+            .expect("the exported Secret exists");
+        let config = secret.data.unwrap()["config"].0.clone();
+        let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+        assert_eq!(config["value"], "v2", "the export of the second job");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while ledger.finished_jobs() < 2 * n && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ledger.finished_jobs(), 2 * n, "two finished jobs per item");
+
+    // when every item is deleted (faults on again),
+    server.set_faults(FaultConfig {
+        write_conflict_probability: 0.02,
+        write_error_probability: 0.01,
+        unavailable_probability: 0.01,
+        timeout_probability: 0.01,
+        watch_drop_probability: 0.01,
+        ..FaultConfig::default()
+    });
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                let name = format!("r-{i}");
+                retrying("delete", reason_is("NotFound"), || async {
+                    api.delete(&name, &DeleteParams::default()).await
+                })
+                .await;
+            }
+        })
+        .await;
+    // then all are gone, and so are their export Secrets,
+    wait_all(&h, "deletion", Duration::from_secs(240), |items| {
+        items.is_empty()
+    })
+    .await;
+    server.set_faults(FaultConfig::default());
+    let left: Vec<String> = secrets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .filter(|name| name.starts_with("mock-export"))
+        .collect();
+    assert!(left.is_empty(), "leaked export Secrets: {left:?}");
+    // and no job was finished twice or reopened along the way.
+    ledger.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_plugin_reaching_beyond_its_grant_then_every_attempt_is_denied_and_only_its_item_fails()
+ {
+    // Given two more Targets in the item's namespace, one the item names and one it does not
+    // (another item's), both reachable clusters, and a ConfigMap `probe` there,
+    let mut options = Options {
+        test_plugins: true,
+        ..Options::default()
+    };
+    options.config.plugins.per_plugin.insert(
+        "faulty".into(),
+        deployer_host::config::LimitsConfig {
+            deadline: Some("1s".into()),
+            ..Default::default()
+        },
+    );
+    let h = Harness::start_with(options).await;
+    let targets: Api<deployer_host::landscaper::Target> =
+        Api::namespaced(h.client.clone(), "default");
+    for name in ["named", "other-items-target"] {
+        let target = serde_json::from_value(json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                     "config": {"kubeconfig": h.target_kubeconfig}},
+        }))
+        .unwrap();
+        targets
+            .create(&PostParams::default(), &target)
+            .await
+            .unwrap();
+    }
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(h.client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "probe"}, "data": {"k": "v"}}))
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    // when plugins reach for another item's Target, the network, files and environment, and
+    // sleep past their deadline on the WASI clock,
+    h.create_item(&support::faulty_item("reach", "target").replace(
+        "action: target\n",
+        "action: target\n    targetName: named\n",
+    ))
+    .await;
+    for action in ["net", "fs", "env", "sleep"] {
+        h.create_item(&support::faulty_item(action, action)).await;
+    }
+    h.create_item(&support::mock_item("bystander")).await;
+
+    // then the Target its configuration names is reached and the other one is denied,
+    let s = h.wait_finished("default", "reach").await.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
+    let seen = s.provider_status.unwrap();
+    assert_eq!(seen["named"], json!({"reached": true}), "{seen}");
+    assert_eq!(
+        seen["other"]["denied"], "SecondaryTargetNotGranted",
+        "{seen}"
+    );
+    // the network, files and environment do not exist for it,
+    let net = h
+        .wait_finished("default", "net")
+        .await
+        .status()
+        .provider_status
+        .unwrap();
+    assert!(net["connect"].is_string(), "connecting failed: {net}");
+    let fs = h
+        .wait_finished("default", "fs")
+        .await
+        .status()
+        .provider_status
+        .unwrap();
+    assert!(fs["passwd"].is_string() && fs["write"].is_string(), "{fs}");
+    let env = h
+        .wait_finished("default", "env")
+        .await
+        .status()
+        .provider_status
+        .unwrap();
+    assert_eq!(env["env"], json!([]), "{env}");
+    // a sleep past the deadline is cut with ERR_TIMEOUT,
+    let sleep = h.wait_finished("default", "sleep").await.status();
+    assert_eq!(sleep.phase, Phase::Failed);
+    assert!(
+        sleep.last_error.as_ref().is_some_and(|e| e
+            .codes
+            .contains(&deployer_host::landscaper::codes::TIMEOUT.to_string())),
+        "{:?}",
+        sleep.last_error
+    );
+    // and everyone else goes on.
+    assert_eq!(
+        h.wait_finished("default", "bystander").await.status().phase,
+        Phase::Succeeded
+    );
+}
+
+/// One `deployer-host run` process: a replica as pod `pod`, logging JSON to `log`.
+struct Replica {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Replica {
+    fn start(
+        pod: &str,
+        kubeconfig: &std::path::Path,
+        config: &std::path::Path,
+        dir: &std::path::Path,
+    ) -> Self {
+        let log = dir.join(format!("{pod}-{}.log", uuid_suffix()));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+            .args(["--log-format", "json", "run", "--kubeconfig"])
+            .arg(kubeconfig)
+            .arg("--config")
+            .arg(config)
+            .env("MY_POD_NAME", pod)
+            .env("MY_POD_NAMESPACE", "ls-system")
+            .env("RUST_LOG", "info,kube=warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("deployer-host run");
+        Self { child, log }
+    }
+
+    /// SIGKILL: no shutdown, no lock released.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn uuid_suffix() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// (item, jobID) of every "picked up job" line in a replica's JSON log.
+fn pickups(log: &std::path::Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["message"] == "picked up job")
+        .map(|l| {
+            let span = &l["span"];
+            (
+                span["item"].as_str().unwrap_or_default().to_string(),
+                span["job"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_then_every_job_finishes_once()
+ {
+    skip_on_real!("the replicas are processes served by the embedded server over loopback TCP");
+    let n = items_count();
+    // Given the embedded server on loopback with Landscaper's CRDs, a Target pointing at it,
+    // the replicas' Pods, and three `deployer-host run` replicas with locking,
+    let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn({
+        let server = server.clone();
+        async move {
+            let _ = server
+                .serve(listener, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        }
+    });
+    let env = deployer_host::dev::DevEnvironment::bootstrap(server.clone(), &url)
+        .await
+        .unwrap();
+    let client = env.client.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
+    )
+    .unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "requeueInterval: 200ms\nworkers: 4\nhpa: {{maxReplicas: 3}}\n\
+             locking: {{retryAfter: 200ms, podCacheTimeout: 300ms, cleanupInterval: 2s}}\n\
+             plugins: {{dir: {:?}, cacheDir: {:?}}}\n",
+            support::plugins_dir(),
+            support::plugins_dir().join("../plugin-cache"),
+        ),
+    )
+    .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "ls-system");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "ls-system"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pod = |name: &str| -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": "host", "image": "wasm-deployer"}]}}))
+        .unwrap()
+    };
+    for name in ["replica-0", "replica-1", "replica-2", "replica-3"] {
+        pods.create(&PostParams::default(), &pod(name))
+            .await
+            .unwrap();
+    }
+    let mut replicas: Vec<Replica> = ["replica-0", "replica-1", "replica-2"]
+        .iter()
+        .map(|p| Replica::start(p, &kubeconfig, &config, dir.path()))
+        .collect();
+    let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(client.clone()));
+    let api: Api<DeployItem> = Api::namespaced(client.clone(), "default");
+
+    // when items are created,
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                api.create(
+                    &PostParams::default(),
+                    &exporting_item(&format!("k-{i}"), "v1"),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .await;
+    // and, once some jobs finished, replica-1 is SIGKILLed and its Pod replaced by replica-3
+    // (a new ReplicaSet pod), and replica-2 is SIGKILLed and restarted (a container restart),
+    let finished = |items: &[DeployItem]| {
+        items
+            .iter()
+            .filter(|i| {
+                let s = i.status();
+                !s.job_id.is_empty() && s.job_id == s.job_id_finished
+            })
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let items = api.list(&ListParams::default()).await.unwrap().items;
+        if finished(&items) >= n / 5 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no progress: {} finished",
+            finished(&items)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    replicas[1].kill();
+    pods.delete("replica-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    replicas.push(Replica::start(
+        "replica-3",
+        &kubeconfig,
+        &config,
+        dir.path(),
+    ));
+    replicas[2].kill();
+    replicas.push(Replica::start(
+        "replica-2",
+        &kubeconfig,
+        &config,
+        dir.path(),
+    ));
+
+    // then every job finishes Succeeded,
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        let items = api.list(&ListParams::default()).await.unwrap().items;
+        if items.len() == n && finished(&items) == n {
+            assert!(items.iter().all(|i| i.status().phase == Phase::Succeeded));
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {n} finished",
+            finished(&items)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // no job was picked up by two replicas,
+    let mut by_job: HashMap<(String, String), Vec<String>> = HashMap::new();
+    for r in &replicas {
+        for key in pickups(&r.log) {
+            by_job
+                .entry(key)
+                .or_default()
+                .push(r.log.display().to_string());
+        }
+    }
+    let twice: Vec<_> = by_job.iter().filter(|(_, logs)| logs.len() > 1).collect();
+    assert!(twice.is_empty(), "picked up more than once: {twice:?}");
+    assert!(
+        by_job.len() >= n * 9 / 10,
+        "pickups logged: {} of {n}",
+        by_job.len()
+    );
+    // and, once every item is deleted, no SyncObject and no export Secret is left behind.
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                api.delete(&format!("k-{i}"), &DeleteParams::default())
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let syncobjects: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource {
+            group: "landscaper.gardener.cloud".into(),
+            version: "v1alpha1".into(),
+            api_version: "landscaper.gardener.cloud/v1alpha1".into(),
+            kind: "SyncObject".into(),
+            plural: "syncobjects".into(),
+        },
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let items = api.list(&ListParams::default()).await.unwrap().items.len();
+        let locks = syncobjects
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len();
+        let exports = secrets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|s| {
+                s.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("mock-export"))
+            })
+            .count();
+        if items == 0 && locks == 0 && exports == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left: {items} items, {locks} SyncObjects, {exports} export Secrets"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    landscaper.abort();
+    drop(replicas);
+    let _ = stop.send(());
+}
