@@ -115,7 +115,7 @@ fn valid_objects() -> Vec<Value> {
 
 /// Replaces the value at a pseudo-random path of `v` (chosen by `pick`) with `with`.
 fn mutate(v: &mut Value, pick: u64, with: Value) {
-    let descend = pick % 3 != 0;
+    let descend = !pick.is_multiple_of(3);
     let i = (pick / 3) as usize;
     match v {
         Value::Object(m) if descend && !m.is_empty() => {

@@ -109,7 +109,7 @@ fn valid_configs() -> Vec<Value> {
 }
 
 fn mutate(v: &mut Value, pick: u64, with: Value) {
-    let descend = pick % 4 != 0;
+    let descend = !pick.is_multiple_of(4);
     let i = (pick / 4) as usize;
     match v {
         Value::Object(m) if descend && !m.is_empty() => {

@@ -103,12 +103,12 @@ async fn retry_trigger(api: Api<DeployItem>, name: String) {
         if trigger_for(&item).is_none() {
             return;
         }
-        match api
+        if api
             .replace_status(&name, &PostParams::default(), &with_new_job(&item))
             .await
+            .is_ok()
         {
-            Ok(_) => return,
-            Err(_) => {}
+            return;
         }
     }
     tracing::warn!(item = %name, "landscaper: giving up on a trigger after 20 attempts");
