@@ -94,6 +94,12 @@ impl Stdio {
         err
     }
 }
+/// Busy epoch ticks (wasm executing, not waiting on a host call) before an invocation counts
+/// as CPU-bound and is throttled: about 250 ms of computation at the 10 ms tick.
+const THROTTLE_AFTER_BUSY_TICKS: u32 = 25;
+/// The sleep per tick of a throttled invocation (a third of a core at the 10 ms tick).
+const THROTTLE_SLEEP: std::time::Duration = std::time::Duration::from_millis(20);
+
 pub(crate) fn new_store(
     engine: &wasmtime::Engine,
     plugin: Arc<str>,
@@ -140,11 +146,22 @@ pub(crate) fn new_store(
     );
     store.limiter(|s| &mut s.limiter);
     // Every epoch tick (<= 10 ms) either interrupts (deadline passed) or yields to the
-    // executor, so a spinning plugin neither outlives its deadline nor starves tokio.
+    // executor, so a spinning plugin neither outlives its deadline nor starves tokio. The
+    // callback only runs while wasm executes, so it also counts the invocation's busy ticks:
+    // past THROTTLE_AFTER_BUSY_TICKS (a CPU-bound plugin: a loop, a runaway render) each tick
+    // also sleeps, capping the plugin at about a third of a core until its deadline, so one
+    // runaway item does not take a core from every other item's jobs.
     store.set_epoch_deadline(1);
+    let mut busy_ticks: u32 = 0;
     store.epoch_deadline_callback(move |_| {
-        Ok(if Instant::now() >= deadline {
+        busy_ticks = busy_ticks.saturating_add(1);
+        let now = Instant::now();
+        Ok(if now >= deadline {
             UpdateDeadline::Interrupt
+        } else if busy_ticks > THROTTLE_AFTER_BUSY_TICKS {
+            // Never past the deadline: it is checked again right after.
+            let nap = THROTTLE_SLEEP.min(deadline - now);
+            UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(nap)))
         } else {
             UpdateDeadline::Yield(1)
         })
