@@ -64,6 +64,17 @@ where
     panic!("{what}: still failing after 100 attempts");
 }
 
+/// Runs `op` on the items `{prefix}-0` … `{prefix}-{n-1}`, 16 at a time (a busy Landscaper).
+async fn for_each_item<F, Fut>(api: &Api<DeployItem>, prefix: &str, n: usize, op: F)
+where
+    F: Fn(Api<DeployItem>, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| op(api.clone(), format!("{prefix}-{i}")))
+        .await;
+}
+
 fn reason_is(reason: &'static str) -> impl Fn(&kube::Error) -> bool {
     move |e| matches!(e, kube::Error::Api(s) if s.reason == reason)
 }
@@ -189,6 +200,19 @@ async fn wait_all(
     }
 }
 
+/// 5 % of requests fail (2 % 409, 1 % each 500, 503 and 504-after-applying); a watch drops
+/// every ~100 events.
+fn five_percent_faults() -> FaultConfig {
+    FaultConfig {
+        write_conflict_probability: 0.02,
+        write_error_probability: 0.01,
+        unavailable_probability: 0.01,
+        timeout_probability: 0.01,
+        watch_drop_probability: 0.01,
+        ..FaultConfig::default()
+    }
+}
+
 fn all_finished(generation: i64, n: usize) -> impl Fn(&[DeployItem]) -> bool {
     move |items| {
         items.len() == n
@@ -210,29 +234,18 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
     let h = Harness::start().await;
     let server = h.server.as_ref().expect("embedded");
     let ledger = JobLedger::start(h.client.clone());
-    server.set_faults(FaultConfig {
-        write_conflict_probability: 0.02,
-        write_error_probability: 0.01,
-        unavailable_probability: 0.01,
-        timeout_probability: 0.01,
-        watch_drop_probability: 0.01,
-        ..FaultConfig::default()
-    });
+    server.set_faults(five_percent_faults());
     let api = h.items("default");
 
     // when items are created,
-    stream::iter(0..n)
-        .for_each_concurrent(16, |i| {
-            let api = api.clone();
-            async move {
-                let item = exporting_item(&format!("r-{i}"), "v1");
-                retrying("create", reason_is("AlreadyExists"), || async {
-                    api.create(&PostParams::default(), &item).await
-                })
-                .await;
-            }
+    for_each_item(&api, "r", n, |api, name| async move {
+        let item = exporting_item(&name, "v1");
+        retrying("create", reason_is("AlreadyExists"), || async {
+            api.create(&PostParams::default(), &item).await
         })
         .await;
+    })
+    .await;
     // then every first job finishes Succeeded with its export written,
     wait_all(
         &h,
@@ -243,24 +256,19 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
     .await;
 
     // when every item's spec changes,
-    stream::iter(0..n)
-        .for_each_concurrent(16, |i| {
-            let api = api.clone();
-            async move {
-                let patch = json!({"spec": {"config": {"export": {"value": "v2"}}}});
-                let name = format!("r-{i}");
-                retrying(
-                    "patch",
-                    |_| false,
-                    || async {
-                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                            .await
-                    },
-                )
-                .await;
-            }
-        })
+    for_each_item(&api, "r", n, |api, name| async move {
+        let patch = json!({"spec": {"config": {"export": {"value": "v2"}}}});
+        retrying(
+            "patch",
+            |_| false,
+            || async {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+            },
+        )
         .await;
+    })
+    .await;
     // then every second job finishes and its export holds the new value,
     wait_all(
         &h,
@@ -296,26 +304,14 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
     assert_eq!(ledger.finished_jobs(), 2 * n, "two finished jobs per item");
 
     // when every item is deleted (faults on again),
-    server.set_faults(FaultConfig {
-        write_conflict_probability: 0.02,
-        write_error_probability: 0.01,
-        unavailable_probability: 0.01,
-        timeout_probability: 0.01,
-        watch_drop_probability: 0.01,
-        ..FaultConfig::default()
-    });
-    stream::iter(0..n)
-        .for_each_concurrent(16, |i| {
-            let api = api.clone();
-            async move {
-                let name = format!("r-{i}");
-                retrying("delete", reason_is("NotFound"), || async {
-                    api.delete(&name, &DeleteParams::default()).await
-                })
-                .await;
-            }
+    server.set_faults(five_percent_faults());
+    for_each_item(&api, "r", n, |api, name| async move {
+        retrying("delete", reason_is("NotFound"), || async {
+            api.delete(&name, &DeleteParams::default()).await
         })
         .await;
+    })
+    .await;
     // then all are gone, and so are their export Secrets,
     wait_all(&h, "deletion", Duration::from_secs(240), |items| {
         items.is_empty()
@@ -577,19 +573,12 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     let api: Api<DeployItem> = Api::namespaced(client.clone(), "default");
 
     // when items are created,
-    stream::iter(0..n)
-        .for_each_concurrent(16, |i| {
-            let api = api.clone();
-            async move {
-                api.create(
-                    &PostParams::default(),
-                    &exporting_item(&format!("k-{i}"), "v1"),
-                )
-                .await
-                .unwrap();
-            }
-        })
-        .await;
+    for_each_item(&api, "k", n, |api, name| async move {
+        api.create(&PostParams::default(), &exporting_item(&name, "v1"))
+            .await
+            .unwrap();
+    })
+    .await;
     // and, once some jobs finished, replica-1 is SIGKILLed and its Pod replaced by replica-3
     // (a new ReplicaSet pod), and replica-2 is SIGKILLed and restarted (a container restart),
     let finished = |items: &[DeployItem]| {
@@ -665,16 +654,10 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
         by_job.len()
     );
     // and, once every item is deleted, no SyncObject and no export Secret is left behind.
-    stream::iter(0..n)
-        .for_each_concurrent(16, |i| {
-            let api = api.clone();
-            async move {
-                api.delete(&format!("k-{i}"), &DeleteParams::default())
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
+    for_each_item(&api, "k", n, |api, name| async move {
+        api.delete(&name, &DeleteParams::default()).await.unwrap();
+    })
+    .await;
     let syncobjects: Api<kube::api::DynamicObject> = Api::namespaced_with(
         client.clone(),
         "default",

@@ -161,6 +161,13 @@ fn render(b: &Body_) -> Vec<u8> {
     }
 }
 
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn fuzz_server() -> ApiServer {
     let server = ApiServer::new(Options::default()).expect("server");
     for kind in ["deployitems", "targets", "contexts"] {
@@ -207,10 +214,7 @@ fn check(
 
 #[test]
 fn arbitrary_request_bodies_get_an_answer_and_never_a_server_error() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio_runtime();
     let server = fuzz_server();
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
@@ -244,10 +248,7 @@ fn arbitrary_request_bodies_get_an_answer_and_never_a_server_error() {
 
 #[test]
 fn huge_and_deeply_nested_bodies_are_refused_cleanly() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio_runtime();
     let server = fuzz_server();
     let cm_path = "/api/v1/namespaces/default/configmaps";
     let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n)).into_bytes();

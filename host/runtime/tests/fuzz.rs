@@ -166,6 +166,14 @@ async fn shipped() -> Vec<Arc<WasmPlugin>> {
     rt.load_dir(&plugin_dir()).await.unwrap()
 }
 
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -175,11 +183,7 @@ fn cases() -> u32 {
 
 #[test]
 fn every_shipped_plugin_answers_any_provider_configuration_with_a_result_or_a_typed_error() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio_runtime();
     let plugins = rt.block_on(shipped());
     assert!(
         plugins.len() >= 3,
@@ -257,11 +261,7 @@ fn every_shipped_plugin_answers_any_provider_configuration_with_a_result_or_a_ty
 
 #[test]
 fn huge_and_deep_provider_configurations_fail_cleanly() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio_runtime();
     let plugins = rt.block_on(shipped());
     let host = Arc::new(NoopHost);
     let mut deep = json!(1);
