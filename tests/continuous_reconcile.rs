@@ -86,12 +86,16 @@ async fn given_a_hand_edited_configmap_then_continuous_reconcile_restores_it_wit
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    let item = h.items("default").get("palette").await.unwrap();
+    // The re-apply's one status write follows the apply: wait for it, then check it.
+    let item = h
+        .wait_for("default", "palette", Duration::from_secs(5), |i| {
+            i.status().last_reconcile_time != done.status().last_reconcile_time
+        })
+        .await;
     let s = item.status();
     assert_eq!(s.phase, Phase::Succeeded);
     assert_eq!(s.job_id, job, "no new job");
     assert_eq!(s.job_id_finished, job, "jobID == jobIDFinished throughout");
-    assert_ne!(s.last_reconcile_time, done.status().last_reconcile_time);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
