@@ -469,19 +469,22 @@ async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes
     replica.task.abort();
     if support::backend() == support::Backend::Real {
         // That server refuses an empty spec.podName, so unlocking deleted the lock: put back
-        // one left behind by a replica that is gone (now that nothing reconciles the item).
-        let left = locking::SyncObject::new(
-            "default",
-            &old_lock,
-            locking::SyncObjectSpec {
-                pod_name: "host-9".into(),
-                kind: "DeployItem".into(),
-                name: "same-0".into(),
-                last_update_time: deployer_host::clock::now(),
-                prefix: "wasm-deployer".into(),
-            },
-        );
-        locks.create(&PostParams::default(), &left).await.unwrap();
+        // one left behind by a replica that is gone (now that nothing reconciles the item) —
+        // unless the replica was stopped while it held the lock, which left it already.
+        if locks.get_opt(&old_lock).await.unwrap().is_none() {
+            let left = locking::SyncObject::new(
+                "default",
+                &old_lock,
+                locking::SyncObjectSpec {
+                    pod_name: "host-9".into(),
+                    kind: "DeployItem".into(),
+                    name: "same-0".into(),
+                    last_update_time: deployer_host::clock::now(),
+                    prefix: "wasm-deployer".into(),
+                },
+            );
+            locks.create(&PostParams::default(), &left).await.unwrap();
+        }
     }
     create_items(&client, 1, "same").await;
     let new = items.get("same-0").await.unwrap();
