@@ -29,16 +29,9 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use common::{env_usize, rss_kib, workspace};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
@@ -246,16 +239,6 @@ async fn run_jobs(
         writes_per_job,
         settled_writes,
     }
-}
-
-/// Resident set size of a process in KiB (from /proc).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 struct KillOnDrop(Child);

@@ -30,16 +30,9 @@ use plugin_runtime::{
 };
 use serde_json::json;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use common::{env_usize, open_fds, rss_kib, workspace};
 
 fn mock(name: &str) -> DeployItem {
     serde_json::from_value(json!({
@@ -247,21 +240,6 @@ async fn overruns() -> Vec<(&'static str, f64, f64)> {
     }
     load.abort();
     out
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0)
 }
 
 /// One soak sample: (seconds, jobs finished, RSS MiB, open fds).

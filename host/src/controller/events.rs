@@ -78,7 +78,12 @@ impl Events {
             return;
         };
         let regarding = item.object_ref(&());
-        let job_id = item.status().job_id;
+        // Only the jobID: `status()` would clone the whole status (providerStatus included).
+        let job_id = item
+            .status
+            .as_ref()
+            .map(|s| s.job_id.clone())
+            .unwrap_or_default();
         // Every note names its job, so `kubectl describe` tells one job's story from the next.
         let note = if job_id.is_empty() || note.contains(&job_id) {
             note
