@@ -111,7 +111,9 @@ async fn start_host(ls: Client, host: Client) -> (Arc<Deployer>, tokio::task::Jo
     };
     config.plugins.dir = Some(support::plugins_dir());
     config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
-    let registry = deployer_host::plugins::load(&config).await.unwrap();
+    let registry = deployer_host::plugins::load_all(&config, &[config.plugins_dir()], Vec::new())
+        .await
+        .unwrap();
     support::start_locking_replica(ls, host, registry, &config, POD, NAMESPACE)
 }
 

@@ -193,7 +193,9 @@ async fn registry(extra: Vec<Arc<dyn DeployerPlugin>>) -> Arc<PluginRegistry> {
     config.plugins.dir = Some(support::plugins_dir());
     config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
     if extra.is_empty() {
-        return deployer_host::plugins::load(&config).await.unwrap();
+        return deployer_host::plugins::load_all(&config, &[config.plugins_dir()], Vec::new())
+            .await
+            .unwrap();
     }
     Arc::new(PluginRegistry::new(extra).unwrap())
 }

@@ -81,7 +81,7 @@ async fn registry(backend: Backend, cache: &Path) -> Arc<PluginRegistry> {
             let mut config = HostConfig::default();
             config.plugins.dir = Some(workspace().join("target/plugins"));
             config.plugins.cache_dir = Some(cache.to_path_buf());
-            deployer_host::plugins::load(&config)
+            deployer_host::plugins::load_all(&config, &[config.plugins_dir()], Vec::new())
                 .await
                 .expect("plugins")
         }

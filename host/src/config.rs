@@ -61,6 +61,9 @@ pub struct HostConfig {
     /// Extension hooks, in execution order (`docs/hooks.md`). Default: none (`dev`: the
     /// `continuous-reconcile` hook for every type, if that plugin is loaded).
     pub hooks: Option<Vec<HookRegistration>>,
+    /// The native container deployer (`docs/container-deployer.md`).
+    #[serde(default)]
+    pub container: crate::container::ContainerConfig,
 }
 
 /// One entry of `hooks:`: run a hook plugin for some DeployItem types.
@@ -193,6 +196,9 @@ impl HostConfig {
                 parse_go_duration(v).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
             }
         }
+        self.container
+            .settings(self.identity.as_deref().unwrap_or_default())
+            .context("container")?;
         if self.workers == Some(0) {
             anyhow::bail!("workers must be at least 1");
         }

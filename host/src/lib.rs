@@ -9,6 +9,7 @@ pub mod apierrors;
 pub mod capabilities;
 pub mod clock;
 pub mod config;
+pub mod container;
 pub mod contract;
 pub mod controller;
 pub mod dev;

@@ -80,6 +80,11 @@ enum Command {
         #[command(subcommand)]
         command: HelmCommand,
     },
+    /// The init and wait containers of the container deployer's pods (run inside the pod).
+    Container {
+        #[command(subcommand)]
+        command: ContainerCommand,
+    },
     /// Run the controller against a real cluster.
     Run {
         /// Kubeconfig of the cluster that holds DeployItems, Targets and Contexts
@@ -140,6 +145,15 @@ impl FaultArgs {
         }
         Ok(faults)
     }
+}
+
+#[derive(Subcommand)]
+enum ContainerCommand {
+    /// Write the item's imports, Target, component descriptor, blueprint and state into the
+    /// shared volume.
+    Init,
+    /// Wait for the main container, then store its state and exports.
+    Wait,
 }
 
 #[derive(Subcommand)]
@@ -232,6 +246,13 @@ async fn main() -> anyhow::Result<()> {
                 }
             }
         }
+        Command::Container { command } => {
+            use deployer_host::container::runner;
+            match command {
+                ContainerCommand::Init => runner::run_and_report(runner::init()).await,
+                ContainerCommand::Wait => runner::run_and_report(runner::wait()).await,
+            }
+        }
         Command::Run {
             kubeconfig,
             host_kubeconfig,
@@ -248,7 +269,23 @@ async fn main() -> anyhow::Result<()> {
             if let Ok(pod) = std::env::var("MY_POD_NAME") {
                 tracing::info!(pod = %pod, "replica identity");
             }
-            let registry = plugins::load(&config).await?;
+            let (registry, container) = plugins::load(
+                &config,
+                &plugins::Clusters {
+                    landscaper: client.clone(),
+                    host: host_client.clone(),
+                },
+            )
+            .await?;
+            if let Some(container) = &container
+                && let Some(interval) = container.settings().gc_interval
+            {
+                tokio::spawn(
+                    container
+                        .garbage_collector()
+                        .run(interval, std::future::pending()),
+                );
+            }
             let deployer = Arc::new(Deployer::new(
                 client,
                 host_client,

@@ -13,6 +13,7 @@ use anyhow::Context as _;
 use plugin_runtime::{DeployerPlugin, HookPlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
 
 use crate::config::{HostConfig, Limits};
+use crate::container::ContainerDeployer;
 
 /// Builds the runtime configuration (cache directory, limits) from the host configuration.
 pub fn runtime_config(config: &HostConfig) -> anyhow::Result<RuntimeConfig> {
@@ -43,25 +44,66 @@ fn to_runtime_limits(l: Limits) -> plugin_runtime::Limits {
     }
 }
 
-/// The deployers compiled into the host for `config` (none yet: the native container deployer
-/// registers here).
-pub fn native_deployers(config: &HostConfig) -> Vec<Arc<dyn DeployerPlugin>> {
-    let _ = config;
-    Vec::new()
+/// The clusters a host talks to: the one holding DeployItems (Landscaper's) and the one it runs
+/// in (where the container deployer starts pods). The same cluster unless fenced.
+#[derive(Clone)]
+pub struct Clusters {
+    pub landscaper: kube::Client,
+    pub host: kube::Client,
+}
+
+impl Clusters {
+    /// One cluster for both.
+    pub fn single(client: kube::Client) -> Self {
+        Clusters {
+            landscaper: client.clone(),
+            host: client,
+        }
+    }
+}
+
+/// The deployers compiled into the host: the container deployer, unless `container.enabled`
+/// is false.
+pub fn native_deployers(
+    config: &HostConfig,
+    clusters: &Clusters,
+) -> anyhow::Result<Vec<Arc<ContainerDeployer>>> {
+    if !config.container.enabled() {
+        return Ok(Vec::new());
+    }
+    let settings = config
+        .container
+        .settings(config.identity.as_deref().unwrap_or_default())?;
+    Ok(vec![Arc::new(ContainerDeployer::new(
+        settings,
+        clusters.host.clone(),
+        clusters.landscaper.clone(),
+    ))])
 }
 
 /// Loads the host's native deployers and every plugin of the configured directory into a
-/// registry.
-pub async fn load(config: &HostConfig) -> anyhow::Result<Arc<PluginRegistry>> {
-    load_all(config, &[config.plugins_dir()], native_deployers(config)).await
+/// registry; also returns the native container deployer (its garbage collector runs beside the
+/// controller).
+pub async fn load(
+    config: &HostConfig,
+    clusters: &Clusters,
+) -> anyhow::Result<(Arc<PluginRegistry>, Option<Arc<ContainerDeployer>>)> {
+    load_dirs(config, clusters, &[config.plugins_dir()]).await
 }
 
-/// Loads every plugin of several directories into one registry (tests add test-only plugins).
+/// Like [`load`], from several directories (tests add test-only plugins).
 pub async fn load_dirs(
     config: &HostConfig,
+    clusters: &Clusters,
     dirs: &[std::path::PathBuf],
-) -> anyhow::Result<Arc<PluginRegistry>> {
-    load_all(config, dirs, native_deployers(config)).await
+) -> anyhow::Result<(Arc<PluginRegistry>, Option<Arc<ContainerDeployer>>)> {
+    let natives = native_deployers(config, clusters)?;
+    let container = natives.first().cloned();
+    let natives = natives
+        .into_iter()
+        .map(|d| d as Arc<dyn DeployerPlugin>)
+        .collect();
+    Ok((load_all(config, dirs, natives).await?, container))
 }
 
 /// One registry of `native` deployers and the plugins of `dirs`; a type claimed twice (by any

@@ -95,6 +95,8 @@ pub struct Harness {
     pub target_clients: TargetClients,
     /// Hook calls, in order (only with `Options::record_hooks`).
     pub hook_calls: Arc<Mutex<Vec<HookCall>>>,
+    /// The native container deployer (unless `container.enabled: false`).
+    pub container: Option<Arc<deployer_host::container::ContainerDeployer>>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -204,7 +206,17 @@ impl Harness {
         if options.test_plugins {
             dirs.push(test_plugins_dir());
         }
-        let natives = std::mem::take(&mut options.native_deployers);
+        let mut natives = std::mem::take(&mut options.native_deployers);
+        let container = deployer_host::plugins::native_deployers(
+            &options.config,
+            &deployer_host::plugins::Clusters::single(env.client.clone()),
+        )
+        .expect("container deployer settings")
+        .into_iter()
+        .next();
+        if let Some(c) = &container {
+            natives.push(c.clone());
+        }
         let mut registry = deployer_host::plugins::load_all(&options.config, &dirs, natives)
             .await
             .expect("loading plugins");
@@ -267,6 +279,7 @@ impl Harness {
             target_kubeconfig: env.target_kubeconfig,
             target_clients,
             hook_calls,
+            container,
             stop,
             tasks,
         }

@@ -203,7 +203,8 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let url = format!("http://{}", listener.local_addr()?);
     let env = DevEnvironment::bootstrap(server.clone(), &url).await?;
 
-    let registry = plugins::load(&config).await?;
+    let (registry, container) =
+        plugins::load(&config, &plugins::Clusters::single(env.client.clone())).await?;
     let config = with_dev_hooks(config, &registry);
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
@@ -239,6 +240,15 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         config.workers(),
         stopped(),
     ));
+    let collector = container.map(|c| {
+        let gc = c.garbage_collector();
+        let interval = c.settings().gc_interval;
+        tokio::spawn(async move {
+            if let Some(interval) = interval {
+                gc.run(interval, std::future::pending()).await
+            }
+        })
+    });
     let simulator = options
         .simulate_landscaper
         .then(|| tokio::spawn(landscaper::run(env.client.clone())));
@@ -258,6 +268,9 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let _ = stop_tx.send(true);
     if let Some(sim) = simulator {
         sim.abort();
+    }
+    if let Some(gc) = collector {
+        gc.abort();
     }
     let _ = controller_task.await;
     serve.await??;
