@@ -72,6 +72,11 @@ enum Command {
         /// StatefulSets, DaemonSets, ReplicaSets get the status readiness checks look for).
         #[arg(long, env = "DEV_NO_SIMULATE_WORKLOADS")]
         no_simulate_workloads: bool,
+        /// Run the container deployer's pods as local processes (init and wait are this
+        /// binary; main runs its command on this machine, the image is ignored: trusted items
+        /// only).
+        #[arg(long, env = "DEV_RUN_PODS")]
+        run_pods: bool,
         #[command(flatten)]
         faults: FaultArgs,
     },
@@ -216,6 +221,7 @@ async fn main() -> anyhow::Result<()> {
             no_landscaper,
             apply,
             no_simulate_workloads,
+            run_pods,
             faults,
         } => {
             let config = load_config(config.as_ref(), plugins)?;
@@ -228,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
                     apply,
                     simulate_workloads: !no_simulate_workloads,
                     faults: faults.config()?,
+                    run_pods,
                 },
                 config,
             )

@@ -24,6 +24,10 @@
 //! * **Job**: `succeeded` = completions, `Complete` condition, start and
 //!   completion times.
 //!
+//! Pods with `restartPolicy: Never` are left alone: they run to an end only a
+//! real kubelet knows (the container deployer's pods; `deployer-host dev
+//! --run-pods` runs those as processes).
+//!
 //! No Pods or ReplicaSets are created; counts use zero-omitted fields, as the
 //! real controllers write them. Objects being deleted are left alone.
 
@@ -99,6 +103,7 @@ pub fn desired_status(rt: &ResourceType, obj: &Value) -> Option<Value> {
     let spec = obj.get("spec").cloned().unwrap_or(json!({}));
     let replicas = int(spec.get("replicas"), 1);
     let mut st = match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Pod") if spec.get("restartPolicy") == Some(&json!("Never")) => return None,
         ("", "Pod") => {
             let start = keep(old, "startTime", &t);
             let statuses: Vec<Value> = spec

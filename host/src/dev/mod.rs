@@ -5,6 +5,7 @@
 //! points at the server itself and a Context `default`, loads the plugins, runs the controller
 //! and — unless switched off — plays Landscaper's side of the job protocol ([`landscaper`]).
 
+pub mod kubelet;
 pub mod landscaper;
 
 use std::net::SocketAddr;
@@ -45,6 +46,8 @@ pub struct DevOptions {
     pub simulate_workloads: bool,
     /// Faults the embedded API server injects (none by default).
     pub faults: embedded_apiserver::FaultConfig,
+    /// Run the container deployer's pods as local processes ([`kubelet::ProcessKubelet`]).
+    pub run_pods: bool,
 }
 
 /// A running dev environment (also used by tests, which skip the HTTP listener).
@@ -240,6 +243,19 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         config.workers(),
         stopped(),
     ));
+    let process_kubelet = match (&container, options.run_pods) {
+        (Some(c), true) => Some(tokio::spawn(
+            kubelet::ProcessKubelet {
+                client: env.client.clone(),
+                namespace: c.settings().namespace.clone(),
+                kubeconfig: std::path::absolute(&options.kubeconfig_out)?,
+                binary: std::env::current_exe()?,
+                work_dir: std::env::temp_dir().join("deployer-host-pods"),
+            }
+            .run(std::future::pending()),
+        )),
+        _ => None,
+    };
     let collector = container.map(|c| {
         let gc = c.garbage_collector();
         let interval = c.settings().gc_interval;
@@ -271,6 +287,9 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     }
     if let Some(gc) = collector {
         gc.abort();
+    }
+    if let Some(k) = process_kubelet {
+        k.abort();
     }
     let _ = controller_task.await;
     serve.await??;

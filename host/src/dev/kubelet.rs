@@ -1,0 +1,302 @@
+//! A process kubelet for the container deployer's pods, without a container runtime: each
+//! container of a pod runs as a local process whose file system is a directory, and the pod's
+//! status is written back through the API as a kubelet would write it. Tests use it to drive
+//! pods end to end on any API server; `deployer-host dev --run-pods` uses it to run container
+//! DeployItems on a laptop.
+//!
+//! What it does, per pod of its namespace (once):
+//! - Secret volumes are written to `<pod dir><mountPath>/<key>`; every environment value under
+//!   `/data/ls` or `/var/run/secrets` is moved below the pod directory; `fieldRef`s
+//!   `metadata.name|namespace` are resolved; `KUBECONFIG` points at the given kubeconfig.
+//! - A command whose first word is `deployer-host` runs this host's binary (init and wait);
+//!   any other command runs as given (`sh -c ...`). **The image is not pulled or used**: an
+//!   image whose reference contains `unpullable` ends in `ErrImagePull` instead, to exercise
+//!   that path.
+//! - init runs first; then main and wait run side by side; exit code 137 is reported as
+//!   `OOMKilled`; `activeDeadlineSeconds` kills main and fails the pod with `DeadlineExceeded`;
+//!   the termination message is the termination log, else the tail of stderr
+//!   (`FallbackToLogsOnError`).
+//!
+//! Not a sandbox: main runs with the user's rights. Use it only with items you trust.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// Runs the pods of one namespace as processes.
+#[derive(Clone)]
+pub struct ProcessKubelet {
+    pub client: Client,
+    pub namespace: String,
+    /// Kubeconfig file the init and wait processes use (`KUBECONFIG`).
+    pub kubeconfig: PathBuf,
+    /// The `deployer-host` binary.
+    pub binary: PathBuf,
+    /// Where each pod gets its directory.
+    pub work_dir: PathBuf,
+}
+
+/// One container's end.
+struct Exit {
+    code: i32,
+    message: String,
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn terminated(name: &str, image: &str, exit: &Exit) -> Value {
+    let reason = match exit.code {
+        0 => "Completed",
+        137 => "OOMKilled",
+        _ => "Error",
+    };
+    let mut t = json!({"exitCode": exit.code, "reason": reason, "startedAt": now(), "finishedAt": now()});
+    if !exit.message.is_empty() {
+        t["message"] = json!(exit.message);
+    }
+    json!({"name": name, "image": image, "imageID": format!("process://{image}"), "ready": false,
+           "restartCount": 0, "state": {"terminated": t}})
+}
+
+fn running(name: &str, image: &str) -> Value {
+    json!({"name": name, "image": image, "imageID": format!("process://{image}"), "ready": true,
+           "restartCount": 0, "started": true, "state": {"running": {"startedAt": now()}}})
+}
+
+fn waiting(name: &str, image: &str, reason: &str, message: &str) -> Value {
+    json!({"name": name, "image": image, "imageID": "", "ready": false, "restartCount": 0,
+           "state": {"waiting": {"reason": reason, "message": message}}})
+}
+
+impl ProcessKubelet {
+    /// Runs until `stop` resolves: every new pod of the namespace is started once.
+    pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        let mut started = BTreeSet::new();
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                for pod in list.items {
+                    let uid = pod.uid().unwrap_or_default();
+                    let fresh = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_none_or(|p| p == "Pending")
+                        && pod.metadata.deletion_timestamp.is_none();
+                    if fresh && started.insert(uid) {
+                        let me = self.clone();
+                        tokio::spawn(async move {
+                            let name = pod.name_any();
+                            if let Err(e) = me.run_pod(pod).await {
+                                tracing::warn!(pod = %name, error = %e, "process kubelet: pod run failed");
+                            }
+                        });
+                    }
+                }
+            }
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    }
+
+    async fn set_status(&self, pod: &str, status: Value) -> kube::Result<()> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
+            .await
+            .map(|_| ())
+    }
+
+    async fn run_pod(&self, pod: Pod) -> anyhow::Result<()> {
+        let name = pod.name_any();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let root = self.work_dir.join(&name);
+        std::fs::create_dir_all(&root)?;
+        let inits = spec.init_containers.clone().unwrap_or_default();
+        let mains = spec.containers.clone();
+        let image = |c: &Container| c.image.clone().unwrap_or_default();
+
+        if let Some(c) = inits.iter().chain(&mains).find(|c| image(c).contains("unpullable")) {
+            let mut statuses: Vec<Value> = mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect();
+            let failing = waiting(&c.name, &image(c), "ErrImagePull", &format!("rpc error: pull access denied for {}, repository does not exist", image(c)));
+            let in_init = inits.iter().any(|i| i.name == c.name);
+            if !in_init {
+                statuses.retain(|s| s["name"] != c.name.as_str());
+                statuses.push(failing.clone());
+            }
+            let mut status = json!({"phase": "Pending", "containerStatuses": statuses});
+            if in_init {
+                status["initContainerStatuses"] = json!([failing]);
+            }
+            self.set_status(&name, status).await?;
+            return Ok(());
+        }
+
+        self.write_secret_volumes(&pod, &root).await?;
+        let mut init_statuses = Vec::new();
+        for c in &inits {
+            self.set_status(&name, json!({"phase": "Pending", "startTime": now(),
+                "initContainerStatuses": [running(&c.name, &image(c))],
+                "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
+                .await?;
+            let exit = self.run_container(&pod, c, &root, None).await?;
+            init_statuses.push(terminated(&c.name, &image(c), &exit));
+            if exit.code != 0 {
+                self.set_status(&name, json!({"phase": "Failed", "initContainerStatuses": init_statuses,
+                    "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
+                    .await?;
+                return Ok(());
+            }
+        }
+        self.set_status(&name, json!({"phase": "Running", "initContainerStatuses": init_statuses,
+            "containerStatuses": mains.iter().map(|m| running(&m.name, &image(m))).collect::<Vec<_>>()}))
+            .await?;
+
+        // main with the pod's deadline; the others (wait) beside it.
+        let deadline = spec.active_deadline_seconds.map(|s| Duration::from_secs(s.max(1) as u64));
+        let mut exits: BTreeMap<String, Exit> = BTreeMap::new();
+        let mut sidecars = Vec::new();
+        for c in mains.iter().filter(|c| c.name != "main") {
+            let me = self.clone();
+            let (pod, c, root) = (pod.clone(), c.clone(), root.clone());
+            sidecars.push(tokio::spawn(async move {
+                let exit = me.run_container(&pod, &c, &root, None).await;
+                (c.name.clone(), exit)
+            }));
+        }
+        let mut deadline_exceeded = false;
+        if let Some(main) = mains.iter().find(|c| c.name == "main") {
+            let mut exit = self.run_container(&pod, main, &root, deadline).await?;
+            deadline_exceeded = exit.code == -1;
+            if deadline_exceeded {
+                exit.code = 137;
+            }
+            exits.insert("main".into(), exit);
+            let statuses: Vec<Value> = mains
+                .iter()
+                .map(|m| match exits.get(&m.name) {
+                    Some(e) => terminated(&m.name, &image(m), e),
+                    None => running(&m.name, &image(m)),
+                })
+                .collect();
+            self.set_status(&name, json!({"phase": "Running", "initContainerStatuses": init_statuses, "containerStatuses": statuses}))
+                .await?;
+        }
+        for s in sidecars {
+            let (n, exit) = s.await?;
+            exits.insert(n, exit?);
+        }
+        let failed = exits.values().any(|e| e.code != 0);
+        let statuses: Vec<Value> = mains.iter().filter_map(|m| exits.get(&m.name).map(|e| terminated(&m.name, &image(m), e))).collect();
+        let mut status = json!({"phase": if failed { "Failed" } else { "Succeeded" },
+            "initContainerStatuses": init_statuses, "containerStatuses": statuses});
+        if deadline_exceeded {
+            status["reason"] = json!("DeadlineExceeded");
+            status["message"] = json!(format!("Pod was active on the node longer than the specified deadline"));
+        }
+        self.set_status(&name, status).await?;
+        Ok(())
+    }
+
+    /// Writes every Secret volume into the pod directory at its mount paths.
+    async fn write_secret_volumes(&self, pod: &Pod, root: &Path) -> anyhow::Result<()> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut mounts: BTreeMap<String, String> = BTreeMap::new();
+        for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
+            for m in c.volume_mounts.iter().flatten() {
+                mounts.insert(m.name.clone(), m.mount_path.clone());
+            }
+        }
+        for v in spec.volumes.iter().flatten() {
+            let (Some(secret), Some(path)) = (&v.secret, mounts.get(&v.name)) else {
+                continue;
+            };
+            let name = secret.secret_name.clone().unwrap_or_default();
+            let data = secrets.get(&name).await?.data.unwrap_or_default();
+            let dir = root.join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(&dir)?;
+            for (k, v) in data {
+                std::fs::write(dir.join(k), v.0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one container as a process; exit code -1 = killed at `deadline`.
+    async fn run_container(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        root: &Path,
+        deadline: Option<Duration>,
+    ) -> anyhow::Result<Exit> {
+        let mut argv: Vec<String> = c.command.clone().unwrap_or_default();
+        argv.extend(c.args.clone().unwrap_or_default());
+        if argv.is_empty() {
+            anyhow::bail!("container {} has no command (images are not run)", c.name);
+        }
+        let program = if argv[0] == "deployer-host" { self.binary.clone() } else { PathBuf::from(&argv[0]) };
+        let remap = |v: &str| {
+            if v.starts_with("/data/ls") || v.starts_with("/var/run/secrets") {
+                root.join(v.trim_start_matches('/')).display().to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        let termination_log = root.join(format!("{}.termination-log", c.name));
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&argv[1..])
+            .current_dir(root)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("TERMINATION_LOG", &termination_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for e in c.env.iter().flatten() {
+            let value = match (&e.value, &e.value_from) {
+                (Some(v), _) => remap(v),
+                (None, Some(from)) => match from.field_ref.as_ref().map(|f| f.field_path.as_str()) {
+                    Some("metadata.name") => pod.name_any(),
+                    Some("metadata.namespace") => pod.namespace().unwrap_or_default(),
+                    _ => String::new(),
+                },
+                _ => String::new(),
+            };
+            cmd.env(&e.name, value);
+        }
+        let child = cmd.spawn()?;
+        let output = match deadline {
+            None => child.wait_with_output().await?,
+            Some(d) => match tokio::time::timeout(d, child.wait_with_output()).await {
+                Ok(out) => out?,
+                Err(_) => return Ok(Exit { code: -1, message: "killed at the pod's activeDeadlineSeconds".into() }),
+            },
+        };
+        let code = output.status.code().unwrap_or_else(|| {
+            use std::os::unix::process::ExitStatusExt;
+            128 + output.status.signal().unwrap_or(9)
+        });
+        let mut message = std::fs::read_to_string(&termination_log).unwrap_or_default();
+        if message.is_empty() && code != 0 {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(10).collect();
+            message = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+        }
+        let log = root.join(format!("{}.log", c.name));
+        let _ = std::fs::write(log, [output.stdout, output.stderr].concat());
+        Ok(Exit { code, message })
+    }
+}

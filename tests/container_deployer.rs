@@ -1,0 +1,479 @@
+//! The container deployer, natively in the host: a DeployItem of type
+//! `landscaper.gardener.cloud/container` runs as a Pod in the host cluster. Its pods are run by
+//! the process kubelet (`deployer_host::dev::kubelet`): init and wait are the real
+//! `deployer-host container init|wait` processes talking to the API server, main runs the
+//! item's `sh -c` script with the pod's environment — so every story proves the whole round
+//! trip: item → Secrets → pod → files → program → state and exports → DeployItem status.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use deployer_host::config::HostConfig;
+use deployer_host::container::pod::{self, paths};
+use deployer_host::dev::kubelet::ProcessKubelet;
+use deployer_host::landscaper::{DeployItem, Phase, codes};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::Role;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::{Harness, Options};
+
+/// Where the pods run.
+const HOST_NS: &str = "container-host";
+
+struct Story {
+    h: Harness,
+    /// Pod directories and the kubeconfig of the init/wait processes.
+    dir: tempfile::TempDir,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Drop for Story {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn config() -> HostConfig {
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.container = serde_yaml::from_str(&format!(
+        "namespace: {HOST_NS}\nhostImage: deployer-host:test\npollInterval: 200ms\nwaitPollInterval: 100ms\n"
+    ))
+    .unwrap();
+    config
+}
+
+/// A harness with the container deployer and a process kubelet on `container-host`.
+async fn story() -> Story {
+    let h = Harness::start_with(Options {
+        config: config(),
+        ..Options::default()
+    })
+    .await;
+    let namespaces: Api<Namespace> = Api::all(h.client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": HOST_NS}})).unwrap(),
+        )
+        .await
+        .expect("namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    // The init and wait processes need the API server on a socket.
+    let kubeconfig = match (&h.server, &h.real) {
+        (Some(server), _) => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let server = server.clone();
+            let until = stopped();
+            tokio::spawn(async move { server.serve(listener, until).await });
+            embedded_apiserver::ApiServer::kubeconfig_yaml(&url)
+        }
+        (None, Some(real)) => real.kubeconfig.clone(),
+        _ => unreachable!(),
+    };
+    let kubeconfig_path = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig_path, kubeconfig).unwrap();
+    let kubelet = ProcessKubelet {
+        client: h.client.clone(),
+        namespace: HOST_NS.into(),
+        kubeconfig: kubeconfig_path,
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_deployer-host")),
+        work_dir: dir.path().join("pods"),
+    };
+    tokio::spawn(kubelet.run(stopped()));
+    Story { h, dir, stop }
+}
+
+/// A container item whose main container runs `script` with `sh -c`.
+fn item(name: &str, script: &str, extra: Value) -> String {
+    let mut config = json!({
+        "apiVersion": "container.deployer.landscaper.gardener.cloud/v1alpha1",
+        "kind": "ProviderConfiguration",
+        "image": "alpine:3.19",
+        "command": ["sh", "-c", script],
+    });
+    for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+        config[k] = v;
+    }
+    serde_json::to_string(&json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "DeployItem",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "type": "landscaper.gardener.cloud/container",
+            "target": {"name": "default", "namespace": "default"},
+            "config": config,
+        },
+    }))
+    .unwrap()
+}
+
+/// Writes the imports, the operation, the Target and a state counter it keeps as exports.
+const ECHO: &str = r#"set -e
+n=$(cat "$STATE_PATH/counter" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$STATE_PATH/counter"
+mkdir -p "$(dirname "$EXPORTS_PATH")"
+printf '{"imports": %s, "operation": "%s", "runs": %s, "targetType": "%s"}' \
+  "$(cat "$IMPORTS_PATH")" "$OPERATION" "$n" \
+  "$(sed -n 's/.*"type":"\([^"]*\)".*/\1/p' "$TARGET_PATH")" > "$EXPORTS_PATH"
+"#;
+
+async fn exports(h: &Harness, item: &DeployItem) -> Value {
+    let r = item
+        .status()
+        .export_ref
+        .expect("exportRef is set after a successful run");
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
+    let s = secrets.get(&r.name).await.expect("export Secret");
+    serde_json::from_slice(&s.data.unwrap()["config"].0).unwrap()
+}
+
+async fn host_pods(h: &Harness, item: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), HOST_NS);
+    pods.list(&ListParams::default().labels(&format!("{}={item}", pod::LABEL_ITEM_NAME)))
+        .await
+        .unwrap()
+        .items
+}
+
+async fn host_secrets(h: &Harness, item: &str) -> Vec<Secret> {
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), HOST_NS);
+    secrets
+        .list(&ListParams::default().labels(&format!("{}={item}", pod::LABEL_ITEM_NAME)))
+        .await
+        .unwrap()
+        .items
+}
+
+async fn finished(h: &Harness, name: &str) -> DeployItem {
+    h.wait_for("default", name, Duration::from_secs(60), |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    })
+    .await
+}
+
+fn provider_status(item: &DeployItem) -> Value {
+    item.status().provider_status.unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_container_item_when_reconciled_then_its_program_sees_the_inputs_and_its_exports_come_back() {
+    let s = story().await;
+    let h = &s.h;
+    h.create_item(&item("echo", ECHO, json!({"importValues": {"greeting": "hello"}})))
+        .await;
+    let done = finished(h, "echo").await;
+    assert_eq!(done.status().phase, Phase::Succeeded, "{:?}", done.status());
+    let out = exports(h, &done).await;
+    assert_eq!(out["imports"], json!({"greeting": "hello"}));
+    assert_eq!(out["operation"], "RECONCILE");
+    assert_eq!(out["runs"], 1);
+    assert_eq!(out["targetType"], "landscaper.gardener.cloud/kubernetes-cluster");
+    let ps = provider_status(&done);
+    assert_eq!(ps["apiVersion"], "container.deployer.landscaper.gardener.cloud/v1alpha1");
+    assert_eq!(ps["lastOperation"], "RECONCILE");
+    assert_eq!(ps["podStatus"]["phase"], "Succeeded");
+    assert_eq!(ps["podStatus"]["lastSuccessfulJobID"], done.status().job_id.as_str());
+    assert_eq!(ps["podStatus"]["containerStatus"]["exitCode"], 0);
+
+    // The pod as the API server has it: Landscaper's contract.
+    let pods = host_pods(h, "echo").await;
+    assert_eq!(pods.len(), 1, "the finished pod is kept (keepPods 1)");
+    let p = serde_json::to_value(&pods[0]).unwrap();
+    assert_eq!(ps["podStatus"]["podName"], p["metadata"]["name"]);
+    let spec = &p["spec"];
+    assert_eq!(spec["securityContext"]["runAsUser"], 1000);
+    assert_eq!(spec["securityContext"]["runAsGroup"], 3000);
+    assert_eq!(spec["securityContext"]["fsGroup"], 2000);
+    assert_eq!(spec["restartPolicy"], "Never");
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["initContainers"][0]["image"], "deployer-host:test");
+    assert_eq!(spec["containers"][1]["command"], json!(["deployer-host", "container", "wait"]));
+    let main_env: Vec<String> = spec["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    for var in ["OPERATION", "IMPORTS_PATH", "EXPORTS_PATH", "TARGET_PATH", "STATE_PATH", "COMPONENT_DESCRIPTOR_PATH", "CONTENT_PATH", "POD_NAME", "POD_NAMESPACE"] {
+        assert!(main_env.contains(&var.to_string()), "main lacks {var}: {main_env:?}");
+    }
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"],
+        json!([{"name": "shared-volume", "mountPath": paths::SHARED}]),
+        "the user's container gets no credentials"
+    );
+    assert!(spec["activeDeadlineSeconds"].as_i64().is_some_and(|s| s > 0 && s <= 600));
+    // The runner's RBAC: Secrets and its own pod, in the host namespace only.
+    let role: Api<Role> = Api::namespaced(h.client.clone(), HOST_NS);
+    let role = role.get("default-echo-runner").await.expect("runner Role");
+    let rules = serde_json::to_value(role.rules).unwrap();
+    assert_eq!(rules[1], json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}));
+    let sa: Api<ServiceAccount> = Api::namespaced(h.client.clone(), HOST_NS);
+    sa.get("default-echo-runner").await.expect("runner ServiceAccount");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_finished_item_when_its_config_changes_then_the_next_pod_starts_from_the_last_state() {
+    let s = story().await;
+    let h = &s.h;
+    h.create_item(&item("stateful", ECHO, json!({"importValues": {"v": 1}})))
+        .await;
+    let first = finished(h, "stateful").await;
+    assert_eq!(exports(h, &first).await["runs"], 1);
+
+    let items = h.items("default");
+    let patch = json!({"spec": {"config": {"importValues": {"v": 2}}}});
+    items
+        .patch("stateful", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let second = h
+        .wait_for("default", "stateful", Duration::from_secs(60), |i| {
+            let s = i.status();
+            s.job_id != first.status().job_id && s.job_id == s.job_id_finished
+        })
+        .await;
+    assert_eq!(second.status().phase, Phase::Succeeded, "{:?}", second.status());
+    let out = exports(h, &second).await;
+    assert_eq!(out["runs"], 2, "the state directory of run 1 was restored for run 2");
+    assert_eq!(out["imports"], json!({"v": 2}));
+    // One state backup (the newest), one kept pod (the newest).
+    let state: Vec<_> = host_secrets(h, "stateful")
+        .await
+        .into_iter()
+        .filter(|s| s.metadata.labels.as_ref().unwrap()[pod::LABEL_TYPE] == "state")
+        .collect();
+    assert_eq!(state.len(), 1, "older state backups are removed");
+    let pods = host_pods(h, "stateful").await;
+    assert_eq!(pods.len(), 1, "only the newest finished pod is kept");
+    assert_eq!(
+        pods[0].metadata.labels.as_ref().unwrap()[pod::LABEL_JOB_ID],
+        second.status().job_id
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_programs_that_crash_or_run_out_of_memory_then_the_item_fails_with_the_containers_message() {
+    let s = story().await;
+    let h = &s.h;
+    h.create_item(&item("crash", "echo 'cannot reach the database' >&2; exit 3", json!({})))
+        .await;
+    h.create_item(&item("oom", "exit 137", json!({}))).await;
+    let crash = finished(h, "crash").await;
+    let st = crash.status();
+    assert_eq!(st.phase, Phase::Failed);
+    let err = st.last_error.expect("lastError");
+    assert!(err.codes.iter().any(|c| c == codes::INTERNAL_PROBLEM), "{err:?}");
+    assert_eq!(err.reason, "RunMainContainer");
+    assert!(err.message.contains("exited with code 3"), "{}", err.message);
+    assert!(err.message.contains("cannot reach the database"), "{}", err.message);
+    let ps = provider_status(&crash);
+    assert_eq!(ps["podStatus"]["phase"], "Failed");
+    assert_eq!(ps["podStatus"]["containerStatus"]["exitCode"], 3);
+
+    let oom = finished(h, "oom").await;
+    assert_eq!(oom.status().phase, Phase::Failed);
+    let err = oom.status().last_error.unwrap();
+    assert!(err.message.contains("(OOMKilled)"), "{}", err.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wrong() {
+    let s = story().await;
+    let h = &s.h;
+    // An image that cannot be pulled.
+    let mut unpullable = item("unpullable", "true", json!({}));
+    unpullable = unpullable.replace("alpine:3.19", "registry.invalid/unpullable:1");
+    h.create_item(&unpullable).await;
+    // A configuration Landscaper's validation refuses, and one we cannot serve yet.
+    h.create_item(&item("no-ns", "true", json!({"registryPullSecrets": [{"name": "creds"}]})))
+        .await;
+    h.create_item(&item("cd-ref", "true", json!({"componentDescriptor": {"ref": {"componentName": "x", "version": "1"}}})))
+        .await;
+
+    let pulled = finished(h, "unpullable").await;
+    let err = pulled.status().last_error.unwrap();
+    assert_eq!(pulled.status().phase, Phase::Failed);
+    assert!(err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{err:?}");
+    assert_eq!(err.reason, "ErrImagePull");
+    assert!(err.message.contains("registry.invalid/unpullable:1"), "{}", err.message);
+    h.wait_for("default", "unpullable", Duration::from_secs(10), |_| true).await;
+    let left: Vec<_> = host_pods(h, "unpullable").await;
+    assert!(
+        left.iter().all(|p| p.metadata.deletion_timestamp.is_some()),
+        "a pod that can never start is removed"
+    );
+
+    for (name, needle) in [
+        ("no-ns", "spec.config.registryPullSecrets[0].namespace"),
+        ("cd-ref", "not supported yet"),
+    ] {
+        let i = finished(h, name).await;
+        assert_eq!(i.status().phase, Phase::Failed);
+        let err = i.status().last_error.unwrap();
+        assert!(err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{err:?}");
+        assert!(err.message.contains(needle), "{name}: {}", err.message);
+        assert!(host_pods(h, name).await.is_empty(), "{name}: no pod for a broken item");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_deployed_item_when_deleted_then_a_delete_pod_runs_and_every_host_object_goes() {
+    let s = story().await;
+    let h = &s.h;
+    let marker = s.dir.path().join("deleted-with");
+    let script = format!(
+        "{ECHO}\nif [ \"$OPERATION\" = DELETE ]; then cat \"$IMPORTS_PATH\" > {}; fi",
+        marker.display()
+    );
+    h.create_item(&item("removable", &script, json!({"importValues": {"db": "orders"}})))
+        .await;
+    let done = finished(h, "removable").await;
+    assert_eq!(done.status().phase, Phase::Succeeded);
+    assert!(!host_secrets(h, "removable").await.is_empty());
+
+    h.items("default")
+        .delete("removable", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.wait_gone("default", "removable", Duration::from_secs(60)).await;
+    let seen: Value = serde_json::from_slice(&std::fs::read(&marker).expect(
+        "the user's program ran with OPERATION=DELETE before the item went",
+    ))
+    .unwrap();
+    assert_eq!(seen, json!({"db": "orders"}));
+    assert!(host_pods(h, "removable").await.is_empty(), "pods removed");
+    assert!(host_secrets(h, "removable").await.is_empty(), "config, target, export and state Secrets removed");
+    let sa: Api<ServiceAccount> = Api::namespaced(h.client.clone(), HOST_NS);
+    assert!(sa.get_opt("default-removable-runner").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_delete_pod_that_fails_then_the_item_stays_until_force_cleanup() {
+    let s = story().await;
+    let h = &s.h;
+    let script = "if [ \"$OPERATION\" = DELETE ]; then echo 'refusing to delete' >&2; exit 1; fi";
+    h.create_item(&item("sticky", script, json!({}))).await;
+    let done = finished(h, "sticky").await;
+    assert_eq!(done.status().phase, Phase::Succeeded);
+
+    let items = h.items("default");
+    items.delete("sticky", &DeleteParams::default()).await.unwrap();
+    let failed = h
+        .wait_for("default", "sticky", Duration::from_secs(60), |i| {
+            i.status().phase == Phase::DeleteFailed
+        })
+        .await;
+    let err = failed.status().last_error.unwrap();
+    assert!(err.message.contains("refusing to delete"), "{}", err.message);
+
+    // The user gives up on the DELETE run: force-cleanup, and a new job (as Landscaper issues
+    // on a retry).
+    let patch = json!({"metadata": {"annotations": {pod::FORCE_CLEANUP: "true"}}});
+    items
+        .patch("sticky", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let retry = json!({"status": {"jobID": "retry-after-force-cleanup"}});
+    items
+        .patch_status("sticky", &PatchParams::default(), &Patch::Merge(&retry))
+        .await
+        .unwrap();
+    h.wait_gone("default", "sticky", Duration::from_secs(60)).await;
+    assert!(host_pods(h, "sticky").await.is_empty());
+    assert!(host_secrets(h, "sticky").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_program_that_outlives_the_items_timeout_then_the_job_fails_with_err_timeout() {
+    let s = story().await;
+    let h = &s.h;
+    let slow = item("slow", "sleep 60", json!({})).replace(
+        "\"type\":\"landscaper.gardener.cloud/container\"",
+        "\"type\":\"landscaper.gardener.cloud/container\",\"timeout\":\"3s\"",
+    );
+    assert!(slow.contains("\"timeout\":\"3s\""));
+    h.create_item(&slow).await;
+    let done = finished(h, "slow").await;
+    assert_eq!(done.status().phase, Phase::Failed);
+    let err = done.status().last_error.unwrap();
+    assert!(err.codes.iter().any(|c| c == codes::TIMEOUT), "{err:?}");
+    // The pod got the job's remaining time as its deadline, so it does not run on.
+    let pods = host_pods(h, "slow").await;
+    let deadline = pods[0].spec.as_ref().unwrap().active_deadline_seconds.unwrap();
+    assert!((1..=3).contains(&deadline), "activeDeadlineSeconds {deadline}");
+    let pods_api: Api<Pod> = Api::namespaced(h.client.clone(), HOST_NS);
+    let name = pods[0].metadata.name.clone().unwrap();
+    let mut phase = String::new();
+    for _ in 0..100 {
+        let p = pods_api.get(&name).await.unwrap();
+        phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+        if phase == "Failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(phase, "Failed", "the kubelet stopped the pod at its deadline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_objects_of_a_vanished_item_and_old_pods_then_the_garbage_collector_removes_them() {
+    let s = story().await;
+    let h = &s.h;
+    h.create_item(&item("kept", ECHO, json!({"importValues": {}}))).await;
+    finished(h, "kept").await;
+    // Left-overs of an item that no longer exists (e.g. deleted with delete-without-uninstall).
+    let key = pod::ItemKey {
+        namespace: "default".into(),
+        name: "ghost".into(),
+    };
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), HOST_NS);
+    let mut ghost: Secret = serde_json::from_value(json!({"metadata": {"name": key.config_secret()}})).unwrap();
+    ghost.metadata.labels = Some(key.labels(""));
+    ghost.metadata.annotations = Some(key.annotations());
+    secrets.create(&PostParams::default(), &ghost).await.unwrap();
+    // An older finished pod of the live item, beyond keepPods.
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), HOST_NS);
+    let mut old = host_pods(h, "kept").await.remove(0);
+    old.metadata = kube::api::ObjectMeta {
+        name: Some("kept-old".into()),
+        labels: old.metadata.labels.clone(),
+        annotations: old.metadata.annotations.clone(),
+        finalizers: Some(vec![pod::POD_FINALIZER.into()]),
+        ..Default::default()
+    };
+    let status = old.status.take();
+    let created = pods.create(&PostParams::default(), &old).await.unwrap();
+    pods.patch_status(
+        "kept-old",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": status})),
+    )
+    .await
+    .unwrap();
+    let newest_first = host_pods(h, "kept").await;
+    assert_eq!(newest_first.len(), 2);
+    let _ = created;
+
+    let gc = h.container.as_ref().unwrap().garbage_collector();
+    let collected = gc.collect().await.unwrap();
+    assert_eq!(collected.secrets, 1, "{collected:?}");
+    assert!(secrets.get_opt(&key.config_secret()).await.unwrap().is_none());
+    let left = host_pods(h, "kept").await;
+    assert_eq!(left.len(), 1, "one finished pod per live item is kept");
+    assert!(!host_secrets(h, "kept").await.is_empty(), "a live item's Secrets stay");
+}
