@@ -92,6 +92,7 @@ async fn story() -> Story {
         kubeconfig: kubeconfig_path,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_deployer-host")),
         work_dir: dir.path().join("pods"),
+        mint_tokens: false,
     };
     tokio::spawn(kubelet.run(stopped()));
     Story { h, dir, stop }
@@ -170,23 +171,37 @@ fn provider_status(item: &DeployItem) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_container_item_when_reconciled_then_its_program_sees_the_inputs_and_its_exports_come_back() {
+async fn given_a_container_item_when_reconciled_then_its_program_sees_the_inputs_and_its_exports_come_back()
+ {
     let s = story().await;
     let h = &s.h;
-    h.create_item(&item("echo", ECHO, json!({"importValues": {"greeting": "hello"}})))
-        .await;
+    h.create_item(&item(
+        "echo",
+        ECHO,
+        json!({"importValues": {"greeting": "hello"}}),
+    ))
+    .await;
     let done = finished(h, "echo").await;
     assert_eq!(done.status().phase, Phase::Succeeded, "{:?}", done.status());
     let out = exports(h, &done).await;
     assert_eq!(out["imports"], json!({"greeting": "hello"}));
     assert_eq!(out["operation"], "RECONCILE");
     assert_eq!(out["runs"], 1);
-    assert_eq!(out["targetType"], "landscaper.gardener.cloud/kubernetes-cluster");
+    assert_eq!(
+        out["targetType"],
+        "landscaper.gardener.cloud/kubernetes-cluster"
+    );
     let ps = provider_status(&done);
-    assert_eq!(ps["apiVersion"], "container.deployer.landscaper.gardener.cloud/v1alpha1");
+    assert_eq!(
+        ps["apiVersion"],
+        "container.deployer.landscaper.gardener.cloud/v1alpha1"
+    );
     assert_eq!(ps["lastOperation"], "RECONCILE");
     assert_eq!(ps["podStatus"]["phase"], "Succeeded");
-    assert_eq!(ps["podStatus"]["lastSuccessfulJobID"], done.status().job_id.as_str());
+    assert_eq!(
+        ps["podStatus"]["lastSuccessfulJobID"],
+        done.status().job_id.as_str()
+    );
     assert_eq!(ps["podStatus"]["containerStatus"]["exitCode"], 0);
 
     // The pod as the API server has it: Landscaper's contract.
@@ -201,33 +216,59 @@ async fn given_a_container_item_when_reconciled_then_its_program_sees_the_inputs
     assert_eq!(spec["restartPolicy"], "Never");
     assert_eq!(spec["automountServiceAccountToken"], false);
     assert_eq!(spec["initContainers"][0]["image"], "deployer-host:test");
-    assert_eq!(spec["containers"][1]["command"], json!(["deployer-host", "container", "wait"]));
+    assert_eq!(
+        spec["containers"][1]["command"],
+        json!(["deployer-host", "container", "wait"])
+    );
     let main_env: Vec<String> = spec["containers"][0]["env"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e["name"].as_str().unwrap().to_string())
         .collect();
-    for var in ["OPERATION", "IMPORTS_PATH", "EXPORTS_PATH", "TARGET_PATH", "STATE_PATH", "COMPONENT_DESCRIPTOR_PATH", "CONTENT_PATH", "POD_NAME", "POD_NAMESPACE"] {
-        assert!(main_env.contains(&var.to_string()), "main lacks {var}: {main_env:?}");
+    for var in [
+        "OPERATION",
+        "IMPORTS_PATH",
+        "EXPORTS_PATH",
+        "TARGET_PATH",
+        "STATE_PATH",
+        "COMPONENT_DESCRIPTOR_PATH",
+        "CONTENT_PATH",
+        "POD_NAME",
+        "POD_NAMESPACE",
+    ] {
+        assert!(
+            main_env.contains(&var.to_string()),
+            "main lacks {var}: {main_env:?}"
+        );
     }
     assert_eq!(
         spec["containers"][0]["volumeMounts"],
         json!([{"name": "shared-volume", "mountPath": paths::SHARED}]),
         "the user's container gets no credentials"
     );
-    assert!(spec["activeDeadlineSeconds"].as_i64().is_some_and(|s| s > 0 && s <= 600));
+    assert!(
+        spec["activeDeadlineSeconds"]
+            .as_i64()
+            .is_some_and(|s| s > 0 && s <= 600)
+    );
     // The runner's RBAC: Secrets and its own pod, in the host namespace only.
     let role: Api<Role> = Api::namespaced(h.client.clone(), HOST_NS);
     let role = role.get("default-echo-runner").await.expect("runner Role");
     let rules = serde_json::to_value(role.rules).unwrap();
-    assert_eq!(rules[1], json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}));
+    assert_eq!(
+        rules[1],
+        json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]})
+    );
     let sa: Api<ServiceAccount> = Api::namespaced(h.client.clone(), HOST_NS);
-    sa.get("default-echo-runner").await.expect("runner ServiceAccount");
+    sa.get("default-echo-runner")
+        .await
+        .expect("runner ServiceAccount");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_finished_item_when_its_config_changes_then_the_next_pod_starts_from_the_last_state() {
+async fn given_a_finished_item_when_its_config_changes_then_the_next_pod_starts_from_the_last_state()
+ {
     let s = story().await;
     let h = &s.h;
     h.create_item(&item("stateful", ECHO, json!({"importValues": {"v": 1}})))
@@ -247,9 +288,17 @@ async fn given_a_finished_item_when_its_config_changes_then_the_next_pod_starts_
             s.job_id != first.status().job_id && s.job_id == s.job_id_finished
         })
         .await;
-    assert_eq!(second.status().phase, Phase::Succeeded, "{:?}", second.status());
+    assert_eq!(
+        second.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        second.status()
+    );
     let out = exports(h, &second).await;
-    assert_eq!(out["runs"], 2, "the state directory of run 1 was restored for run 2");
+    assert_eq!(
+        out["runs"], 2,
+        "the state directory of run 1 was restored for run 2"
+    );
     assert_eq!(out["imports"], json!({"v": 2}));
     // One state backup (the newest), one kept pod (the newest).
     let state: Vec<_> = host_secrets(h, "stateful")
@@ -267,20 +316,36 @@ async fn given_a_finished_item_when_its_config_changes_then_the_next_pod_starts_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_programs_that_crash_or_run_out_of_memory_then_the_item_fails_with_the_containers_message() {
+async fn given_programs_that_crash_or_run_out_of_memory_then_the_item_fails_with_the_containers_message()
+ {
     let s = story().await;
     let h = &s.h;
-    h.create_item(&item("crash", "echo 'cannot reach the database' >&2; exit 3", json!({})))
-        .await;
+    h.create_item(&item(
+        "crash",
+        "echo 'cannot reach the database' >&2; exit 3",
+        json!({}),
+    ))
+    .await;
     h.create_item(&item("oom", "exit 137", json!({}))).await;
     let crash = finished(h, "crash").await;
     let st = crash.status();
     assert_eq!(st.phase, Phase::Failed);
     let err = st.last_error.expect("lastError");
-    assert!(err.codes.iter().any(|c| c == codes::INTERNAL_PROBLEM), "{err:?}");
+    assert!(
+        err.codes.iter().any(|c| c == codes::INTERNAL_PROBLEM),
+        "{err:?}"
+    );
     assert_eq!(err.reason, "RunMainContainer");
-    assert!(err.message.contains("exited with code 3"), "{}", err.message);
-    assert!(err.message.contains("cannot reach the database"), "{}", err.message);
+    assert!(
+        err.message.contains("exited with code 3"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("cannot reach the database"),
+        "{}",
+        err.message
+    );
     let ps = provider_status(&crash);
     assert_eq!(ps["podStatus"]["phase"], "Failed");
     assert_eq!(ps["podStatus"]["containerStatus"]["exitCode"], 3);
@@ -300,18 +365,34 @@ async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wr
     unpullable = unpullable.replace("alpine:3.19", "registry.invalid/unpullable:1");
     h.create_item(&unpullable).await;
     // A configuration Landscaper's validation refuses, and one we cannot serve yet.
-    h.create_item(&item("no-ns", "true", json!({"registryPullSecrets": [{"name": "creds"}]})))
-        .await;
-    h.create_item(&item("cd-ref", "true", json!({"componentDescriptor": {"ref": {"componentName": "x", "version": "1"}}})))
-        .await;
+    h.create_item(&item(
+        "no-ns",
+        "true",
+        json!({"registryPullSecrets": [{"name": "creds"}]}),
+    ))
+    .await;
+    h.create_item(&item(
+        "cd-ref",
+        "true",
+        json!({"componentDescriptor": {"ref": {"componentName": "x", "version": "1"}}}),
+    ))
+    .await;
 
     let pulled = finished(h, "unpullable").await;
     let err = pulled.status().last_error.unwrap();
     assert_eq!(pulled.status().phase, Phase::Failed);
-    assert!(err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{err:?}");
+    assert!(
+        err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{err:?}"
+    );
     assert_eq!(err.reason, "ErrImagePull");
-    assert!(err.message.contains("registry.invalid/unpullable:1"), "{}", err.message);
-    h.wait_for("default", "unpullable", Duration::from_secs(10), |_| true).await;
+    assert!(
+        err.message.contains("registry.invalid/unpullable:1"),
+        "{}",
+        err.message
+    );
+    h.wait_for("default", "unpullable", Duration::from_secs(10), |_| true)
+        .await;
     let left: Vec<_> = host_pods(h, "unpullable").await;
     assert!(
         left.iter().all(|p| p.metadata.deletion_timestamp.is_some()),
@@ -325,9 +406,15 @@ async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wr
         let i = finished(h, name).await;
         assert_eq!(i.status().phase, Phase::Failed);
         let err = i.status().last_error.unwrap();
-        assert!(err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{err:?}");
+        assert!(
+            err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+            "{err:?}"
+        );
         assert!(err.message.contains(needle), "{name}: {}", err.message);
-        assert!(host_pods(h, name).await.is_empty(), "{name}: no pod for a broken item");
+        assert!(
+            host_pods(h, name).await.is_empty(),
+            "{name}: no pod for a broken item"
+        );
     }
 }
 
@@ -340,8 +427,12 @@ async fn given_a_deployed_item_when_deleted_then_a_delete_pod_runs_and_every_hos
         "{ECHO}\nif [ \"$OPERATION\" = DELETE ]; then cat \"$IMPORTS_PATH\" > {}; fi",
         marker.display()
     );
-    h.create_item(&item("removable", &script, json!({"importValues": {"db": "orders"}})))
-        .await;
+    h.create_item(&item(
+        "removable",
+        &script,
+        json!({"importValues": {"db": "orders"}}),
+    ))
+    .await;
     let done = finished(h, "removable").await;
     assert_eq!(done.status().phase, Phase::Succeeded);
     assert!(!host_secrets(h, "removable").await.is_empty());
@@ -350,16 +441,26 @@ async fn given_a_deployed_item_when_deleted_then_a_delete_pod_runs_and_every_hos
         .delete("removable", &DeleteParams::default())
         .await
         .unwrap();
-    h.wait_gone("default", "removable", Duration::from_secs(60)).await;
-    let seen: Value = serde_json::from_slice(&std::fs::read(&marker).expect(
-        "the user's program ran with OPERATION=DELETE before the item went",
-    ))
+    h.wait_gone("default", "removable", Duration::from_secs(60))
+        .await;
+    let seen: Value = serde_json::from_slice(
+        &std::fs::read(&marker)
+            .expect("the user's program ran with OPERATION=DELETE before the item went"),
+    )
     .unwrap();
     assert_eq!(seen, json!({"db": "orders"}));
     assert!(host_pods(h, "removable").await.is_empty(), "pods removed");
-    assert!(host_secrets(h, "removable").await.is_empty(), "config, target, export and state Secrets removed");
+    assert!(
+        host_secrets(h, "removable").await.is_empty(),
+        "config, target, export and state Secrets removed"
+    );
     let sa: Api<ServiceAccount> = Api::namespaced(h.client.clone(), HOST_NS);
-    assert!(sa.get_opt("default-removable-runner").await.unwrap().is_none());
+    assert!(
+        sa.get_opt("default-removable-runner")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -372,14 +473,21 @@ async fn given_a_delete_pod_that_fails_then_the_item_stays_until_force_cleanup()
     assert_eq!(done.status().phase, Phase::Succeeded);
 
     let items = h.items("default");
-    items.delete("sticky", &DeleteParams::default()).await.unwrap();
+    items
+        .delete("sticky", &DeleteParams::default())
+        .await
+        .unwrap();
     let failed = h
         .wait_for("default", "sticky", Duration::from_secs(60), |i| {
             i.status().phase == Phase::DeleteFailed
         })
         .await;
     let err = failed.status().last_error.unwrap();
-    assert!(err.message.contains("refusing to delete"), "{}", err.message);
+    assert!(
+        err.message.contains("refusing to delete"),
+        "{}",
+        err.message
+    );
 
     // The user gives up on the DELETE run: force-cleanup, and a new job (as Landscaper issues
     // on a retry).
@@ -393,7 +501,8 @@ async fn given_a_delete_pod_that_fails_then_the_item_stays_until_force_cleanup()
         .patch_status("sticky", &PatchParams::default(), &Patch::Merge(&retry))
         .await
         .unwrap();
-    h.wait_gone("default", "sticky", Duration::from_secs(60)).await;
+    h.wait_gone("default", "sticky", Duration::from_secs(60))
+        .await;
     assert!(host_pods(h, "sticky").await.is_empty());
     assert!(host_secrets(h, "sticky").await.is_empty());
 }
@@ -414,8 +523,16 @@ async fn given_a_program_that_outlives_the_items_timeout_then_the_job_fails_with
     assert!(err.codes.iter().any(|c| c == codes::TIMEOUT), "{err:?}");
     // The pod got the job's remaining time as its deadline, so it does not run on.
     let pods = host_pods(h, "slow").await;
-    let deadline = pods[0].spec.as_ref().unwrap().active_deadline_seconds.unwrap();
-    assert!((1..=3).contains(&deadline), "activeDeadlineSeconds {deadline}");
+    let deadline = pods[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .active_deadline_seconds
+        .unwrap();
+    assert!(
+        (1..=3).contains(&deadline),
+        "activeDeadlineSeconds {deadline}"
+    );
     let pods_api: Api<Pod> = Api::namespaced(h.client.clone(), HOST_NS);
     let name = pods[0].metadata.name.clone().unwrap();
     let mut phase = String::new();
@@ -427,14 +544,18 @@ async fn given_a_program_that_outlives_the_items_timeout_then_the_job_fails_with
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(phase, "Failed", "the kubelet stopped the pod at its deadline");
+    assert_eq!(
+        phase, "Failed",
+        "the kubelet stopped the pod at its deadline"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_objects_of_a_vanished_item_and_old_pods_then_the_garbage_collector_removes_them() {
     let s = story().await;
     let h = &s.h;
-    h.create_item(&item("kept", ECHO, json!({"importValues": {}}))).await;
+    h.create_item(&item("kept", ECHO, json!({"importValues": {}})))
+        .await;
     finished(h, "kept").await;
     // Left-overs of an item that no longer exists (e.g. deleted with delete-without-uninstall).
     let key = pod::ItemKey {
@@ -442,10 +563,14 @@ async fn given_objects_of_a_vanished_item_and_old_pods_then_the_garbage_collecto
         name: "ghost".into(),
     };
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), HOST_NS);
-    let mut ghost: Secret = serde_json::from_value(json!({"metadata": {"name": key.config_secret()}})).unwrap();
+    let mut ghost: Secret =
+        serde_json::from_value(json!({"metadata": {"name": key.config_secret()}})).unwrap();
     ghost.metadata.labels = Some(key.labels(""));
     ghost.metadata.annotations = Some(key.annotations());
-    secrets.create(&PostParams::default(), &ghost).await.unwrap();
+    secrets
+        .create(&PostParams::default(), &ghost)
+        .await
+        .unwrap();
     // An older finished pod of the live item, beyond keepPods.
     let pods: Api<Pod> = Api::namespaced(h.client.clone(), HOST_NS);
     let mut old = host_pods(h, "kept").await.remove(0);
@@ -472,8 +597,17 @@ async fn given_objects_of_a_vanished_item_and_old_pods_then_the_garbage_collecto
     let gc = h.container.as_ref().unwrap().garbage_collector();
     let collected = gc.collect().await.unwrap();
     assert_eq!(collected.secrets, 1, "{collected:?}");
-    assert!(secrets.get_opt(&key.config_secret()).await.unwrap().is_none());
+    assert!(
+        secrets
+            .get_opt(&key.config_secret())
+            .await
+            .unwrap()
+            .is_none()
+    );
     let left = host_pods(h, "kept").await;
     assert_eq!(left.len(), 1, "one finished pod per live item is kept");
-    assert!(!host_secrets(h, "kept").await.is_empty(), "a live item's Secrets stay");
+    assert!(
+        !host_secrets(h, "kept").await.is_empty(),
+        "a live item's Secrets stay"
+    );
 }

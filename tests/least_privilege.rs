@@ -280,3 +280,128 @@ async fn given_a_fenced_setup_then_each_cluster_needs_only_its_own_role() {
     run_items(&ls_admin).await;
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_only_the_shipped_rbac_then_container_items_run_and_their_pods_need_only_the_runner_role()
+ {
+    skip_on_embedded!("it does not enforce RBAC");
+    let server = RealApiServer::start("RBAC");
+    let admin = landscaper_cluster(&server).await;
+    let me = support::client_for(&service_account(&server, &admin).await).await;
+    grant_landscaper_cluster(&admin).await;
+    grant_host_cluster(&admin).await;
+
+    // The host, with the container deployer running pods in its own namespace.
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.plugins.dir = Some(support::plugins_dir());
+    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.container = serde_yaml::from_str(&format!(
+        "namespace: {NAMESPACE}\npollInterval: 200ms\nwaitPollInterval: 100ms\n"
+    ))
+    .unwrap();
+    let clusters = deployer_host::plugins::Clusters::single(me.clone());
+    let (registry, _) = deployer_host::plugins::load(&config, &clusters)
+        .await
+        .unwrap();
+    let (_deployer, task) =
+        support::start_locking_replica(me.clone(), me, registry, &config, POD, NAMESPACE);
+    // The kubelet (admin, as a kubelet is) gives init and wait a token of the runner account
+    // the host created: what they can do is what the host granted it.
+    let dir = tempfile::tempdir().unwrap();
+    let admin_kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&admin_kubeconfig, &server.kubeconfig).unwrap();
+    let kubelet = tokio::spawn(
+        deployer_host::dev::kubelet::ProcessKubelet {
+            client: admin.clone(),
+            namespace: NAMESPACE.into(),
+            kubeconfig: admin_kubeconfig,
+            binary: env!("CARGO_BIN_EXE_deployer-host").into(),
+            work_dir: dir.path().join("pods"),
+            mint_tokens: true,
+        }
+        .run(std::future::pending()),
+    );
+    let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(admin.clone()));
+
+    let items: Api<DeployItem> = Api::namespaced(admin.clone(), "default");
+    let script = r#"n=$(cat "$STATE_PATH/n" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$STATE_PATH/n"
+mkdir -p "$(dirname "$EXPORTS_PATH")"; echo "{\"runs\": $n}" > "$EXPORTS_PATH""#;
+    let item: DeployItem = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+        "metadata": {"name": "container", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/container",
+            "config": {"apiVersion": "container.deployer.landscaper.gardener.cloud/v1alpha1",
+                "kind": "ProviderConfiguration", "image": "alpine:3.19",
+                "command": ["sh", "-c", script], "importValues": {"run": 1}}}
+    }))
+    .unwrap();
+    items.create(&PostParams::default(), &item).await.unwrap();
+    let first = wait(&items, "container", |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    })
+    .await;
+    assert_eq!(
+        first.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        first.status().last_error
+    );
+    // A second run restores the state the first one stored: init lists and reads, wait creates
+    // and deletes Secrets with the runner's token.
+    let patch = json!({"spec": {"config": {"importValues": {"run": 2}}}});
+    items
+        .patch(
+            "container",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let second = wait(&items, "container", |i| {
+        let s = i.status();
+        s.job_id != first.status().job_id && s.job_id == s.job_id_finished
+    })
+    .await;
+    assert_eq!(
+        second.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        second.status().last_error
+    );
+    let export = second.status().export_ref.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
+    let values: serde_json::Value =
+        serde_json::from_slice(&secrets.get(&export.name).await.unwrap().data.unwrap()["config"].0)
+            .unwrap();
+    assert_eq!(values, json!({"runs": 2}));
+    // Deletion runs the DELETE pod and removes the host objects, with the same rights.
+    items
+        .delete("container", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while items.get_opt("container").await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "item not deleted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let host_secrets: Api<Secret> = Api::namespaced(admin.clone(), NAMESPACE);
+    let left = host_secrets
+        .list(
+            &ListParams::default()
+                .labels("deployitem.container.deployer.landscaper.gardener.cloud/name=container"),
+        )
+        .await
+        .unwrap();
+    assert!(
+        left.items.is_empty(),
+        "host Secrets left: {}",
+        left.items.len()
+    );
+    kubelet.abort();
+    landscaper.abort();
+    task.abort();
+}

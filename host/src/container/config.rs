@@ -335,7 +335,9 @@ pub fn check_filesystem(fs: &Value, at: &str) -> Result<(), String> {
             || name.split('/').any(|p| p == "..")
             || name.starts_with('/');
         if bad {
-            return Err(format!("{at}: {name:?} is not a relative path inside the blueprint"));
+            return Err(format!(
+                "{at}: {name:?} is not a relative path inside the blueprint"
+            ));
         }
         match value {
             Value::String(_) => {}
@@ -376,15 +378,39 @@ mod tests {
     #[test]
     fn every_broken_field_is_named() {
         let cases = [
-            (json!({"apiVersion": "container.deployer.landscaper.gardener.cloud/v2"}), "spec.config.apiVersion"),
+            (
+                json!({"apiVersion": "container.deployer.landscaper.gardener.cloud/v2"}),
+                "spec.config.apiVersion",
+            ),
             (json!({"image": "has space"}), "spec.config.image"),
-            (json!({"registryPullSecrets": [{"name": "s"}]}), "registryPullSecrets[0].namespace"),
-            (json!({"componentDescriptor": {"ref": {"componentName": "x"}}}), "not supported yet"),
-            (json!({"componentDescriptor": {"inline": "x"}}), "exactly one"),
-            (json!({"blueprint": {"ref": {"resourceName": "bp"}}}), "not supported yet"),
-            (json!({"blueprint": {"inline": {"filesystem": {"../x": "a"}}}}), "relative path"),
-            (json!({"blueprint": {"inline": {"filesystem": {"a": 1}}}}), "filesystem.a"),
-            (json!({"continuousReconcile": {"every": "soon"}}), "continuousReconcile.every"),
+            (
+                json!({"registryPullSecrets": [{"name": "s"}]}),
+                "registryPullSecrets[0].namespace",
+            ),
+            (
+                json!({"componentDescriptor": {"ref": {"componentName": "x"}}}),
+                "not supported yet",
+            ),
+            (
+                json!({"componentDescriptor": {"inline": "x"}}),
+                "exactly one",
+            ),
+            (
+                json!({"blueprint": {"ref": {"resourceName": "bp"}}}),
+                "not supported yet",
+            ),
+            (
+                json!({"blueprint": {"inline": {"filesystem": {"../x": "a"}}}}),
+                "relative path",
+            ),
+            (
+                json!({"blueprint": {"inline": {"filesystem": {"a": 1}}}}),
+                "filesystem.a",
+            ),
+            (
+                json!({"continuousReconcile": {"every": "soon"}}),
+                "continuousReconcile.every",
+            ),
         ];
         for (value, needle) in cases {
             let err = config(value.clone()).validate().unwrap_err();
@@ -405,7 +431,11 @@ mod tests {
         assert_eq!(s.init.image.as_deref(), Some("reg/deployer-host:1"));
         assert_eq!(
             s.wait.command,
-            Some(vec!["deployer-host".into(), "container".into(), "wait".into()])
+            Some(vec![
+                "deployer-host".into(),
+                "container".into(),
+                "wait".into()
+            ])
         );
         assert_eq!(s.default_image.image.as_deref(), Some("ubuntu:18.04"));
         assert_eq!(s.gc_interval, Some(Duration::from_secs(3600)));

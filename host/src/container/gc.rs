@@ -39,7 +39,11 @@ pub struct GarbageCollector {
 
 /// `(namespace, name)` of the DeployItem an object belongs to.
 fn owner_item<K: Resource>(obj: &K) -> Option<(String, String)> {
-    if let Some(full) = obj.meta().annotations.as_ref().and_then(|a| a.get(ANNOTATION_ITEM))
+    if let Some(full) = obj
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ITEM))
         && let Some((ns, name)) = full.split_once('/')
     {
         return Some((ns.to_string(), name.to_string()));
@@ -61,7 +65,9 @@ impl GarbageCollector {
                     tracing::info!(?c, "container deployer: garbage collected")
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "container deployer: garbage collection failed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "container deployer: garbage collection failed")
+                }
             }
             tokio::select! {
                 _ = &mut stop => return,
@@ -154,14 +160,18 @@ impl GarbageCollector {
         let ns = &self.host.namespace;
         let client = &self.host.client;
         for s in secrets.iter().filter(|s| is_gone(&owner_item(*s))) {
-            collected.secrets +=
-                delete_opt(&Api::<Secret>::namespaced(client.clone(), ns), &s.name_any()).await?
-                    as usize;
+            collected.secrets += delete_opt(
+                &Api::<Secret>::namespaced(client.clone(), ns),
+                &s.name_any(),
+            )
+            .await? as usize;
         }
         for a in accounts.iter().filter(|a| is_gone(&owner_item(*a))) {
-            collected.rbac +=
-                delete_opt(&Api::<ServiceAccount>::namespaced(client.clone(), ns), &a.name_any())
-                    .await? as usize;
+            collected.rbac += delete_opt(
+                &Api::<ServiceAccount>::namespaced(client.clone(), ns),
+                &a.name_any(),
+            )
+            .await? as usize;
         }
         for r in roles.iter().filter(|r| is_gone(&owner_item(*r))) {
             collected.rbac +=
@@ -169,9 +179,11 @@ impl GarbageCollector {
                     as usize;
         }
         for b in bindings.iter().filter(|b| is_gone(&owner_item(*b))) {
-            collected.rbac +=
-                delete_opt(&Api::<RoleBinding>::namespaced(client.clone(), ns), &b.name_any())
-                    .await? as usize;
+            collected.rbac += delete_opt(
+                &Api::<RoleBinding>::namespaced(client.clone(), ns),
+                &b.name_any(),
+            )
+            .await? as usize;
         }
         Ok(collected)
     }

@@ -40,9 +40,9 @@ use plugin_runtime::{DeployerError, DeployerPlugin, Description, HostServices, I
 use serde_json::Value;
 
 use crate::landscaper::{DeployItem, Phase};
-use plugin_runtime::Response;
 use config::{ProviderConfiguration, Settings};
 use objects::{HostObjects, PodInputs, api_error};
+use plugin_runtime::Response;
 use pod::{FORCE_CLEANUP, ItemKey, Operation, PodInput};
 use status::{Outcome, ProviderStatus};
 
@@ -136,7 +136,10 @@ impl ContainerDeployer {
                 self.host.release_pod(p, false).await?;
             }
             return Ok(Response {
-                provider_status: message_status(&previous, "waiting for the pod of an earlier job to stop"),
+                provider_status: message_status(
+                    &previous,
+                    "waiting for the pod of an earlier job to stop",
+                ),
                 retry_after: Some(self.settings.poll_interval),
                 ..Default::default()
             });
@@ -167,7 +170,14 @@ impl ContainerDeployer {
                     // the error (an error cannot carry a providerStatus).
                     let recorded = previous
                         .pod_of(&job_id, operation)
-                        .filter(|r| r.pod_name == observed.pod_status.as_ref().map(|p| p.pod_name.clone()).unwrap_or_default())
+                        .filter(|r| {
+                            r.pod_name
+                                == observed
+                                    .pod_status
+                                    .as_ref()
+                                    .map(|p| p.pod_name.clone())
+                                    .unwrap_or_default()
+                        })
                         .and_then(|r| r.error.as_ref());
                     if recorded.is_none() {
                         return Ok(Response {
@@ -203,10 +213,16 @@ impl ContainerDeployer {
         }
 
         services.checkpoint("container deployer: create pod")?;
-        let pod = self.start_pod(inv, &item, &key, &config, operation, services).await?;
+        let pod = self
+            .start_pod(inv, &item, &key, &config, operation, services)
+            .await?;
         let started = status::observe(&pod, &job_id, operation, &Outcome::Active, &previous);
         self.host
-            .prune_pods(&pods, self.settings.keep_pods.saturating_sub(1), self.settings.keep_pod)
+            .prune_pods(
+                &pods,
+                self.settings.keep_pods.saturating_sub(1),
+                self.settings.keep_pod,
+            )
             .await?;
         Ok(Response {
             phase: Some(match operation {
@@ -229,7 +245,8 @@ impl ContainerDeployer {
         services: &dyn HostServices,
     ) -> Result<k8s_openapi::api::core::v1::Pod, DeployerError> {
         let image = config.main_image(&self.settings);
-        let pull_secret = registry_auth::pull_secret_for(&image, &self.docker_configs(inv, config).await?);
+        let pull_secret =
+            registry_auth::pull_secret_for(&image, &self.docker_configs(inv, config).await?);
         let inputs = PodInputs {
             provider_config: inv.provider_config_raw().cloned().unwrap_or(Value::Null),
             target: inv
@@ -297,7 +314,11 @@ impl ContainerDeployer {
                         ),
                     )
                 })?;
-            if let Some(v) = secret.data.as_ref().and_then(|d| d.get(".dockerconfigjson")) {
+            if let Some(v) = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(".dockerconfigjson"))
+            {
                 docs.push(String::from_utf8_lossy(&v.0).into_owned());
             }
         }
@@ -367,7 +388,10 @@ impl DeployerPlugin for ContainerDeployer {
     }
 
     fn origin(&self) -> String {
-        format!("native (container deployer, pods in namespace {:?})", self.settings.namespace)
+        format!(
+            "native (container deployer, pods in namespace {:?})",
+            self.settings.namespace
+        )
     }
 
     async fn reconcile(

@@ -236,31 +236,33 @@ pub fn pod(input: &PodInput<'_>, settings: &Settings) -> Pod {
     )]));
 
     let shared = json!({"name": "shared-volume", "mountPath": paths::SHARED});
-    let token = json!({"name": "runner-token", "mountPath": paths::SERVICE_ACCOUNT, "readOnly": true});
+    let token =
+        json!({"name": "runner-token", "mountPath": paths::SERVICE_ACCOUNT, "readOnly": true});
     // Our own containers: no privilege, nothing written outside the shared volume.
     let hardened = json!({
         "allowPrivilegeEscalation": false,
         "readOnlyRootFilesystem": true,
         "capabilities": {"drop": ["ALL"]},
     });
-    let runner = |name: &str, spec: &super::config::ContainerSpec, env: Vec<Value>, mounts: Vec<Value>| {
-        let mut c = json!({
-            "name": name,
-            "image": spec.image,
-            "imagePullPolicy": spec.image_pull_policy,
-            "env": env,
-            "volumeMounts": mounts,
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-            "securityContext": hardened,
-        });
-        if let Some(command) = &spec.command {
-            c["command"] = json!(command);
-        }
-        if let Some(args) = &spec.args {
-            c["args"] = json!(args);
-        }
-        c
-    };
+    let runner =
+        |name: &str, spec: &super::config::ContainerSpec, env: Vec<Value>, mounts: Vec<Value>| {
+            let mut c = json!({
+                "name": name,
+                "image": spec.image,
+                "imagePullPolicy": spec.image_pull_policy,
+                "env": env,
+                "volumeMounts": mounts,
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "securityContext": hardened,
+            });
+            if let Some(command) = &spec.command {
+                c["command"] = json!(command);
+            }
+            if let Some(args) = &spec.args {
+                c["args"] = json!(args);
+            }
+            c
+        };
     let init = runner(
         "init",
         &settings.init,
@@ -272,7 +274,12 @@ pub fn pod(input: &PodInput<'_>, settings: &Settings) -> Pod {
             shared.clone(),
         ],
     );
-    let wait = runner("wait", &settings.wait, wait_env, vec![token, shared.clone()]);
+    let wait = runner(
+        "wait",
+        &settings.wait,
+        wait_env,
+        vec![token, shared.clone()],
+    );
     let mut main = json!({
         "name": "main",
         "image": input.image,
@@ -287,7 +294,11 @@ pub fn pod(input: &PodInput<'_>, settings: &Settings) -> Pod {
     if let Some(args) = &input.args {
         main["args"] = json!(args);
     }
-    if let Some(resources) = input.resources.as_ref().or(settings.default_resources.as_ref()) {
+    if let Some(resources) = input
+        .resources
+        .as_ref()
+        .or(settings.default_resources.as_ref())
+    {
         main["resources"] = serde_json::to_value(resources).unwrap_or_default();
     }
 
@@ -365,7 +376,14 @@ mod tests {
             name: "x".repeat(250),
         };
         assert!(long.base().len() <= 230);
-        assert_ne!(long.base(), ItemKey { name: "x".repeat(251), ..long.clone() }.base());
+        assert_ne!(
+            long.base(),
+            ItemKey {
+                name: "x".repeat(251),
+                ..long.clone()
+            }
+            .base()
+        );
         let v = label_value(&long.name);
         assert!(v.len() <= 63, "{v}");
         assert_eq!(label_value("a-"), "a");
@@ -422,8 +440,14 @@ mod tests {
                 .cloned()
         };
         assert_eq!(env_of(main, "OPERATION").unwrap()["value"], "DELETE");
-        assert_eq!(env_of(main, "IMPORTS_PATH").unwrap()["value"], paths::IMPORTS);
-        assert_eq!(env_of(main, "EXPORTS_PATH").unwrap()["value"], paths::EXPORTS);
+        assert_eq!(
+            env_of(main, "IMPORTS_PATH").unwrap()["value"],
+            paths::IMPORTS
+        );
+        assert_eq!(
+            env_of(main, "EXPORTS_PATH").unwrap()["value"],
+            paths::EXPORTS
+        );
         assert_eq!(
             env_of(main, "POD_NAME").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
             "metadata.name"

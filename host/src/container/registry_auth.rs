@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 /// The registry host of an image reference (`docker.io` images are `index.docker.io`).
 pub fn registry_of(image: &str) -> String {
     let first = image.split('/').next().unwrap_or_default();
-    let is_host = image.contains('/')
-        && (first.contains('.') || first.contains(':') || first == "localhost");
+    let is_host =
+        image.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
     if is_host {
         normalize(first)
     } else {

@@ -27,9 +27,7 @@ use serde_json::{Value, json};
 
 use super::config::ProviderConfiguration;
 use super::objects::{delete_opt, upsert};
-use super::pod::{
-    ANNOTATION_COUNT, ANNOTATION_NUM, ANNOTATION_UUID, ItemKey, LABEL_TYPE, paths,
-};
+use super::pod::{ANNOTATION_COUNT, ANNOTATION_NUM, ANNOTATION_UUID, ItemKey, LABEL_TYPE, paths};
 use super::state;
 use crate::landscaper::parse_go_duration;
 
@@ -115,7 +113,8 @@ fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// Writes a blueprint filesystem (`{name: content | {directory}}`) below `dir`.
 fn write_filesystem(dir: &Path, fs: &Value) -> anyhow::Result<()> {
-    super::config::check_filesystem(fs, "blueprint.inline.filesystem").map_err(anyhow::Error::msg)?;
+    super::config::check_filesystem(fs, "blueprint.inline.filesystem")
+        .map_err(anyhow::Error::msg)?;
     for (name, value) in fs.as_object().into_iter().flatten() {
         let path = dir.join(name);
         match value {
@@ -132,10 +131,18 @@ fn write_filesystem(dir: &Path, fs: &Value) -> anyhow::Result<()> {
 pub async fn init() -> anyhow::Result<()> {
     let p = Paths::from_env();
     let config_path = env_path("CONFIGURATION_PATH", paths::CONFIGURATION);
-    let raw = std::fs::read(&config_path)
-        .with_context(|| format!("reading the provider configuration {}", config_path.display()))?;
-    let config: ProviderConfiguration = serde_json::from_slice(&raw)
-        .with_context(|| format!("parsing the provider configuration {}", config_path.display()))?;
+    let raw = std::fs::read(&config_path).with_context(|| {
+        format!(
+            "reading the provider configuration {}",
+            config_path.display()
+        )
+    })?;
+    let config: ProviderConfiguration = serde_json::from_slice(&raw).with_context(|| {
+        format!(
+            "parsing the provider configuration {}",
+            config_path.display()
+        )
+    })?;
     config.validate().map_err(anyhow::Error::msg)?;
 
     for dir in [&p.state, &p.content] {
@@ -149,7 +156,11 @@ pub async fn init() -> anyhow::Result<()> {
     if let Some(imports) = &config.import_values {
         write(&p.imports, &serde_json::to_vec(imports)?)?;
     }
-    if let Some(inline) = config.component_descriptor.as_ref().and_then(|c| c.get("inline")) {
+    if let Some(inline) = config
+        .component_descriptor
+        .as_ref()
+        .and_then(|c| c.get("inline"))
+    {
         // A resolved component descriptor list, as Landscaper writes it.
         let list = json!({"meta": {"schemaVersion": "v2"}, "components": [inline]});
         write(&p.component_descriptor, &serde_json::to_vec(&list)?)?;
@@ -194,8 +205,10 @@ async fn client() -> anyhow::Result<Client> {
         tokio::time::sleep(delay).await;
         delay *= 2;
     }
-    Err(last.map(anyhow::Error::from).unwrap_or_else(|| anyhow::anyhow!("no client")))
-        .context("creating a Kubernetes client (in-cluster or KUBECONFIG)")
+    Err(last
+        .map(anyhow::Error::from)
+        .unwrap_or_else(|| anyhow::anyhow!("no client")))
+    .context("creating a Kubernetes client (in-cluster or KUBECONFIG)")
 }
 
 /// The exit code of `main`, once it has terminated.
@@ -295,14 +308,20 @@ async fn backup_state(client: &Client, scope: &Scope, dir: &Path) -> anyhow::Res
         .list(&ListParams::default().labels(&scope.key.selector(Some("state"))))
         .await
         .context("listing the state Secrets")?;
-    for old in all.items.iter().filter(|s| {
-        s.annotations().get(ANNOTATION_UUID).map(String::as_str) != Some(uuid.as_str())
-    }) {
+    for old in all
+        .items
+        .iter()
+        .filter(|s| s.annotations().get(ANNOTATION_UUID).map(String::as_str) != Some(uuid.as_str()))
+    {
         delete_opt(&secrets, &old.name_any())
             .await
             .context("deleting an old state Secret")?;
     }
-    eprintln!("wait: state stored ({} bytes, {} Secret(s))", bytes.len(), chunks.len());
+    eprintln!(
+        "wait: state stored ({} bytes, {} Secret(s))",
+        bytes.len(),
+        chunks.len()
+    );
     Ok(())
 }
 
@@ -313,7 +332,8 @@ pub async fn run_and_report(
 ) -> anyhow::Result<()> {
     let result = program.await;
     if let Err(e) = &result {
-        let log = std::env::var("TERMINATION_LOG").unwrap_or_else(|_| "/dev/termination-log".into());
+        let log =
+            std::env::var("TERMINATION_LOG").unwrap_or_else(|_| "/dev/termination-log".into());
         let _ = std::fs::write(log, format!("{e:#}"));
     }
     result

@@ -66,8 +66,8 @@ pub fn newest_backup(secrets: &[Secret]) -> Option<(String, Vec<u8>)> {
                 .and_then(|n| n.parse::<usize>().ok())
                 // Landscaper's own backups have no count: trust a gap-free sequence.
                 .unwrap_or(chunks.len());
-            let complete = chunks.len() == count
-                && chunks.iter().enumerate().all(|(i, s)| num(s) == Some(i));
+            let complete =
+                chunks.len() == count && chunks.iter().enumerate().all(|(i, s)| num(s) == Some(i));
             if !complete {
                 return None;
             }
@@ -107,7 +107,10 @@ mod tests {
         let bytes = pack(src.path()).unwrap().unwrap();
         let dst = tempfile::tempdir().unwrap();
         unpack(&bytes, dst.path()).unwrap();
-        assert_eq!(std::fs::read(dst.path().join("sub/a.txt")).unwrap(), b"hello");
+        assert_eq!(
+            std::fs::read(dst.path().join("sub/a.txt")).unwrap(),
+            b"hello"
+        );
         assert_eq!(std::fs::read(dst.path().join("counter")).unwrap(), b"3");
     }
 
@@ -129,7 +132,10 @@ mod tests {
             // Newer, but a chunk is missing (the wait container died half-way).
             chunk("half", 0, 2, "2026-01-02T00:00:00Z", b"xx"),
         ];
-        assert_eq!(newest_backup(&secrets), Some(("old".into(), b"abcd".to_vec())));
+        assert_eq!(
+            newest_backup(&secrets),
+            Some(("old".into(), b"abcd".to_vec()))
+        );
         let mut more = secrets.clone();
         more.push(chunk("new", 0, 1, "2026-01-03T00:00:00Z", b"zz"));
         assert_eq!(newest_backup(&more).unwrap().0, "new");

@@ -45,7 +45,11 @@ pub struct PodReport {
     /// `Pending`, `Running`, `Succeeded`, `Failed`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub phase: String,
-    #[serde(default, rename = "lastSuccessfulJobID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "lastSuccessfulJobID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub last_successful_job_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_status: Option<ContainerReport>,
@@ -129,7 +133,11 @@ fn statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
     s.and_then(|s| s.init_container_statuses.as_ref())
         .into_iter()
         .flatten()
-        .chain(s.and_then(|s| s.container_statuses.as_ref()).into_iter().flatten())
+        .chain(
+            s.and_then(|s| s.container_statuses.as_ref())
+                .into_iter()
+                .flatten(),
+        )
 }
 
 fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
@@ -210,7 +218,11 @@ pub fn outcome(pod: &Pod) -> Outcome {
                     "{} container: image {:?} cannot be pulled: {reason}{}",
                     c.name,
                     c.image,
-                    if message.is_empty() { String::new() } else { format!(": {message}") }
+                    if message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {message}")
+                    }
                 ),
             ));
         }
@@ -224,7 +236,9 @@ pub fn outcome(pod: &Pod) -> Outcome {
             if pod_reason == "DeadlineExceeded" {
                 return Outcome::Failed(DeployerError::timeout(
                     "DeadlineExceeded",
-                    format!("the pod ran out of time (the item's progressing timeout): {pod_message}"),
+                    format!(
+                        "the pod ran out of time (the item's progressing timeout): {pod_message}"
+                    ),
                 ));
             }
             // The user's program first: wait fails too when main did, but main is the cause.
@@ -253,10 +267,21 @@ pub fn outcome(pod: &Pod) -> Outcome {
                     return Outcome::Failed(error);
                 }
             }
-            let why = if pod_reason.is_empty() { "Failed".to_string() } else { pod_reason };
+            let why = if pod_reason.is_empty() {
+                "Failed".to_string()
+            } else {
+                pod_reason
+            };
             Outcome::Failed(DeployerError::internal(
                 why.clone(),
-                format!("the pod failed: {why}{}", if pod_message.is_empty() { String::new() } else { format!(": {pod_message}") }),
+                format!(
+                    "the pod failed: {why}{}",
+                    if pod_message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {pod_message}")
+                    }
+                ),
             ))
         }
         _ => Outcome::Active,
@@ -354,11 +379,20 @@ mod tests {
         ]}));
         assert_eq!(outcome(&p), Outcome::Active);
         assert!(runs_job(&p, "j1"));
-        let s = observe(&p, "j1", Operation::Reconcile, &Outcome::Active, &ProviderStatus::default());
+        let s = observe(
+            &p,
+            "j1",
+            Operation::Reconcile,
+            &Outcome::Active,
+            &ProviderStatus::default(),
+        );
         let ps = s.pod_status.unwrap();
         assert_eq!(ps.pod_name, "p-1");
         assert_eq!(ps.phase, "Running");
-        assert_eq!(ps.container_status.unwrap().reason.as_deref(), Some("Running"));
+        assert_eq!(
+            ps.container_status.unwrap().reason.as_deref(),
+            Some("Running")
+        );
         assert_eq!(s.last_operation, "RECONCILE");
     }
 
@@ -368,10 +402,16 @@ mod tests {
             {"name": "main", "image": "nope:1", "imageID": "", "ready": false, "restartCount": 0,
              "state": {"waiting": {"reason": "ErrImagePull", "message": "manifest unknown"}}}
         ]}));
-        let Outcome::Failed(e) = outcome(&p) else { panic!() };
+        let Outcome::Failed(e) = outcome(&p) else {
+            panic!()
+        };
         assert!(e.has_code(codes::CONFIGURATION_PROBLEM));
         assert_eq!(e.reason, "ErrImagePull");
-        assert!(e.message.contains("\"nope:1\"") && e.message.contains("manifest unknown"), "{}", e.message);
+        assert!(
+            e.message.contains("\"nope:1\"") && e.message.contains("manifest unknown"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -380,24 +420,59 @@ mod tests {
             terminated("wait", 1, "Error", "main container exited with code 137"),
             terminated("main", 137, "OOMKilled", ""),
         ]}));
-        let Outcome::Failed(e) = outcome(&p) else { panic!() };
+        let Outcome::Failed(e) = outcome(&p) else {
+            panic!()
+        };
         assert_eq!(e.reason, "RunMainContainer");
         assert!(e.message.contains("code 137 (OOMKilled)"), "{}", e.message);
-        let s = observe(&p, "j1", Operation::Reconcile, &Outcome::Failed(e.clone()), &ProviderStatus::default());
-        assert_eq!(s.pod_status.as_ref().unwrap().error.as_ref().unwrap().to_error(), e);
+        let s = observe(
+            &p,
+            "j1",
+            Operation::Reconcile,
+            &Outcome::Failed(e.clone()),
+            &ProviderStatus::default(),
+        );
+        assert_eq!(
+            s.pod_status
+                .as_ref()
+                .unwrap()
+                .error
+                .as_ref()
+                .unwrap()
+                .to_error(),
+            e
+        );
     }
 
     #[test]
     fn deadline_exceeded_is_a_timeout_and_success_is_remembered() {
-        let p = pod(json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"}));
-        let Outcome::Failed(e) = outcome(&p) else { panic!() };
+        let p = pod(
+            json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"}),
+        );
+        let Outcome::Failed(e) = outcome(&p) else {
+            panic!()
+        };
         assert!(e.has_code(codes::TIMEOUT));
         let ok = pod(json!({"phase": "Succeeded"}));
         assert_eq!(outcome(&ok), Outcome::Succeeded);
-        let s = observe(&ok, "j1", Operation::Reconcile, &Outcome::Succeeded, &ProviderStatus::default());
+        let s = observe(
+            &ok,
+            "j1",
+            Operation::Reconcile,
+            &Outcome::Succeeded,
+            &ProviderStatus::default(),
+        );
         assert_eq!(s.pod_status.unwrap().last_successful_job_id, "j1");
-        let failed_init = pod(json!({"phase": "Failed", "initContainerStatuses": [terminated("init", 2, "Error", "no config")]}));
-        let Outcome::Failed(e) = outcome(&failed_init) else { panic!() };
-        assert!(e.message.contains("init container") && e.message.contains("no config"), "{}", e.message);
+        let failed_init = pod(
+            json!({"phase": "Failed", "initContainerStatuses": [terminated("init", 2, "Error", "no config")]}),
+        );
+        let Outcome::Failed(e) = outcome(&failed_init) else {
+            panic!()
+        };
+        assert!(
+            e.message.contains("init container") && e.message.contains("no config"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -40,6 +40,10 @@ pub struct ProcessKubelet {
     pub binary: PathBuf,
     /// Where each pod gets its directory.
     pub work_dir: PathBuf,
+    /// Give init and wait a token of the pod's ServiceAccount (TokenRequest), as a kubelet's
+    /// projected token does, instead of `kubeconfig`'s own user: the runner's RBAC is then
+    /// what they get. Needs a server that serves `serviceaccounts/token`.
+    pub mint_tokens: bool,
 }
 
 /// One container's end.
@@ -61,7 +65,8 @@ fn terminated(name: &str, image: &str, exit: &Exit) -> Value {
         137 => "OOMKilled",
         _ => "Error",
     };
-    let mut t = json!({"exitCode": exit.code, "reason": reason, "startedAt": now(), "finishedAt": now()});
+    let mut t =
+        json!({"exitCode": exit.code, "reason": reason, "startedAt": now(), "finishedAt": now()});
     if !exit.message.is_empty() {
         t["message"] = json!(exit.message);
     }
@@ -89,7 +94,11 @@ impl ProcessKubelet {
             if let Ok(list) = pods.list(&ListParams::default()).await {
                 for pod in list.items {
                     let uid = pod.uid().unwrap_or_default();
-                    let fresh = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_none_or(|p| p == "Pending")
+                    let fresh = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase.as_deref())
+                        .is_none_or(|p| p == "Pending")
                         && pod.metadata.deletion_timestamp.is_none();
                     if fresh && started.insert(uid) {
                         let me = self.clone();
@@ -111,9 +120,13 @@ impl ProcessKubelet {
 
     async fn set_status(&self, pod: &str, status: Value) -> kube::Result<()> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
-            .await
-            .map(|_| ())
+        pods.patch_status(
+            pod,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": status})),
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn run_pod(&self, pod: Pod) -> anyhow::Result<()> {
@@ -125,9 +138,24 @@ impl ProcessKubelet {
         let mains = spec.containers.clone();
         let image = |c: &Container| c.image.clone().unwrap_or_default();
 
-        if let Some(c) = inits.iter().chain(&mains).find(|c| image(c).contains("unpullable")) {
-            let mut statuses: Vec<Value> = mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect();
-            let failing = waiting(&c.name, &image(c), "ErrImagePull", &format!("rpc error: pull access denied for {}, repository does not exist", image(c)));
+        if let Some(c) = inits
+            .iter()
+            .chain(&mains)
+            .find(|c| image(c).contains("unpullable"))
+        {
+            let mut statuses: Vec<Value> = mains
+                .iter()
+                .map(|m| waiting(&m.name, &image(m), "PodInitializing", ""))
+                .collect();
+            let failing = waiting(
+                &c.name,
+                &image(c),
+                "ErrImagePull",
+                &format!(
+                    "rpc error: pull access denied for {}, repository does not exist",
+                    image(c)
+                ),
+            );
             let in_init = inits.iter().any(|i| i.name == c.name);
             if !in_init {
                 statuses.retain(|s| s["name"] != c.name.as_str());
@@ -142,13 +170,20 @@ impl ProcessKubelet {
         }
 
         self.write_secret_volumes(&pod, &root).await?;
+        let kubeconfig = if self.mint_tokens {
+            self.pod_kubeconfig(&pod, &root).await?
+        } else {
+            self.kubeconfig.clone()
+        };
         let mut init_statuses = Vec::new();
         for c in &inits {
             self.set_status(&name, json!({"phase": "Pending", "startTime": now(),
                 "initContainerStatuses": [running(&c.name, &image(c))],
                 "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
                 .await?;
-            let exit = self.run_container(&pod, c, &root, None).await?;
+            let exit = self
+                .run_container(&pod, c, &root, &kubeconfig, None)
+                .await?;
             init_statuses.push(terminated(&c.name, &image(c), &exit));
             if exit.code != 0 {
                 self.set_status(&name, json!({"phase": "Failed", "initContainerStatuses": init_statuses,
@@ -162,20 +197,25 @@ impl ProcessKubelet {
             .await?;
 
         // main with the pod's deadline; the others (wait) beside it.
-        let deadline = spec.active_deadline_seconds.map(|s| Duration::from_secs(s.max(1) as u64));
+        let deadline = spec
+            .active_deadline_seconds
+            .map(|s| Duration::from_secs(s.max(1) as u64));
         let mut exits: BTreeMap<String, Exit> = BTreeMap::new();
         let mut sidecars = Vec::new();
         for c in mains.iter().filter(|c| c.name != "main") {
             let me = self.clone();
-            let (pod, c, root) = (pod.clone(), c.clone(), root.clone());
+            let (pod, c, root, kubeconfig) =
+                (pod.clone(), c.clone(), root.clone(), kubeconfig.clone());
             sidecars.push(tokio::spawn(async move {
-                let exit = me.run_container(&pod, &c, &root, None).await;
+                let exit = me.run_container(&pod, &c, &root, &kubeconfig, None).await;
                 (c.name.clone(), exit)
             }));
         }
         let mut deadline_exceeded = false;
         if let Some(main) = mains.iter().find(|c| c.name == "main") {
-            let mut exit = self.run_container(&pod, main, &root, deadline).await?;
+            let mut exit = self
+                .run_container(&pod, main, &root, &kubeconfig, deadline)
+                .await?;
             deadline_exceeded = exit.code == -1;
             if deadline_exceeded {
                 exit.code = 137;
@@ -196,15 +236,54 @@ impl ProcessKubelet {
             exits.insert(n, exit?);
         }
         let failed = exits.values().any(|e| e.code != 0);
-        let statuses: Vec<Value> = mains.iter().filter_map(|m| exits.get(&m.name).map(|e| terminated(&m.name, &image(m), e))).collect();
+        let statuses: Vec<Value> = mains
+            .iter()
+            .filter_map(|m| {
+                exits
+                    .get(&m.name)
+                    .map(|e| terminated(&m.name, &image(m), e))
+            })
+            .collect();
         let mut status = json!({"phase": if failed { "Failed" } else { "Succeeded" },
             "initContainerStatuses": init_statuses, "containerStatuses": statuses});
         if deadline_exceeded {
             status["reason"] = json!("DeadlineExceeded");
-            status["message"] = json!(format!("Pod was active on the node longer than the specified deadline"));
+            status["message"] = json!(format!(
+                "Pod was active on the node longer than the specified deadline"
+            ));
         }
         self.set_status(&name, status).await?;
         Ok(())
+    }
+
+    /// A kubeconfig for the pod's ServiceAccount: `kubeconfig`'s cluster, a fresh token.
+    async fn pod_kubeconfig(&self, pod: &Pod, root: &Path) -> anyhow::Result<PathBuf> {
+        let sa = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_else(|| "default".into());
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600}});
+        let answer: Value = accounts
+            .create_subresource("token", &sa, &kube::api::PostParams::default(), &request)
+            .await?;
+        let token = answer["status"]["token"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("TokenRequest for {sa} returned no token"))?;
+        let mut config: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig)?)?;
+        let user = serde_yaml::to_value(json!({"token": token}))?;
+        if let Some(users) = config.get_mut("users").and_then(|u| u.as_sequence_mut()) {
+            for u in users {
+                u["user"] = user.clone();
+            }
+        }
+        let path = root.join("kubeconfig");
+        std::fs::write(&path, serde_yaml::to_string(&config)?)?;
+        Ok(path)
     }
 
     /// Writes every Secret volume into the pod directory at its mount paths.
@@ -212,7 +291,12 @@ impl ProcessKubelet {
         let spec = pod.spec.clone().unwrap_or_default();
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let mut mounts: BTreeMap<String, String> = BTreeMap::new();
-        for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
+        for c in spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+        {
             for m in c.volume_mounts.iter().flatten() {
                 mounts.insert(m.name.clone(), m.mount_path.clone());
             }
@@ -238,6 +322,7 @@ impl ProcessKubelet {
         pod: &Pod,
         c: &Container,
         root: &Path,
+        kubeconfig: &Path,
         deadline: Option<Duration>,
     ) -> anyhow::Result<Exit> {
         let mut argv: Vec<String> = c.command.clone().unwrap_or_default();
@@ -245,7 +330,11 @@ impl ProcessKubelet {
         if argv.is_empty() {
             anyhow::bail!("container {} has no command (images are not run)", c.name);
         }
-        let program = if argv[0] == "deployer-host" { self.binary.clone() } else { PathBuf::from(&argv[0]) };
+        let program = if argv[0] == "deployer-host" {
+            self.binary.clone()
+        } else {
+            PathBuf::from(&argv[0])
+        };
         let remap = |v: &str| {
             if v.starts_with("/data/ls") || v.starts_with("/var/run/secrets") {
                 root.join(v.trim_start_matches('/')).display().to_string()
@@ -259,7 +348,7 @@ impl ProcessKubelet {
             .current_dir(root)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("TERMINATION_LOG", &termination_log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -268,11 +357,13 @@ impl ProcessKubelet {
         for e in c.env.iter().flatten() {
             let value = match (&e.value, &e.value_from) {
                 (Some(v), _) => remap(v),
-                (None, Some(from)) => match from.field_ref.as_ref().map(|f| f.field_path.as_str()) {
-                    Some("metadata.name") => pod.name_any(),
-                    Some("metadata.namespace") => pod.namespace().unwrap_or_default(),
-                    _ => String::new(),
-                },
+                (None, Some(from)) => {
+                    match from.field_ref.as_ref().map(|f| f.field_path.as_str()) {
+                        Some("metadata.name") => pod.name_any(),
+                        Some("metadata.namespace") => pod.namespace().unwrap_or_default(),
+                        _ => String::new(),
+                    }
+                }
                 _ => String::new(),
             };
             cmd.env(&e.name, value);
@@ -282,7 +373,12 @@ impl ProcessKubelet {
             None => child.wait_with_output().await?,
             Some(d) => match tokio::time::timeout(d, child.wait_with_output()).await {
                 Ok(out) => out?,
-                Err(_) => return Ok(Exit { code: -1, message: "killed at the pod's activeDeadlineSeconds".into() }),
+                Err(_) => {
+                    return Ok(Exit {
+                        code: -1,
+                        message: "killed at the pod's activeDeadlineSeconds".into(),
+                    });
+                }
             },
         };
         let code = output.status.code().unwrap_or_else(|| {

@@ -251,6 +251,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
                 kubeconfig: std::path::absolute(&options.kubeconfig_out)?,
                 binary: std::env::current_exe()?,
                 work_dir: std::env::temp_dir().join("deployer-host-pods"),
+                mint_tokens: false,
             }
             .run(std::future::pending()),
         )),
