@@ -611,3 +611,75 @@ async fn given_objects_of_a_vanished_item_and_old_pods_then_the_garbage_collecto
         "a live item's Secrets stay"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_registry_pull_secrets_then_the_pod_pulls_with_only_its_registrys_credentials() {
+    let s = story().await;
+    let h = &s.h;
+    // A Docker config in the Landscaper cluster with credentials for two registries.
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
+    let docker = json!({"auths": {
+        "registry.example:5000": {"auth": "dXNlcjpwYXNz"},
+        "https://index.docker.io/v1/": {"auth": "b3RoZXI6b3RoZXI="},
+    }});
+    let mut creds: Secret = serde_json::from_value(json!({"metadata": {"name": "creds"},
+        "type": "kubernetes.io/dockerconfigjson"}))
+    .unwrap();
+    creds.data = Some(
+        [(
+            ".dockerconfigjson".to_string(),
+            k8s_openapi::ByteString(serde_json::to_vec(&docker).unwrap()),
+        )]
+        .into(),
+    );
+    secrets
+        .create(&PostParams::default(), &creds)
+        .await
+        .unwrap();
+    let private = item(
+        "private",
+        "true",
+        json!({"registryPullSecrets": [{"name": "creds", "namespace": "default"}]}),
+    )
+    .replace("alpine:3.19", "registry.example:5000/team/app:1");
+    h.create_item(&private).await;
+    let done = finished(h, "private").await;
+    assert_eq!(done.status().phase, Phase::Succeeded, "{:?}", done.status());
+    let pod = host_pods(h, "private").await.remove(0);
+    let spec = pod.spec.unwrap();
+    assert_eq!(
+        spec.image_pull_secrets.unwrap()[0].name,
+        "default-private-imgpullsec"
+    );
+    let host: Api<Secret> = Api::namespaced(h.client.clone(), HOST_NS);
+    let pull = host.get("default-private-imgpullsec").await.unwrap();
+    assert_eq!(
+        pull.type_.as_deref(),
+        Some("kubernetes.io/dockerconfigjson")
+    );
+    let written: Value =
+        serde_json::from_slice(&pull.data.unwrap()[".dockerconfigjson"].0).unwrap();
+    assert_eq!(
+        written,
+        json!({"auths": {"registry.example:5000": {"auth": "dXNlcjpwYXNz"}}}),
+        "only the image's registry"
+    );
+    // A missing pull secret is the item's configuration problem.
+    h.create_item(&item(
+        "no-creds",
+        "true",
+        json!({"registryPullSecrets": [{"name": "missing", "namespace": "default"}]}),
+    ))
+    .await;
+    let failed = finished(h, "no-creds").await;
+    let err = failed.status().last_error.unwrap();
+    assert!(
+        err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{err:?}"
+    );
+    assert!(
+        err.message.contains("default/missing not found"),
+        "{}",
+        err.message
+    );
+}

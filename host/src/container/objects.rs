@@ -145,49 +145,54 @@ impl HostObjects {
     pub async fn prepare(&self, key: &ItemKey, inputs: &PodInputs) -> Result<(), DeployerError> {
         let secrets: Api<Secret> = self.api();
         let write = |what: &'static str| move |e| api_error(what, e);
-        let config = Self::secret(
-            self.meta(&key.config_secret(), key, "configuration"),
-            [(
-                "configuration.json".to_string(),
-                serde_json::to_vec(&inputs.provider_config).unwrap_or_default(),
-            )]
-            .into(),
-            None,
-        );
-        upsert(&secrets, &config)
-            .await
-            .map_err(write("writing the configuration Secret"))?;
-        let target = Self::secret(
-            self.meta(&key.target_secret(), key, "target"),
-            [(
-                "target.json".to_string(),
-                serde_json::to_vec(&inputs.target).unwrap_or_default(),
-            )]
-            .into(),
-            None,
-        );
-        upsert(&secrets, &target)
-            .await
-            .map_err(write("writing the target Secret"))?;
-        match &inputs.pull_secret {
-            Some(docker_config) => {
-                let s = Self::secret(
-                    self.meta(&key.pull_secret(), key, "registry-pull-secret"),
-                    [(
-                        ".dockerconfigjson".to_string(),
-                        serde_json::to_vec(docker_config).unwrap_or_default(),
-                    )]
-                    .into(),
-                    Some("kubernetes.io/dockerconfigjson"),
-                );
-                upsert(&secrets, &s)
-                    .await
-                    .map_err(write("writing the image pull Secret"))?;
-            }
-            None => {
-                delete_opt(&secrets, &key.pull_secret())
-                    .await
-                    .map_err(write("deleting the old image pull Secret"))?;
+        // (name, type label, data key, value, Secret type, what it is); `None` deletes.
+        let wanted = [
+            (
+                key.config_secret(),
+                "configuration",
+                "configuration.json",
+                Some(&inputs.provider_config),
+                None,
+                "the configuration Secret",
+            ),
+            (
+                key.target_secret(),
+                "target",
+                "target.json",
+                Some(&inputs.target),
+                None,
+                "the target Secret",
+            ),
+            (
+                key.pull_secret(),
+                "registry-pull-secret",
+                ".dockerconfigjson",
+                inputs.pull_secret.as_ref(),
+                Some("kubernetes.io/dockerconfigjson"),
+                "the image pull Secret",
+            ),
+        ];
+        for (name, kind, data_key, value, type_, what) in wanted {
+            match value {
+                Some(value) => {
+                    let secret = Self::secret(
+                        self.meta(&name, key, kind),
+                        [(
+                            data_key.to_string(),
+                            serde_json::to_vec(value).unwrap_or_default(),
+                        )]
+                        .into(),
+                        type_,
+                    );
+                    upsert(&secrets, &secret)
+                        .await
+                        .map_err(|e| api_error(&format!("writing {what}"), e))?;
+                }
+                None => {
+                    delete_opt(&secrets, &name)
+                        .await
+                        .map_err(|e| api_error(&format!("deleting {what}"), e))?;
+                }
             }
         }
         // A run that writes no exports must not hand on the previous run's.
