@@ -464,7 +464,9 @@ async fn given_every_operator_and_a_label_selector_then_matching_checks_pass_and
             "resourceSelector": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "mm", "namespace": "default"}],
             "requirements": [req(".data.key", "=", json!([{"value": "other"}]))]}]}}),
     );
-    mismatch["spec"]["timeout"] = json!("1s");
+    // Long enough that the next step comes before the timeout even on a busy real server:
+    // the plugin's own wait, not the host's start checkpoint, must be the one that ends it.
+    mismatch["spec"]["timeout"] = json!("3s");
     create(&h, &mismatch).await;
     let s = wait_done(&h, "mismatch").await.status();
     assert_eq!(s.phase, Phase::Failed);
