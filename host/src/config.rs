@@ -118,15 +118,28 @@ pub struct PluginsConfig {
     /// Limits per plugin name (as the plugin's `describe` names itself).
     #[serde(default)]
     pub per_plugin: BTreeMap<String, LimitsConfig>,
+    /// Plugins from ConfigMaps or OCI registries, by name (a static list for development and
+    /// offline use; `WasmPlugin` objects declare them in the cluster).
+    #[serde(default)]
+    pub sources: BTreeMap<String, crate::plugin_sources::PluginSpec>,
+    /// Namespace of `WasmPlugin` objects and of the ConfigMaps and Secrets they name. Default:
+    /// `MY_POD_NAMESPACE`, else `default`.
+    pub namespace: Option<String>,
+    /// Watch `WasmPlugin` objects. Default: true.
+    pub watch_objects: Option<bool>,
+    /// How often OCI tags are resolved again (and everything re-checked). Default `1m`.
+    pub poll_interval: Option<String>,
 }
 
 /// Limits of one plugin invocation.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Wall-clock deadline of one call (Go duration). Default: `30s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<String>,
     /// Memory cap per instance in MiB. Default: 64.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<u64>,
 }
 
@@ -186,6 +199,13 @@ impl HostConfig {
         for (name, l) in &self.plugins.per_plugin {
             l.resolve(Limits::default())
                 .with_context(|| format!("plugins.perPlugin.{name}"))?;
+        }
+        for (name, spec) in &self.plugins.sources {
+            spec.validate()
+                .map_err(|e| anyhow::anyhow!("plugins.sources.{name}: {e}"))?;
+        }
+        if let Some(p) = &self.plugins.poll_interval {
+            parse_go_duration(p).map_err(|e| anyhow::anyhow!("plugins.pollInterval: {e}"))?;
         }
         for (key, value) in [
             ("locking.retryAfter", &self.locking.retry_after),

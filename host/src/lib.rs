@@ -17,6 +17,7 @@ pub mod hooks;
 pub mod landscaper;
 pub mod locking;
 pub mod metrics;
+pub mod plugin_sources;
 pub mod plugins;
 pub mod targetselector;
 pub mod telemetry;

@@ -300,8 +300,14 @@ async fn main() -> anyhow::Result<()> {
                 &config,
                 TargetClients::default(),
             )?);
+            let (catalog, _delivery) =
+                plugins::start_delivery(&config, deployer.host_client.clone(), deployer.plugins.clone())?;
             if let Some(addr) = metrics_listen {
-                tokio::spawn(deployer_host::metrics::serve(addr, deployer.clone()));
+                tokio::spawn(deployer_host::metrics::serve(
+                    addr,
+                    deployer.clone(),
+                    Some(catalog),
+                ));
             }
             if deployer.locker.is_some() {
                 tracing::info!("locking enabled (more than one replica may run)");

@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::routing::get;
 
 use crate::controller::Deployer;
+use crate::plugin_sources::catalog::Catalog;
 
 /// Renders the metrics in Prometheus' text format.
 pub fn render(deployer: &Deployer) -> String {
@@ -65,15 +66,52 @@ pub fn render(deployer: &Deployer) -> String {
     out
 }
 
+/// Plugin delivery's metrics: `plugin_load_total{result}` and `plugin_info{name,version,digest}`
+/// of every dynamic plugin serving now.
+pub async fn render_delivery(catalog: &Catalog) -> String {
+    let m = &catalog.metrics;
+    let mut out = String::from(
+        "# HELP wasm_deployer_plugin_load_total Plugin loads by plugin delivery, by result.\n# TYPE wasm_deployer_plugin_load_total counter\n",
+    );
+    for (result, n) in [
+        ("loaded", &m.loaded),
+        ("unchanged", &m.unchanged),
+        ("refused", &m.refused),
+    ] {
+        out.push_str(&format!(
+            "wasm_deployer_plugin_load_total{{result=\"{result}\"}} {}\n",
+            n.load(Ordering::Relaxed)
+        ));
+    }
+    out.push_str("# HELP wasm_deployer_plugin_info Dynamic plugins serving now.\n# TYPE wasm_deployer_plugin_info gauge\n");
+    for (name, version, digest) in catalog.serving().await {
+        out.push_str(&format!(
+            "wasm_deployer_plugin_info{{name=\"{name}\",version=\"{version}\",digest=\"{digest}\"}} 1\n"
+        ));
+    }
+    out
+}
+
 /// Serves `/metrics` and `/healthz` on `addr` until the task is dropped.
-pub async fn serve(addr: SocketAddr, deployer: Arc<Deployer>) -> anyhow::Result<()> {
+pub async fn serve(
+    addr: SocketAddr,
+    deployer: Arc<Deployer>,
+    catalog: Option<Arc<Catalog>>,
+) -> anyhow::Result<()> {
+    type S = (Arc<Deployer>, Option<Arc<Catalog>>);
     let app = Router::new()
         .route(
             "/metrics",
-            get(|State(d): State<Arc<Deployer>>| async move { render(&d) }),
+            get(|State((d, c)): State<S>| async move {
+                let mut out = render(&d);
+                if let Some(c) = c {
+                    out.push_str(&render_delivery(&c).await);
+                }
+                out
+            }),
         )
         .route("/healthz", get(|| async { "ok" }))
-        .with_state(deployer);
+        .with_state((deployer, catalog));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "metrics endpoint");
     axum::serve(listener, app).await?;

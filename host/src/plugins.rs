@@ -15,6 +15,57 @@ use plugin_runtime::{DeployerPlugin, HookPlugin, PluginRegistry, PluginRuntime, 
 use crate::config::{HostConfig, Limits};
 use crate::container::ContainerDeployer;
 
+/// The deployers and hooks serving right now. Plugin delivery swaps the whole set atomically
+/// ([`LivePlugins::replace`]); a call in flight holds the `Arc` of the plugin it started with and
+/// finishes on that version.
+pub struct LivePlugins {
+    current: std::sync::RwLock<Arc<PluginRegistry>>,
+    generation: tokio::sync::watch::Sender<u64>,
+}
+
+impl LivePlugins {
+    pub fn new(registry: Arc<PluginRegistry>) -> Self {
+        LivePlugins {
+            current: std::sync::RwLock::new(registry),
+            generation: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// The set serving now.
+    pub fn current(&self) -> Arc<PluginRegistry> {
+        self.current.read().expect("plugins lock").clone()
+    }
+
+    /// The deployer for a DeployItem type, if one serves it now.
+    pub fn for_type(&self, deploy_item_type: &str) -> Option<Arc<dyn DeployerPlugin>> {
+        self.current().for_type(deploy_item_type)
+    }
+
+    pub fn deploy_item_types(&self) -> Vec<String> {
+        self.current()
+            .deploy_item_types()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+
+    /// Serves `registry` from now on and tells [`LivePlugins::changes`] listeners.
+    pub fn replace(&self, registry: Arc<PluginRegistry>) {
+        *self.current.write().expect("plugins lock") = registry;
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// A stream that yields after every [`LivePlugins::replace`] (the controller looks at every
+    /// item again: items of a type that just gained a deployer are taken).
+    pub fn changes(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let rx = self.generation.subscribe();
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        })
+    }
+}
+
 /// Builds the runtime configuration (cache directory, limits) from the host configuration.
 pub fn runtime_config(config: &HostConfig) -> anyhow::Result<RuntimeConfig> {
     let base = config.plugins.limits.resolve(Limits::default())?;
@@ -142,4 +193,48 @@ pub async fn load_all(
         tracing::info!(plugin = %s.name, version = %s.version, hook_types = ?s.hook_types, "loaded hook plugin");
     }
     Ok(Arc::new(PluginRegistry::with_hooks(plugins, hooks)?))
+}
+
+/// Starts plugin delivery (`plugin_sources`): the plugins of `plugins.sources` and of
+/// `WasmPlugin` objects, swapped into `live` as they come and go. Returns the catalog (status,
+/// metrics) and the task.
+pub fn start_delivery(
+    config: &HostConfig,
+    client: kube::Client,
+    live: Arc<LivePlugins>,
+) -> anyhow::Result<(Arc<crate::plugin_sources::catalog::Catalog>, tokio::task::JoinHandle<()>)> {
+    use crate::plugin_sources::{catalog::Catalog, declarations::Declarations};
+    let runtime = PluginRuntime::new(runtime_config(config)?)?;
+    let namespace = config
+        .plugins
+        .namespace
+        .clone()
+        .or_else(|| std::env::var("MY_POD_NAMESPACE").ok())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
+    let poll_interval = match config
+        .plugins
+        .poll_interval
+        .as_deref()
+        .map(crate::landscaper::parse_go_duration)
+    {
+        Some(Ok(crate::landscaper::GoDuration::Finite(d))) if !d.is_zero() => d,
+        _ => std::time::Duration::from_secs(60),
+    };
+    let catalog = Arc::new(Catalog::new(
+        runtime,
+        client.clone(),
+        namespace.clone(),
+        config.plugins.limits.resolve(Limits::default())?,
+        live,
+    ));
+    let declarations = Declarations {
+        client,
+        namespace,
+        static_specs: config.plugins.sources.clone(),
+        watch_objects: config.plugins.watch_objects.unwrap_or(true),
+        poll_interval,
+    };
+    let task = tokio::spawn(declarations.run(catalog.clone(), std::future::pending()));
+    Ok((catalog, task))
 }

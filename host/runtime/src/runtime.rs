@@ -193,6 +193,17 @@ impl PluginRuntime {
     /// Load one component from memory. `source_name` is used in logs and errors. Calls
     /// `describe` once and validates the answer.
     pub async fn load_bytes(&self, source_name: &str, bytes: &[u8]) -> Result<Arc<WasmPlugin>> {
+        self.load_bytes_with_limits(source_name, bytes, None).await
+    }
+
+    /// Like [`PluginRuntime::load_bytes`], with `limits` instead of the configured ones (a
+    /// plugin declared with limits of its own, e.g. by a `WasmPlugin` object).
+    pub async fn load_bytes_with_limits(
+        &self,
+        source_name: &str,
+        bytes: &[u8],
+        limits: Option<Limits>,
+    ) -> Result<Arc<WasmPlugin>> {
         let started = Instant::now();
         let sha = sha256(bytes);
         let mut prepared = self.prepared.lock().await;
@@ -236,7 +247,7 @@ impl PluginRuntime {
             description,
             hook_setup,
         } = described;
-        let limits = self.limits_for(&description.name);
+        let limits = limits.unwrap_or_else(|| self.limits_for(&description.name));
         let plugin = Arc::new(WasmPlugin {
             engine: self.engine.clone(),
             name: Arc::from(description.name.as_str()),

@@ -29,7 +29,8 @@ pub struct Deployer {
     /// Client of the cluster the host itself runs in (the "host cluster": its pods, leases).
     /// The same as `client` unless the host runs in a fenced environment.
     pub host_client: Client,
-    pub plugins: Arc<PluginRegistry>,
+    /// The deployers serving now (swapped by plugin delivery).
+    pub plugins: Arc<crate::plugins::LivePlugins>,
     /// Extension hooks, in execution order (empty: the plain contract flow).
     pub hooks: crate::hooks::HookSet,
     pub target_selectors: Vec<TargetSelector>,
@@ -89,7 +90,7 @@ impl Deployer {
             lock_cleanup_interval: config.cleanup_interval(),
             host_client,
             client,
-            plugins,
+            plugins: Arc::new(crate::plugins::LivePlugins::new(plugins)),
             target_selectors: config.target_selectors.clone(),
             deployer,
             requeue_interval: config.requeue_interval()?,

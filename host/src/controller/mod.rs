@@ -68,8 +68,11 @@ pub async fn run(
         }
         _ => None,
     };
+    let plugin_changes = deployer.plugins.changes();
     Controller::new(api, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(workers as u16))
+        // A new or removed deployer changes which items are ours: look at every item again.
+        .reconcile_all_on(plugin_changes)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, deployer)
         .for_each(|result| async move {

@@ -32,6 +32,9 @@ pub const LANDSCAPER_CRDS: [&str; 5] = [
     include_str!("../../crds/landscaper.gardener.cloud_lshealthchecks.yaml"),
 ];
 
+/// The project's own CRDs (plugin delivery's `WasmPlugin`).
+pub const OWN_CRDS: [&str; 1] = [include_str!("../../crds/wasm-deployer.dev_wasmplugins.yaml")];
+
 /// Options of `deployer-host dev`.
 #[derive(Clone, Debug)]
 pub struct DevOptions {
@@ -62,10 +65,10 @@ impl DevEnvironment {
     /// Creates the API server with CRDs, namespace, Target and Context. `server_url` is what
     /// the `default` Target's kubeconfig points at.
     pub async fn bootstrap(server: ApiServer, server_url: &str) -> anyhow::Result<Self> {
-        for crd in LANDSCAPER_CRDS {
+        for crd in LANDSCAPER_CRDS.iter().chain(&OWN_CRDS) {
             server
                 .install_yaml_documents(crd)
-                .context("installing the Landscaper CRDs")?;
+                .context("installing the CRDs")?;
         }
         let client = server.client();
         let target_kubeconfig = ApiServer::kubeconfig_yaml(server_url);
@@ -81,12 +84,21 @@ impl DevEnvironment {
 /// Installs Landscaper's CRDs through the API of any cluster (the embedded server installs them
 /// directly) and waits until each is established and served.
 pub async fn install_landscaper_crds(client: &Client) -> anyhow::Result<()> {
+    install_crds(client, &LANDSCAPER_CRDS).await
+}
+
+/// Installs the project's own CRDs (`WasmPlugin`) like [`install_landscaper_crds`].
+pub async fn install_own_crds(client: &Client) -> anyhow::Result<()> {
+    install_crds(client, &OWN_CRDS).await
+}
+
+async fn install_crds(client: &Client, texts: &[&str]) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut names = Vec::new();
-    for text in LANDSCAPER_CRDS {
+    for text in texts {
         let crd: CustomResourceDefinition =
-            serde_yaml::from_str(text).context("parsing a Landscaper CRD")?;
+            serde_yaml::from_str(text).context("parsing a CRD")?;
         let name = crd.metadata.name.clone().unwrap_or_default();
         if crds.get_opt(&name).await?.is_none() {
             crds.create(&PostParams::default(), &crd)
@@ -219,6 +231,9 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         target_clients,
     )?);
 
+    let (_catalog, delivery) =
+        plugins::start_delivery(&config, env.client.clone(), deployer.plugins.clone())?;
+
     if let Some(parent) = options.kubeconfig_out.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -292,6 +307,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     if let Some(k) = process_kubelet {
         k.abort();
     }
+    delivery.abort();
     let _ = controller_task.await;
     serve.await??;
     server.flush().await?;

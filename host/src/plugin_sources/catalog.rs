@@ -1,0 +1,465 @@
+//! The catalog of dynamic plugins: for each declared plugin (a `WasmPlugin` object or an entry
+//! of `plugins.sources`) it fetches, verifies and compiles the component when its source
+//! changed, keeps the last good version, and swaps the host's serving set ([`LivePlugins`])
+//! when the set of good plugins changed. Conditions: `Fetched`, `Verified`, `Compiled`, `Ready`.
+//!
+//! Owns: the state of every declared plugin and the swap. Must not touch: the DeployItem
+//! contract; a plugin in flight finishes on the version it started with.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::Api;
+use plugin_runtime::{DeployerPlugin, HookPlugin, PluginRegistry, PluginRuntime, WasmPlugin};
+use serde::{Deserialize, Serialize};
+
+use super::{PluginSpec, configmap, oci, trust};
+use crate::config::Limits;
+use crate::plugins::LivePlugins;
+
+/// The four steps of a plugin's way in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    Fetched,
+    Verified,
+    Compiled,
+    Ready,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Fetched, Stage::Verified, Stage::Compiled, Stage::Ready];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Fetched => "Fetched",
+            Stage::Verified => "Verified",
+            Stage::Compiled => "Compiled",
+            Stage::Ready => "Ready",
+        }
+    }
+}
+
+/// A condition of a `WasmPlugin`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// The status of one declared plugin (the `WasmPlugin` status).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginStatus {
+    pub conditions: Vec<Condition>,
+    /// `sha256:` of the component serving now (the last good one).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plugin_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook_types: Vec<String>,
+    /// The WIT package version this host speaks (the plugin loaded against it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub wit_version: String,
+    /// Why the newest version is not serving (empty when it is).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl PluginStatus {
+    pub fn condition(&self, stage: Stage) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == stage.as_str())
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.condition(Stage::Ready).is_some_and(|c| c.status == "True")
+    }
+
+    /// All stages up to `failed` True, `failed` False with `message`, later ones Unknown.
+    fn set(&mut self, failed: Option<(Stage, &str, String)>) {
+        self.conditions = Stage::ALL
+            .iter()
+            .map(|&stage| match &failed {
+                Some((at, reason, message)) if *at == stage => Condition {
+                    type_: stage.as_str().into(),
+                    status: "False".into(),
+                    reason: (*reason).into(),
+                    message: message.clone(),
+                },
+                Some((at, ..)) if *at < stage => Condition {
+                    type_: stage.as_str().into(),
+                    status: "Unknown".into(),
+                    reason: "NotReached".into(),
+                    message: String::new(),
+                },
+                _ => Condition {
+                    type_: stage.as_str().into(),
+                    status: "True".into(),
+                    reason: stage.as_str().into(),
+                    message: String::new(),
+                },
+            })
+            .collect();
+        self.last_error = failed.map(|(_, _, m)| m).unwrap_or_default();
+    }
+}
+
+/// A failure at one stage.
+#[derive(Debug)]
+struct Refused {
+    stage: Stage,
+    reason: &'static str,
+    message: String,
+}
+
+fn refused(stage: Stage, reason: &'static str, message: impl Into<String>) -> Refused {
+    Refused {
+        stage,
+        reason,
+        message: message.into(),
+    }
+}
+
+/// One declared plugin.
+#[derive(Default)]
+struct Entry {
+    spec: PluginSpec,
+    /// What the source looked like when last fetched (digest or resourceVersion).
+    seen: String,
+    /// The last good version.
+    good: Option<Arc<WasmPlugin>>,
+    status: PluginStatus,
+}
+
+/// Load counters, by result, and what serves.
+#[derive(Default)]
+pub struct CatalogMetrics {
+    pub loaded: AtomicU64,
+    pub unchanged: AtomicU64,
+    pub refused: AtomicU64,
+}
+
+/// Dynamic plugins beside the static ones.
+pub struct Catalog {
+    runtime: Arc<PluginRuntime>,
+    client: Client,
+    /// Namespace of the declarations (ConfigMaps, Secrets by name).
+    namespace: String,
+    base_limits: Limits,
+    /// Static plugins: natives and the plugin directory.
+    base: Vec<Arc<dyn DeployerPlugin>>,
+    base_hooks: Vec<Arc<dyn HookPlugin>>,
+    live: Arc<LivePlugins>,
+    entries: tokio::sync::Mutex<BTreeMap<String, Entry>>,
+    pub metrics: CatalogMetrics,
+}
+
+impl Catalog {
+    pub fn new(
+        runtime: Arc<PluginRuntime>,
+        client: Client,
+        namespace: String,
+        base_limits: Limits,
+        live: Arc<LivePlugins>,
+    ) -> Self {
+        let current = live.current();
+        Catalog {
+            runtime,
+            client,
+            namespace,
+            base_limits,
+            base: current.plugins().cloned().collect(),
+            base_hooks: current.hooks().cloned().collect(),
+            live,
+            entries: Default::default(),
+            metrics: CatalogMetrics::default(),
+        }
+    }
+
+    /// The status of `name`, if declared.
+    pub async fn status(&self, name: &str) -> Option<PluginStatus> {
+        self.entries.lock().await.get(name).map(|e| e.status.clone())
+    }
+
+    /// `(name, version, digest)` of every dynamic plugin serving now.
+    pub async fn serving(&self) -> Vec<(String, String, String)> {
+        self.entries
+            .lock()
+            .await
+            .values()
+            .filter_map(|e| e.good.as_ref())
+            .map(|p| {
+                (
+                    p.description().name.clone(),
+                    p.description().version.clone(),
+                    format!("sha256:{}", p.sha256()),
+                )
+            })
+            .collect()
+    }
+
+    /// Brings `name` to `spec`: fetches when the source changed (or `force`), verifies and
+    /// compiles a new version, and swaps it in if it can serve. Returns its status.
+    pub async fn sync(&self, name: &str, spec: &PluginSpec, generation: Option<i64>) -> PluginStatus {
+        let mut entries = self.entries.lock().await;
+        let entry = entries.entry(name.to_string()).or_default();
+        let spec_changed = entry.spec != *spec;
+        entry.spec = spec.clone();
+        entry.status.observed_generation = generation;
+        let outcome = self.load(entry, spec_changed).await;
+        match outcome {
+            Ok(None) => {
+                self.metrics.unchanged.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Some(plugin)) => {
+                let previous = entry.good.replace(plugin.clone());
+                match self.rebuild(&entries) {
+                    Ok(()) => {
+                        self.metrics.loaded.fetch_add(1, Ordering::Relaxed);
+                        let entry = entries.get_mut(name).expect("entry");
+                        describe_into(&mut entry.status, &plugin);
+                        entry.status.set(None);
+                        tracing::info!(plugin = name, digest = %entry.status.digest, "plugin serving");
+                    }
+                    Err(clash) => {
+                        // The new version cannot serve beside the others: back to the old one.
+                        let entry = entries.get_mut(name).expect("entry");
+                        entry.good = previous;
+                        let _ = self.rebuild(&entries);
+                        let entry = entries.get_mut(name).expect("entry");
+                        self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                        entry.status.set(Some((Stage::Ready, "TypeConflict", clash)));
+                        tracing::warn!(plugin = name, error = %entry.status.last_error, "plugin refused");
+                    }
+                }
+            }
+            Err(r) => {
+                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                entry.status.set(Some((r.stage, r.reason, r.message)));
+                tracing::warn!(plugin = name, error = %entry.status.last_error, "plugin refused; the last good version (if any) keeps serving");
+            }
+        }
+        entries.get(name).map(|e| e.status.clone()).unwrap_or_default()
+    }
+
+    /// Forgets `name`: its types are no longer served by it.
+    pub async fn remove(&self, name: &str) {
+        let mut entries = self.entries.lock().await;
+        if entries.remove(name).is_some() {
+            let _ = self.rebuild(&entries);
+            tracing::info!(plugin = name, "plugin removed");
+        }
+    }
+
+    /// Names of the declared plugins.
+    pub async fn names(&self) -> Vec<String> {
+        self.entries.lock().await.keys().cloned().collect()
+    }
+
+    /// `Ok(None)`: nothing new; `Ok(Some)`: a new good version to swap in.
+    async fn load(&self, entry: &mut Entry, force: bool) -> Result<Option<Arc<WasmPlugin>>, Refused> {
+        let spec = &entry.spec;
+        spec.validate()
+            .map_err(|m| refused(Stage::Fetched, "InvalidSpec", m))?;
+        let keys = self.keys(spec).await?;
+        let (bytes, seen, blob_signature) = match (&spec.source.config_map, &spec.source.oci) {
+            (Some(cm), _) => {
+                let got = configmap::read(&self.client, &self.namespace, cm)
+                    .await
+                    .map_err(|e| refused(Stage::Fetched, "FetchFailed", format!("{e:#}")))?;
+                if !force && got.resource_version == entry.seen && entry.good.is_some() {
+                    return Ok(None);
+                }
+                (got.bytes, got.resource_version, got.signature)
+            }
+            (None, Some(o)) => {
+                let options = self.registry_options(o).await?;
+                let digest = oci::resolve(&o.reference, &options)
+                    .await
+                    .map_err(|e| refused(Stage::Fetched, "FetchFailed", format!("{e:#}")))?;
+                if !force && digest == entry.seen && entry.good.is_some() {
+                    return Ok(None);
+                }
+                let pulled = oci::pull(&o.reference, &options)
+                    .await
+                    .map_err(|e| refused(Stage::Fetched, "FetchFailed", format!("{e:#}")))?;
+                if let Some(keys) = &keys {
+                    let sigs = oci::signatures(&o.reference, &pulled.manifest_digest, &options)
+                        .await
+                        .map_err(|e| refused(Stage::Verified, "SignatureFetchFailed", format!("{e:#}")))?;
+                    if sigs.is_empty() {
+                        return Err(refused(
+                            Stage::Verified,
+                            "Unsigned",
+                            format!("{} ({}) has no signature, and verification is required", o.reference, pulled.manifest_digest),
+                        ));
+                    }
+                    let errors: Vec<String> = sigs
+                        .iter()
+                        .filter_map(|(payload, sig)| {
+                            trust::verify_payload(payload, sig, &pulled.manifest_digest, keys)
+                                .err()
+                                .map(|e| e.to_string())
+                        })
+                        .collect();
+                    if errors.len() == sigs.len() {
+                        return Err(refused(
+                            Stage::Verified,
+                            "BadSignature",
+                            format!("{}: no signature verifies: {}", o.reference, errors.join("; ")),
+                        ));
+                    }
+                }
+                (pulled.bytes, pulled.manifest_digest, None)
+            }
+            (None, None) => unreachable!("validated"),
+        };
+        entry.seen = seen;
+        trust::check_pin(&bytes, spec.digest.as_deref())
+            .map_err(|e| refused(Stage::Verified, "DigestMismatch", e.to_string()))?;
+        if spec.source.config_map.is_some()
+            && let Some(keys) = &keys
+        {
+            let ok = blob_signature
+                .as_deref()
+                .is_some_and(|s| trust::verify_blob(&bytes, s, keys));
+            if !ok {
+                return Err(refused(
+                    Stage::Verified,
+                    if blob_signature.is_some() { "BadSignature" } else { "Unsigned" },
+                    "the ConfigMap's plugin has no valid signature (<key>.sig), and verification is required",
+                ));
+            }
+        }
+        if !bytes.starts_with(b"\0asm") {
+            return Err(refused(Stage::Compiled, "NotWasm", "the plugin is not WebAssembly (no \\0asm header)"));
+        }
+        if bytes.get(4..8) == Some(&[1, 0, 0, 0]) {
+            return Err(refused(
+                Stage::Compiled,
+                "CoreModule",
+                "the plugin is a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)",
+            ));
+        }
+        let limits = match &spec.limits {
+            Some(l) => Some(
+                l.resolve(self.base_limits)
+                    .map_err(|e| refused(Stage::Compiled, "InvalidLimits", e.to_string()))?,
+            ),
+            None => None,
+        }
+        .map(|l| plugin_runtime::Limits {
+            deadline: l.deadline,
+            memory_bytes: l.memory_bytes as usize,
+        });
+        let source_name = format!("{} ({})", describe_source(spec), trust::digest_of(&bytes));
+        let plugin = self
+            .runtime
+            .load_bytes_with_limits(&source_name, &bytes, limits)
+            .await
+            .map_err(|e| refused(Stage::Compiled, "LoadFailed", format!("{e:#}")))?;
+        if entry.good.as_ref().is_some_and(|g| g.sha256() == plugin.sha256()) {
+            return Ok(None);
+        }
+        Ok(Some(plugin))
+    }
+
+    /// The verification keys of `spec`, if it asks for verification.
+    async fn keys(&self, spec: &PluginSpec) -> Result<Option<Vec<p256::ecdsa::VerifyingKey>>, Refused> {
+        let v = &spec.verification;
+        let pem = match (&v.public_key, &v.public_key_secret) {
+            (Some(pem), _) => pem.clone(),
+            (None, Some(r)) => {
+                let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+                let s = secrets
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|e| refused(Stage::Verified, "KeyUnavailable", e.to_string()))?
+                    .ok_or_else(|| refused(Stage::Verified, "KeyUnavailable", format!("Secret {} not found", r.name)))?;
+                let data = s.data.unwrap_or_default();
+                let bytes = data.get(&r.key).ok_or_else(|| {
+                    refused(Stage::Verified, "KeyUnavailable", format!("Secret {} has no key {:?}", r.name, r.key))
+                })?;
+                String::from_utf8_lossy(&bytes.0).into_owned()
+            }
+            (None, None) => return Ok(None),
+        };
+        trust::public_keys(&pem)
+            .map(Some)
+            .map_err(|e| refused(Stage::Verified, "InvalidKey", e.to_string()))
+    }
+
+    async fn registry_options(&self, o: &super::OciSource) -> Result<oci::RegistryOptions, Refused> {
+        let mut options = oci::RegistryOptions::default();
+        if o.plain_http
+            && let Ok(r) = oci::parse(&o.reference)
+        {
+            options.plain_http.push(r.resolve_registry().to_string());
+        }
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        for name in &o.pull_secrets {
+            let s = secrets
+                .get_opt(name)
+                .await
+                .map_err(|e| refused(Stage::Fetched, "PullSecret", e.to_string()))?
+                .ok_or_else(|| refused(Stage::Fetched, "PullSecret", format!("pull secret {name} not found")))?;
+            if let Some(v) = s.data.unwrap_or_default().get(".dockerconfigjson") {
+                options
+                    .docker_configs
+                    .push(String::from_utf8_lossy(&v.0).into_owned());
+            }
+        }
+        Ok(options)
+    }
+
+    /// Builds the serving set from the static plugins and every good dynamic one; refuses a set
+    /// in which two plugins claim one type (naming both).
+    fn rebuild(&self, entries: &BTreeMap<String, Entry>) -> Result<(), String> {
+        let mut plugins = self.base.clone();
+        let mut hooks = self.base_hooks.clone();
+        for p in entries.values().filter_map(|e| e.good.clone()) {
+            if p.exports_deployer() {
+                plugins.push(p.clone() as Arc<dyn DeployerPlugin>);
+            }
+            if p.hook_setup().is_some() {
+                hooks.push(p as Arc<dyn HookPlugin>);
+            }
+        }
+        let registry = PluginRegistry::with_hooks(plugins, hooks).map_err(|e| format!("{e:#}"))?;
+        self.live.replace(Arc::new(registry));
+        Ok(())
+    }
+}
+
+fn describe_source(spec: &PluginSpec) -> String {
+    match (&spec.source.config_map, &spec.source.oci) {
+        (Some(c), _) => format!("configmap {}{}", c.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default(), c.name),
+        (None, Some(o)) => format!("oci {}", o.reference),
+        _ => "nothing".into(),
+    }
+}
+
+fn describe_into(status: &mut PluginStatus, plugin: &WasmPlugin) {
+    let d = plugin.description();
+    status.digest = format!("sha256:{}", plugin.sha256());
+    status.plugin_name = d.name.clone();
+    status.version = d.version.clone();
+    status.types = d.deploy_item_types.clone();
+    status.hook_types = plugin
+        .hook_setup()
+        .map(|h| h.hook_types.iter().map(|t| t.as_str().to_string()).collect())
+        .unwrap_or_default();
+    status.wit_version = sdk_guest::WIT_VERSION.to_string();
+}

@@ -1,0 +1,177 @@
+//! The declared plugins and the loop that keeps the catalog in step with them: `WasmPlugin`
+//! objects in the host's namespace (their status written back) and the static
+//! `plugins.sources` of the configuration. It looks again when a `WasmPlugin` or a ConfigMap of
+//! the namespace changes, and every poll interval (OCI tags move without telling anyone).
+//!
+//! Owns: reading declarations and writing `WasmPlugin` status and Events. Must not touch: the
+//! catalog's decisions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::json;
+
+use super::catalog::{Catalog, PluginStatus};
+use super::{GROUP, PluginSpec, VERSION};
+use crate::apierrors;
+
+/// The `WasmPlugin` resource.
+pub fn resource() -> ApiResource {
+    ApiResource {
+        group: GROUP.into(),
+        version: VERSION.into(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: "WasmPlugin".into(),
+        plural: "wasmplugins".into(),
+    }
+}
+
+/// Where declarations come from.
+pub struct Declarations {
+    pub client: Client,
+    pub namespace: String,
+    /// `plugins.sources` of the configuration, by name.
+    pub static_specs: BTreeMap<String, PluginSpec>,
+    /// Watch `WasmPlugin` objects (off: only the static list).
+    pub watch_objects: bool,
+    pub poll_interval: Duration,
+}
+
+impl Declarations {
+    fn api(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.namespace, &resource())
+    }
+
+    /// One pass: every declaration synced, removed ones forgotten, statuses written.
+    pub async fn sync_all(&self, catalog: &Catalog) {
+        let mut declared: Vec<String> = Vec::new();
+        for (name, spec) in &self.static_specs {
+            catalog.sync(name, spec, None).await;
+            declared.push(name.clone());
+        }
+        if self.watch_objects {
+            let objects = match self.api().list(&ListParams::default()).await {
+                Ok(list) => list.items,
+                // No WasmPlugin CRD installed: only the static list.
+                Err(e) if apierrors::not_found(&e).is_some() => Vec::new(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing WasmPlugins failed; keeping every plugin as it is");
+                    return;
+                }
+            };
+            for obj in objects {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                declared.push(name.clone());
+                let generation = obj.metadata.generation;
+                let status = match serde_json::from_value::<PluginSpec>(obj.data["spec"].clone()) {
+                    Ok(spec) => catalog.sync(&name, &spec, generation).await,
+                    Err(e) => {
+                        let mut s = catalog.status(&name).await.unwrap_or_default();
+                        s.last_error = format!("spec: {e}");
+                        s.conditions = vec![super::catalog::Condition {
+                            type_: "Ready".into(),
+                            status: "False".into(),
+                            reason: "InvalidSpec".into(),
+                            message: s.last_error.clone(),
+                        }];
+                        s
+                    }
+                };
+                self.write_status(&obj, &status).await;
+            }
+        }
+        for name in catalog.names().await {
+            if !declared.contains(&name) {
+                catalog.remove(&name).await;
+            }
+        }
+    }
+
+    async fn write_status(&self, obj: &DynamicObject, status: &PluginStatus) {
+        let current: Option<PluginStatus> = serde_json::from_value(obj.data["status"].clone()).ok();
+        if current.as_ref() == Some(status) {
+            return;
+        }
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let patch = json!({"status": status});
+        if let Err(e) = self
+            .api()
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(plugin = %name, error = %e, "writing the WasmPlugin status failed");
+        }
+        let was_error = current.map(|c| c.last_error).unwrap_or_default();
+        if !status.last_error.is_empty() && status.last_error != was_error {
+            self.event(obj, "PluginRefused", &status.last_error, "Warning").await;
+        } else if status.last_error.is_empty() && status.is_ready() {
+            self.event(obj, "PluginReady", &format!("{} {} ({}) serves {:?}", status.plugin_name, status.version, status.digest, status.types), "Normal").await;
+        }
+    }
+
+    async fn event(&self, obj: &DynamicObject, reason: &str, note: &str, type_: &str) {
+        use k8s_openapi::api::events::v1::Event;
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
+        let event: Result<Event, _> = serde_json::from_value(json!({
+            "metadata": {"generateName": format!("{}.", obj.metadata.name.clone().unwrap_or_default()), "namespace": self.namespace},
+            "eventTime": now,
+            "reportingController": "wasm-deployer.dev/plugin-delivery",
+            "reportingInstance": std::env::var("MY_POD_NAME").unwrap_or_else(|_| "wasm-deployer".into()),
+            "action": "LoadPlugin",
+            "reason": reason,
+            "type": type_,
+            "note": note.chars().take(1000).collect::<String>(),
+            "regarding": {"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "WasmPlugin",
+                "name": obj.metadata.name, "namespace": self.namespace, "uid": obj.metadata.uid},
+        }));
+        if let Ok(event) = event
+            && let Err(e) = events.create(&PostParams::default(), &event).await
+        {
+            tracing::debug!(error = %e, "recording a plugin Event failed");
+        }
+    }
+
+    /// Runs until `stop` resolves.
+    pub async fn run(self, catalog: Arc<Catalog>, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let mut watchers = Vec::new();
+        if self.watch_objects {
+            let w = wake.clone();
+            let stream = watcher(self.api(), watcher::Config::default());
+            watchers.push(tokio::spawn(async move {
+                let mut stream = std::pin::pin!(stream);
+                while stream.next().await.is_some() {
+                    w.notify_one();
+                }
+            }));
+        }
+        let w = wake.clone();
+        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        watchers.push(tokio::spawn(async move {
+            let stream = watcher(configmaps, watcher::Config::default());
+            let mut stream = std::pin::pin!(stream);
+            while stream.next().await.is_some() {
+                w.notify_one();
+            }
+        }));
+        loop {
+            self.sync_all(&catalog).await;
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(self.poll_interval) => {}
+            }
+        }
+        for w in watchers {
+            w.abort();
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Wasm plugins in OCI registries: pull (the CNCF wasm layout, and the legacy Kubewarden/Spin
+//! layer type) and push (the CNCF layout), registry credentials from Docker configs, plain HTTP
+//! only for registries named explicitly, and cosign-style signature artifacts (`trust`).
+//!
+//! Owns: talking to registries. Must not touch: loading or trusting what it fetched (the caller
+//! checks digests and signatures before anything is compiled).
+
+use std::collections::BTreeMap;
+use std::sync::Once;
+
+use anyhow::{Context as _, bail};
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::manifest::OciImageManifest;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde_json::json;
+
+/// The CNCF TAG-runtime wasm layout: config and layer media types.
+pub const WASM_CONFIG_V0: &str = "application/vnd.wasm.config.v0+json";
+pub const WASM_LAYER: &str = "application/wasm";
+/// The legacy layer type (Kubewarden, wasm-to-oci, Spin), accepted on pull.
+pub const LEGACY_WASM_LAYER: &str = "application/vnd.wasm.content.layer.v1+wasm";
+
+/// How to reach registries.
+#[derive(Clone, Debug, Default)]
+pub struct RegistryOptions {
+    /// Registries (`host[:port]`) spoken to over plain HTTP; every other one needs HTTPS.
+    pub plain_http: Vec<String>,
+    /// Docker config documents (`{"auths": {...}}`) with credentials.
+    pub docker_configs: Vec<String>,
+}
+
+/// What a pull brought.
+#[derive(Clone, Debug)]
+pub struct Pulled {
+    pub bytes: Vec<u8>,
+    /// `sha256:<hex>` of the manifest (what tags resolve to, and what signatures sign).
+    pub manifest_digest: String,
+    /// `sha256:<hex>` of the wasm layer.
+    pub layer_digest: String,
+}
+
+fn install_crypto() {
+    static ONCE: Once = Once::new();
+    // reqwest is built without a provider of its own; use the ring provider kube uses too.
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A client for `reference`'s registry and the credentials for it.
+pub fn client_for(reference: &Reference, options: &RegistryOptions) -> (Client, RegistryAuth) {
+    install_crypto();
+    let client = Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
+        ..Default::default()
+    });
+    (client, auth_for(reference.resolve_registry(), &options.docker_configs))
+}
+
+/// Basic credentials for `registry` from the first Docker config that has them.
+pub fn auth_for(registry: &str, docker_configs: &[String]) -> RegistryAuth {
+    use base64::Engine as _;
+    for doc in docker_configs {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(doc) else {
+            continue;
+        };
+        let Some(auths) = v.get("auths").and_then(|a| a.as_object()) else {
+            continue;
+        };
+        let host = |k: &str| {
+            k.trim_start_matches("https://")
+                .trim_start_matches("http://")
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        };
+        if let Some(entry) = auths.iter().find(|(k, _)| host(k) == registry).map(|(_, e)| e) {
+            if let (Some(u), Some(p)) = (entry["username"].as_str(), entry["password"].as_str()) {
+                return RegistryAuth::Basic(u.into(), p.into());
+            }
+            if let Some(auth) = entry["auth"].as_str()
+                && let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(auth)
+                && let Some((u, p)) = String::from_utf8_lossy(&decoded).split_once(':')
+            {
+                return RegistryAuth::Basic(u.into(), p.into());
+            }
+        }
+    }
+    RegistryAuth::Anonymous
+}
+
+/// Parses `registry/repository[:tag][@digest]`.
+pub fn parse(reference: &str) -> anyhow::Result<Reference> {
+    reference
+        .parse::<Reference>()
+        .with_context(|| format!("{reference:?} is not an OCI reference"))
+}
+
+/// Pulls the wasm component at `reference` (exactly one wasm layer).
+pub async fn pull(reference: &str, options: &RegistryOptions) -> anyhow::Result<Pulled> {
+    let r = parse(reference)?;
+    let (client, auth) = client_for(&r, options);
+    let image = client
+        .pull(&r, &auth, vec![WASM_LAYER, LEGACY_WASM_LAYER])
+        .await
+        .with_context(|| format!("pulling {reference}"))?;
+    let mut wasm = image
+        .layers
+        .into_iter()
+        .filter(|l| l.media_type == WASM_LAYER || l.media_type == LEGACY_WASM_LAYER);
+    let Some(layer) = wasm.next() else {
+        bail!("{reference} has no wasm layer ({WASM_LAYER} or {LEGACY_WASM_LAYER})");
+    };
+    if wasm.next().is_some() {
+        bail!("{reference} has more than one wasm layer");
+    }
+    let layer_digest = layer.sha256_digest();
+    Ok(Pulled {
+        bytes: layer.data.to_vec(),
+        manifest_digest: image.digest.unwrap_or_default(),
+        layer_digest,
+    })
+}
+
+/// The manifest digest `reference` resolves to now (one request: for polling tags).
+pub async fn resolve(reference: &str, options: &RegistryOptions) -> anyhow::Result<String> {
+    let r = parse(reference)?;
+    let (client, auth) = client_for(&r, options);
+    client
+        .fetch_manifest_digest(&r, &auth)
+        .await
+        .with_context(|| format!("resolving {reference}"))
+}
+
+/// Pushes `bytes` as a wasm component in the CNCF layout; returns the manifest digest.
+pub async fn push(
+    reference: &str,
+    bytes: &[u8],
+    title: &str,
+    options: &RegistryOptions,
+) -> anyhow::Result<String> {
+    let r = parse(reference)?;
+    let (client, auth) = client_for(&r, options);
+    let layer = ImageLayer::new(
+        bytes.to_vec(),
+        WASM_LAYER.to_string(),
+        Some(BTreeMap::from([(
+            "org.opencontainers.image.title".to_string(),
+            format!("{title}.wasm"),
+        )])),
+    );
+    let config = json!({
+        "created": jiff::Timestamp::now().to_string(),
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer.sha256_digest()],
+        "component": {"exports": [], "imports": [], "target": null},
+    });
+    let config = Config::new(
+        serde_json::to_vec(&config)?,
+        WASM_CONFIG_V0.to_string(),
+        None,
+    );
+    let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    client
+        .push(&r, &[layer], config, &auth, Some(manifest))
+        .await
+        .with_context(|| format!("pushing {reference}"))?;
+    resolve(reference, options).await
+}
+
+/// The repository part of `reference` (`registry/repository`), as signatures name it.
+pub fn repository_of(reference: &str) -> anyhow::Result<String> {
+    let r = parse(reference)?;
+    Ok(format!("{}/{}", r.registry(), r.repository()))
+}
+
+/// The cosign signature layers (payload, base64 signature) stored for `manifest_digest` in
+/// `reference`'s repository; none if there is no signature artifact.
+pub async fn signatures(
+    reference: &str,
+    manifest_digest: &str,
+    options: &RegistryOptions,
+) -> anyhow::Result<Vec<(Vec<u8>, String)>> {
+    let sig_ref = format!(
+        "{}:{}",
+        repository_of(reference)?,
+        super::trust::signature_tag(manifest_digest)
+    );
+    let r = parse(&sig_ref)?;
+    let (client, auth) = client_for(&r, options);
+    let image = match client
+        .pull(&r, &auth, vec![super::trust::SIMPLE_SIGNING])
+        .await
+    {
+        Ok(image) => image,
+        Err(oci_client::errors::OciDistributionError::ImageManifestNotFoundError(_)) => {
+            return Ok(Vec::new());
+        }
+        Err(e) if e.to_string().contains("MANIFEST_UNKNOWN") || e.to_string().contains("not found") => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e).with_context(|| format!("pulling the signature {sig_ref}")),
+    };
+    Ok(image
+        .layers
+        .into_iter()
+        .filter_map(|l| {
+            let sig = l
+                .annotations
+                .as_ref()?
+                .get(super::trust::SIGNATURE_ANNOTATION)?
+                .clone();
+            Some((l.data.to_vec(), sig))
+        })
+        .collect())
+}
+
+/// Signs the artifact `manifest_digest` of `reference` and pushes the signature artifact as
+/// `cosign sign --key` does.
+pub async fn push_signature(
+    reference: &str,
+    manifest_digest: &str,
+    key: &p256::ecdsa::SigningKey,
+    options: &RegistryOptions,
+) -> anyhow::Result<()> {
+    let repository = repository_of(reference)?;
+    let payload = super::trust::payload(&repository, manifest_digest);
+    let signature = super::trust::sign_blob(&payload, key);
+    let sig_ref = format!("{repository}:{}", super::trust::signature_tag(manifest_digest));
+    let r = parse(&sig_ref)?;
+    let (client, auth) = client_for(&r, options);
+    let layer = ImageLayer::new(
+        payload,
+        super::trust::SIMPLE_SIGNING.to_string(),
+        Some(BTreeMap::from([(
+            super::trust::SIGNATURE_ANNOTATION.to_string(),
+            signature,
+        )])),
+    );
+    let config = Config::new(
+        b"{}".to_vec(),
+        "application/vnd.oci.image.config.v1+json".to_string(),
+        None,
+    );
+    let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    client
+        .push(&r, &[layer], config, &auth, Some(manifest))
+        .await
+        .with_context(|| format!("pushing the signature {sig_ref}"))?;
+    Ok(())
+}
