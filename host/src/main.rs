@@ -300,8 +300,11 @@ async fn main() -> anyhow::Result<()> {
                 &config,
                 TargetClients::default(),
             )?);
-            let (catalog, _delivery) =
-                plugins::start_delivery(&config, deployer.host_client.clone(), deployer.plugins.clone())?;
+            let (catalog, _delivery) = plugins::start_delivery(
+                &config,
+                deployer.host_client.clone(),
+                deployer.plugins.clone(),
+            )?;
             if let Some(addr) = metrics_listen {
                 tokio::spawn(deployer_host::metrics::serve(
                     addr,

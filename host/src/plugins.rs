@@ -202,7 +202,10 @@ pub fn start_delivery(
     config: &HostConfig,
     client: kube::Client,
     live: Arc<LivePlugins>,
-) -> anyhow::Result<(Arc<crate::plugin_sources::catalog::Catalog>, tokio::task::JoinHandle<()>)> {
+) -> anyhow::Result<(
+    Arc<crate::plugin_sources::catalog::Catalog>,
+    tokio::task::JoinHandle<()>,
+)> {
     use crate::plugin_sources::{catalog::Catalog, declarations::Declarations};
     let runtime = PluginRuntime::new(runtime_config(config)?)?;
     let namespace = config

@@ -204,6 +204,9 @@ impl TestCluster {
                 deployer_host::dev::install_landscaper_crds(&client)
                     .await
                     .expect("installing Landscaper's CRDs on the real server");
+                deployer_host::dev::install_own_crds(&client)
+                    .await
+                    .expect("installing the WasmPlugin CRD on the real server");
                 deployer_host::dev::ensure_default_objects(&client, &real.kubeconfig)
                     .await
                     .expect("default Target and Context");

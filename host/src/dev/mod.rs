@@ -33,7 +33,9 @@ pub const LANDSCAPER_CRDS: [&str; 5] = [
 ];
 
 /// The project's own CRDs (plugin delivery's `WasmPlugin`).
-pub const OWN_CRDS: [&str; 1] = [include_str!("../../crds/wasm-deployer.dev_wasmplugins.yaml")];
+pub const OWN_CRDS: [&str; 1] = [include_str!(
+    "../../crds/wasm-deployer.dev_wasmplugins.yaml"
+)];
 
 /// Options of `deployer-host dev`.
 #[derive(Clone, Debug)]
@@ -97,8 +99,7 @@ async fn install_crds(client: &Client, texts: &[&str]) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut names = Vec::new();
     for text in texts {
-        let crd: CustomResourceDefinition =
-            serde_yaml::from_str(text).context("parsing a CRD")?;
+        let crd: CustomResourceDefinition = serde_yaml::from_str(text).context("parsing a CRD")?;
         let name = crd.metadata.name.clone().unwrap_or_default();
         if crds.get_opt(&name).await?.is_none() {
             crds.create(&PostParams::default(), &crd)

@@ -30,7 +30,12 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 4] = [Stage::Fetched, Stage::Verified, Stage::Compiled, Stage::Ready];
+    pub const ALL: [Stage; 4] = [
+        Stage::Fetched,
+        Stage::Verified,
+        Stage::Compiled,
+        Stage::Ready,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             Stage::Fetched => "Fetched",
@@ -52,29 +57,30 @@ pub struct Condition {
     pub message: String,
 }
 
-/// The status of one declared plugin (the `WasmPlugin` status).
+/// The status of one declared plugin (the `WasmPlugin` status). Every field is always written,
+/// so a merge patch clears what no longer holds.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginStatus {
     pub conditions: Vec<Condition>,
     /// `sha256:` of the component serving now (the last good one).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub digest: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub plugin_name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub version: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub types: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub hook_types: Vec<String>,
     /// The WIT package version this host speaks (the plugin loaded against it).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub wit_version: String,
     /// Why the newest version is not serving (empty when it is).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub last_error: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub observed_generation: Option<i64>,
 }
 
@@ -84,7 +90,8 @@ impl PluginStatus {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.condition(Stage::Ready).is_some_and(|c| c.status == "True")
+        self.condition(Stage::Ready)
+            .is_some_and(|c| c.status == "True")
     }
 
     /// All stages up to `failed` True, `failed` False with `message`, later ones Unknown.
@@ -190,7 +197,11 @@ impl Catalog {
 
     /// The status of `name`, if declared.
     pub async fn status(&self, name: &str) -> Option<PluginStatus> {
-        self.entries.lock().await.get(name).map(|e| e.status.clone())
+        self.entries
+            .lock()
+            .await
+            .get(name)
+            .map(|e| e.status.clone())
     }
 
     /// `(name, version, digest)` of every dynamic plugin serving now.
@@ -212,7 +223,12 @@ impl Catalog {
 
     /// Brings `name` to `spec`: fetches when the source changed (or `force`), verifies and
     /// compiles a new version, and swaps it in if it can serve. Returns its status.
-    pub async fn sync(&self, name: &str, spec: &PluginSpec, generation: Option<i64>) -> PluginStatus {
+    pub async fn sync(
+        &self,
+        name: &str,
+        spec: &PluginSpec,
+        generation: Option<i64>,
+    ) -> PluginStatus {
         let mut entries = self.entries.lock().await;
         let entry = entries.entry(name.to_string()).or_default();
         let spec_changed = entry.spec != *spec;
@@ -240,7 +256,9 @@ impl Catalog {
                         let _ = self.rebuild(&entries);
                         let entry = entries.get_mut(name).expect("entry");
                         self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                        entry.status.set(Some((Stage::Ready, "TypeConflict", clash)));
+                        entry
+                            .status
+                            .set(Some((Stage::Ready, "TypeConflict", clash)));
                         tracing::warn!(plugin = name, error = %entry.status.last_error, "plugin refused");
                     }
                 }
@@ -251,7 +269,10 @@ impl Catalog {
                 tracing::warn!(plugin = name, error = %entry.status.last_error, "plugin refused; the last good version (if any) keeps serving");
             }
         }
-        entries.get(name).map(|e| e.status.clone()).unwrap_or_default()
+        entries
+            .get(name)
+            .map(|e| e.status.clone())
+            .unwrap_or_default()
     }
 
     /// Forgets `name`: its types are no longer served by it.
@@ -269,7 +290,11 @@ impl Catalog {
     }
 
     /// `Ok(None)`: nothing new; `Ok(Some)`: a new good version to swap in.
-    async fn load(&self, entry: &mut Entry, force: bool) -> Result<Option<Arc<WasmPlugin>>, Refused> {
+    async fn load(
+        &self,
+        entry: &mut Entry,
+        force: bool,
+    ) -> Result<Option<Arc<WasmPlugin>>, Refused> {
         let spec = &entry.spec;
         spec.validate()
             .map_err(|m| refused(Stage::Fetched, "InvalidSpec", m))?;
@@ -298,12 +323,17 @@ impl Catalog {
                 if let Some(keys) = &keys {
                     let sigs = oci::signatures(&o.reference, &pulled.manifest_digest, &options)
                         .await
-                        .map_err(|e| refused(Stage::Verified, "SignatureFetchFailed", format!("{e:#}")))?;
+                        .map_err(|e| {
+                            refused(Stage::Verified, "SignatureFetchFailed", format!("{e:#}"))
+                        })?;
                     if sigs.is_empty() {
                         return Err(refused(
                             Stage::Verified,
                             "Unsigned",
-                            format!("{} ({}) has no signature, and verification is required", o.reference, pulled.manifest_digest),
+                            format!(
+                                "{} ({}) has no signature, and verification is required",
+                                o.reference, pulled.manifest_digest
+                            ),
                         ));
                     }
                     let errors: Vec<String> = sigs
@@ -318,7 +348,11 @@ impl Catalog {
                         return Err(refused(
                             Stage::Verified,
                             "BadSignature",
-                            format!("{}: no signature verifies: {}", o.reference, errors.join("; ")),
+                            format!(
+                                "{}: no signature verifies: {}",
+                                o.reference,
+                                errors.join("; ")
+                            ),
                         ));
                     }
                 }
@@ -338,13 +372,21 @@ impl Catalog {
             if !ok {
                 return Err(refused(
                     Stage::Verified,
-                    if blob_signature.is_some() { "BadSignature" } else { "Unsigned" },
+                    if blob_signature.is_some() {
+                        "BadSignature"
+                    } else {
+                        "Unsigned"
+                    },
                     "the ConfigMap's plugin has no valid signature (<key>.sig), and verification is required",
                 ));
             }
         }
         if !bytes.starts_with(b"\0asm") {
-            return Err(refused(Stage::Compiled, "NotWasm", "the plugin is not WebAssembly (no \\0asm header)"));
+            return Err(refused(
+                Stage::Compiled,
+                "NotWasm",
+                "the plugin is not WebAssembly (no \\0asm header)",
+            ));
         }
         if bytes.get(4..8) == Some(&[1, 0, 0, 0]) {
             return Err(refused(
@@ -370,14 +412,21 @@ impl Catalog {
             .load_bytes_with_limits(&source_name, &bytes, limits)
             .await
             .map_err(|e| refused(Stage::Compiled, "LoadFailed", format!("{e:#}")))?;
-        if entry.good.as_ref().is_some_and(|g| g.sha256() == plugin.sha256()) {
+        if entry
+            .good
+            .as_ref()
+            .is_some_and(|g| g.sha256() == plugin.sha256())
+        {
             return Ok(None);
         }
         Ok(Some(plugin))
     }
 
     /// The verification keys of `spec`, if it asks for verification.
-    async fn keys(&self, spec: &PluginSpec) -> Result<Option<Vec<p256::ecdsa::VerifyingKey>>, Refused> {
+    async fn keys(
+        &self,
+        spec: &PluginSpec,
+    ) -> Result<Option<Vec<p256::ecdsa::VerifyingKey>>, Refused> {
         let v = &spec.verification;
         let pem = match (&v.public_key, &v.public_key_secret) {
             (Some(pem), _) => pem.clone(),
@@ -387,10 +436,20 @@ impl Catalog {
                     .get_opt(&r.name)
                     .await
                     .map_err(|e| refused(Stage::Verified, "KeyUnavailable", e.to_string()))?
-                    .ok_or_else(|| refused(Stage::Verified, "KeyUnavailable", format!("Secret {} not found", r.name)))?;
+                    .ok_or_else(|| {
+                        refused(
+                            Stage::Verified,
+                            "KeyUnavailable",
+                            format!("Secret {} not found", r.name),
+                        )
+                    })?;
                 let data = s.data.unwrap_or_default();
                 let bytes = data.get(&r.key).ok_or_else(|| {
-                    refused(Stage::Verified, "KeyUnavailable", format!("Secret {} has no key {:?}", r.name, r.key))
+                    refused(
+                        Stage::Verified,
+                        "KeyUnavailable",
+                        format!("Secret {} has no key {:?}", r.name, r.key),
+                    )
                 })?;
                 String::from_utf8_lossy(&bytes.0).into_owned()
             }
@@ -401,7 +460,10 @@ impl Catalog {
             .map_err(|e| refused(Stage::Verified, "InvalidKey", e.to_string()))
     }
 
-    async fn registry_options(&self, o: &super::OciSource) -> Result<oci::RegistryOptions, Refused> {
+    async fn registry_options(
+        &self,
+        o: &super::OciSource,
+    ) -> Result<oci::RegistryOptions, Refused> {
         let mut options = oci::RegistryOptions::default();
         if o.plain_http
             && let Ok(r) = oci::parse(&o.reference)
@@ -414,7 +476,13 @@ impl Catalog {
                 .get_opt(name)
                 .await
                 .map_err(|e| refused(Stage::Fetched, "PullSecret", e.to_string()))?
-                .ok_or_else(|| refused(Stage::Fetched, "PullSecret", format!("pull secret {name} not found")))?;
+                .ok_or_else(|| {
+                    refused(
+                        Stage::Fetched,
+                        "PullSecret",
+                        format!("pull secret {name} not found"),
+                    )
+                })?;
             if let Some(v) = s.data.unwrap_or_default().get(".dockerconfigjson") {
                 options
                     .docker_configs
@@ -445,7 +513,14 @@ impl Catalog {
 
 fn describe_source(spec: &PluginSpec) -> String {
     match (&spec.source.config_map, &spec.source.oci) {
-        (Some(c), _) => format!("configmap {}{}", c.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default(), c.name),
+        (Some(c), _) => format!(
+            "configmap {}{}",
+            c.namespace
+                .as_deref()
+                .map(|n| format!("{n}/"))
+                .unwrap_or_default(),
+            c.name
+        ),
         (None, Some(o)) => format!("oci {}", o.reference),
         _ => "nothing".into(),
     }
@@ -459,7 +534,12 @@ fn describe_into(status: &mut PluginStatus, plugin: &WasmPlugin) {
     status.types = d.deploy_item_types.clone();
     status.hook_types = plugin
         .hook_setup()
-        .map(|h| h.hook_types.iter().map(|t| t.as_str().to_string()).collect())
+        .map(|h| {
+            h.hook_types
+                .iter()
+                .map(|t| t.as_str().to_string())
+                .collect()
+        })
         .unwrap_or_default();
     status.wit_version = sdk_guest::WIT_VERSION.to_string();
 }

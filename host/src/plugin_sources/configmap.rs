@@ -37,7 +37,10 @@ pub fn unpack(bytes: Vec<u8>) -> anyhow::Result<Vec<u8>> {
         .read_to_end(&mut out)
         .context("gunzip")?;
     if out.len() as u64 > MAX_UNPACKED {
-        bail!("the gunzipped plugin is larger than {} MiB", MAX_UNPACKED >> 20);
+        bail!(
+            "the gunzipped plugin is larger than {} MiB",
+            MAX_UNPACKED >> 20
+        );
     }
     Ok(out)
 }
@@ -70,9 +73,12 @@ pub async fn read(
             }
         }
     };
-    let raw = data
-        .remove(&key)
-        .with_context(|| format!("ConfigMap {ns}/{} has no binaryData key {key:?}", source.name))?;
+    let raw = data.remove(&key).with_context(|| {
+        format!(
+            "ConfigMap {ns}/{} has no binaryData key {key:?}",
+            source.name
+        )
+    })?;
     let signature = data
         .remove(&format!("{key}.sig"))
         .map(|s| String::from_utf8_lossy(&s.0).trim().to_string())
@@ -83,7 +89,8 @@ pub async fn read(
                 .map(|s| s.trim().to_string())
         });
     Ok(FromConfigMap {
-        bytes: unpack(raw.0).with_context(|| format!("ConfigMap {ns}/{} key {key}", source.name))?,
+        bytes: unpack(raw.0)
+            .with_context(|| format!("ConfigMap {ns}/{} key {key}", source.name))?,
         resource_version: cm.metadata.resource_version.unwrap_or_default(),
         signature,
     })

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use kube::Client;
 use serde_json::json;
 
 use super::catalog::{Catalog, PluginStatus};
@@ -109,9 +109,19 @@ impl Declarations {
         }
         let was_error = current.map(|c| c.last_error).unwrap_or_default();
         if !status.last_error.is_empty() && status.last_error != was_error {
-            self.event(obj, "PluginRefused", &status.last_error, "Warning").await;
+            self.event(obj, "PluginRefused", &status.last_error, "Warning")
+                .await;
         } else if status.last_error.is_empty() && status.is_ready() {
-            self.event(obj, "PluginReady", &format!("{} {} ({}) serves {:?}", status.plugin_name, status.version, status.digest, status.types), "Normal").await;
+            self.event(
+                obj,
+                "PluginReady",
+                &format!(
+                    "{} {} ({}) serves {:?}",
+                    status.plugin_name, status.version, status.digest, status.types
+                ),
+                "Normal",
+            )
+            .await;
         }
     }
 

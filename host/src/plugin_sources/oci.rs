@@ -55,7 +55,10 @@ pub fn client_for(reference: &Reference, options: &RegistryOptions) -> (Client, 
         protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
         ..Default::default()
     });
-    (client, auth_for(reference.resolve_registry(), &options.docker_configs))
+    (
+        client,
+        auth_for(reference.resolve_registry(), &options.docker_configs),
+    )
 }
 
 /// Basic credentials for `registry` from the first Docker config that has them.
@@ -76,7 +79,11 @@ pub fn auth_for(registry: &str, docker_configs: &[String]) -> RegistryAuth {
                 .unwrap_or_default()
                 .to_string()
         };
-        if let Some(entry) = auths.iter().find(|(k, _)| host(k) == registry).map(|(_, e)| e) {
+        if let Some(entry) = auths
+            .iter()
+            .find(|(k, _)| host(k) == registry)
+            .map(|(_, e)| e)
+        {
             if let (Some(u), Some(p)) = (entry["username"].as_str(), entry["password"].as_str()) {
                 return RegistryAuth::Basic(u.into(), p.into());
             }
@@ -199,7 +206,11 @@ pub async fn signatures(
         Err(oci_client::errors::OciDistributionError::ImageManifestNotFoundError(_)) => {
             return Ok(Vec::new());
         }
-        Err(e) if e.to_string().contains("MANIFEST_UNKNOWN") || e.to_string().contains("not found") => {
+        Err(e)
+            if ["manifest unknown", "manifest_unknown", "not found"]
+                .iter()
+                .any(|m| e.to_string().to_lowercase().contains(m)) =>
+        {
             return Ok(Vec::new());
         }
         Err(e) => return Err(e).with_context(|| format!("pulling the signature {sig_ref}")),
@@ -229,7 +240,10 @@ pub async fn push_signature(
     let repository = repository_of(reference)?;
     let payload = super::trust::payload(&repository, manifest_digest);
     let signature = super::trust::sign_blob(&payload, key);
-    let sig_ref = format!("{repository}:{}", super::trust::signature_tag(manifest_digest));
+    let sig_ref = format!(
+        "{repository}:{}",
+        super::trust::signature_tag(manifest_digest)
+    );
     let r = parse(&sig_ref)?;
     let (client, auth) = client_for(&r, options);
     let layer = ImageLayer::new(

@@ -160,7 +160,9 @@ mod tests {
         let p = payload("127.0.0.1:5000/plugins/mock", "sha256:aa");
         let sig = sign_blob(&p, &key);
         verify_payload(&p, &sig, "sha256:aa", &keys).unwrap();
-        let e = verify_payload(&p, &sig, "sha256:bb", &keys).unwrap_err().to_string();
+        let e = verify_payload(&p, &sig, "sha256:bb", &keys)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not for sha256:bb"), "{e}");
         let wrong = public_keys(&other_public).unwrap();
         assert!(verify_payload(&p, &sig, "sha256:aa", &wrong).is_err());

@@ -1,0 +1,506 @@
+//! Plugin delivery: wasm plugins declared by `WasmPlugin` objects, from ConfigMaps and OCI
+//! registries, verified before they are compiled, swapped in while the host serves, and
+//! refused — with the last good version serving on — when a new version is bad.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deployer_host::config::HostConfig;
+use deployer_host::landscaper::Phase;
+use deployer_host::plugin_sources::catalog::{Catalog, PluginStatus};
+use deployer_host::plugin_sources::{declarations, oci, trust};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use support::{Harness, Options};
+
+const MOCK_TYPE: &str = "landscaper.gardener.cloud/mock";
+
+/// The mock component, and a second version of it: the same code with a custom section
+/// appended (a valid component with another digest).
+fn mock_versions() -> (Vec<u8>, Vec<u8>) {
+    let v1 = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
+    let mut v2 = v1.clone();
+    let name = b"wasm-deployer-test-version";
+    let payload = b"2";
+    v2.push(0); // custom section id
+    v2.push((1 + name.len() + payload.len()) as u8);
+    v2.push(name.len() as u8);
+    v2.extend_from_slice(name);
+    v2.extend_from_slice(payload);
+    (v1, v2)
+}
+
+/// A harness whose only mock comes from plugin delivery (the plugin directory is empty).
+async fn harness() -> (Harness, Arc<Catalog>, tempfile::TempDir) {
+    let empty = tempfile::tempdir().unwrap();
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.plugins.dir = Some(empty.path().to_path_buf());
+    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.namespace = Some("default".into());
+    config.plugins.poll_interval = Some("200ms".into());
+    let h = Harness::start_with(Options {
+        config: config.clone(),
+        ..Options::default()
+    })
+    .await;
+    let (catalog, _task) = deployer_host::plugins::start_delivery(
+        &config,
+        h.client.clone(),
+        h.deployer.plugins.clone(),
+    )
+    .unwrap();
+    (h, catalog, empty)
+}
+
+fn plugins(h: &Harness) -> Api<DynamicObject> {
+    Api::namespaced_with(h.client.clone(), "default", &declarations::resource())
+}
+
+async fn declare(h: &Harness, name: &str, spec: Value) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "wasm-deployer.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec,
+    }))
+    .unwrap();
+    plugins(h)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+}
+
+async fn status_when(
+    h: &Harness,
+    name: &str,
+    pred: impl Fn(&PluginStatus) -> bool,
+) -> PluginStatus {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let obj = plugins(h).get(name).await.unwrap();
+        let status: Option<PluginStatus> = serde_json::from_value(obj.data["status"].clone()).ok();
+        if let Some(s) = &status
+            && pred(s)
+        {
+            return s.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: status {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn put_configmap(h: &Harness, name: &str, data: BTreeMap<String, Vec<u8>>) {
+    let api: Api<ConfigMap> = Api::namespaced(h.client.clone(), "default");
+    let binary: BTreeMap<String, ByteString> =
+        data.into_iter().map(|(k, v)| (k, ByteString(v))).collect();
+    match api.get_opt(name).await.unwrap() {
+        None => {
+            let mut cm: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+            cm.binary_data = Some(binary);
+            api.create(&PostParams::default(), &cm).await.unwrap();
+        }
+        Some(mut cm) => {
+            cm.binary_data = Some(binary);
+            api.replace(name, &PostParams::default(), &cm)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+async fn mock_succeeds(h: &Harness, name: &str) {
+    h.create_item(&support::mock_item(name)).await;
+    let item = h.wait_finished("default", name).await;
+    assert_eq!(item.status().phase, Phase::Succeeded, "{name}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_plugin_in_a_configmap_then_it_serves_and_new_versions_swap_in_while_bad_ones_are_refused()
+ {
+    let (h, catalog, _dir) = harness().await;
+    let (v1, v2) = mock_versions();
+    assert!(h.deployer.plugins.for_type(MOCK_TYPE).is_none());
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), gzip(&v1))]),
+    )
+    .await;
+    declare(
+        &h,
+        "mock",
+        json!({"source": {"configMap": {"name": "mock-plugin"}}}),
+    )
+    .await;
+    let ready = status_when(&h, "mock", |s| s.is_ready()).await;
+    assert_eq!(ready.digest, trust::digest_of(&v1), "gzip was unpacked");
+    assert_eq!(ready.plugin_name, "mock");
+    assert_eq!(ready.types, vec![MOCK_TYPE.to_string()]);
+    assert_eq!(ready.wit_version, sdk_guest::WIT_VERSION);
+    mock_succeeds(&h, "first").await;
+
+    // A broken new version: refused, and v1 keeps serving.
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), b"not wasm".to_vec())]),
+    )
+    .await;
+    let refused = status_when(&h, "mock", |s| !s.last_error.is_empty()).await;
+    let compiled = refused
+        .condition(deployer_host::plugin_sources::catalog::Stage::Compiled)
+        .unwrap();
+    assert_eq!(
+        (compiled.status.as_str(), compiled.reason.as_str()),
+        ("False", "NotWasm")
+    );
+    assert_eq!(
+        refused.digest,
+        trust::digest_of(&v1),
+        "the last good version is still reported"
+    );
+    mock_succeeds(&h, "during-bad-version").await;
+    // A core module instead of a component.
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), b"\0asm\x01\0\0\0".to_vec())]),
+    )
+    .await;
+    let core = status_when(&h, "mock", |s| {
+        s.last_error.contains("core WebAssembly module")
+    })
+    .await;
+    assert!(!core.is_ready());
+
+    // A good new version: swapped in.
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), v2.clone())]),
+    )
+    .await;
+    let swapped = status_when(&h, "mock", |s| {
+        s.is_ready() && s.digest == trust::digest_of(&v2)
+    })
+    .await;
+    assert!(swapped.last_error.is_empty());
+    let serving = catalog.serving().await;
+    assert_eq!(
+        serving,
+        vec![("mock".into(), "0.1.0".into(), trust::digest_of(&v2))]
+    );
+    let origin = h.deployer.plugins.for_type(MOCK_TYPE).unwrap().origin();
+    assert!(origin.contains(&trust::digest_of(&v2)[7..]), "{origin}");
+    mock_succeeds(&h, "after-swap").await;
+    let metrics = deployer_host::metrics::render_delivery(&catalog).await;
+    assert!(
+        metrics.contains("wasm_deployer_plugin_load_total{result=\"loaded\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "wasm_deployer_plugin_info{{name=\"mock\",version=\"0.1.0\",digest=\"{}\"}} 1",
+            trust::digest_of(&v2)
+        )),
+        "{metrics}"
+    );
+
+    // Removed: the type is no longer served; its items are left alone.
+    plugins(&h)
+        .delete("mock", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.deployer.plugins.for_type(MOCK_TYPE).is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still serving after removal"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.create_item(&support::mock_item("orphan")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let orphan = h.items("default").get("orphan").await.unwrap();
+    assert_eq!(
+        orphan.status().phase,
+        Phase::Empty,
+        "no deployer touched it: {:?}",
+        orphan.status
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_pins_keys_and_type_clashes_then_each_bad_plugin_is_refused_with_its_reason() {
+    let (h, _catalog, _dir) = harness().await;
+    let (v1, _) = mock_versions();
+    let key = p256::ecdsa::SigningKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+    let public = {
+        use p256::pkcs8::EncodePublicKey;
+        key.verifying_key()
+            .to_public_key_pem(p256::pkcs8::LineEnding::LF)
+            .unwrap()
+    };
+    put_configmap(
+        &h,
+        "plain",
+        BTreeMap::from([("mock.wasm".into(), v1.clone())]),
+    )
+    .await;
+    put_configmap(
+        &h,
+        "signed",
+        BTreeMap::from([
+            ("mock.wasm".into(), v1.clone()),
+            (
+                "mock.wasm.sig".into(),
+                trust::sign_blob(&v1, &key).into_bytes(),
+            ),
+        ]),
+    )
+    .await;
+    let wrong_pin = format!("sha256:{}", "0".repeat(64));
+    declare(
+        &h,
+        "pinned-wrong",
+        json!({"source": {"configMap": {"name": "plain"}}, "digest": wrong_pin}),
+    )
+    .await;
+    declare(
+        &h,
+        "unsigned",
+        json!({"source": {"configMap": {"name": "plain"}}, "verification": {"publicKey": public}}),
+    )
+    .await;
+    declare(
+        &h,
+        "signed",
+        json!({"source": {"configMap": {"name": "signed"}}, "verification": {"publicKey": public},
+        "digest": trust::digest_of(&v1)}),
+    )
+    .await;
+
+    let s = status_when(&h, "pinned-wrong", |s| !s.last_error.is_empty()).await;
+    assert!(s.last_error.contains("digest mismatch"), "{}", s.last_error);
+    let s = status_when(&h, "unsigned", |s| !s.last_error.is_empty()).await;
+    assert_eq!(
+        s.condition(deployer_host::plugin_sources::catalog::Stage::Verified)
+            .unwrap()
+            .reason,
+        "Unsigned"
+    );
+    let s = status_when(&h, "signed", |s| s.is_ready()).await;
+    assert_eq!(s.digest, trust::digest_of(&v1));
+    mock_succeeds(&h, "from-signed").await;
+
+    // The same type from a second declaration: refused, the first keeps it.
+    declare(
+        &h,
+        "second-mock",
+        json!({"source": {"configMap": {"name": "plain"}}}),
+    )
+    .await;
+    let clash = status_when(&h, "second-mock", |s| !s.last_error.is_empty()).await;
+    assert_eq!(
+        clash
+            .condition(deployer_host::plugin_sources::catalog::Stage::Ready)
+            .unwrap()
+            .reason,
+        "TypeConflict"
+    );
+    assert!(
+        clash.last_error.contains("\"mock\""),
+        "{}",
+        clash.last_error
+    );
+    assert!(
+        status_when(&h, "signed", |s| s.is_ready())
+            .await
+            .last_error
+            .is_empty()
+    );
+    // A ConfigMap that does not exist.
+    declare(
+        &h,
+        "missing",
+        json!({"source": {"configMap": {"name": "nope"}}}),
+    )
+    .await;
+    let s = status_when(&h, "missing", |s| !s.last_error.is_empty()).await;
+    assert!(s.last_error.contains("not found"), "{}", s.last_error);
+}
+
+/// Debian's `docker-registry` on a free loopback port, stopped on drop.
+struct Registry {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    addr: String,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_registry() -> Option<Registry> {
+    let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(bin) = bin else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "docker-registry is missing (apt install docker-registry)"
+        );
+        eprintln!("SKIP: docker-registry is not installed");
+        return None;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new(bin)
+        .arg("serve")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            return Some(Registry {
+                child,
+                _dir: dir,
+                addr,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("docker-registry did not start on {addr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_moved_tag_swaps_in() {
+    let Some(registry) = start_registry() else {
+        return;
+    };
+    let (h, _catalog, _dir) = harness().await;
+    let (v1, v2) = mock_versions();
+    let options = oci::RegistryOptions {
+        plain_http: vec![registry.addr.clone()],
+        ..Default::default()
+    };
+    let key = p256::ecdsa::SigningKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+    let other = p256::ecdsa::SigningKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+    let public = {
+        use p256::pkcs8::EncodePublicKey;
+        key.verifying_key()
+            .to_public_key_pem(p256::pkcs8::LineEnding::LF)
+            .unwrap()
+    };
+    let stable = format!("{}/plugins/mock:stable", registry.addr);
+    let d1 = oci::push(&stable, &v1, "mock", &options).await.unwrap();
+    oci::push_signature(&stable, &d1, &key, &options)
+        .await
+        .unwrap();
+    // What we pushed comes back whole, in the CNCF layout.
+    let pulled = oci::pull(&stable, &options).await.unwrap();
+    assert_eq!(pulled.bytes, v1);
+    assert_eq!(pulled.manifest_digest, d1);
+    let unsigned = format!("{}/plugins/unsigned:1", registry.addr);
+    oci::push(&unsigned, &v1, "mock", &options).await.unwrap();
+    let badly = format!("{}/plugins/badly-signed:1", registry.addr);
+    let db = oci::push(&badly, &v1, "mock", &options).await.unwrap();
+    oci::push_signature(&badly, &db, &other, &options)
+        .await
+        .unwrap();
+
+    let verify = json!({"publicKey": public});
+    declare(&h, "mock", json!({"source": {"oci": {"reference": stable, "plainHttp": true}}, "verification": verify})).await;
+    declare(&h, "unsigned", json!({"source": {"oci": {"reference": unsigned, "plainHttp": true}}, "verification": verify})).await;
+    declare(
+        &h,
+        "badly-signed",
+        json!({"source": {"oci": {"reference": badly, "plainHttp": true}}, "verification": verify}),
+    )
+    .await;
+    declare(
+        &h,
+        "https-only",
+        json!({"source": {"oci": {"reference": stable}}}),
+    )
+    .await;
+
+    let ready = status_when(&h, "mock", |s| s.is_ready()).await;
+    assert_eq!(ready.digest, trust::digest_of(&v1));
+    mock_succeeds(&h, "from-oci").await;
+    let s = status_when(&h, "unsigned", |s| !s.last_error.is_empty()).await;
+    assert!(
+        s.last_error.contains("has no signature"),
+        "{}",
+        s.last_error
+    );
+    let s = status_when(&h, "badly-signed", |s| !s.last_error.is_empty()).await;
+    assert!(
+        s.last_error.contains("no signature verifies"),
+        "{}",
+        s.last_error
+    );
+    let s = status_when(&h, "https-only", |s| !s.last_error.is_empty()).await;
+    assert_eq!(
+        s.condition(deployer_host::plugin_sources::catalog::Stage::Fetched)
+            .unwrap()
+            .status,
+        "False"
+    );
+
+    // The tag moves to a signed v2: the next poll swaps it in.
+    let d2 = oci::push(&stable, &v2, "mock", &options).await.unwrap();
+    assert_ne!(d1, d2);
+    oci::push_signature(&stable, &d2, &key, &options)
+        .await
+        .unwrap();
+    status_when(&h, "mock", |s| {
+        s.is_ready() && s.digest == trust::digest_of(&v2)
+    })
+    .await;
+    mock_succeeds(&h, "after-tag-move").await;
+    // An unsigned v3 on the tag: refused, v2 serves on.
+    let (_, mut v3) = mock_versions();
+    v3.push(0);
+    v3.extend_from_slice(&[2, 1, b'x']);
+    oci::push(&stable, &v3, "mock", &options).await.unwrap();
+    let s = status_when(&h, "mock", |s| !s.last_error.is_empty()).await;
+    assert_eq!(s.digest, trust::digest_of(&v2));
+    mock_succeeds(&h, "during-unsigned-tag").await;
+}
