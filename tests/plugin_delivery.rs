@@ -504,3 +504,157 @@ async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_move
     assert_eq!(s.digest, trust::digest_of(&v2));
     mock_succeeds(&h, "during-unsigned-tag").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_500_items_in_flight_when_a_new_version_rolls_out_then_no_item_fails_and_new_jobs_use_it()
+ {
+    let (h, catalog, _dir) = harness().await;
+    let (v1, v2) = mock_versions();
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), v1.clone())]),
+    )
+    .await;
+    declare(
+        &h,
+        "mock",
+        json!({"source": {"configMap": {"name": "mock-plugin"}}}),
+    )
+    .await;
+    status_when(&h, "mock", |s| s.is_ready()).await;
+    let old = catalog.serving_plugins().await.remove(0);
+
+    for i in 0..500 {
+        h.create_item(&support::mock_item(&format!("load-{i}")))
+            .await;
+        if i == 150 {
+            // The rollout, while the first items are being worked on.
+            put_configmap(
+                &h,
+                "mock-plugin",
+                BTreeMap::from([("mock.wasm".into(), v2.clone())]),
+            )
+            .await;
+        }
+    }
+    status_when(&h, "mock", |s| {
+        s.is_ready() && s.digest == trust::digest_of(&v2)
+    })
+    .await;
+    let new = catalog.serving_plugins().await.remove(0);
+    assert_eq!(format!("sha256:{}", new.sha256()), trust::digest_of(&v2));
+    for i in 0..500 {
+        let item = h.wait_finished("default", &format!("load-{i}")).await;
+        assert_eq!(
+            item.status().phase,
+            Phase::Succeeded,
+            "load-{i}: {:?}",
+            item.status().last_error
+        );
+    }
+    assert!(old.calls() > 0, "the first version served some of the jobs");
+    let old_calls = old.calls();
+    let new_calls = new.calls();
+    for i in 0..20 {
+        mock_succeeds(&h, &format!("after-{i}")).await;
+    }
+    assert_eq!(old.calls(), old_calls, "no new job goes to the old version");
+    assert!(new.calls() >= new_calls + 20, "new jobs use the new digest");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_configmaps_labelled_for_plugins_then_every_key_loads_and_a_bad_one_is_refused_alone()
+{
+    let empty = tempfile::tempdir().unwrap();
+    // A broken file in the plugin directory does not keep the host from starting.
+    std::fs::write(empty.path().join("broken.wasm"), b"garbage").unwrap();
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.plugins.dir = Some(empty.path().to_path_buf());
+    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.namespace = Some("default".into());
+    config.plugins.poll_interval = Some("200ms".into());
+    config.plugins.config_map_selector = Some("wasm-deployer.dev/plugins=true".into());
+    let h = Harness::start_with(Options {
+        config: config.clone(),
+        ..Options::default()
+    })
+    .await;
+    let (catalog, _task) = deployer_host::plugins::start_delivery(
+        &config,
+        h.client.clone(),
+        h.deployer.plugins.clone(),
+    )
+    .unwrap();
+    let (v1, _) = mock_versions();
+    let greedy =
+        std::fs::read(support::plugins_dir().join("../refused-plugins/test-greedy-hook.wasm"))
+            .unwrap();
+    let continuous =
+        std::fs::read(support::plugins_dir().join("continuous-reconcile.wasm")).unwrap();
+    put_configmap(
+        &h,
+        "bundle",
+        BTreeMap::from([
+            ("mock.wasm".into(), gzip(&v1)),
+            ("continuous-reconcile.wasm".into(), continuous),
+            ("greedy.wasm".into(), greedy),
+        ]),
+    )
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(h.client.clone(), "default");
+    let label = json!({"metadata": {"labels": {"wasm-deployer.dev/plugins": "true"}}});
+    api.patch(
+        "bundle",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&label),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let greedy_status = loop {
+        if let Some(s) = catalog.status("configmap/bundle/greedy.wasm").await
+            && !s.last_error.is_empty()
+        {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "greedy not refused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        greedy_status
+            .last_error
+            .contains("wasm-deployer:plugin/kubernetes"),
+        "names the import the host does not grant: {}",
+        greedy_status.last_error
+    );
+    while catalog.serving().await.len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            catalog.serving().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let names: Vec<String> = catalog
+        .serving()
+        .await
+        .into_iter()
+        .map(|(n, ..)| n)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["continuous-reconcile".to_string(), "mock".to_string()]
+    );
+    assert!(
+        h.deployer
+            .plugins
+            .current()
+            .hook("continuous-reconcile")
+            .is_some()
+    );
+    mock_succeeds(&h, "from-bundle").await;
+}

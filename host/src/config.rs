@@ -127,6 +127,12 @@ pub struct PluginsConfig {
     pub namespace: Option<String>,
     /// Watch `WasmPlugin` objects. Default: true.
     pub watch_objects: Option<bool>,
+    /// Load every `binaryData` key of the ConfigMaps matching this label selector (in
+    /// `plugins.namespace`) as a plugin, e.g. `wasm-deployer.dev/plugins=true`.
+    pub config_map_selector: Option<String>,
+    /// Keys every dynamic plugin must be signed with (a `WasmPlugin` may name its own).
+    #[serde(default)]
+    pub verification: crate::plugin_sources::VerificationSpec,
     /// How often OCI tags are resolved again (and everything re-checked). Default `1m`.
     pub poll_interval: Option<String>,
 }

@@ -157,6 +157,35 @@ pub async fn load_dirs(
     Ok((load_all(config, dirs, natives).await?, container))
 }
 
+/// Every `*.wasm` of `dir` that loads; one that does not is logged with why and skipped, so a
+/// bad plugin never keeps the host (and every good plugin) from starting.
+async fn load_dir_tolerant(
+    runtime: &PluginRuntime,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<Arc<plugin_runtime::WasmPlugin>>> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading plugin directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+        .collect();
+    files.sort();
+    let mut loaded = Vec::new();
+    for path in files {
+        let source = path.display().to_string();
+        let result = match std::fs::read(&path) {
+            Ok(bytes) => runtime.load_bytes(&source, &bytes).await,
+            Err(e) => Err(anyhow::Error::from(e)),
+        };
+        match result {
+            Ok(p) => loaded.push(p),
+            Err(e) => {
+                tracing::error!(plugin = %source, error = %format!("{e:#}"), "plugin refused; the host serves the others")
+            }
+        }
+    }
+    Ok(loaded)
+}
+
 /// One registry of `native` deployers and the plugins of `dirs`; a type claimed twice (by any
 /// kind of deployer) is an error.
 pub async fn load_all(
@@ -168,11 +197,7 @@ pub async fn load_all(
     let mut plugins: Vec<Arc<dyn DeployerPlugin>> = native;
     let mut hooks: Vec<Arc<dyn HookPlugin>> = Vec::new();
     for dir in dirs {
-        let loaded = runtime
-            .load_dir(dir)
-            .await
-            .with_context(|| format!("loading plugins from {}", dir.display()))?;
-        for p in loaded {
+        for p in load_dir_tolerant(&runtime, dir).await? {
             if p.hook_setup().is_some() {
                 hooks.push(p.clone() as Arc<dyn HookPlugin>);
             }
@@ -230,12 +255,14 @@ pub fn start_delivery(
         namespace.clone(),
         config.plugins.limits.resolve(Limits::default())?,
         live,
+        config.plugins.verification.clone(),
     ));
     let declarations = Declarations {
         client,
         namespace,
         static_specs: config.plugins.sources.clone(),
         watch_objects: config.plugins.watch_objects.unwrap_or(true),
+        config_map_selector: config.plugins.config_map_selector.clone(),
         poll_interval,
     };
     let task = tokio::spawn(declarations.run(catalog.clone(), std::future::pending()));

@@ -256,6 +256,7 @@ impl PluginRuntime {
             prepared,
             limits,
             source: source_name.to_string(),
+            calls: Default::default(),
             _ticker: self.ticker.clone(),
         });
         let record = LoadRecord {

@@ -170,6 +170,8 @@ pub struct Catalog {
     base_hooks: Vec<Arc<dyn HookPlugin>>,
     live: Arc<LivePlugins>,
     entries: tokio::sync::Mutex<BTreeMap<String, Entry>>,
+    /// Keys every plugin must verify with when its declaration names none.
+    host_verification: super::VerificationSpec,
     pub metrics: CatalogMetrics,
 }
 
@@ -180,6 +182,7 @@ impl Catalog {
         namespace: String,
         base_limits: Limits,
         live: Arc<LivePlugins>,
+        host_verification: super::VerificationSpec,
     ) -> Self {
         let current = live.current();
         Catalog {
@@ -191,6 +194,7 @@ impl Catalog {
             base_hooks: current.hooks().cloned().collect(),
             live,
             entries: Default::default(),
+            host_verification,
             metrics: CatalogMetrics::default(),
         }
     }
@@ -202,6 +206,16 @@ impl Catalog {
             .await
             .get(name)
             .map(|e| e.status.clone())
+    }
+
+    /// The loaded versions serving now (for call counts).
+    pub async fn serving_plugins(&self) -> Vec<Arc<WasmPlugin>> {
+        self.entries
+            .lock()
+            .await
+            .values()
+            .filter_map(|e| e.good.clone())
+            .collect()
     }
 
     /// `(name, version, digest)` of every dynamic plugin serving now.
@@ -427,7 +441,12 @@ impl Catalog {
         &self,
         spec: &PluginSpec,
     ) -> Result<Option<Vec<p256::ecdsa::VerifyingKey>>, Refused> {
-        let v = &spec.verification;
+        let own = &spec.verification;
+        let v = if own.public_key.is_some() || own.public_key_secret.is_some() {
+            own
+        } else {
+            &self.host_verification
+        };
         let pem = match (&v.public_key, &v.public_key_secret) {
             (Some(pem), _) => pem.clone(),
             (None, Some(r)) => {

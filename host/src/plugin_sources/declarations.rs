@@ -40,6 +40,8 @@ pub struct Declarations {
     pub static_specs: BTreeMap<String, PluginSpec>,
     /// Watch `WasmPlugin` objects (off: only the static list).
     pub watch_objects: bool,
+    /// Every `binaryData` key of the ConfigMaps matching this selector is a plugin.
+    pub config_map_selector: Option<String>,
     pub poll_interval: Duration,
 }
 
@@ -54,6 +56,45 @@ impl Declarations {
         for (name, spec) in &self.static_specs {
             catalog.sync(name, spec, None).await;
             declared.push(name.clone());
+        }
+        if let Some(selector) = &self.config_map_selector {
+            let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+            match configmaps
+                .list(&ListParams::default().labels(selector))
+                .await
+            {
+                Ok(list) => {
+                    for cm in list.items {
+                        let cm_name = cm.metadata.name.clone().unwrap_or_default();
+                        for key in cm.binary_data.unwrap_or_default().into_keys() {
+                            if key.ends_with(".sig") {
+                                continue;
+                            }
+                            let name = format!("configmap/{cm_name}/{key}");
+                            let spec = PluginSpec {
+                                source: super::SourceSpec {
+                                    config_map: Some(super::ConfigMapSource {
+                                        name: cm_name.clone(),
+                                        namespace: None,
+                                        key: Some(key),
+                                    }),
+                                    oci: None,
+                                },
+                                ..Default::default()
+                            };
+                            let status = catalog.sync(&name, &spec, None).await;
+                            if !status.last_error.is_empty() {
+                                tracing::warn!(plugin = %name, error = %status.last_error, "plugin from ConfigMap refused");
+                            }
+                            declared.push(name);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing plugin ConfigMaps failed; keeping every plugin as it is");
+                    return;
+                }
+            }
         }
         if self.watch_objects {
             let objects = match self.api().list(&ListParams::default()).await {

@@ -34,6 +34,8 @@ pub struct WasmPlugin {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) source: String,
+    /// Deployer calls made on this loaded version (reconcile + delete).
+    pub(crate) calls: std::sync::atomic::AtomicU64,
     /// Keeps the epoch ticker alive while any plugin exists.
     pub(crate) _ticker: Arc<crate::epoch::EpochTicker>,
 }
@@ -50,6 +52,11 @@ impl std::fmt::Debug for WasmPlugin {
 }
 
 impl WasmPlugin {
+    /// Deployer calls made on this loaded version (which version served which jobs).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// SHA-256 (hex) of the component bytes.
     pub fn sha256(&self) -> &str {
         &self.prepared.sha256
@@ -204,6 +211,8 @@ impl DeployerPlugin for WasmPlugin {
         inv: Invocation,
         host: Arc<dyn HostServices>,
     ) -> Result<Response, DeployerError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.invoke(Op::Reconcile, inv, host).await
     }
 
@@ -212,6 +221,8 @@ impl DeployerPlugin for WasmPlugin {
         inv: Invocation,
         host: Arc<dyn HostServices>,
     ) -> Result<Response, DeployerError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.invoke(Op::Delete, inv, host).await
     }
 }
