@@ -55,6 +55,7 @@ async fn harness() -> (Harness, Arc<Catalog>, tempfile::TempDir) {
         &config,
         h.client.clone(),
         h.deployer.plugins.clone(),
+        h.deployer.hooks.clone(),
     )
     .unwrap();
     (h, catalog, empty)
@@ -587,6 +588,7 @@ async fn given_configmaps_labelled_for_plugins_then_every_key_loads_and_a_bad_on
         &config,
         h.client.clone(),
         h.deployer.plugins.clone(),
+        h.deployer.hooks.clone(),
     )
     .unwrap();
     let (v1, _) = mock_versions();
@@ -657,4 +659,77 @@ async fn given_configmaps_labelled_for_plugins_then_every_key_loads_and_a_bad_on
             .is_some()
     );
     mock_succeeds(&h, "from-bundle").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_hook_plugin_declared_with_its_wiring_then_its_hooks_run_for_the_named_types() {
+    let (h, _catalog, _dir) = harness().await;
+    let (v1, _) = mock_versions();
+    let continuous =
+        std::fs::read(support::plugins_dir().join("continuous-reconcile.wasm")).unwrap();
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), v1)]),
+    )
+    .await;
+    put_configmap(
+        &h,
+        "hook-plugin",
+        BTreeMap::from([("hook.wasm".into(), continuous)]),
+    )
+    .await;
+    declare(
+        &h,
+        "mock",
+        json!({"source": {"configMap": {"name": "mock-plugin"}}}),
+    )
+    .await;
+    declare(
+        &h,
+        "continuous",
+        json!({"source": {"configMap": {"name": "hook-plugin"}},
+        "hooks": [{"deployItemTypes": [MOCK_TYPE], "hookTypes": ["ShouldReconcile"]}]}),
+    )
+    .await;
+    status_when(&h, "mock", |s| s.is_ready()).await;
+    let s = status_when(&h, "continuous", |s| s.is_ready()).await;
+    assert_eq!(s.hook_types, vec!["ShouldReconcile".to_string()]);
+    let hooks = &h.deployer.hooks;
+    assert!(hooks.has(Some(MOCK_TYPE), sdk_guest::HookType::ShouldReconcile));
+    assert!(!hooks.has(Some("other/type"), sdk_guest::HookType::ShouldReconcile));
+    let before = h
+        .deployer
+        .stats
+        .hook_stages
+        .load(std::sync::atomic::Ordering::Relaxed);
+    mock_succeeds(&h, "hooked").await;
+    assert!(
+        h.deployer
+            .stats
+            .hook_stages
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > before,
+        "the delivered hook ran for the mock item"
+    );
+    // Rewired to a hook type the plugin does not declare: refused, naming it; the old wiring
+    // serves on.
+    let rewire = json!({"spec": {"hooks": [{"hookTypes": ["End"]}]}});
+    plugins(&h)
+        .patch(
+            "continuous",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&rewire),
+        )
+        .await
+        .unwrap();
+    let bad = status_when(&h, "continuous", |s| !s.last_error.is_empty()).await;
+    assert_eq!(
+        bad.condition(deployer_host::plugin_sources::catalog::Stage::Ready)
+            .unwrap()
+            .reason,
+        "HookWiring"
+    );
+    assert!(bad.last_error.contains("End"), "{}", bad.last_error);
+    assert!(hooks.has(Some(MOCK_TYPE), sdk_guest::HookType::ShouldReconcile));
 }

@@ -304,6 +304,7 @@ async fn main() -> anyhow::Result<()> {
                 &config,
                 deployer.host_client.clone(),
                 deployer.plugins.clone(),
+                deployer.hooks.clone(),
             )?;
             if let Some(addr) = metrics_listen {
                 tokio::spawn(deployer_host::metrics::serve(

@@ -227,6 +227,7 @@ pub fn start_delivery(
     config: &HostConfig,
     client: kube::Client,
     live: Arc<LivePlugins>,
+    hooks: Arc<crate::hooks::LiveHooks>,
 ) -> anyhow::Result<(
     Arc<crate::plugin_sources::catalog::Catalog>,
     tokio::task::JoinHandle<()>,
@@ -256,6 +257,8 @@ pub fn start_delivery(
         config.plugins.limits.resolve(Limits::default())?,
         live,
         config.plugins.verification.clone(),
+        hooks,
+        config.hooks.clone().unwrap_or_default(),
     ));
     let declarations = Declarations {
         client,

@@ -31,8 +31,9 @@ pub struct Deployer {
     pub host_client: Client,
     /// The deployers serving now (swapped by plugin delivery).
     pub plugins: Arc<crate::plugins::LivePlugins>,
-    /// Extension hooks, in execution order (empty: the plain contract flow).
-    pub hooks: crate::hooks::HookSet,
+    /// Extension hooks, in execution order (empty: the plain contract flow); swapped with the
+    /// plugins by plugin delivery.
+    pub hooks: Arc<crate::hooks::LiveHooks>,
     pub target_selectors: Vec<TargetSelector>,
     pub deployer: DeployerInformation,
     /// Poll interval of unfinished jobs (Landscaper: 5 s).
@@ -81,7 +82,7 @@ impl Deployer {
             &plugins,
         )?;
         Ok(Self {
-            hooks,
+            hooks: Arc::new(crate::hooks::LiveHooks::new(hooks)),
             events,
             locker,
             finished: FinishedCache::default(),

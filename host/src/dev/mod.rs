@@ -232,8 +232,12 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         target_clients,
     )?);
 
-    let (_catalog, delivery) =
-        plugins::start_delivery(&config, env.client.clone(), deployer.plugins.clone())?;
+    let (_catalog, delivery) = plugins::start_delivery(
+        &config,
+        env.client.clone(),
+        deployer.plugins.clone(),
+        deployer.hooks.clone(),
+    )?;
 
     if let Some(parent) = options.kubeconfig_out.parent() {
         std::fs::create_dir_all(parent)?;

@@ -14,7 +14,7 @@ mod set;
 use std::time::Duration;
 
 pub use sdk_guest::{HookResult, HookType};
-pub use set::{HookError, HookSet};
+pub use set::{HookError, HookSet, LiveHooks};
 
 /// Aggregates the results of the hooks of one type, exactly as the seed says:
 /// all `None` → `None`; exactly one non-`None` → a copy of it; otherwise `abort_reconcile` is

@@ -75,6 +75,50 @@ impl std::fmt::Debug for HookSet {
     }
 }
 
+/// The hook set serving now: swapped by plugin delivery together with the plugins (a stage
+/// that started runs on the set it started with).
+pub struct LiveHooks {
+    current: std::sync::RwLock<std::sync::Arc<HookSet>>,
+}
+
+impl LiveHooks {
+    pub fn new(set: HookSet) -> Self {
+        LiveHooks {
+            current: std::sync::RwLock::new(std::sync::Arc::new(set)),
+        }
+    }
+
+    pub fn current(&self) -> std::sync::Arc<HookSet> {
+        self.current.read().expect("hooks lock").clone()
+    }
+
+    pub fn replace(&self, set: HookSet) {
+        *self.current.write().expect("hooks lock") = std::sync::Arc::new(set);
+    }
+
+    /// See [`HookSet::has`].
+    pub fn has(&self, deploy_item_type: Option<&str>, hook_type: HookType) -> bool {
+        self.current().has(deploy_item_type, hook_type)
+    }
+
+    /// See [`HookSet::may_reopen`].
+    pub fn may_reopen(&self, deploy_item_type: Option<&str>) -> bool {
+        self.current().may_reopen(deploy_item_type)
+    }
+
+    /// See [`HookSet::run`].
+    pub async fn run(
+        &self,
+        hook_type: HookType,
+        deploy_item_type: Option<&str>,
+        item: Option<&Value>,
+        target: Option<&Value>,
+    ) -> Result<Option<HookResult>, HookError> {
+        let set = self.current();
+        set.run(hook_type, deploy_item_type, item, target).await
+    }
+}
+
 impl HookSet {
     /// Resolves the configuration against the loaded hook plugins. Errors name the
     /// registration: an unknown plugin, an unknown hook type, or a hook type the plugin was

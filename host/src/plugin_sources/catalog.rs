@@ -145,8 +145,9 @@ struct Entry {
     spec: PluginSpec,
     /// What the source looked like when last fetched (digest or resourceVersion).
     seen: String,
-    /// The last good version.
+    /// The last good version, and the hook wiring it serves with.
     good: Option<Arc<WasmPlugin>>,
+    wired: Vec<super::HookWiring>,
     status: PluginStatus,
 }
 
@@ -172,6 +173,9 @@ pub struct Catalog {
     entries: tokio::sync::Mutex<BTreeMap<String, Entry>>,
     /// Keys every plugin must verify with when its declaration names none.
     host_verification: super::VerificationSpec,
+    /// The hooks serving now, and the host's own `hooks:` (run first).
+    hooks: Arc<crate::hooks::LiveHooks>,
+    base_registrations: Vec<crate::config::HookRegistration>,
     pub metrics: CatalogMetrics,
 }
 
@@ -183,6 +187,8 @@ impl Catalog {
         base_limits: Limits,
         live: Arc<LivePlugins>,
         host_verification: super::VerificationSpec,
+        hooks: Arc<crate::hooks::LiveHooks>,
+        base_registrations: Vec<crate::config::HookRegistration>,
     ) -> Self {
         let current = live.current();
         Catalog {
@@ -195,6 +201,8 @@ impl Catalog {
             live,
             entries: Default::default(),
             host_verification,
+            hooks,
+            base_registrations,
             metrics: CatalogMetrics::default(),
         }
     }
@@ -255,6 +263,7 @@ impl Catalog {
             }
             Ok(Some(plugin)) => {
                 let previous = entry.good.replace(plugin.clone());
+                let previous_wiring = std::mem::replace(&mut entry.wired, spec.hooks.clone());
                 match self.rebuild(&entries) {
                     Ok(()) => {
                         self.metrics.loaded.fetch_add(1, Ordering::Relaxed);
@@ -267,12 +276,16 @@ impl Catalog {
                         // The new version cannot serve beside the others: back to the old one.
                         let entry = entries.get_mut(name).expect("entry");
                         entry.good = previous;
+                        entry.wired = previous_wiring;
                         let _ = self.rebuild(&entries);
                         let entry = entries.get_mut(name).expect("entry");
                         self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                        entry
-                            .status
-                            .set(Some((Stage::Ready, "TypeConflict", clash)));
+                        let reason = if clash.starts_with("hook wiring") {
+                            "HookWiring"
+                        } else {
+                            "TypeConflict"
+                        };
+                        entry.status.set(Some((Stage::Ready, reason, clash)));
                         tracing::warn!(plugin = name, error = %entry.status.last_error, "plugin refused");
                     }
                 }
@@ -426,10 +439,12 @@ impl Catalog {
             .load_bytes_with_limits(&source_name, &bytes, limits)
             .await
             .map_err(|e| refused(Stage::Compiled, "LoadFailed", format!("{e:#}")))?;
-        if entry
-            .good
-            .as_ref()
-            .is_some_and(|g| g.sha256() == plugin.sha256())
+        // The same bytes again: nothing to swap, unless the declaration (wiring) changed.
+        if !force
+            && entry
+                .good
+                .as_ref()
+                .is_some_and(|g| g.sha256() == plugin.sha256())
         {
             return Ok(None);
         }
@@ -525,6 +540,22 @@ impl Catalog {
             }
         }
         let registry = PluginRegistry::with_hooks(plugins, hooks).map_err(|e| format!("{e:#}"))?;
+        let mut registrations = self.base_registrations.clone();
+        for e in entries.values() {
+            let Some(setup) = e.good.as_ref().and_then(|p| p.hook_setup()) else {
+                continue;
+            };
+            for w in &e.wired {
+                registrations.push(crate::config::HookRegistration {
+                    plugin: setup.name.clone(),
+                    deploy_item_types: w.deploy_item_types.clone(),
+                    hook_types: w.hook_types.clone(),
+                });
+            }
+        }
+        let hooks = crate::hooks::HookSet::from_config(&registrations, &registry)
+            .map_err(|e| format!("hook wiring: {e:#}"))?;
+        self.hooks.replace(hooks);
         self.live.replace(Arc::new(registry));
         Ok(())
     }

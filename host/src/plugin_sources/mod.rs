@@ -105,6 +105,22 @@ pub struct PluginSpec {
     /// Limits of this plugin's calls (default: the host's `plugins.limits`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsConfig>,
+    /// Where this plugin's extension hooks run (it must export `hooks`), after the host's own
+    /// `hooks:` in execution order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookWiring>,
+}
+
+/// One place a hook plugin runs: for which DeployItem types, at which hook types.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookWiring {
+    /// Empty or `*`: every type.
+    #[serde(default)]
+    pub deploy_item_types: Vec<String>,
+    /// Landscaper's hook type names; empty: every type the plugin declares.
+    #[serde(default)]
+    pub hook_types: Vec<String>,
 }
 
 impl PluginSpec {

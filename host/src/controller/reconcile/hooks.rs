@@ -122,7 +122,7 @@ impl ItemCtx {
         target: Option<&Target>,
         acc: &mut Accumulated,
     ) -> Result<bool, HookError> {
-        let hooks = &self.deployer.hooks;
+        let hooks = self.deployer.hooks.current();
         let item_type = &self.deploy_item_type;
         let view = HookView::new(item, target);
         for t in [HookType::BeforeAnyReconcile, kind] {
