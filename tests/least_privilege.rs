@@ -405,3 +405,101 @@ mkdir -p "$(dirname "$EXPORTS_PATH")"; echo "{\"runs\": $n}" > "$EXPORTS_PATH""#
     landscaper.abort();
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps() {
+    skip_on_embedded!("it does not enforce RBAC");
+    let server = RealApiServer::start("RBAC");
+    let admin = landscaper_cluster(&server).await;
+    deployer_host::dev::install_own_crds(&admin).await.unwrap();
+    let me = support::client_for(&service_account(&server, &admin).await).await;
+    grant_landscaper_cluster(&admin).await;
+    grant_host_cluster(&admin).await;
+
+    // The host starts with no mock at all: it comes from a ConfigMap, declared by a WasmPlugin.
+    let empty = tempfile::tempdir().unwrap();
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.plugins.dir = Some(empty.path().to_path_buf());
+    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.namespace = Some(NAMESPACE.into());
+    config.plugins.poll_interval = Some("200ms".into());
+    let registry =
+        deployer_host::plugins::load_all(&config, &[empty.path().to_path_buf()], Vec::new())
+            .await
+            .unwrap();
+    let (deployer, task) =
+        support::start_locking_replica(me.clone(), me.clone(), registry, &config, POD, NAMESPACE);
+    let (_catalog, delivery) = deployer_host::plugins::start_delivery(
+        &config,
+        me.clone(),
+        deployer.plugins.clone(),
+        deployer.hooks.clone(),
+    )
+    .unwrap();
+    let mock = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
+    let mut cm: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "mock-plugin"}})).unwrap();
+    cm.binary_data = Some([("mock.wasm".to_string(), k8s_openapi::ByteString(mock))].into());
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let plugins: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        NAMESPACE,
+        &deployer_host::plugin_sources::declarations::resource(),
+    );
+    let declaration: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "wasm-deployer.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "mock"}, "spec": {"source": {"configMap": {"name": "mock-plugin"}}}
+    }))
+    .unwrap();
+    plugins
+        .create(&PostParams::default(), &declaration)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = plugins.get("mock").await.unwrap().data["status"].clone();
+        if status["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        }) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not Ready: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A mock item is served by the delivered plugin, with the host's shipped rights.
+    let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(admin.clone()));
+    let items: Api<DeployItem> = Api::namespaced(admin.clone(), "default");
+    let item: DeployItem = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+        "metadata": {"name": "delivered", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/mock",
+            "config": {"apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+                "kind": "ProviderConfiguration", "phase": "Succeeded"}}
+    }))
+    .unwrap();
+    items.create(&PostParams::default(), &item).await.unwrap();
+    let done = wait(&items, "delivered", |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    })
+    .await;
+    assert_eq!(
+        done.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        done.status().last_error
+    );
+    landscaper.abort();
+    delivery.abort();
+    task.abort();
+}
