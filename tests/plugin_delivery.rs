@@ -397,13 +397,15 @@ fn start_registry() -> Option<Registry> {
         .spawn()
         .unwrap();
     let addr = format!("127.0.0.1:{port}");
+    // Owned from here on: dropped (killed and reaped) on every path.
+    let registry = Registry {
+        child,
+        _dir: dir,
+        addr: addr.clone(),
+    };
     for _ in 0..100 {
         if std::net::TcpStream::connect(&addr).is_ok() {
-            return Some(Registry {
-                child,
-                _dir: dir,
-                addr,
-            });
+            return Some(registry);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -438,6 +440,44 @@ async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_move
     let pulled = oci::pull(&stable, &options).await.unwrap();
     assert_eq!(pulled.bytes, v1);
     assert_eq!(pulled.manifest_digest, d1);
+    // The CLI pushes (and signs) the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("cosign.key");
+    std::fs::write(&key_file, {
+        use p256::pkcs8::EncodePrivateKey;
+        key.to_pkcs8_pem(p256::pkcs8::LineEnding::LF)
+            .unwrap()
+            .to_string()
+    })
+    .unwrap();
+    let cli_ref = format!("{}/plugins/cli:1", registry.addr);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(["plugin", "push"])
+        .arg(support::plugins_dir().join("mock.wasm"))
+        .arg(&cli_ref)
+        .arg("--plain-http")
+        .arg("--key")
+        .arg(&key_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli_digest = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let sigs = oci::signatures(&cli_ref, &cli_digest, &options)
+        .await
+        .unwrap();
+    assert_eq!(sigs.len(), 1);
+    trust::verify_payload(
+        &sigs[0].0,
+        &sigs[0].1,
+        &cli_digest,
+        &trust::public_keys(&public).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(oci::pull(&cli_ref, &options).await.unwrap().bytes, v1);
     let unsigned = format!("{}/plugins/unsigned:1", registry.addr);
     oci::push(&unsigned, &v1, "mock", &options).await.unwrap();
     let badly = format!("{}/plugins/badly-signed:1", registry.addr);

@@ -208,6 +208,7 @@ fn start_registry(dir: &Path) -> Option<(std::process::Child, String)> {
         .stderr(std::process::Stdio::null())
         .spawn()
         .ok()?;
+    let mut child = child;
     let addr = format!("127.0.0.1:{port}");
     for _ in 0..100 {
         if std::net::TcpStream::connect(&addr).is_ok() {
@@ -215,6 +216,8 @@ fn start_registry(dir: &Path) -> Option<(std::process::Child, String)> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     None
 }
 
@@ -252,6 +255,7 @@ async fn main() {
                 stats(w)
             );
             let _ = child.kill();
+            let _ = child.wait();
         }
         None => println!("| OCI push | - | docker-registry not installed | | |"),
     }

@@ -90,6 +90,11 @@ enum Command {
         #[command(subcommand)]
         command: ContainerCommand,
     },
+    /// Ship plugins: push a component to an OCI registry (the CNCF wasm layout), signed.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// Run the controller against a real cluster.
     Run {
         /// Kubeconfig of the cluster that holds DeployItems, Targets and Contexts
@@ -159,6 +164,27 @@ enum ContainerCommand {
     Init,
     /// Wait for the main container, then store its state and exports.
     Wait,
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Push FILE to REFERENCE (`registry/repository:tag`) and print the manifest digest.
+    Push {
+        file: PathBuf,
+        reference: String,
+        /// Sign the pushed artifact with this PKCS#8 PEM ECDSA P-256 key (cosign-compatible
+        /// signature artifact `sha256-<digest>.sig`).
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Speak plain HTTP to the registry (only for registries you trust, e.g. on loopback).
+        #[arg(long)]
+        plain_http: bool,
+        /// Docker config with credentials (default: `$DOCKER_CONFIG/config.json` if present).
+        #[arg(long)]
+        docker_config: Option<PathBuf>,
+    },
+    /// Print the `sha256:` digest of FILE (for `digest:` pins).
+    Digest { file: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -253,6 +279,56 @@ async fn main() -> anyhow::Result<()> {
                 }
             }
         }
+        Command::Plugin { command } => match command {
+            PluginCommand::Digest { file } => {
+                let bytes =
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                println!(
+                    "{}",
+                    deployer_host::plugin_sources::trust::digest_of(&bytes)
+                );
+                Ok(())
+            }
+            PluginCommand::Push {
+                file,
+                reference,
+                key,
+                plain_http,
+                docker_config,
+            } => {
+                use deployer_host::plugin_sources::{oci, trust};
+                let bytes =
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let mut options = oci::RegistryOptions::default();
+                if plain_http {
+                    options
+                        .plain_http
+                        .push(oci::parse(&reference)?.resolve_registry().to_string());
+                }
+                let config_path = docker_config.or_else(|| {
+                    std::env::var("DOCKER_CONFIG")
+                        .ok()
+                        .map(|d| PathBuf::from(d).join("config.json"))
+                });
+                if let Some(p) = config_path.filter(|p| p.exists()) {
+                    options.docker_configs.push(std::fs::read_to_string(p)?);
+                }
+                let title = file
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "plugin".into());
+                let digest = oci::push(&reference, &bytes, &title, &options).await?;
+                if let Some(key) = key {
+                    let pem = std::fs::read_to_string(&key)
+                        .with_context(|| format!("reading {}", key.display()))?;
+                    oci::push_signature(&reference, &digest, &trust::signing_key(&pem)?, &options)
+                        .await?;
+                    eprintln!("signed {digest}");
+                }
+                println!("{digest}");
+                Ok(())
+            }
+        },
         Command::Container { command } => {
             use deployer_host::container::runner;
             match command {

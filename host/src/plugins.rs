@@ -232,7 +232,8 @@ pub fn start_delivery(
     Arc<crate::plugin_sources::catalog::Catalog>,
     tokio::task::JoinHandle<()>,
 )> {
-    use crate::plugin_sources::{catalog::Catalog, declarations::Declarations};
+    use crate::plugin_sources::catalog::{Catalog, CatalogSettings};
+    use crate::plugin_sources::declarations::Declarations;
     let runtime = PluginRuntime::new(runtime_config(config)?)?;
     let namespace = config
         .plugins
@@ -253,12 +254,14 @@ pub fn start_delivery(
     let catalog = Arc::new(Catalog::new(
         runtime,
         client.clone(),
-        namespace.clone(),
-        config.plugins.limits.resolve(Limits::default())?,
+        CatalogSettings {
+            namespace: namespace.clone(),
+            base_limits: config.plugins.limits.resolve(Limits::default())?,
+            host_verification: config.plugins.verification.clone(),
+            base_registrations: config.hooks.clone().unwrap_or_default(),
+        },
         live,
-        config.plugins.verification.clone(),
         hooks,
-        config.hooks.clone().unwrap_or_default(),
     ));
     let declarations = Declarations {
         client,

@@ -179,17 +179,34 @@ pub struct Catalog {
     pub metrics: CatalogMetrics,
 }
 
+/// What the host's configuration says about delivered plugins.
+pub struct CatalogSettings {
+    /// Namespace of the declarations (ConfigMaps and Secrets named without one).
+    pub namespace: String,
+    /// Limits of a plugin whose declaration names none.
+    pub base_limits: Limits,
+    /// Keys every plugin must verify with when its declaration names none.
+    pub host_verification: super::VerificationSpec,
+    /// The host's own `hooks:` (run before delivered hooks).
+    pub base_registrations: Vec<crate::config::HookRegistration>,
+}
+
 impl Catalog {
+    /// A catalog that swaps `live` and `hooks`; the plugins serving in `live` now are the
+    /// static ones, kept beside every delivered plugin.
     pub fn new(
         runtime: Arc<PluginRuntime>,
         client: Client,
-        namespace: String,
-        base_limits: Limits,
+        settings: CatalogSettings,
         live: Arc<LivePlugins>,
-        host_verification: super::VerificationSpec,
         hooks: Arc<crate::hooks::LiveHooks>,
-        base_registrations: Vec<crate::config::HookRegistration>,
     ) -> Self {
+        let CatalogSettings {
+            namespace,
+            base_limits,
+            host_verification,
+            base_registrations,
+        } = settings;
         let current = live.current();
         Catalog {
             runtime,
