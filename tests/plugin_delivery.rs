@@ -178,6 +178,22 @@ async fn given_a_plugin_in_a_configmap_then_it_serves_and_new_versions_swap_in_w
         "the last good version is still reported"
     );
     mock_succeeds(&h, "during-bad-version").await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(h.client.clone(), "default");
+    let refusal = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("PluginRefused"))
+        .expect("a Warning Event on the WasmPlugin");
+    assert_eq!(refusal.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        refusal.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("mock")
+    );
+    assert!(refusal.note.unwrap_or_default().contains("not WebAssembly"));
     // A core module instead of a component.
     put_configmap(
         &h,
@@ -440,6 +456,15 @@ async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_move
     let pulled = oci::pull(&stable, &options).await.unwrap();
     assert_eq!(pulled.bytes, v1);
     assert_eq!(pulled.manifest_digest, d1);
+    // By digest, and in the legacy (Kubewarden/Spin) layout.
+    let by_digest = format!("{}/plugins/mock@{d1}", registry.addr);
+    assert_eq!(oci::pull(&by_digest, &options).await.unwrap().bytes, v1);
+    assert_eq!(oci::resolve(&by_digest, &options).await.unwrap(), d1);
+    let legacy = format!("{}/plugins/legacy:1", registry.addr);
+    oci::push_as(&legacy, &v1, "mock", oci::LEGACY_WASM_LAYER, &options)
+        .await
+        .unwrap();
+    assert_eq!(oci::pull(&legacy, &options).await.unwrap().bytes, v1);
     // The CLI pushes (and signs) the same way.
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("cosign.key");

@@ -74,7 +74,7 @@ pub struct PluginStatus {
     pub types: Vec<String>,
     #[serde(default)]
     pub hook_types: Vec<String>,
-    /// The WIT package version this host speaks (the plugin loaded against it).
+    /// The `wasm-deployer:plugin` WIT version the plugin was built against.
     #[serde(default)]
     pub wit_version: String,
     /// Why the newest version is not serving (empty when it is).
@@ -608,5 +608,5 @@ fn describe_into(status: &mut PluginStatus, plugin: &WasmPlugin) {
                 .collect()
         })
         .unwrap_or_default();
-    status.wit_version = sdk_guest::WIT_VERSION.to_string();
+    status.wit_version = plugin.wit_version().unwrap_or_default();
 }

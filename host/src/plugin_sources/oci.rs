@@ -148,11 +148,22 @@ pub async fn push(
     title: &str,
     options: &RegistryOptions,
 ) -> anyhow::Result<String> {
+    push_as(reference, bytes, title, WASM_LAYER, options).await
+}
+
+/// Like [`push`] with another layer media type (tests push the legacy layout with it).
+pub async fn push_as(
+    reference: &str,
+    bytes: &[u8],
+    title: &str,
+    layer_media_type: &str,
+    options: &RegistryOptions,
+) -> anyhow::Result<String> {
     let r = parse(reference)?;
     let (client, auth) = client_for(&r, options);
     let layer = ImageLayer::new(
         bytes.to_vec(),
-        WASM_LAYER.to_string(),
+        layer_media_type.to_string(),
         Some(BTreeMap::from([(
             "org.opencontainers.image.title".to_string(),
             format!("{title}.wasm"),
@@ -265,4 +276,28 @@ pub async fn push_signature(
         .await
         .with_context(|| format!("pushing the signature {sig_ref}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_come_from_the_matching_docker_config_entry() {
+        let docs = vec![
+            r#"{"auths": {"other.io": {"username": "o", "password": "p"}}}"#.to_string(),
+            // "user:secret" in base64, under a URL-shaped key
+            r#"{"auths": {"https://reg.example:5000/v2/": {"auth": "dXNlcjpzZWNyZXQ="}}}"#
+                .to_string(),
+        ];
+        assert_eq!(
+            auth_for("reg.example:5000", &docs),
+            RegistryAuth::Basic("user".into(), "secret".into())
+        );
+        assert_eq!(
+            auth_for("other.io", &docs),
+            RegistryAuth::Basic("o".into(), "p".into())
+        );
+        assert_eq!(auth_for("nowhere.io", &docs), RegistryAuth::Anonymous);
+    }
 }

@@ -52,6 +52,27 @@ impl std::fmt::Debug for WasmPlugin {
 }
 
 impl WasmPlugin {
+    /// The version of the `wasm-deployer:plugin` WIT package the component was built against
+    /// (the highest version among its imports and exports of that package).
+    pub fn wit_version(&self) -> Option<String> {
+        let component = self.prepared.pre.component();
+        let ty = component.component_type();
+        let names: Vec<String> = ty
+            .imports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .chain(ty.exports(&self.engine).map(|(n, _)| n.to_string()))
+            .collect();
+        names
+            .iter()
+            .filter_map(|n| n.strip_prefix("wasm-deployer:plugin/")?.split_once('@'))
+            .map(|(_, v)| v.to_string())
+            .max_by_key(|v| {
+                v.split('.')
+                    .map(|p| p.parse::<u64>().unwrap_or(0))
+                    .collect::<Vec<_>>()
+            })
+    }
+
     /// Deployer calls made on this loaded version (which version served which jobs).
     pub fn calls(&self) -> u64 {
         self.calls.load(std::sync::atomic::Ordering::Relaxed)
