@@ -57,7 +57,13 @@ pub async fn read(
         .get_opt(&source.name)
         .await
         .with_context(|| format!("reading ConfigMap {ns}/{}", source.name))?
-        .with_context(|| format!("ConfigMap {ns}/{} not found", source.name))?;
+        .with_context(|| {
+            format!(
+                "ConfigMap {ns}/{} not found (the API server refuses ConfigMaps over 1 MiB: ship \
+                 large plugins through an OCI registry)",
+                source.name
+            )
+        })?;
     let mut data = cm.binary_data.unwrap_or_default();
     let key = match &source.key {
         Some(k) => k.clone(),
