@@ -37,6 +37,13 @@ fn mock_versions() -> (Vec<u8>, Vec<u8>) {
 
 /// A harness whose only mock comes from plugin delivery (the plugin directory is empty).
 async fn harness() -> (Harness, Arc<Catalog>, tempfile::TempDir) {
+    harness_with(|_, _| {}).await
+}
+
+/// [`harness`], with the configuration and the (empty) plugin directory adjusted first.
+async fn harness_with(
+    adjust: impl FnOnce(&mut HostConfig, &std::path::Path),
+) -> (Harness, Arc<Catalog>, tempfile::TempDir) {
     let empty = tempfile::tempdir().unwrap();
     let mut config = HostConfig {
         requeue_interval: Some("200ms".into()),
@@ -46,6 +53,7 @@ async fn harness() -> (Harness, Arc<Catalog>, tempfile::TempDir) {
     config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
     config.plugins.namespace = Some("default".into());
     config.plugins.poll_interval = Some("200ms".into());
+    adjust(&mut config, empty.path());
     let h = Harness::start_with(Options {
         config: config.clone(),
         ..Options::default()
@@ -632,30 +640,12 @@ async fn given_500_items_in_flight_when_a_new_version_rolls_out_then_no_item_fai
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_configmaps_labelled_for_plugins_then_every_key_loads_and_a_bad_one_is_refused_alone()
 {
-    let empty = tempfile::tempdir().unwrap();
-    // A broken file in the plugin directory does not keep the host from starting.
-    std::fs::write(empty.path().join("broken.wasm"), b"garbage").unwrap();
-    let mut config = HostConfig {
-        requeue_interval: Some("200ms".into()),
-        ..HostConfig::default()
-    };
-    config.plugins.dir = Some(empty.path().to_path_buf());
-    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
-    config.plugins.namespace = Some("default".into());
-    config.plugins.poll_interval = Some("200ms".into());
-    config.plugins.config_map_selector = Some("wasm-deployer.dev/plugins=true".into());
-    let h = Harness::start_with(Options {
-        config: config.clone(),
-        ..Options::default()
+    let (h, catalog, _dir) = harness_with(|config, dir| {
+        // A broken file in the plugin directory does not keep the host from starting.
+        std::fs::write(dir.join("broken.wasm"), b"garbage").unwrap();
+        config.plugins.config_map_selector = Some("wasm-deployer.dev/plugins=true".into());
     })
     .await;
-    let (catalog, _task) = deployer_host::plugins::start_delivery(
-        &config,
-        h.client.clone(),
-        h.deployer.plugins.clone(),
-        h.deployer.hooks.clone(),
-    )
-    .unwrap();
     let (v1, _) = mock_versions();
     let greedy =
         std::fs::read(support::plugins_dir().join("../refused-plugins/test-greedy-hook.wasm"))
