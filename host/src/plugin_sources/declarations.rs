@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 
 use super::catalog::{Catalog, PluginStatus};
@@ -196,7 +196,8 @@ impl Declarations {
         let mut watchers = Vec::new();
         if self.watch_objects {
             let w = wake.clone();
-            let stream = watcher(self.api(), watcher::Config::default());
+            // Backoff: without the CRD (or the rights) the watch fails, and must not spin.
+            let stream = watcher(self.api(), watcher::Config::default()).default_backoff();
             watchers.push(tokio::spawn(async move {
                 let mut stream = std::pin::pin!(stream);
                 while stream.next().await.is_some() {
@@ -207,7 +208,7 @@ impl Declarations {
         let w = wake.clone();
         let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
         watchers.push(tokio::spawn(async move {
-            let stream = watcher(configmaps, watcher::Config::default());
+            let stream = watcher(configmaps, watcher::Config::default()).default_backoff();
             let mut stream = std::pin::pin!(stream);
             while stream.next().await.is_some() {
                 w.notify_one();
