@@ -171,7 +171,8 @@ impl Declarations {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
         let event: Result<Event, _> = serde_json::from_value(json!({
-            "metadata": {"generateName": format!("{}.", obj.metadata.name.clone().unwrap_or_default()), "namespace": self.namespace},
+            // Named as client-go names Events (a generateName may not end in '.').
+            "metadata": {"name": format!("{}.{:x}", obj.metadata.name.clone().unwrap_or_default(), uuid::Uuid::new_v4().as_u128() as u64), "namespace": self.namespace},
             "eventTime": now,
             "reportingController": "wasm-deployer.dev/plugin-delivery",
             "reportingInstance": std::env::var("MY_POD_NAME").unwrap_or_else(|_| "wasm-deployer".into()),
