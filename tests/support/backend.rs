@@ -92,6 +92,25 @@ impl RealApiServer {
     }
 
     fn start_with(authz: &str, audit: bool) -> Self {
+        // The tool picks free ports, then binds them; a server of a parallel story can take a
+        // port in between ("address already in use"). That is the tool's race, not the story's:
+        // start again in a fresh directory.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::try_start(authz, audit) {
+                Ok(server) => return server,
+                Err(why) if attempt < 4 && why.contains("address already in use") => {
+                    eprintln!(
+                        "real-apiserver: port taken by a parallel start, retrying ({attempt})"
+                    );
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+    }
+
+    fn try_start(authz: &str, audit: bool) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
             .prefix("real-apiserver-")
             .tempdir()
@@ -126,20 +145,30 @@ impl RealApiServer {
             .map(str::to_string)
         else {
             let log = std::fs::read_to_string(dir.path().join("apiserver.log")).unwrap_or_default();
+            let etcd = std::fs::read_to_string(dir.path().join("etcd.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(20).collect();
-            panic!(
-                "real-apiserver did not start: {stdout}{}\napiserver.log (last lines, newest first):\n{}",
+            // Whatever did start (etcd) is stopped before the directory goes.
+            let _ = Command::new(tool()).arg("stop").arg(dir.path()).output();
+            let in_use =
+                log.contains("address already in use") || etcd.contains("address already in use");
+            return Err(format!(
+                "real-apiserver did not start: {stdout}{}\napiserver.log (last lines, newest first):\n{}{}",
                 String::from_utf8_lossy(&out.stderr),
-                tail.join("\n")
-            );
+                tail.join("\n"),
+                if in_use {
+                    "\n(address already in use)"
+                } else {
+                    ""
+                }
+            ));
         };
         let kubeconfig =
             std::fs::read_to_string(dir.path().join("kubeconfig")).expect("kubeconfig");
-        RealApiServer {
+        Ok(RealApiServer {
             dir,
             url,
             kubeconfig,
-        }
+        })
     }
 
     /// A client with the admin token.
