@@ -127,6 +127,35 @@ async fn put_configmap(h: &Harness, name: &str, data: BTreeMap<String, Vec<u8>>)
     }
 }
 
+/// `bytes` as the mock plugin: ConfigMap `mock-plugin` (key `mock.wasm`), declared by the
+/// WasmPlugin `mock`; returns its status once Ready.
+async fn deliver_mock(h: &Harness, bytes: Vec<u8>) -> PluginStatus {
+    put_configmap(
+        h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), bytes)]),
+    )
+    .await;
+    declare(
+        h,
+        "mock",
+        json!({"source": {"configMap": {"name": "mock-plugin"}}}),
+    )
+    .await;
+    status_when(h, "mock", |s| s.is_ready()).await
+}
+
+/// A signing key and its public key as PEM (`cosign.pub`).
+fn key_pair() -> (p256::ecdsa::SigningKey, String) {
+    use p256::pkcs8::EncodePublicKey;
+    let key = p256::ecdsa::SigningKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+    let public = key
+        .verifying_key()
+        .to_public_key_pem(p256::pkcs8::LineEnding::LF)
+        .unwrap();
+    (key, public)
+}
+
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     use std::io::Write as _;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -146,19 +175,7 @@ async fn given_a_plugin_in_a_configmap_then_it_serves_and_new_versions_swap_in_w
     let (h, catalog, _dir) = harness().await;
     let (v1, v2) = mock_versions();
     assert!(h.deployer.plugins.for_type(MOCK_TYPE).is_none());
-    put_configmap(
-        &h,
-        "mock-plugin",
-        BTreeMap::from([("mock.wasm".into(), gzip(&v1))]),
-    )
-    .await;
-    declare(
-        &h,
-        "mock",
-        json!({"source": {"configMap": {"name": "mock-plugin"}}}),
-    )
-    .await;
-    let ready = status_when(&h, "mock", |s| s.is_ready()).await;
+    let ready = deliver_mock(&h, gzip(&v1)).await;
     assert_eq!(ready.digest, trust::digest_of(&v1), "gzip was unpacked");
     assert_eq!(ready.plugin_name, "mock");
     assert_eq!(ready.types, vec![MOCK_TYPE.to_string()]);
@@ -276,13 +293,7 @@ async fn given_a_plugin_in_a_configmap_then_it_serves_and_new_versions_swap_in_w
 async fn given_pins_keys_and_type_clashes_then_each_bad_plugin_is_refused_with_its_reason() {
     let (h, _catalog, _dir) = harness().await;
     let (v1, _) = mock_versions();
-    let key = p256::ecdsa::SigningKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
-    let public = {
-        use p256::pkcs8::EncodePublicKey;
-        key.verifying_key()
-            .to_public_key_pem(p256::pkcs8::LineEnding::LF)
-            .unwrap()
-    };
+    let (key, public) = key_pair();
     put_configmap(
         &h,
         "plain",
@@ -447,14 +458,8 @@ async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_move
         plain_http: vec![registry.addr.clone()],
         ..Default::default()
     };
-    let key = p256::ecdsa::SigningKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
-    let other = p256::ecdsa::SigningKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
-    let public = {
-        use p256::pkcs8::EncodePublicKey;
-        key.verifying_key()
-            .to_public_key_pem(p256::pkcs8::LineEnding::LF)
-            .unwrap()
-    };
+    let (key, public) = key_pair();
+    let (other, _) = key_pair();
     let stable = format!("{}/plugins/mock:stable", registry.addr);
     let d1 = oci::push(&stable, &v1, "mock", &options).await.unwrap();
     oci::push_signature(&stable, &d1, &key, &options)
@@ -584,19 +589,7 @@ async fn given_500_items_in_flight_when_a_new_version_rolls_out_then_no_item_fai
  {
     let (h, catalog, _dir) = harness().await;
     let (v1, v2) = mock_versions();
-    put_configmap(
-        &h,
-        "mock-plugin",
-        BTreeMap::from([("mock.wasm".into(), v1.clone())]),
-    )
-    .await;
-    declare(
-        &h,
-        "mock",
-        json!({"source": {"configMap": {"name": "mock-plugin"}}}),
-    )
-    .await;
-    status_when(&h, "mock", |s| s.is_ready()).await;
+    deliver_mock(&h, v1).await;
     let old = catalog.serving_plugins().await.remove(0);
 
     for i in 0..500 {
@@ -722,22 +715,11 @@ async fn given_a_hook_plugin_declared_with_its_wiring_then_its_hooks_run_for_the
     let (v1, _) = mock_versions();
     let continuous =
         std::fs::read(support::plugins_dir().join("continuous-reconcile.wasm")).unwrap();
-    put_configmap(
-        &h,
-        "mock-plugin",
-        BTreeMap::from([("mock.wasm".into(), v1)]),
-    )
-    .await;
+    deliver_mock(&h, v1).await;
     put_configmap(
         &h,
         "hook-plugin",
         BTreeMap::from([("hook.wasm".into(), continuous)]),
-    )
-    .await;
-    declare(
-        &h,
-        "mock",
-        json!({"source": {"configMap": {"name": "mock-plugin"}}}),
     )
     .await;
     declare(
@@ -747,7 +729,6 @@ async fn given_a_hook_plugin_declared_with_its_wiring_then_its_hooks_run_for_the
         "hooks": [{"deployItemTypes": [MOCK_TYPE], "hookTypes": ["ShouldReconcile"]}]}),
     )
     .await;
-    status_when(&h, "mock", |s| s.is_ready()).await;
     let s = status_when(&h, "continuous", |s| s.is_ready()).await;
     assert_eq!(s.hook_types, vec!["ShouldReconcile".to_string()]);
     let hooks = &h.deployer.hooks;

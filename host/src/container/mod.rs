@@ -98,14 +98,11 @@ impl ContainerDeployer {
     async fn step(
         &self,
         inv: &Invocation,
+        item: &DeployItem,
         services: &dyn HostServices,
         operation: Operation,
     ) -> Result<Response, DeployerError> {
-        let item = inv.deploy_item_typed()?;
-        let key = ItemKey {
-            namespace: item.metadata.namespace.clone().unwrap_or_default(),
-            name: item.metadata.name.clone().unwrap_or_default(),
-        };
+        let key = ItemKey::of(item);
         let previous = ProviderStatus::decode(inv.previous_provider_status.as_ref());
         let config = match parse_config(inv) {
             Ok(c) => c,
@@ -214,7 +211,7 @@ impl ContainerDeployer {
 
         services.checkpoint("container deployer: create pod")?;
         let pod = self
-            .start_pod(inv, &item, &key, &config, operation, services)
+            .start_pod(inv, item, &key, &config, operation, services)
             .await?;
         let started = status::observe(&pod, &job_id, operation, &Outcome::Active, &previous);
         self.host
@@ -399,7 +396,9 @@ impl DeployerPlugin for ContainerDeployer {
         inv: Invocation,
         host: Arc<dyn HostServices>,
     ) -> Result<Response, DeployerError> {
-        self.step(&inv, host.as_ref(), Operation::Reconcile).await
+        let item = inv.deploy_item_typed()?;
+        self.step(&inv, &item, host.as_ref(), Operation::Reconcile)
+            .await
     }
 
     async fn delete(
@@ -409,14 +408,12 @@ impl DeployerPlugin for ContainerDeployer {
     ) -> Result<Response, DeployerError> {
         let item = inv.deploy_item_typed()?;
         if item.annotation(FORCE_CLEANUP).is_some() {
-            let key = ItemKey {
-                namespace: item.metadata.namespace.clone().unwrap_or_default(),
-                name: item.metadata.name.clone().unwrap_or_default(),
-            };
+            let key = ItemKey::of(&item);
             tracing::info!(item = %key.name, "force-cleanup: no DELETE pod, removing the item's objects");
             self.host.cleanup(&key, false).await?;
             return Ok(Response::default());
         }
-        self.step(&inv, host.as_ref(), Operation::Delete).await
+        self.step(&inv, &item, host.as_ref(), Operation::Delete)
+            .await
     }
 }

@@ -76,6 +76,14 @@ pub struct ItemKey {
 }
 
 impl ItemKey {
+    /// The key of `item` (its namespace and name).
+    pub fn of(item: &crate::landscaper::DeployItem) -> Self {
+        ItemKey {
+            namespace: item.metadata.namespace.clone().unwrap_or_default(),
+            name: item.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
     /// `<namespace>-<name>`: the prefix of every host object of the item (as Landscaper names
     /// them), shortened with a hash where a name would exceed Kubernetes' limits.
     pub fn base(&self) -> String {
