@@ -27,7 +27,10 @@ const SA: &str = "wasm-deployer";
 const POD: &str = "wasm-deployer-0";
 
 fn shipped(file: &str) -> String {
-    let path = format!("{}/../charts/rbac/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../charts/wasm-deployer/rbac/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

@@ -383,73 +383,9 @@ async fn given_pins_keys_and_type_clashes_then_each_bad_plugin_is_refused_with_i
     assert!(s.last_error.contains("not found"), "{}", s.last_error);
 }
 
-/// Debian's `docker-registry` on a free loopback port, stopped on drop.
-struct Registry {
-    child: std::process::Child,
-    _dir: tempfile::TempDir,
-    addr: String,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_registry() -> Option<Registry> {
-    let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists());
-    let Some(bin) = bin else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "docker-registry is missing (apt install docker-registry)"
-        );
-        eprintln!("SKIP: docker-registry is not installed");
-        return None;
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n",
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
-    let child = std::process::Command::new(bin)
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    // Owned from here on: dropped (killed and reaped) on every path.
-    let registry = Registry {
-        child,
-        _dir: dir,
-        addr: addr.clone(),
-    };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            return Some(registry);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("docker-registry did not start on {addr}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_moved_tag_swaps_in() {
-    let Some(registry) = start_registry() else {
+    let Some(registry) = support::registry::start_registry() else {
         return;
     };
     let (h, _catalog, _dir) = harness().await;

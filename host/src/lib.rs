@@ -14,6 +14,7 @@ pub mod contract;
 pub mod controller;
 pub mod dev;
 pub mod hooks;
+pub mod image;
 pub mod landscaper;
 pub mod locking;
 pub mod metrics;

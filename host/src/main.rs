@@ -95,6 +95,11 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// The host's container image, built without a container engine (`cargo xtask image`).
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
     /// Run the controller against a real cluster.
     Run {
         /// Kubeconfig of the cluster that holds DeployItems, Targets and Contexts
@@ -102,7 +107,8 @@ enum Command {
         #[arg(long, env = "KUBECONFIG")]
         kubeconfig: Option<PathBuf>,
         /// Kubeconfig of the cluster the host runs in, when it differs from the one holding
-        /// DeployItems (fenced environments). Default: the same cluster.
+        /// DeployItems (fenced environments). Default: in a pod given `--kubeconfig`, the pod's
+        /// own cluster (in-cluster configuration); otherwise the same cluster as `--kubeconfig`.
         #[arg(long, env = "HOST_KUBECONFIG")]
         host_kubeconfig: Option<PathBuf>,
         /// Host configuration file (YAML).
@@ -188,6 +194,38 @@ enum PluginCommand {
 }
 
 #[derive(Subcommand)]
+enum ImageCommand {
+    /// Build the image from a static `deployer-host` binary and plugins; write it as an OCI
+    /// image layout and/or push it. Prints the image's digest.
+    Build {
+        /// The `deployer-host` executable to ship (statically linked).
+        #[arg(long)]
+        binary: PathBuf,
+        /// A directory of `.wasm` components to ship in `/plugins`.
+        #[arg(long)]
+        plugins: Option<PathBuf>,
+        /// PEM CA bundle to ship (default: /etc/ssl/certs/ca-certificates.crt if present).
+        #[arg(long)]
+        ca_bundle: Option<PathBuf>,
+        /// Write an OCI image layout into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Push to this reference (`registry/repository:tag`).
+        #[arg(long)]
+        push: Option<String>,
+        /// Speak plain HTTP to the registry (only for registries you trust, e.g. on loopback).
+        #[arg(long)]
+        plain_http: bool,
+        /// Version label (default: this host's version).
+        #[arg(long)]
+        version: Option<String>,
+        /// Accept a dynamically linked binary (the image cannot run it: layout tests only).
+        #[arg(long)]
+        allow_dynamic: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum HelmCommand {
     /// Render a chart like `helm template`: same flags, same output stream.
     Template {
@@ -208,6 +246,39 @@ fn load_config(path: Option<&PathBuf>, plugins: Option<PathBuf>) -> anyhow::Resu
 }
 
 /// A client from a kubeconfig file, or the in-cluster / `KUBECONFIG` configuration.
+/// How to reach the registry of `reference`: plain HTTP if asked, credentials from
+/// `docker_config` or `$DOCKER_CONFIG/config.json`.
+fn registry_options(
+    reference: &str,
+    plain_http: bool,
+    docker_config: Option<PathBuf>,
+) -> anyhow::Result<deployer_host::plugin_sources::oci::RegistryOptions> {
+    use deployer_host::plugin_sources::oci;
+    let mut options = oci::RegistryOptions::default();
+    if plain_http {
+        options
+            .plain_http
+            .push(oci::parse(reference)?.resolve_registry().to_string());
+    }
+    let config_path = docker_config.or_else(|| {
+        std::env::var("DOCKER_CONFIG")
+            .ok()
+            .map(|d| PathBuf::from(d).join("config.json"))
+    });
+    if let Some(p) = config_path.filter(|p| p.exists()) {
+        options
+            .docker_configs
+            .push(std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?);
+    }
+    Ok(options)
+}
+
+/// Running in a Kubernetes pod (in-cluster configuration available).
+fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        && std::path::Path::new("/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
+}
+
 async fn client_from(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
@@ -299,20 +370,7 @@ async fn main() -> anyhow::Result<()> {
                 use deployer_host::plugin_sources::{oci, trust};
                 let bytes =
                     std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-                let mut options = oci::RegistryOptions::default();
-                if plain_http {
-                    options
-                        .plain_http
-                        .push(oci::parse(&reference)?.resolve_registry().to_string());
-                }
-                let config_path = docker_config.or_else(|| {
-                    std::env::var("DOCKER_CONFIG")
-                        .ok()
-                        .map(|d| PathBuf::from(d).join("config.json"))
-                });
-                if let Some(p) = config_path.filter(|p| p.exists()) {
-                    options.docker_configs.push(std::fs::read_to_string(p)?);
-                }
+                let options = registry_options(&reference, plain_http, docker_config)?;
                 let title = file
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
@@ -336,6 +394,64 @@ async fn main() -> anyhow::Result<()> {
                 ContainerCommand::Wait => runner::run_and_report(runner::wait()).await,
             }
         }
+        Command::Image {
+            command:
+                ImageCommand::Build {
+                    binary,
+                    plugins,
+                    ca_bundle,
+                    out,
+                    push,
+                    plain_http,
+                    version,
+                    allow_dynamic,
+                },
+        } => {
+            use deployer_host::image;
+            let plugins = match plugins {
+                Some(dir) => {
+                    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                        .with_context(|| format!("reading {}", dir.display()))?
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+                        .collect();
+                    files.sort();
+                    files
+                }
+                None => Vec::new(),
+            };
+            let default_ca = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
+            let ca_bundle = ca_bundle.or_else(|| default_ca.exists().then_some(default_ca));
+            // Reproducible: the creation time comes from SOURCE_DATE_EPOCH (default: 0).
+            let epoch = std::env::var("SOURCE_DATE_EPOCH")
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+                .unwrap_or(0);
+            let created = jiff::Timestamp::from_second(epoch)?.to_string();
+            let version = version.unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+            let built = image::build(&image::ImageSpec {
+                binary,
+                plugins,
+                ca_bundle,
+                version: version.clone(),
+                created,
+                allow_dynamic,
+            })?;
+            if let Some(dir) = &out {
+                built.write_layout(dir, &version)?;
+                eprintln!("wrote OCI image layout {}", dir.display());
+            }
+            if let Some(reference) = &push {
+                let options = registry_options(reference, plain_http, None)?;
+                built.push(reference, &options).await?;
+                eprintln!("pushed {reference}");
+            }
+            if out.is_none() && push.is_none() {
+                anyhow::bail!("nothing to do: give --out DIR and/or --push REFERENCE");
+            }
+            println!("{}", built.digest());
+            Ok(())
+        }
         Command::Run {
             kubeconfig,
             host_kubeconfig,
@@ -345,9 +461,14 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let config = load_config(config.as_ref(), plugins)?;
             let client = client_from(kubeconfig.as_ref()).await?;
-            let host_client = match &host_kubeconfig {
-                Some(path) => client_from(Some(path)).await?,
-                None => client.clone(),
+            let host_client = match (&host_kubeconfig, &kubeconfig) {
+                (Some(path), _) => client_from(Some(path)).await?,
+                // In a pod with a kubeconfig for the Landscaper cluster (the chart's
+                // `deployer.landscaperClusterKubeconfig`): the host cluster is the pod's own.
+                (None, Some(_)) if in_cluster() => {
+                    kube::Client::try_from(kube::Config::incluster()?)?
+                }
+                (None, _) => client.clone(),
             };
             if let Ok(pod) = std::env::var("MY_POD_NAME") {
                 tracing::info!(pod = %pod, "replica identity");

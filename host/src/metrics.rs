@@ -1,5 +1,6 @@
 //! A small Prometheus text endpoint (`--metrics-listen`): worker threads in use, reconciles,
-//! finished jobs and plugin calls of this replica, plus `/healthz`.
+//! finished jobs and plugin calls of this replica, plus `/healthz`, `/livez` (the process
+//! answers) and `/readyz` (the DeployItem watch has synced).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::routing::get;
 
 use crate::controller::Deployer;
@@ -92,7 +94,7 @@ pub async fn render_delivery(catalog: &Catalog) -> String {
     out
 }
 
-/// Serves `/metrics` and `/healthz` on `addr` until the task is dropped.
+/// Serves `/metrics`, `/healthz`, `/livez` and `/readyz` on `addr` until the task is dropped.
 pub async fn serve(
     addr: SocketAddr,
     deployer: Arc<Deployer>,
@@ -110,7 +112,19 @@ pub async fn serve(
                 out
             }),
         )
+        // Liveness: the process answers. Readiness: the DeployItem watch has synced.
         .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(|State((d, _)): State<S>| async move {
+                if d.stats.watch_synced.load(Ordering::Relaxed) {
+                    (StatusCode::OK, "ok")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "watch not synced yet")
+                }
+            }),
+        )
         .with_state((deployer, catalog));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "metrics endpoint");

@@ -7,8 +7,11 @@
 #![allow(dead_code)]
 
 mod backend;
+pub mod registry;
 #[allow(unused_imports)]
-pub use backend::{Backend, RealApiServer, TestCluster, backend, client_for};
+pub use backend::{
+    Backend, RealApiServer, TestCluster, backend, client_for, ensure_default_service_account,
+};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

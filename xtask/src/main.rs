@@ -1,7 +1,7 @@
 //! `cargo xtask` — repository automation (install-free: it only calls `cargo`).
 //!
 //! Owns: `cargo xtask dev` (the README's run command), `cargo xtask test` (the README's test
-//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
+//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), `cargo xtask image` (the container image), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
 //! `wasm32-wasip2` with `--profile plugin` and copies the components to
 //! `<target-dir>/plugins/<name>.wasm` (test-only plugins, marked with
 //! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`;
@@ -23,6 +23,9 @@ fn usage() -> ! {
          \x20 test [--backends embedded,real] [CARGO TEST ARGS...]\n\
          \x20                            build plugins, then `cargo test --workspace` (embedded API server);\n\
          \x20                            `real` runs the host's stories again on a real kube-apiserver\n\
+         \x20 image [--push REF] [--plain-http] [--out DIR]\n\
+         \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
+         \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
          \x20 bench                      build plugins, run the end-to-end benchmark, update docs/benchmarks.md\n\
          \x20 build-plugins [-p <plugin>]...\n\
          \x20                            build every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`)\n\
@@ -136,6 +139,7 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("image") => image(args.collect()),
         Some("bench") => {
             ensure_wasm_target()?;
             build_plugins(&[])?;
@@ -148,6 +152,76 @@ fn main() -> Result<()> {
         }
         _ => usage(),
     }
+}
+
+/// The container image's binary: static (musl), so the image needs no libc.
+const IMAGE_TARGET: &str = "x86_64-unknown-linux-musl";
+
+/// `cargo xtask image`: the static host binary, the default plugins, then
+/// `deployer-host image build` (the project's own OCI code) to write and/or push the image.
+fn image(args: Vec<String>) -> Result<()> {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim() == IMAGE_TARGET)
+        })
+        .unwrap_or(true);
+    if !installed {
+        eprintln!("installing the {IMAGE_TARGET} target");
+        run(Command::new("rustup").args(["target", "add", IMAGE_TARGET]))?;
+    }
+    ensure_wasm_target()?;
+    build_plugins(&[])?;
+    let root = workspace_root();
+    run(Command::new(cargo()).current_dir(&root).args([
+        "build",
+        "--profile",
+        "image",
+        "--target",
+        IMAGE_TARGET,
+        "-p",
+        "deployer-host",
+    ]))
+    .context(
+        "building the static host (its C parts need a musl C compiler: apt install musl-tools)",
+    )?;
+    let target = target_dir()?;
+    let binary = target.join(IMAGE_TARGET).join("image/deployer-host");
+    let mut cmd = Command::new(cargo());
+    cmd.current_dir(&root)
+        .args([
+            "run",
+            "-q",
+            "-p",
+            "deployer-host",
+            "--",
+            "image",
+            "build",
+            "--binary",
+        ])
+        .arg(&binary)
+        .arg("--plugins")
+        .arg(target.join("plugins"));
+    if !args.iter().any(|a| a == "--out" || a == "--push") {
+        cmd.arg("--out").arg(target.join("image"));
+    }
+    run(cmd.args(&args))
+}
+
+fn target_dir() -> Result<PathBuf> {
+    let out = Command::new(cargo())
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("running cargo metadata")?;
+    let meta: Value = serde_json::from_slice(&out.stdout).context("cargo metadata output")?;
+    Ok(PathBuf::from(
+        meta["target_directory"]
+            .as_str()
+            .context("target_directory")?,
+    ))
 }
 
 struct Plugin {

@@ -118,7 +118,10 @@ async fn kubectl_smoke() {
     );
 
     // The DeployItem CRD, then a DeployItem (discovery is refreshed by kubectl).
-    let crd = std::fs::canonicalize("../crds/landscaper.gardener.cloud_deployitems.yaml").unwrap();
+    let crd = std::fs::canonicalize(
+        "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+    )
+    .unwrap();
     assert!(
         k.run(&["apply", "-f", crd.to_str().unwrap()])
             .await

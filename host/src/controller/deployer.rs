@@ -112,6 +112,8 @@ pub struct Stats {
     pub hook_stages: AtomicU64,
     /// Hook-forced re-applies of finished items.
     pub reapplies: AtomicU64,
+    /// The controller's watch has listed every DeployItem once (`/readyz`).
+    pub watch_synced: std::sync::atomic::AtomicBool,
 }
 
 impl Stats {

@@ -69,18 +69,41 @@ pub async fn run(
         _ => None,
     };
     let plugin_changes = deployer.plugins.changes();
-    Controller::new(api, watcher::Config::default())
+    let controller = Controller::new(api, watcher::Config::default());
+    // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.
+    let store = controller.store();
+    let synced = tokio::spawn({
+        let deployer = deployer.clone();
+        async move {
+            // Asked again on a timer: kube-runtime's readiness wakes only its latest waiter,
+            // and the controller itself waits on the same store.
+            loop {
+                match tokio::time::timeout(Duration::from_millis(250), store.wait_until_ready())
+                    .await
+                {
+                    Ok(Ok(())) => break,
+                    Ok(Err(_)) => return,
+                    Err(_) => continue,
+                }
+            }
+            deployer.stats.watch_synced.store(true, Ordering::Relaxed);
+            tracing::info!("watch synced: ready");
+        }
+    });
+    controller
         .with_config(ControllerConfig::default().concurrency(workers as u16))
         // A new or removed deployer changes which items are ours: look at every item again.
         .reconcile_all_on(plugin_changes)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, deployer)
+        .run(reconcile, error_policy, deployer.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "reconcile error");
             }
         })
         .await;
+    synced.abort();
+    deployer.stats.watch_synced.store(false, Ordering::Relaxed);
     if let Some(cleaner) = cleaner {
         cleaner.abort();
     }

@@ -25,16 +25,24 @@ use crate::plugins;
 
 /// The Landscaper CRDs, installed into the embedded API server.
 pub const LANDSCAPER_CRDS: [&str; 5] = [
-    include_str!("../../crds/landscaper.gardener.cloud_deployitems.yaml"),
-    include_str!("../../crds/landscaper.gardener.cloud_targets.yaml"),
-    include_str!("../../crds/landscaper.gardener.cloud_contexts.yaml"),
-    include_str!("../../crds/landscaper.gardener.cloud_syncobjects.yaml"),
-    include_str!("../../crds/landscaper.gardener.cloud_lshealthchecks.yaml"),
+    include_str!(
+        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml"
+    ),
+    include_str!("../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_targets.yaml"),
+    include_str!(
+        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_contexts.yaml"
+    ),
+    include_str!(
+        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_syncobjects.yaml"
+    ),
+    include_str!(
+        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_lshealthchecks.yaml"
+    ),
 ];
 
 /// The project's own CRDs (plugin delivery's `WasmPlugin`).
 pub const OWN_CRDS: [&str; 1] = [include_str!(
-    "../../crds/wasm-deployer.dev_wasmplugins.yaml"
+    "../../../charts/wasm-deployer/files/crds/wasm-deployer.dev_wasmplugins.yaml"
 )];
 
 /// Options of `deployer-host dev`.

@@ -1,0 +1,595 @@
+//! The host's Helm chart (`charts/wasm-deployer`), installed by real Go Helm (PyPI
+//! `helm-python-sdk`): it lints, refuses wrong values, renders byte for byte as our own Helm
+//! engine renders it, installs into the API server (embedded with the workload simulator, or a
+//! real kube-apiserver 1.20 enforcing RBAC), and the host then runs exactly as the Deployment
+//! says — its configuration from the chart's Secret, its identity the chart's ServiceAccount —
+//! and finishes a DeployItem. An upgrade with a changed configuration rolls the pods; an
+//! uninstall removes everything but the CRDs.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use deployer_host::landscaper::{DeployItem, Phase};
+use embedded_apiserver::ApiServer;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+const RELEASE: &str = "wd";
+const NAMESPACE: &str = "ls-system";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn chart() -> String {
+    repo().join("charts/wasm-deployer").display().to_string()
+}
+
+fn python() -> PathBuf {
+    let venv = repo().join("target/helm-venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+/// One real-Helm operation (`tests/chart/helm.py`); `None` = helm-python-sdk missing (SKIP
+/// locally, a failure with `CI=true`).
+fn helm(job: Value) -> Option<Value> {
+    let out = Command::new(python())
+        .arg(repo().join("tests/chart/helm.py"))
+        .arg(job.to_string())
+        .output()
+        .expect("python3");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "helm.py: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    if let Some(why) = v.get("unavailable") {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "helm-python-sdk missing: {why}"
+        );
+        eprintln!("SKIP: helm-python-sdk not installed ({why})");
+        return None;
+    }
+    Some(v)
+}
+
+fn ok(v: Value) -> Value {
+    assert!(v.get("error").is_none(), "helm refused: {}", v["error"]);
+    v
+}
+
+/// Values sets every rendering test covers: defaults, scaled out, fenced, everything on.
+fn value_sets() -> Vec<(&'static str, Value)> {
+    vec![
+        ("defaults", json!({})),
+        (
+            "scaled",
+            json!({"hpa": {"maxReplicas": 3}, "replicaCount": 2, "podDisruptionBudget": {"enabled": true}}),
+        ),
+        (
+            "fenced",
+            json!({"deployer": {"landscaperClusterKubeconfig": {"kubeconfig": "apiVersion: v1\nkind: Config\n"},
+                   "identity": "ls-host", "namespace": "landscaper",
+                   "targetSelector": [{"targets": [{"name": "t1"}], "labels": [{"key": "env", "operator": "in", "values": ["a", "b"]}]}]},
+                   "container": {"namespace": "deployer-pods"}, "plugins": {"namespace": "plugins", "builtin": false}}),
+        ),
+        (
+            "everything",
+            json!({"metrics": {"serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}},
+                   "networkPolicy": {"enabled": true, "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]},
+                   "crds": {"landscaper": true}, "image": {"digest": format!("sha256:{}", "a".repeat(64))},
+                   "hooks": [{"plugin": "continuous-reconcile", "deployItemTypes": ["*"]}],
+                   "imagePullSecrets": [{"name": "regcred"}], "tolerations": [{"operator": "Exists"}],
+                   "extraConfig": {"events": "errors"}, "logFormat": "text", "deployer": {"verbosityLevel": "debug"}}),
+        ),
+    ]
+}
+
+fn docs(manifest: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(manifest)
+        .filter_map(|d| {
+            let v: Value = serde::Deserialize::deserialize(d).ok()?;
+            (!v.is_null()).then_some(v)
+        })
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// The host configuration the chart renders, as the host reads it.
+fn rendered_config(docs: &[Value]) -> String {
+    let secret = find(docs, "Secret")
+        .into_iter()
+        .find(|s| s["metadata"]["name"].as_str().unwrap().ends_with("-config"))
+        .expect("config Secret");
+    secret["stringData"]["config.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn given_the_chart_then_it_lints_clean_and_our_helm_engine_renders_it_byte_for_byte_as_helm() {
+    skip_on_real!("renders only; no API server involved");
+    let Some(lint) = helm(json!({"op": "lint", "chart": chart()})) else {
+        return;
+    };
+    assert_eq!(lint["errors"], json!([]), "{lint}");
+    for m in lint["messages"].as_array().unwrap() {
+        assert!(m["severity"].as_i64().unwrap() < 2, "lint: {m}");
+    }
+    let loaded = helm_engine::Chart::load_dir(chart()).expect("chart loads");
+    for (case, values) in value_sets() {
+        let lint = ok(helm(json!({"op": "lint", "chart": chart(), "values": values})).unwrap());
+        assert_eq!(lint["errors"], json!([]), "{case}: {lint}");
+        let want = ok(
+            helm(json!({"op": "render", "chart": chart(), "name": RELEASE,
+            "namespace": NAMESPACE, "values": values}))
+            .unwrap(),
+        );
+        let want = want["manifest"].as_str().unwrap();
+        // helm-python-sdk 0.2.2 embeds Helm 4.2.3, which splits documents the legacy way.
+        let mine = helm_engine::render(
+            &loaded,
+            &helm_engine::RenderOptions {
+                release_name: RELEASE.into(),
+                namespace: NAMESPACE.into(),
+                values_files: vec![values.to_string()],
+                split_mode: helm_engine::sort::SplitMode::Legacy,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{case}: our engine: {e}"))
+        .manifest();
+        if mine != want {
+            let line = mine
+                .lines()
+                .zip(want.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            panic!(
+                "{case}: our engine differs from Helm at line {}:\n ours: {:?}\nhelm: {:?}",
+                line + 1,
+                mine.lines().nth(line),
+                want.lines().nth(line)
+            );
+        }
+        // And the configuration it renders is one the host accepts.
+        let config: deployer_host::config::HostConfig =
+            serde_yaml::from_str(&rendered_config(&docs(want)))
+                .unwrap_or_else(|e| panic!("{case}: the host refuses the chart's config: {e}"));
+        config.validate().unwrap();
+    }
+}
+
+#[test]
+fn given_the_chart_when_values_are_wrong_then_helm_refuses_them_naming_the_value() {
+    skip_on_real!("renders only; no API server involved");
+    for (values, says) in [
+        (json!({"hpa": {"maxReplicas": 0}}), "/hpa/maxReplicas"),
+        (
+            json!({"deployer": {"controller": {"workers": "many"}}}),
+            "/deployer/controller/workers",
+        ),
+        (
+            json!({"deployer": {"landscaperClusterKubeconfig": {"secretRef": "a", "kubeconfig": "b"}}}),
+            "/deployer/landscaperClusterKubeconfig",
+        ),
+        (json!({"replicas": 3}), "replicas"),
+        (json!({"logFormat": "xml"}), "/logFormat"),
+        (json!({"requeueInterval": "5 seconds"}), "/requeueInterval"),
+        (
+            json!({"plugins": {"limits": {"memoryMib": "64Mi"}}}),
+            "/plugins/limits/memoryMib",
+        ),
+    ] {
+        let Some(out) = helm(json!({"op": "render", "chart": chart(), "name": RELEASE,
+            "namespace": NAMESPACE, "values": values}))
+        else {
+            return;
+        };
+        let err = out["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{values} was accepted"));
+        assert!(err.contains("schema"), "{values}: {err}");
+        assert!(err.contains(says), "{values}: {err} should name {says}");
+    }
+}
+
+/// A bare API server: the chart brings the CRDs. Embedded: served on loopback with the
+/// workload simulator; real: a kube-apiserver 1.20 enforcing RBAC.
+struct Server {
+    admin: Client,
+    /// Admin kubeconfig (Helm's and the stand-in Landscaper's).
+    kubeconfig: String,
+    real: Option<support::RealApiServer>,
+    _stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+async fn start_server() -> Server {
+    match support::backend() {
+        support::Backend::Embedded => {
+            let server = ApiServer::new(embedded_apiserver::Options {
+                simulate_workloads: true,
+                ..Default::default()
+            })
+            .unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let s = server.clone();
+            tokio::spawn(async move {
+                s.serve(listener, async {
+                    let _ = rx.await;
+                })
+                .await
+            });
+            Server {
+                admin: server.client(),
+                kubeconfig: ApiServer::kubeconfig_yaml(&url),
+                real: None,
+                _stop: Some(tx),
+            }
+        }
+        support::Backend::Real => {
+            let real = support::RealApiServer::start("RBAC");
+            Server {
+                admin: real.client().await,
+                kubeconfig: real.kubeconfig.clone(),
+                real: Some(real),
+                _stop: None,
+            }
+        }
+    }
+}
+
+/// A kubeconfig with a token of the chart's ServiceAccount (real server), or the embedded
+/// server's (which does not authenticate).
+async fn host_kubeconfig(server: &Server, sa: &str) -> String {
+    let Some(real) = &server.real else {
+        return server.kubeconfig.clone();
+    };
+    let sas: Api<ServiceAccount> = Api::namespaced(server.admin.clone(), NAMESPACE);
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}});
+    let answer: Value = sas
+        .create_subresource("token", sa, &PostParams::default(), &request)
+        .await
+        .expect("TokenRequest for the chart's ServiceAccount");
+    let token = answer["status"]["token"].as_str().unwrap();
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{}\", insecure-skip-tls-verify: true}}\nusers:\n- name: sa\n  user: {{token: {token}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa}}\ncurrent-context: c\n",
+        real.url
+    )
+}
+
+/// The host process as the installed Deployment runs it: its args, its environment, the
+/// configuration from the chart's Secret (paths of the image replaced by this checkout's).
+struct HostProcess {
+    child: Child,
+    metrics: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn run_as_deployment(server: &Server, deployment: &Deployment) -> HostProcess {
+    let pod = deployment
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let container = &pod.containers[0];
+    let sa = pod.service_account_name.clone().unwrap();
+    let secrets: Api<Secret> = Api::namespaced(server.admin.clone(), NAMESPACE);
+    let secret = secrets
+        .get(&format!("{RELEASE}-wasm-deployer-config"))
+        .await
+        .unwrap();
+    let config = &secret.data.unwrap()["config.yaml"].0;
+    let mut config: serde_yaml::Value = serde_yaml::from_slice(config).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = &mut config["plugins"];
+    assert_eq!(plugins["dir"], "/plugins", "the image's plugin directory");
+    plugins["dir"] = support::plugins_dir().display().to_string().into();
+    plugins["cacheDir"] = dir.path().join("cache").display().to_string().into();
+    let config_path = dir.path().join("config.yaml");
+    std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let kubeconfig_path = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig_path, host_kubeconfig(server, &sa).await).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let args: Vec<String> = container
+        .args
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("--config=") {
+                format!("--config={}", config_path.display())
+            } else if a.starts_with("--metrics-listen=") {
+                format!("--metrics-listen=127.0.0.1:{port}")
+            } else {
+                a
+            }
+        })
+        .collect();
+    assert!(args.contains(&"run".to_string()), "{args:?}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
+    cmd.args(&args)
+        .env("KUBECONFIG", &kubeconfig_path)
+        .env("MY_POD_NAME", "wd-wasm-deployer-0")
+        .env("MY_POD_NAMESPACE", NAMESPACE)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for env in container.env.clone().unwrap_or_default() {
+        if let Some(v) = env.value {
+            cmd.env(env.name, v);
+        }
+    }
+    HostProcess {
+        child: cmd.spawn().unwrap(),
+        metrics: format!("127.0.0.1:{port}"),
+        _dir: dir,
+    }
+}
+
+/// The status code of a plain HTTP GET of `path` on `addr` (`None`: nothing answers yet).
+async fn get_status(addr: &str, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.ok()?;
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !f().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn pod_template_checksum(d: &Deployment) -> String {
+    d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref()
+        .unwrap()["checksum/config"]
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_upgrades_roll_and_uninstall_keeps_only_crds()
+ {
+    let server = start_server().await;
+    let embedded = server.real.is_none();
+    let values = json!({"crds": {"landscaper": true}, "deployer": {"controller": {"workers": 4}},
+        "requeueInterval": "200ms", "logFormat": "text"});
+    let job = |op: &str, values: &Value| {
+        json!({"op": op, "chart": chart(), "name": RELEASE, "namespace": NAMESPACE,
+            "values": values, "kubeconfig": server.kubeconfig, "wait": embedded})
+    };
+
+    // Given the chart, when Helm installs it (waiting for readiness where the simulator plays
+    // the controllers), then the release is deployed and its objects are on the server.
+    let Some(installed) = helm(job("install", &values)) else {
+        return;
+    };
+    let installed = ok(installed);
+    assert_eq!(installed["status"], "deployed", "{installed}");
+    let deployments: Api<Deployment> = Api::namespaced(server.admin.clone(), NAMESPACE);
+    let deployment = deployments.get("wd-wasm-deployer").await.unwrap();
+    let spec = deployment.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.strategy.as_ref().unwrap().type_.as_deref(),
+        Some("Recreate")
+    );
+    let pod = spec.template.spec.as_ref().unwrap();
+    let c = &pod.containers[0];
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        pod.security_context.as_ref().unwrap().run_as_non_root,
+        Some(true)
+    );
+    let env: Vec<_> = c
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert!(
+        env.contains(&"MY_POD_NAME") && env.contains(&"MY_POD_NAMESPACE"),
+        "{env:?}"
+    );
+    assert_eq!(
+        c.readiness_probe
+            .as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .path
+            .as_deref(),
+        Some("/readyz")
+    );
+    if embedded {
+        let status = deployment.status.as_ref().expect("simulated status");
+        assert_eq!(status.available_replicas, Some(1), "{status:?}");
+    }
+    Api::<ClusterRole>::all(server.admin.clone())
+        .get("wd-wasm-deployer")
+        .await
+        .unwrap();
+    Api::<Role>::namespaced(server.admin.clone(), NAMESPACE)
+        .get("wd-wasm-deployer")
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(server.admin.clone());
+    for crd in [
+        "deployitems.landscaper.gardener.cloud",
+        "wasmplugins.wasm-deployer.dev",
+    ] {
+        crds.get(crd).await.unwrap();
+    }
+
+    // When the host runs as the Deployment says — under the chart's ServiceAccount, which on
+    // the real server has only the chart's RBAC — then it becomes ready and finishes a job.
+    let mut ready = false;
+    for _ in 0..50 {
+        if deployer_host::dev::ensure_default_objects(&server.admin, &server.kubeconfig)
+            .await
+            .is_ok()
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(ready, "the chart's CRDs never became usable");
+    support::ensure_default_service_account(&server.admin).await;
+    let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(server.admin.clone()));
+    let host = run_as_deployment(&server, &deployment).await;
+    eventually("/readyz answers 200", Duration::from_secs(60), || async {
+        get_status(&host.metrics, "/readyz").await == Some(200)
+    })
+    .await;
+    let items: Api<DeployItem> = Api::namespaced(server.admin.clone(), "default");
+    let item: DeployItem = serde_yaml::from_str(&support::mock_item("via-chart")).unwrap();
+    items.create(&PostParams::default(), &item).await.unwrap();
+    eventually("the item finishes", Duration::from_secs(60), || async {
+        let i = items.get("via-chart").await.unwrap();
+        let s = i.status.unwrap_or_default();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished && s.phase == Phase::Succeeded
+    })
+    .await;
+    let finished = items.get("via-chart").await.unwrap();
+    let deployer = finished.status.unwrap().deployer.unwrap();
+    assert_eq!(
+        deployer.identity, "wd-wasm-deployer",
+        "identity from the chart"
+    );
+    drop(host);
+    landscaper.abort();
+
+    // When Helm upgrades with the same values, then the pods are left alone; with a changed
+    // configuration, the pod template changes (a new rollout) and the host reads the new one.
+    let before = pod_template_checksum(&deployment);
+    ok(helm(job("upgrade", &values)).unwrap());
+    let same = deployments.get("wd-wasm-deployer").await.unwrap();
+    assert_eq!(
+        pod_template_checksum(&same),
+        before,
+        "same values, same pods"
+    );
+    assert_eq!(same.metadata.generation, deployment.metadata.generation);
+    let mut changed = values.clone();
+    changed["events"] = json!("errors");
+    let upgraded = ok(helm(job("upgrade", &changed)).unwrap());
+    assert_eq!(upgraded["revision"], 3, "{upgraded}");
+    let rolled = deployments.get("wd-wasm-deployer").await.unwrap();
+    assert_ne!(
+        pod_template_checksum(&rolled),
+        before,
+        "changed config rolls the pods"
+    );
+    assert!(rolled.metadata.generation > deployment.metadata.generation);
+    if embedded {
+        let status = rolled.status.as_ref().unwrap();
+        assert_eq!(status.observed_generation, rolled.metadata.generation);
+        assert_eq!(status.updated_replicas, Some(1));
+    }
+    let secret = Api::<Secret>::namespaced(server.admin.clone(), NAMESPACE)
+        .get("wd-wasm-deployer-config")
+        .await
+        .unwrap();
+    let config = String::from_utf8(secret.data.unwrap()["config.yaml"].0.clone()).unwrap();
+    assert!(config.contains("events: errors"), "{config}");
+
+    // When Helm uninstalls, then everything it installed is gone but the CRDs (and with them
+    // every DeployItem).
+    ok(helm(job("uninstall", &values)).unwrap());
+    assert!(
+        deployments
+            .get_opt("wd-wasm-deployer")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<ClusterRole>::all(server.admin.clone())
+            .get_opt("wd-wasm-deployer")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<ServiceAccount>::namespaced(server.admin.clone(), NAMESPACE)
+            .get_opt("wd-wasm-deployer")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let left: Vec<String> = Api::<Secret>::namespaced(server.admin.clone(), NAMESPACE)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|s| s.name_any())
+        .filter(|n| n.starts_with("wd-") || n.starts_with("sh.helm.release"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    for crd in [
+        "deployitems.landscaper.gardener.cloud",
+        "wasmplugins.wasm-deployer.dev",
+    ] {
+        crds.get(crd).await.expect("CRDs are kept");
+    }
+    items.get("via-chart").await.expect("DeployItems survive");
+}

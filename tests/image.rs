@@ -1,0 +1,145 @@
+//! The host's container image, built without a container engine (`deployer-host image build`,
+//! which `cargo xtask image` runs on the static binary) and pushed to Debian's
+//! `docker-registry` on loopback: what comes back from the registry is an OCI image whose
+//! config runs the binary as a non-root user, and whose layers hold that binary — byte for
+//! byte, executable — the default plugins, and the user's passwd entry.
+
+mod support;
+
+use std::process::Command;
+
+use deployer_host::image::{self, BINARY_PATH};
+use deployer_host::plugin_sources::oci;
+use oci_client::manifest::OciDescriptor;
+use serde_json::Value;
+
+fn host_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_deployer-host")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_host_and_its_plugins_when_the_image_is_built_and_pushed_then_the_registry_serves_a_runnable_non_root_image()
+ {
+    skip_on_real!("needs no API server");
+    let Some(registry) = support::registry::start_registry() else {
+        return;
+    };
+    let layout = tempfile::tempdir().unwrap();
+    let reference = format!("{}/wasm-deployer/deployer-host:test", registry.addr);
+    // This test's host binary is dynamically linked (a debug build); the image refuses it
+    // unless told that only the layout is under test.
+    let refused = Command::new(host_binary())
+        .args(["image", "build", "--binary", host_binary(), "--out"])
+        .arg(layout.path())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("dynamically linked"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let built = Command::new(host_binary())
+        .args([
+            "image",
+            "build",
+            "--allow-dynamic",
+            "--binary",
+            host_binary(),
+        ])
+        .arg("--plugins")
+        .arg(support::plugins_dir())
+        .arg("--out")
+        .arg(layout.path())
+        .args(["--push", &reference, "--plain-http"])
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let digest = String::from_utf8(built.stdout).unwrap().trim().to_string();
+    assert!(digest.starts_with("sha256:"), "{digest}");
+
+    // The OCI layout on disk names the same manifest.
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(layout.path().join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["manifests"][0]["digest"], digest.as_str());
+    assert!(layout.path().join("oci-layout").exists());
+
+    // What the registry serves: the same digest, an OCI image manifest, its config and layers.
+    let options = oci::RegistryOptions {
+        plain_http: vec![registry.addr.clone()],
+        ..Default::default()
+    };
+    assert_eq!(oci::resolve(&reference, &options).await.unwrap(), digest);
+    let r = oci::parse(&reference).unwrap();
+    let (client, auth) = oci::client_for(&r, &options);
+    let (manifest, _, config) = client.pull_manifest_and_config(&r, &auth).await.unwrap();
+    assert_eq!(
+        manifest.media_type.as_deref(),
+        Some(image::MANIFEST_MEDIA_TYPE)
+    );
+    assert_eq!(manifest.config.media_type, image::CONFIG_MEDIA_TYPE);
+    let config: Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["os"], "linux");
+    assert_eq!(config["architecture"], "amd64");
+    assert_eq!(
+        config["created"], "2023-11-14T22:13:20Z",
+        "SOURCE_DATE_EPOCH"
+    );
+    assert_eq!(config["config"]["User"], "65532:65532", "non-root");
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/deployer-host"])
+    );
+    assert_eq!(config["config"]["Cmd"], serde_json::json!(["run"]));
+    assert_eq!(
+        config["rootfs"]["diff_ids"].as_array().unwrap().len(),
+        manifest.layers.len()
+    );
+
+    let mut files = std::collections::BTreeMap::new();
+    let mut layers = Vec::new();
+    for layer in &manifest.layers {
+        assert_eq!(layer.media_type, image::LAYER_MEDIA_TYPE);
+        let mut bytes = Vec::new();
+        client
+            .pull_blob(&r, layer as &OciDescriptor, &mut bytes)
+            .await
+            .unwrap();
+        files.extend(image::layer_files(&bytes).unwrap());
+        layers.push(bytes);
+    }
+    let (mode, _, size) = files[BINARY_PATH];
+    assert_eq!(mode & 0o755, 0o755, "the binary is executable");
+    assert_eq!(size, std::fs::metadata(host_binary()).unwrap().len());
+    for plugin in ["mock", "manifest", "continuous-reconcile"] {
+        assert!(
+            files.contains_key(&format!("plugins/{plugin}.wasm")),
+            "{plugin} missing: {:?}",
+            files.keys().collect::<Vec<_>>()
+        );
+    }
+    assert!(files.contains_key("etc/passwd"));
+    assert_eq!(files["var/cache/wasm-deployer/"].1, 65532, "writable cache");
+
+    // The binary that came back from the registry runs.
+    let unpacked = tempfile::tempdir().unwrap();
+    for bytes in &layers {
+        tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]))
+            .unpack(unpacked.path())
+            .unwrap();
+    }
+    let version = Command::new(unpacked.path().join(BINARY_PATH))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(version.status.success());
+    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+    let passwd = std::fs::read_to_string(unpacked.path().join("etc/passwd")).unwrap();
+    assert!(passwd.contains("nonroot:x:65532:65532"), "{passwd}");
+}

@@ -1,0 +1,70 @@
+//! Debian's `docker-registry` for stories that push and pull OCI artifacts (plugins, the
+//! host's image): on a free loopback port, stopped when dropped. Missing: SKIP locally, a
+//! failure with `CI=true`.
+
+use std::time::Duration;
+
+/// Debian's `docker-registry` on a free loopback port, stopped on drop.
+pub struct Registry {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    /// `127.0.0.1:<port>` (plain HTTP).
+    pub addr: String,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start_registry() -> Option<Registry> {
+    let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(bin) = bin else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "docker-registry is missing (apt install docker-registry)"
+        );
+        eprintln!("SKIP: docker-registry is not installed");
+        return None;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new(bin)
+        .arg("serve")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    // Owned from here on: dropped (killed and reaped) on every path.
+    let registry = Registry {
+        child,
+        _dir: dir,
+        addr: addr.clone(),
+    };
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            return Some(registry);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("docker-registry did not start on {addr}");
+}
