@@ -210,7 +210,177 @@ fn given_the_chart_when_values_are_wrong_then_helm_refuses_them_naming_the_value
             .unwrap_or_else(|| panic!("{values} was accepted"));
         assert!(err.contains("schema"), "{values}: {err}");
         assert!(err.contains(says), "{values}: {err} should name {says}");
+        // Our engine (the helm plugin's) refuses them the same way.
+        let ours = helm_engine::render(
+            &helm_engine::Chart::load_dir(chart()).unwrap(),
+            &helm_engine::RenderOptions {
+                release_name: RELEASE.into(),
+                namespace: NAMESPACE.into(),
+                values_files: vec![values.to_string()],
+                ..Default::default()
+            },
+        )
+        .map(|_| ())
+        .expect_err("our engine accepted wrong values")
+        .to_string();
+        assert!(ours.contains(says), "{values}: ours: {ours}");
     }
+}
+
+/// Landscaper's template functions the blueprint uses (`pkg/landscaper/templating`), over the
+/// project's Go template engine.
+fn landscaper_funcs() -> std::collections::HashMap<&'static str, helm_engine::template::Func> {
+    use helm_engine::json::{from_serde, to_serde};
+    use helm_engine::template::FuncError;
+    let mut funcs = helm_engine::funcs::func_map();
+    funcs.insert("getResource", |_, args| {
+        let (cd, key, want) = (to_serde(&args[0]), to_serde(&args[1]), to_serde(&args[2]));
+        cd["component"]["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r[key.as_str().unwrap()] == want))
+            .map(from_serde)
+            .ok_or_else(|| FuncError::call(format!("no resource with {key} = {want}")))
+    });
+    // `registry/repo:tag` -> `registry/repo`; `registry/repo@sha256:…` likewise.
+    funcs.insert("ociRefRepo", |_, args| {
+        let r = to_serde(&args[0]).as_str().unwrap().to_string();
+        let repo = match r.split_once('@') {
+            Some((repo, _)) => repo.to_string(),
+            None => match r.rsplit_once(':') {
+                Some((repo, tag)) if !tag.contains('/') => repo.to_string(),
+                _ => r,
+            },
+        };
+        Ok(repo.as_str().into())
+    });
+    funcs.insert("ociRefVersion", |_, args| {
+        let r = to_serde(&args[0]).as_str().unwrap().to_string();
+        let version = match r.split_once('@') {
+            Some((_, digest)) => digest.to_string(),
+            None => match r.rsplit_once(':') {
+                Some((_, tag)) if !tag.contains('/') => tag.to_string(),
+                _ => String::new(),
+            },
+        };
+        Ok(version.as_str().into())
+    });
+    funcs
+}
+
+#[test]
+fn given_the_blueprint_when_landscaper_renders_its_deploy_execution_then_one_helm_item_installs_the_chart_with_the_components_image_and_the_imports()
+ {
+    skip_on_real!("renders only; no API server involved");
+    let dir = repo().join("charts/landscaper");
+    let blueprint: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(dir.join("blueprint/blueprint.yaml")).unwrap(),
+    )
+    .unwrap();
+    let cd: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(dir.join("component-descriptor.yaml")).unwrap(),
+    )
+    .unwrap();
+    let imports: Vec<&str> = blueprint["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        imports,
+        [
+            "cluster",
+            "landscaperCluster",
+            "releaseName",
+            "releaseNamespace",
+            "identity",
+            "values",
+            "targetSelectors"
+        ]
+    );
+    let execution = &blueprint["deployExecutions"][0];
+    assert_eq!(execution["type"], "GoTemplate");
+
+    // The imports of a fenced installation, as Landscaper hands them to the template.
+    let landscaper_kubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\n";
+    let data = json!({
+        "cd": cd,
+        "imports": {
+            "cluster": {"metadata": {"name": "host", "namespace": "ls-system"},
+                        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster", "config": {"kubeconfig": "host"}}},
+            "landscaperCluster": {"metadata": {"name": "ls", "namespace": "ls-system"},
+                        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster", "config": {"kubeconfig": landscaper_kubeconfig}}},
+            "releaseName": "wasm-deployer",
+            "releaseNamespace": "ls-system",
+            "identity": "wasm-deployer-fenced",
+            "targetSelectors": [{"annotations": [{"key": "env", "operator": "=", "values": ["prod"]}]}],
+            "values": {"hpa": {"maxReplicas": 2}, "image": {"pullPolicy": "Always"}},
+        },
+    });
+    let engine = helm_engine::template::Engine::new(landscaper_funcs());
+    engine
+        .add("deploy-execution", execution["template"].as_str().unwrap())
+        .unwrap();
+    let rendered = engine
+        .execute("deploy-execution", &helm_engine::json::from_serde(&data))
+        .unwrap();
+    let rendered: Value = serde_yaml::from_str(&rendered)
+        .unwrap_or_else(|e| panic!("{e}: the execution renders invalid YAML:\n{rendered}"));
+    let items = rendered["deployItems"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "one helm DeployItem");
+    let item = &items[0];
+    assert_eq!(item["type"], "landscaper.gardener.cloud/helm");
+    assert_eq!(item["target"]["import"], "cluster");
+    let config = &item["config"];
+    assert_eq!(
+        config["apiVersion"],
+        "helm.deployer.landscaper.gardener.cloud/v1alpha1"
+    );
+    assert_eq!(config["name"], "wasm-deployer");
+    assert_eq!(config["namespace"], "ls-system");
+    assert_eq!(
+        config["chart"]["ref"],
+        "registry.example.com/wasm-deployer/charts/wasm-deployer:0.1.0"
+    );
+    let values = &config["values"];
+    assert_eq!(
+        values["image"]["repository"],
+        "registry.example.com/wasm-deployer/deployer-host"
+    );
+    assert_eq!(values["image"]["tag"], "0.1.0");
+    assert_eq!(
+        values["image"]["pullPolicy"], "Always",
+        "the imported values stay"
+    );
+    assert_eq!(values["deployer"]["identity"], "wasm-deployer-fenced");
+    assert_eq!(
+        values["deployer"]["landscaperClusterKubeconfig"]["kubeconfig"],
+        landscaper_kubeconfig
+    );
+
+    // The chart takes those values: schema, fenced RBAC, the component's image.
+    let Some(out) = helm(
+        json!({"op": "render", "chart": chart(), "name": "wasm-deployer",
+        "namespace": "ls-system", "values": values}),
+    ) else {
+        return;
+    };
+    let docs = docs(ok(out)["manifest"].as_str().unwrap());
+    let deployment = find(&docs, "Deployment")[0];
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/wasm-deployer/deployer-host:0.1.0"
+    );
+    assert!(
+        find(&docs, "ClusterRole").is_empty(),
+        "fenced: no ClusterRole here"
+    );
+    assert!(find(&docs, "HorizontalPodAutoscaler").len() == 1);
+    let config: deployer_host::config::HostConfig =
+        serde_yaml::from_str(&rendered_config(&docs)).unwrap();
+    assert_eq!(config.identity.as_deref(), Some("wasm-deployer-fenced"));
+    assert_eq!(config.target_selectors.len(), 1);
+    assert!(config.locking_enabled(), "two replicas lock");
 }
 
 /// A bare API server: the chart brings the CRDs. Embedded: served on loopback with the
@@ -292,6 +462,11 @@ impl Drop for HostProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The host's log only when the story failed.
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(self._dir.path().join("host.log"));
+            eprintln!("--- host log\n{}", log.unwrap_or_default());
+        }
     }
 }
 
@@ -349,7 +524,7 @@ async fn run_as_deployment(server: &Server, deployment: &Deployment) -> HostProc
         .env("MY_POD_NAME", "wd-wasm-deployer-0")
         .env("MY_POD_NAMESPACE", NAMESPACE)
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .stderr(std::fs::File::create(dir.path().join("host.log")).unwrap());
     for env in container.env.clone().unwrap_or_default() {
         if let Some(v) = env.value {
             cmd.env(env.name, v);

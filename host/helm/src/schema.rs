@@ -212,6 +212,22 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
         }
     }
     if let J::Object(o) = v {
+        if let Some(m) = s.get("minProperties").and_then(|x| x.as_u64())
+            && (o.len() as u64) < m
+        {
+            errs.push(format!(
+                "at {loc}: minProperties: got {}, want {m}",
+                o.len()
+            ));
+        }
+        if let Some(m) = s.get("maxProperties").and_then(|x| x.as_u64())
+            && (o.len() as u64) > m
+        {
+            errs.push(format!(
+                "at {loc}: maxProperties: got {}, want {m}",
+                o.len()
+            ));
+        }
         if let Some(J::Array(req)) = s.get("required") {
             let missing: Vec<String> = req
                 .iter()
