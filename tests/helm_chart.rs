@@ -768,3 +768,55 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
     }
     items.get("via-chart").await.expect("DeployItems survive");
 }
+
+#[test]
+fn given_the_chart_when_helm_pushes_it_to_an_oci_registry_then_it_installs_from_the_reference_the_component_names()
+ {
+    skip_on_real!("needs no API server");
+    let Some(registry) = support::registry::start_registry() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let remote = format!("oci://{}/wasm-deployer/charts", registry.addr);
+    let Some(pushed) = helm(json!({"op": "push", "chart": chart(),
+        "destination": dir.path().display().to_string(), "remote": remote}))
+    else {
+        return;
+    };
+    ok(pushed);
+    // The component descriptor's chart resource has this shape: <registry>/…/wasm-deployer:<version>.
+    let cd: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("charts/landscaper/component-descriptor.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let chart_ref = cd["component"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["type"] == "helm.io/chart")
+        .unwrap()["access"]["imageReference"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, version) = chart_ref.rsplit_once(':').unwrap();
+    let chart_yaml: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("charts/wasm-deployer/Chart.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        chart_yaml["version"], version,
+        "the component names this chart version"
+    );
+    let from_oci = ok(helm(
+        json!({"op": "render", "chart": format!("{remote}/wasm-deployer"),
+        "version": version, "name": RELEASE, "namespace": NAMESPACE, "values": {}}),
+    )
+    .unwrap());
+    let from_dir = ok(
+        helm(json!({"op": "render", "chart": chart(), "name": RELEASE,
+        "namespace": NAMESPACE, "values": {}}))
+        .unwrap(),
+    );
+    assert_eq!(from_oci["manifest"], from_dir["manifest"]);
+}

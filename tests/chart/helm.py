@@ -2,8 +2,9 @@
 """Real Go Helm (PyPI ``helm-python-sdk``) for the chart stories: one operation per call.
 
 Input: one JSON object as argv[1]:
-  {"op": "lint" | "render" | "install" | "upgrade" | "uninstall" | "history",
-   "chart", "name", "namespace", "values", "kubeconfig" (text), "wait" (bool)}
+  {"op": "lint" | "render" | "push" | "install" | "upgrade" | "uninstall" | "history",
+   "chart" (a directory, or oci://… with "version"), "name", "namespace", "values",
+   "kubeconfig" (text), "wait" (bool), "destination" + "remote" (push)}
 Output (stdout): a JSON object; {"error": "..."} when Helm refused, {"unavailable": "..."} when
 helm-python-sdk is not installed.
 """
@@ -24,10 +25,19 @@ def main() -> int:
     try:
         if op == "lint":
             out = helm_python.lint(job["chart"], values, strict=True)
+        elif op == "push":
+            # helm package + helm push (plain HTTP: a registry on loopback)
+            tgz = helm_python.package(job["chart"], destination=job["destination"])
+            pushed = helm_python.RegistryClient(plain_http=True).push(tgz, job["remote"])
+            out = {"archive": tgz, "pushed": pushed}
         elif op == "render":
             cfg = Config(kube_apiserver="https://127.0.0.1:1", storage_driver="memory")
+            extra = {}
+            if job["chart"].startswith("oci://"):
+                cfg.set_registry_client(helm_python.RegistryClient(plain_http=True))
+                extra = {"chart_version": job.get("version"), "plain_http": True}
             rel = cfg.install(job["chart"], job["name"], values, dry_run="client",
-                              namespace=job["namespace"])
+                              namespace=job["namespace"], **extra)
             out = {"manifest": rel.get("manifest")}
         else:
             cfg = Config(kubeconfig_content=job["kubeconfig"], namespace=job["namespace"],
