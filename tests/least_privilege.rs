@@ -1,5 +1,5 @@
 //! Least privilege, proven on real kube-apiservers with `--authorization-mode=RBAC`: the host
-//! runs with ServiceAccount tokens bound to exactly the RBAC it ships (`charts/rbac/`), and
+//! runs with ServiceAccount tokens bound to exactly the RBAC it ships (`charts/wasm-deployer/rbac/`, which the chart templates read), and
 //! every part of the contract works — pickup, finish, export Secret, finalizer, Events,
 //! locking with dead-owner checks, orphan cleanup, deletion — in one cluster and fenced (the
 //! Landscaper cluster and the host cluster are two servers with two identities).
