@@ -134,8 +134,10 @@ pub(crate) async fn describe(
     prepared: &Prepared,
     source: &str,
     limits: Limits,
+    slots: &super::store::Slots,
 ) -> anyhow::Result<Described> {
-    let (mut store, stdio) = new_store(engine, Arc::from(source), limits, None);
+    let slot = slots.acquire().await;
+    let (mut store, stdio) = new_store(engine, Arc::from(source), limits, None, slot);
     let call = async {
         let instance = prepared.pre.instantiate_async(&mut store).await?;
         let description = match &prepared.deployer {

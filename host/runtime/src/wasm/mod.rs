@@ -38,6 +38,8 @@ pub struct WasmPlugin {
     pub(crate) calls: std::sync::atomic::AtomicU64,
     /// Keeps the epoch ticker alive while any plugin exists.
     pub(crate) _ticker: Arc<crate::epoch::EpochTicker>,
+    /// The runtime's instance-pool slots.
+    pub(crate) slots: store::Slots,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -108,7 +110,9 @@ impl WasmPlugin {
     /// invocation cost into instantiate vs call). Not part of the stable API.
     #[doc(hidden)]
     pub async fn instantiate_only(&self) -> anyhow::Result<()> {
-        let (mut store, _stdio) = new_store(&self.engine, self.name.clone(), self.limits, None);
+        let slot = self.slots.acquire().await;
+        let (mut store, _stdio) =
+            new_store(&self.engine, self.name.clone(), self.limits, None, slot);
         self.prepared.pre.instantiate_async(&mut store).await?;
         Ok(())
     }
@@ -120,7 +124,9 @@ impl WasmPlugin {
         host: Arc<dyn HostServices>,
     ) -> Result<Response, DeployerError> {
         let limits = self.limits;
-        let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, Some(host));
+        let slot = self.slots.acquire().await;
+        let (mut store, stdio) =
+            new_store(&self.engine, self.name.clone(), limits, Some(host), slot);
         let wit_inv = invocation_to_wit(&inv).map_err(|e| {
             DeployerError::internal("EncodeInvocation", e.to_string()).with_operation(op.name())
         })?;
@@ -186,7 +192,8 @@ impl HookPlugin for WasmPlugin {
             .with_operation(operation));
         };
         let limits = self.limits;
-        let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, None);
+        let slot = self.slots.acquire().await;
+        let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, None, slot);
         let wit_input = hook_input_to_wit(&input);
         let call = async {
             let instance = self.prepared.pre.instantiate_async(&mut store).await?;

@@ -32,6 +32,29 @@ pub(crate) struct State {
     pub(crate) started: Instant,
     /// End of the invocation deadline; host calls are bounded by it.
     pub(crate) deadline: Instant,
+    /// This store's slot in the instance pool, released when the store drops.
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// The slots of the pooling instance allocator: one permit per live store, so a burst of calls
+/// waits for a free slot instead of failing to instantiate when the pool is full. `None`:
+/// on-demand allocation, no bound.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Slots(Option<Arc<tokio::sync::Semaphore>>);
+
+impl Slots {
+    pub(crate) fn new(n: usize) -> Self {
+        Slots((n > 0).then(|| Arc::new(tokio::sync::Semaphore::new(n))))
+    }
+
+    /// Waits for a free slot (immediately `None` without a pool).
+    pub(crate) async fn acquire(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        match &self.0 {
+            // The semaphore is never closed.
+            Some(s) => s.clone().acquire_owned().await.ok(),
+            None => None,
+        }
+    }
 }
 
 impl WasiView for State {
@@ -105,6 +128,7 @@ pub(crate) fn new_store(
     plugin: Arc<str>,
     limits: Limits,
     host: Option<Arc<dyn HostServices>>,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> (Store<State>, Stdio) {
     let stdio = Stdio {
         stdout: MemoryOutputPipe::new(STDIO_CAPTURE),
@@ -142,6 +166,7 @@ pub(crate) fn new_store(
             host,
             started,
             deadline,
+            _slot: slot,
         },
     );
     store.limiter(|s| &mut s.limiter);
