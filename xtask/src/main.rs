@@ -26,7 +26,7 @@ fn usage() -> ! {
          \x20 image [--push REF] [--plain-http] [--out DIR]\n\
          \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
          \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
-         \x20 bench                      build plugins, run the end-to-end benchmark, update docs/benchmarks.md\n\
+         \x20 bench                      build plugins, run the end-to-end and scale benchmarks, update docs/benchmarks.md\n\
          \x20 build-plugins [-p <plugin>]...\n\
          \x20                            build every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`)\n\
          \x20                            into <target-dir>/plugins/ (test-only plugins: <target-dir>/test-plugins/)"
@@ -143,12 +143,16 @@ fn main() -> Result<()> {
         Some("bench") => {
             ensure_wasm_target()?;
             build_plugins(&[])?;
-            let mut cmd = Command::new(cargo());
-            cmd.current_dir(workspace_root())
-                .env("BENCH_WRITE_DOCS", "1")
-                .args(["bench", "-p", "deployer-host", "--bench", "e2e"])
-                .args(args);
-            run(&mut cmd)
+            // End to end (wasm vs native, hooks, locking), then the scale curve.
+            let args: Vec<String> = args.collect();
+            for bench in ["e2e", "scale"] {
+                run(Command::new(cargo())
+                    .current_dir(workspace_root())
+                    .env("BENCH_WRITE_DOCS", "1")
+                    .args(["bench", "-p", "deployer-host", "--bench", bench])
+                    .args(&args))?;
+            }
+            Ok(())
         }
         _ => usage(),
     }
