@@ -64,7 +64,9 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
         .expect("context");
     let jobs = (n / 100).max(1);
     for i in 0..n {
-        server.install_object(item(i, i % (n / jobs) == 0)).expect("item");
+        server
+            .install_object(item(i, i % (n / jobs) == 0))
+            .expect("item");
     }
     // The jobs: a jobID on 1 % of the items (status subresource, as Landscaper writes it).
     let client = server.client();
@@ -142,7 +144,9 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
     while finished.len() < jobs {
         let name = tokio::time::timeout_at(deadline.into(), done_rx.recv())
             .await
-            .unwrap_or_else(|_| panic!("{n} items: only {} of {jobs} jobs finished", finished.len()))
+            .unwrap_or_else(|_| {
+                panic!("{n} items: only {} of {jobs} jobs finished", finished.len())
+            })
             .expect("watch ended");
         if finished.insert(name) && first_job.is_none() {
             first_job = Some(started.elapsed().as_secs_f64());
@@ -259,7 +263,11 @@ fn main() {
 /// `docs/bench/scale.png` from the CSV, with matplotlib (from `target/helm-venv` if it has it).
 fn plot(csv: &std::path::Path, png: &std::path::Path) {
     let venv = workspace().join("target/helm-venv/bin/python");
-    let python = if venv.exists() { venv } else { "python3".into() };
+    let python = if venv.exists() {
+        venv
+    } else {
+        "python3".into()
+    };
     let script = r#"
 import csv, sys
 import matplotlib
