@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry, PluginRuntime
 
 mod common;
 
-use common::{env_usize, rss_kib, workspace};
+use common::{KillOnDrop, env_usize, rss_kib, spawn_host, workspace};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
@@ -241,14 +241,6 @@ async fn run_jobs(
     }
 }
 
-struct KillOnDrop(Child);
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// RSS of a `deployer-host run` process watching `n` items served by a separate
 /// `deployer-host apiserver` process.
 async fn host_rss(n: usize, dir: &Path) -> u64 {
@@ -294,18 +286,8 @@ async fn host_rss(n: usize, dir: &Path) -> u64 {
             }
         })
         .await;
-    let host = Command::new(bin)
-        .args(["run", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .arg("--plugins")
-        .arg(workspace().join("target/plugins"))
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("host");
-    let pid = host.id();
-    let _host = KillOnDrop(host);
+    let host = spawn_host(&kubeconfig);
+    let pid = host.0.id();
     // Let it list, watch and settle.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let mut max = 0;

@@ -12,7 +12,7 @@
 //! nothing to do); the 1 % get a jobID before the host starts, as after a Landscaper restart.
 
 use std::collections::HashSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deployer_host::landscaper::DeployItem;
@@ -23,7 +23,7 @@ use kube::runtime::watcher;
 
 mod common;
 
-use common::{rss_kib, workspace};
+use common::{rss_kib, spawn_host, workspace};
 
 struct Point {
     items: usize,
@@ -126,18 +126,8 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
     });
 
     let started = Instant::now();
-    let host = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
-        .args(["run", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .arg("--plugins")
-        .arg(workspace().join("target/plugins"))
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("host");
-    let pid = host.id();
-    let mut host = KillOnDrop(host);
+    let mut host = spawn_host(&kubeconfig);
+    let pid = host.0.id();
     let mut finished = HashSet::new();
     let mut first_job = None;
     let deadline = started + Duration::from_secs(600);
@@ -168,14 +158,6 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
         rss_kib: rss,
         first_job: first_job.unwrap(),
         all_jobs,
-    }
-}
-
-struct KillOnDrop(std::process::Child);
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -33,3 +33,28 @@ pub fn open_fds(pid: u32) -> usize {
         .map(|d| d.count())
         .unwrap_or(0)
 }
+
+/// A child process killed (and reaped) when dropped.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `deployer-host run` against `kubeconfig` with the built plugins, quiet.
+pub fn spawn_host(kubeconfig: &std::path::Path) -> KillOnDrop {
+    let host = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(["run", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg("--plugins")
+        .arg(workspace().join("target/plugins"))
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("deployer-host run");
+    KillOnDrop(host)
+}
