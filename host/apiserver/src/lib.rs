@@ -28,6 +28,7 @@ pub mod selectors;
 pub mod simulate;
 pub mod status;
 pub mod store;
+pub mod table;
 pub mod watch;
 
 pub use faults::FaultConfig;

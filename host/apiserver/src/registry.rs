@@ -24,6 +24,8 @@ pub struct ResourceType {
     pub status: bool,
     /// Registered by a CRD (vs built in).
     pub crd: bool,
+    /// A CRD's `additionalPrinterColumns` per served version (server-side `Table` output).
+    pub printer_columns: std::collections::BTreeMap<String, Vec<Value>>,
 }
 
 impl ResourceType {
@@ -370,6 +372,7 @@ impl Registry {
                 },
                 status: *status,
                 crd: false,
+                printer_columns: Default::default(),
             });
         }
         r
@@ -525,10 +528,20 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, String> {
     let mut served = Vec::new();
     let mut storage = None;
     let mut status = false;
+    let mut printer_columns = std::collections::BTreeMap::new();
+    // apiextensions v1beta1 had them for every version at the top.
+    let top_columns = spec.get("additionalPrinterColumns");
     for v in versions {
         let Some(name) = v.get("name").and_then(Value::as_str) else {
             continue;
         };
+        if let Some(cols) = v
+            .get("additionalPrinterColumns")
+            .or(top_columns)
+            .and_then(Value::as_array)
+        {
+            printer_columns.insert(name.to_string(), cols.clone());
+        }
         if v.get("served").and_then(Value::as_bool).unwrap_or(true) {
             served.push(name.to_string());
             if v.pointer("/subresources/status").is_some() {
@@ -562,5 +575,6 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, String> {
         categories: strs(names.get("categories")),
         status,
         crd: true,
+        printer_columns,
     })
 }

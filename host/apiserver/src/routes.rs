@@ -406,8 +406,24 @@ fn wants_meta(accept: &str, what: &str) -> bool {
     })
 }
 
+/// `includeObject` of a Table request: `Metadata` (default), `Object` or `None`.
+fn include_object(q: &Query) -> &str {
+    match q.get("includeObject") {
+        Some(v @ ("Object" | "None" | "Metadata")) => v,
+        _ => "Metadata",
+    }
+}
+
 fn do_get(c: &Ctx<'_>, name: &str, accept: &str) -> Result<Response, ApiError> {
     let obj = c.api.shared.store.lock().get(&c.rt, c.ns, name)?;
+    if crate::table::wanted(accept) {
+        let o = render(&obj, &c.rt, c.version);
+        let md = json!({ "resourceVersion": crate::store::rv_of(&obj).to_string() });
+        return Ok(json_response(
+            200,
+            &crate::table::table(&c.rt, c.version, &[&o], include_object(c.q), md),
+        ));
+    }
     if wants_meta(accept, "PartialObjectMetadata") {
         return Ok(json_response(200, &partial_metadata(&obj)));
     }
@@ -436,6 +452,14 @@ fn do_list(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiE
     let mut md = json!({ "resourceVersion": rv.to_string() });
     if let Some(n) = next {
         md["continue"] = json!(n);
+    }
+    if crate::table::wanted(accept) {
+        let rendered: Vec<Value> = items.iter().map(|o| render(o, &c.rt, c.version)).collect();
+        let refs: Vec<&Value> = rendered.iter().collect();
+        return Ok(json_response(
+            200,
+            &crate::table::table(&c.rt, c.version, &refs, include_object(c.q), md),
+        ));
     }
     let (kind, av) = if meta_only {
         (
@@ -485,6 +509,7 @@ fn do_watch(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, Api
         bookmarks: c.q.flag("allowWatchBookmarks"),
         send_initial_events: c.q.get("sendInitialEvents") == Some("true"),
         meta_only: wants_meta(accept, "PartialObjectMetadata"),
+        table: crate::table::wanted(accept).then(|| include_object(c.q).to_string()),
         ns: ns.map(str::to_string),
         selector: selector(c.q)?,
     };

@@ -29,6 +29,8 @@ pub struct WatchParams {
     pub bookmarks: bool,
     pub send_initial_events: bool,
     pub meta_only: bool,
+    /// Rows of a `Table` instead of objects (`as=Table`): the `includeObject` setting.
+    pub table: Option<String>,
     pub ns: Option<String>,
     pub selector: Selector,
 }
@@ -40,9 +42,25 @@ struct Filter {
     meta_only: bool,
     api_version: String,
     kind: String,
+    /// `as=Table`: the resource, the version and `includeObject`.
+    table: Option<(Arc<ResourceType>, String, String)>,
 }
 
 impl Filter {
+    /// The event's object as a one-row `Table`, when the client asked for tables.
+    fn table_of(&self, obj: &Value) -> Option<Value> {
+        let (rt, version, include) = self.table.as_ref()?;
+        let mut o = obj.clone();
+        o["apiVersion"] = json!(self.api_version);
+        Some(crate::table::table(
+            rt,
+            version,
+            &[&o],
+            include,
+            json!({ "resourceVersion": crate::store::rv_of(obj).to_string() }),
+        ))
+    }
+
     fn classify(&self, ev: &Event) -> Option<EventType> {
         if *ev.res != *self.key || self.ns.as_ref().is_some_and(|n| *n != ev.ns) {
             return None;
@@ -73,7 +91,9 @@ impl Filter {
         buf.extend_from_slice(b"{\"type\":\"");
         buf.extend_from_slice(ty.as_str().as_bytes());
         buf.extend_from_slice(b"\",\"object\":");
-        if self.meta_only {
+        if let Some(t) = self.table_of(&ev.object) {
+            buf.extend_from_slice(&serde_json::to_vec(&t).unwrap_or_default());
+        } else if self.meta_only {
             buf.extend_from_slice(ev.meta_json().as_bytes());
         } else if self.needs_rewrite(&ev.object) {
             let mut o = (*ev.object).clone();
@@ -86,7 +106,9 @@ impl Filter {
     }
 
     fn line_for_object(&self, buf: &mut Vec<u8>, ty: EventType, obj: &Obj) {
-        let v = if self.meta_only {
+        let v = if let Some(t) = self.table_of(obj) {
+            t
+        } else if self.meta_only {
             partial_metadata(obj)
         } else if self.needs_rewrite(obj) {
             let mut o = (**obj).clone();
@@ -136,6 +158,10 @@ pub fn start(api: &ApiServer, rt: &Arc<ResourceType>, version: &str, p: WatchPar
         meta_only: p.meta_only,
         api_version: rt.api_version(version),
         kind: rt.kind.clone(),
+        table: p
+            .table
+            .clone()
+            .map(|include| (rt.clone(), version.to_string(), include)),
     };
     let rv_param = p.resource_version.as_deref().unwrap_or("");
     let from_rv: Option<u64> = if rv_param.is_empty() || rv_param == "0" {

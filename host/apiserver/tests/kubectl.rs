@@ -341,3 +341,175 @@ fn skip(reason: impl std::fmt::Display) {
     }
     println!("SKIP: {reason}");
 }
+
+/// Loopback server with a kubectl pointed at it; stops when the returned sender drops.
+async fn serve_with_kubectl(
+    bin: PathBuf,
+) -> (ApiServer, Kubectl, tokio::sync::oneshot::Sender<()>) {
+    let server = ApiServer::new(Options::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let srv = server.clone();
+    tokio::spawn(async move {
+        srv.serve(listener, async {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+    let k = Kubectl {
+        bin,
+        dir: tempfile::tempdir().unwrap(),
+    };
+    std::fs::write(
+        k.dir.path().join("kubeconfig"),
+        ApiServer::kubeconfig_yaml(&url),
+    )
+    .unwrap();
+    (server, k, stop_tx)
+}
+
+/// The header line and the line of `name` in kubectl's table output.
+fn header_and_row<'a>(out: &'a str, name: &str) -> (&'a str, &'a str) {
+    let header = out.lines().next().unwrap_or("");
+    let row = out
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == name))
+        .unwrap_or_else(|| panic!("no row {name} in:\n{out}"));
+    (header, row)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_the_columns_the_server_defines() {
+    let Some(bin) = kubectl_binary() else {
+        skip("kubectl not installed");
+        return;
+    };
+    let (server, k, _stop) = serve_with_kubectl(bin).await;
+    server
+        .install_yaml_documents(
+            &std::fs::read_to_string(
+                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    server
+        .install_yaml_documents(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: cols}\n---\n\
+             apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: di1, namespace: cols}\n\
+             spec: {type: landscaper.gardener.cloud/mock}\n---\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm2, namespace: cols}\ndata: {a: '1', b: '2'}\n---\n\
+             apiVersion: v1\nkind: Secret\nmetadata: {name: s1, namespace: cols}\ntype: kubernetes.io/basic-auth\ndata: {username: YQ==}\n---\n\
+             apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: cols}\n\
+             spec: {replicas: 2, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, \
+             spec: {containers: [{name: nginx, image: 'nginx:1.27'}]}}}\n",
+        )
+        .unwrap();
+    k.run(&[
+        "patch",
+        "deployitem",
+        "di1",
+        "-n",
+        "cols",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"phase":"Succeeded","observedGeneration":1,"exportRef":{"name":"di1-export","namespace":"cols"}}}"#,
+    ])
+    .await;
+
+    // A CRD's additionalPrinterColumns, evaluated by the server.
+    let out = k.run(&["get", "deployitems", "-n", "cols"]).await;
+    let (header, row) = header_and_row(&out, "di1");
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "TYPE", "PHASE", "EXPORTREF", "AGE"],
+        "{out}"
+    );
+    assert!(
+        row.contains("landscaper.gardener.cloud/mock")
+            && row.contains("Succeeded")
+            && row.contains("di1-export"),
+        "{out}"
+    );
+    // Built-in kinds: the columns kubectl users know.
+    let out = k.run(&["get", "configmaps", "-n", "cols"]).await;
+    let (header, row) = header_and_row(&out, "cm2");
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "DATA", "AGE"]
+    );
+    assert_eq!(row.split_whitespace().nth(1), Some("2"), "{out}");
+    let out = k.run(&["get", "secrets", "-n", "cols"]).await;
+    let (header, row) = header_and_row(&out, "s1");
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "TYPE", "DATA", "AGE"]
+    );
+    assert!(row.contains("kubernetes.io/basic-auth"), "{out}");
+    let out = k
+        .run(&["get", "deployments", "-n", "cols", "-o", "wide"])
+        .await;
+    let (header, row) = header_and_row(&out, "web");
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "-o wide adds the priority-1 columns"
+    );
+    assert!(
+        row.contains("0/2") && row.contains("nginx:1.27") && row.contains("app=web"),
+        "{out}"
+    );
+    let out = k.run(&["get", "namespace", "cols"]).await;
+    assert!(header_and_row(&out, "cols").1.contains("Active"), "{out}");
+    // -A adds the namespace from the rows' metadata.
+    let out = k.run(&["get", "deployitems", "-A"]).await;
+    let (header, row) = header_and_row(&out, "di1");
+    assert!(
+        header.starts_with("NAMESPACE") && row.starts_with("cols"),
+        "{out}"
+    );
+
+    // get -w: the rows of a watch, as tables too.
+    let mut w = k
+        .cmd(&["get", "deployitems", "-n", "cols", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = w.stdout.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut r = BufReader::new(stdout);
+        let mut seen = Vec::new();
+        loop {
+            let mut l = String::new();
+            if r.read_line(&mut l).unwrap() == 0 {
+                return seen;
+            }
+            let done = l.contains("di1");
+            seen.push(l);
+            if done {
+                return seen;
+            }
+        }
+    });
+    let lines = tokio::time::timeout(Duration::from_secs(20), lines)
+        .await
+        .expect("a row from get -w")
+        .unwrap();
+    w.kill().unwrap();
+    let _ = w.wait();
+    assert!(lines[0].contains("PHASE"), "{lines:?}");
+    assert!(lines.last().unwrap().contains("Succeeded"), "{lines:?}");
+}
