@@ -57,6 +57,10 @@ impl Object for Files {
     fn type_name(&self) -> &'static str {
         "common.Files"
     }
+    /// `Files` is a map type in Helm: an empty one (a `Glob` that matched nothing) is false.
+    fn truthy(&self) -> bool {
+        !self.files.is_empty()
+    }
     fn field(&self, _name: &str) -> Option<Value> {
         None
     }
@@ -333,3 +337,54 @@ pub const DEFAULT_API_VERSIONS: &[&str] = &[
     "apiextensions.k8s.io/v1beta1",
     "apiextensions.k8s.io/v1",
 ];
+
+#[cfg(test)]
+mod tests {
+    use crate::{Chart, RenderOptions, render};
+
+    /// Helm (4.2.3, helm-python-sdk) renders this chart to exactly `WANT`: a `Glob` that matches
+    /// nothing is an empty map — false in `if`, `empty` is true.
+    #[test]
+    fn an_empty_glob_is_false_as_an_empty_map_is_in_go() {
+        let template = r#"{{- if .Files.Glob "files/*.yaml" }}
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: present}
+{{- end }}
+{{- if .Files.Glob "nothing/*" }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: absent}
+{{- end }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: empty-check}
+data:
+  glob-empty: {{ empty (.Files.Glob "nothing/*") | quote }}
+  glob-full: {{ empty (.Files.Glob "files/*") | quote }}
+"#;
+        const WANT: &str = "---\n# Source: globchart/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: present}\n---\n# Source: globchart/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: empty-check}\ndata:\n  glob-empty: \"true\"\n  glob-full: \"false\"\n\n";
+        let chart = Chart::load_files(vec![
+            (
+                "Chart.yaml".into(),
+                b"apiVersion: v2\nname: globchart\nversion: 0.1.0\n".to_vec(),
+            ),
+            ("templates/cm.yaml".into(), template.as_bytes().to_vec()),
+            ("files/a.yaml".into(), b"x: 1\n".to_vec()),
+        ])
+        .unwrap();
+        let out = render(
+            &chart,
+            &RenderOptions {
+                release_name: "x".into(),
+                namespace: "y".into(),
+                split_mode: crate::sort::SplitMode::Legacy,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(out.manifest(), WANT);
+    }
+}

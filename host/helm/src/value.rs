@@ -56,6 +56,11 @@ pub trait Object {
     }
     /// The plain value used for printing and serialisation.
     fn to_value(&self) -> Value;
+    /// Go's truth of the value: structs are always true; map types (`.Files`, a `Glob`) are
+    /// true when non-empty.
+    fn truthy(&self) -> bool {
+        true
+    }
 }
 
 impl std::fmt::Debug for Value {
@@ -151,7 +156,7 @@ impl Value {
             Value::Str(s) => !s.is_empty(),
             Value::List(l) => !l.is_empty(),
             Value::Map(m) => !m.borrow().is_empty(),
-            Value::Obj(_) => true,
+            Value::Obj(o) => o.truthy(),
         }
     }
 
