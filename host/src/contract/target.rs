@@ -51,10 +51,10 @@ pub fn resolve(
             }
         }
     };
-    Ok(ResolvedTarget {
-        target: target.clone(),
-        content,
-    })
+    let mut target = target.clone();
+    // Plugins get the Target without its managed fields (see `for_plugins`).
+    target.metadata.managed_fields = None;
+    Ok(ResolvedTarget { target, content })
 }
 
 /// Extracts the kubeconfig text from a `kubernetes-cluster` target's content: the `kubeconfig`

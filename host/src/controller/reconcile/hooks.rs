@@ -59,11 +59,12 @@ impl<'a> HookView<'a> {
 
     fn json(&self) -> &Result<(Value, Option<Value>), String> {
         self.json.get_or_init(|| {
-            let item = serde_json::to_value(self.item).map_err(|e| e.to_string())?;
+            let item =
+                super::for_plugins(serde_json::to_value(self.item).map_err(|e| e.to_string())?);
             let target = self
                 .target
                 .map(|t| {
-                    let mut v = serde_json::to_value(t)?;
+                    let mut v = super::for_plugins(serde_json::to_value(t)?);
                     if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
                         spec.remove("config");
                     }

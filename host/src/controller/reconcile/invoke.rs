@@ -178,10 +178,10 @@ impl ItemCtx {
             jiff::Timestamp::now(),
         )?;
         let invocation = Invocation {
-            deploy_item: serde_json::to_value(&*item).map_err(|e| {
+            deploy_item: super::for_plugins(serde_json::to_value(&*item).map_err(|e| {
                 StepError::new(call.operation(), "EncodeInvocation", e.to_string())
                     .with_code(codes::INTERNAL_PROBLEM)
-            })?,
+            })?),
             previous_provider_status: item.status.as_ref().and_then(|s| s.provider_status.clone()),
             target: resolved.clone(),
             context,

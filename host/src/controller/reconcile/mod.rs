@@ -182,3 +182,12 @@ impl From<kube::Error> for StageError {
         StageError::Api(e.into())
     }
 }
+
+/// An object as plugins and hooks see it: without `metadata.managedFields`, which only the API
+/// server and field managers read, and which would otherwise be most of every encoded item.
+pub(crate) fn for_plugins(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        m.remove("managedFields");
+    }
+    v
+}
