@@ -387,4 +387,51 @@ data:
         .unwrap();
         assert_eq!(out.manifest(), WANT);
     }
+
+    /// Helm (4.2.3) renders these to exactly `WANT`: a nil that starts a chain (a parenthesized
+    /// pipeline) gives nil fields, the pattern charts use for optional globals.
+    #[test]
+    fn fields_of_a_nil_pipeline_are_nil_as_in_helm() {
+        let template = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: nil}
+data:
+  a: {{ (((.Values.global).postgresql).auth) | quote }}
+  b: {{ ((.Values.nothere).deeper) | quote }}
+  c: {{ default "d" (((.Values.global).postgresql).auth).password | quote }}
+"#;
+        const WANT: &str = "---\n# Source: nilchart/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: nil}\ndata:\n  a: \n  b: \n  c: \"d\"\n\n";
+        let chart = Chart::load_files(vec![
+            (
+                "Chart.yaml".into(),
+                b"apiVersion: v2\nname: nilchart\nversion: 0.1.0\n".to_vec(),
+            ),
+            ("templates/cm.yaml".into(), template.as_bytes().to_vec()),
+        ])
+        .unwrap();
+        let opts = RenderOptions {
+            release_name: "x".into(),
+            namespace: "y".into(),
+            split_mode: crate::sort::SplitMode::Legacy,
+            ..Default::default()
+        };
+        assert_eq!(render(&chart, &opts).unwrap().manifest(), WANT);
+        // A nil met inside a chain (a missing key) is still an error, as in Helm.
+        let bad = Chart::load_files(vec![
+            (
+                "Chart.yaml".into(),
+                b"apiVersion: v2\nname: nilchart\nversion: 0.1.0\n".to_vec(),
+            ),
+            (
+                "templates/cm.yaml".into(),
+                b"x: {{ .Values.nothere.deeper }}\n".to_vec(),
+            ),
+        ])
+        .unwrap();
+        let err = render(&bad, &opts).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            err.contains("nil pointer evaluating interface {}.deeper"),
+            "{err}"
+        );
+    }
 }

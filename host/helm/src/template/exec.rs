@@ -396,9 +396,24 @@ impl<'e> Exec<'e> {
         ctx: &str,
     ) -> R<Value> {
         let n = path.len();
+        // Go: a nil that starts a chain — dot, a variable, a parenthesized pipeline — is an
+        // invalid reflect.Value, and a field of it is again invalid (no error; `(((.Values.
+        // global).a).b)` is how charts read optional values). A nil met *inside* the chain (a
+        // map's missing key or null value) is a nil interface: a field of that is an error.
+        let invalid = matches!(recv, Value::Nil);
         for (i, name) in path.iter().enumerate() {
             let last = i + 1 == n;
             let has_args = last && (!args.is_empty() || fin.is_some());
+            if invalid {
+                if self.eng.strict {
+                    return Err(self.err(
+                        pos,
+                        ctx,
+                        format!("nil data; no entry for key {:?}", &**name),
+                    ));
+                }
+                continue;
+            }
             recv = match &recv {
                 Value::Map(m) => {
                     if has_args {
