@@ -191,6 +191,18 @@ enum PluginCommand {
     },
     /// Print the `sha256:` digest of FILE (for `digest:` pins).
     Digest { file: PathBuf },
+    /// What a plugin is and whether this host can load it: name, version, DeployItem types,
+    /// hook types, WIT version, imports and exports, size, digest. FILE or an OCI reference.
+    /// Exits 1 when this host cannot load it, saying why.
+    Inspect {
+        plugin: String,
+        /// Speak plain HTTP to the registry (a reference on loopback).
+        #[arg(long)]
+        plain_http: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -246,6 +258,103 @@ fn load_config(path: Option<&PathBuf>, plugins: Option<PathBuf>) -> anyhow::Resu
 }
 
 /// A client from a kubeconfig file, or the in-cluster / `KUBECONFIG` configuration.
+/// `deployer-host plugin inspect`: load the component in a fresh runtime (no cache) and say
+/// what it is, or why this host cannot load it.
+async fn inspect_plugin(plugin: &str, plain_http: bool, json: bool) -> anyhow::Result<()> {
+    use deployer_host::plugin_sources::{oci, trust};
+    let path = PathBuf::from(plugin);
+    let bytes = if path.exists() {
+        std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?
+    } else {
+        let options = registry_options(plugin, plain_http, None)?;
+        oci::pull(plugin, &options)
+            .await
+            .with_context(|| format!("{plugin} is neither a file nor a pullable OCI reference"))?
+            .bytes
+    };
+    let digest = trust::digest_of(&bytes);
+    let runtime = plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig {
+        instance_slots: 0,
+        ..Default::default()
+    })?;
+    let loaded = runtime.load_bytes(plugin, &bytes).await;
+    let mut out = serde_json::json!({
+        "source": plugin,
+        "size": bytes.len(),
+        "digest": digest,
+        "hostWit": sdk_guest::WIT_VERSION,
+    });
+    match &loaded {
+        Ok(p) => {
+            let d = plugin_runtime::DeployerPlugin::description(p.as_ref());
+            let (imports, exports) = p.interfaces();
+            out["loadable"] = true.into();
+            out["name"] = d.name.clone().into();
+            out["version"] = d.version.clone().into();
+            out["deployItemTypes"] = serde_json::json!(d.deploy_item_types);
+            out["hookTypes"] = serde_json::json!(
+                p.hook_setup()
+                    .map(|h| h
+                        .hook_types
+                        .iter()
+                        .map(|t| t.as_str().to_string())
+                        .collect::<Vec<_>>())
+                    .unwrap_or_default()
+            );
+            out["wit"] = serde_json::json!(p.wit_version());
+            out["imports"] = serde_json::json!(imports);
+            out["exports"] = serde_json::json!(exports);
+        }
+        Err(e) => {
+            out["loadable"] = false.into();
+            out["error"] = format!("{e:#}").into();
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        let s = |k: &str| match &out[k] {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => "-".into(),
+            v => v.to_string(),
+        };
+        let list = |k: &str| {
+            out[k]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "-".into())
+        };
+        println!("source:      {}", s("source"));
+        println!("size:        {} bytes", s("size"));
+        println!("digest:      {}", s("digest"));
+        if loaded.is_ok() {
+            println!("name:        {} {}", s("name"), s("version"));
+            println!("types:       {}", list("deployItemTypes"));
+            println!("hook types:  {}", list("hookTypes"));
+            println!(
+                "WIT:         wasm-deployer:plugin@{} (host: {})",
+                s("wit"),
+                s("hostWit")
+            );
+            println!("imports:     {}", list("imports"));
+            println!("exports:     {}", list("exports"));
+            println!("loadable:    yes");
+        } else {
+            println!("loadable:    no — {}", s("error"));
+        }
+    }
+    if loaded.is_err() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
 /// How to reach the registry of `reference`: plain HTTP if asked, credentials from
 /// `docker_config` or `$DOCKER_CONFIG/config.json`.
 fn registry_options(
@@ -360,6 +469,11 @@ async fn main() -> anyhow::Result<()> {
                 );
                 Ok(())
             }
+            PluginCommand::Inspect {
+                plugin,
+                plain_http,
+                json,
+            } => inspect_plugin(&plugin, plain_http, json).await,
             PluginCommand::Push {
                 file,
                 reference,

@@ -334,6 +334,17 @@ impl PluginRuntime {
         sha: &[u8; 32],
         bytes: &[u8],
     ) -> Result<(Component, LoadOutcome, Duration)> {
+        // A core module (version 1, layer 0) parses as wasm but is no component: say what to do.
+        if bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0] {
+            bail!(
+                "{source} is a core WebAssembly module, not a component: build the plugin for \
+                 wasm32-wasip2 (or wrap a wasip1 module with `wasm-tools component new` and the \
+                 WASI preview1 reactor adapter)"
+            );
+        }
+        if bytes.len() < 4 || bytes[..4] != *b"\0asm" {
+            bail!("{source} is not WebAssembly (no \\0asm header)");
+        }
         let mut rejected = None;
         if let Some(cache) = &self.cache {
             match cache.read(sha) {

@@ -75,6 +75,20 @@ impl WasmPlugin {
             })
     }
 
+    /// The component's imports and exports (interface names with versions), for
+    /// `deployer-host plugin inspect`.
+    pub fn interfaces(&self) -> (Vec<String>, Vec<String>) {
+        let ty = self.prepared.pre.component().component_type();
+        (
+            ty.imports(&self.engine)
+                .map(|(n, _)| n.to_string())
+                .collect(),
+            ty.exports(&self.engine)
+                .map(|(n, _)| n.to_string())
+                .collect(),
+        )
+    }
+
     /// Deployer calls made on this loaded version (which version served which jobs).
     pub fn calls(&self) -> u64 {
         self.calls.load(std::sync::atomic::Ordering::Relaxed)
