@@ -110,3 +110,70 @@ async fn given_a_plugin_in_a_registry_when_inspected_by_reference_then_it_is_pul
     assert_eq!(v["name"], "mock");
     assert_eq!(v["size"], bytes.len());
 }
+
+fn run_plugin(plugin: &str, files: &[(&str, &str)], extra: &[&str]) -> (bool, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
+    cmd.args(["plugin", "run"])
+        .arg(support::plugins_dir().join(plugin))
+        .env("RUST_LOG", "error");
+    for (flag, yaml) in files {
+        let path = dir.path().join(format!("{flag}.yaml"));
+        std::fs::write(&path, yaml).unwrap();
+        cmd.arg(format!("--{flag}")).arg(path);
+    }
+    let out = cmd.args(extra).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.success(), v)
+}
+
+#[test]
+fn given_an_item_file_when_a_plugin_runs_offline_then_its_response_errors_and_host_calls_are_printed()
+ {
+    skip_on_real!("needs no API server");
+    let mock = |config: &str| {
+        format!(
+            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {{name: m, namespace: default}}\n\
+             spec:\n  type: landscaper.gardener.cloud/mock\n  config: {{apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1, kind: ProviderConfiguration, {config}}}\n"
+        )
+    };
+    let (ok, v) = run_plugin(
+        "mock.wasm",
+        &[("item", &mock("phase: Succeeded, export: {a: 1}"))],
+        &[],
+    );
+    assert!(ok, "{v}");
+    assert_eq!(v["response"]["phase"], "Succeeded");
+    assert_eq!(v["response"]["exports"]["a"], 1);
+    // A broken config: the plugin's error, with Landscaper's code, and exit 1.
+    let (ok, v) = run_plugin(
+        "mock.wasm",
+        &[("item", &mock("phase: [not, a, phase]"))],
+        &[],
+    );
+    assert!(!ok);
+    assert!(
+        v["error"]["codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "ERR_CONFIGURATION_PROBLEM"),
+        "{v}"
+    );
+    // The manifest deployer with a Target: its Kubernetes calls are recorded, none made.
+    let item = "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: mf, namespace: default}\n\
+        spec:\n  type: landscaper.gardener.cloud/kubernetes-manifest\n  target: {name: t, namespace: default}\n  config:\n    \
+        apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2\n    kind: ProviderConfiguration\n    manifests:\n    - policy: manage\n      \
+        manifest: {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}, data: {k: v}}\n";
+    let target = "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: Target\nmetadata: {name: t, namespace: default}\n\
+        spec: {type: landscaper.gardener.cloud/kubernetes-cluster, config: {kubeconfig: \"apiVersion: v1\\nkind: Config\\n\"}}\n";
+    let (ok, v) = run_plugin("manifest.wasm", &[("item", item), ("target", target)], &[]);
+    assert!(!ok, "no cluster offline: {v}");
+    let calls = v["hostCalls"].as_array().unwrap();
+    assert!(
+        calls.iter().any(|c| c["kind"] == "kubernetes"),
+        "the manifest deployer's Kubernetes call is recorded: {v}"
+    );
+    assert!(calls.iter().any(|c| c["kind"] == "checkpoint"), "{v}");
+}

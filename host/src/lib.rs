@@ -18,6 +18,7 @@ pub mod image;
 pub mod landscaper;
 pub mod locking;
 pub mod metrics;
+pub mod plugin_cli;
 pub mod plugin_sources;
 pub mod plugins;
 pub mod targetselector;

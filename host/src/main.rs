@@ -191,6 +191,23 @@ enum PluginCommand {
     },
     /// Print the `sha256:` digest of FILE (for `digest:` pins).
     Digest { file: PathBuf },
+    /// One call of a plugin offline: prints the response (or error) and every host call it
+    /// made as JSON; Kubernetes calls are recorded and refused (no cluster). Exit 1 on an error.
+    Run {
+        file: PathBuf,
+        /// The DeployItem (YAML or JSON).
+        #[arg(long)]
+        item: PathBuf,
+        /// Its Target (the resolved content is the Target's `spec.config`).
+        #[arg(long)]
+        target: Option<PathBuf>,
+        /// Its Context.
+        #[arg(long)]
+        context: Option<PathBuf>,
+        /// `reconcile` or `delete`.
+        #[arg(long, default_value = "reconcile")]
+        op: String,
+    },
     /// What a plugin is and whether this host can load it: name, version, DeployItem types,
     /// hook types, WIT version, imports and exports, size, digest. FILE or an OCI reference.
     /// Exits 1 when this host cannot load it, saying why.
@@ -467,6 +484,34 @@ async fn main() -> anyhow::Result<()> {
                     "{}",
                     deployer_host::plugin_sources::trust::digest_of(&bytes)
                 );
+                Ok(())
+            }
+            PluginCommand::Run {
+                file,
+                item,
+                target,
+                context,
+                op,
+            } => {
+                let bytes =
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let runtime = plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig {
+                    instance_slots: 0,
+                    ..Default::default()
+                })?;
+                let plugin = runtime
+                    .load_bytes(&file.display().to_string(), &bytes)
+                    .await?;
+                let inv = deployer_host::plugin_cli::invocation(
+                    &item,
+                    target.as_deref(),
+                    context.as_deref(),
+                )?;
+                let report = deployer_host::plugin_cli::run(plugin, &op, inv).await?;
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                if report["ok"] != true {
+                    std::process::exit(1);
+                }
                 Ok(())
             }
             PluginCommand::Inspect {
