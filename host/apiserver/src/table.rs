@@ -88,243 +88,250 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<Column> {
         }
         return cols;
     }
-    let b = |name: &str, ty: &str, desc: &str, prio: i64, f: fn(&Value) -> Value| {
-        col(name, ty, desc, prio, Cell::Builtin(f))
+    let built = |cols: &[Builtin]| -> Vec<Column> {
+        cols.iter()
+            .map(|(name, ty, desc, prio, f)| col(name, ty, desc, *prio, Cell::Builtin(*f)))
+            .collect()
     };
-    match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "Pod") => vec![
-            name_col(),
-            b(
-                "Ready",
-                "string",
-                "The aggregate readiness state of this pod for accepting traffic.",
-                0,
-                pod_ready,
-            ),
-            b(
-                "Status",
-                "string",
-                "The aggregate status of the containers in this pod.",
-                0,
-                pod_status,
-            ),
-            b(
-                "Restarts",
-                "string",
-                "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
-                0,
-                pod_restarts,
-            ),
-            age_col(),
-            b(
-                "IP",
-                "string",
-                "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
-                1,
-                |o| str_or_none(o.pointer("/status/podIP")),
-            ),
-            b(
-                "Node",
-                "string",
-                "NodeName is a request to schedule this pod onto a specific node.",
-                1,
-                |o| str_or_none(o.pointer("/spec/nodeName")),
-            ),
-        ],
-        ("apps", "Deployment") => vec![
-            name_col(),
-            b(
-                "Ready",
-                "string",
-                "Number of the pod with ready state",
-                0,
-                |o| ready_of(o, "/status/readyReplicas"),
-            ),
-            b(
-                "Up-to-date",
-                "string",
-                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
-                0,
-                |o| int_at(o, "/status/updatedReplicas"),
-            ),
-            b(
-                "Available",
-                "string",
-                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
-                0,
-                |o| int_at(o, "/status/availableReplicas"),
-            ),
-            age_col(),
-            b(
-                "Containers",
-                "string",
-                "Names of each container in the template.",
-                1,
-                containers,
-            ),
-            b(
-                "Images",
-                "string",
-                "Images referenced by each container in the template.",
-                1,
-                images,
-            ),
-            b(
-                "Selector",
-                "string",
-                "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
-                1,
-                selector,
-            ),
-        ],
-        ("apps", "StatefulSet") => vec![
-            name_col(),
-            b(
-                "Ready",
-                "string",
-                "Number of the pod with ready state",
-                0,
-                |o| ready_of(o, "/status/readyReplicas"),
-            ),
-            age_col(),
-            b(
-                "Containers",
-                "string",
-                "Names of each container in the template.",
-                1,
-                containers,
-            ),
-            b(
-                "Images",
-                "string",
-                "Images referenced by each container in the template.",
-                1,
-                images,
-            ),
-        ],
-        ("apps", "ReplicaSet") => vec![
-            name_col(),
-            b(
-                "Desired",
-                "integer",
-                "Replicas is the number of desired replicas.",
-                0,
-                |o| int_at(o, "/spec/replicas"),
-            ),
-            b(
-                "Current",
-                "integer",
-                "Replicas is the most recently observed number of replicas.",
-                0,
-                |o| int_at(o, "/status/replicas"),
-            ),
-            b(
-                "Ready",
-                "integer",
-                "The number of ready replicas for this replica set.",
-                0,
-                |o| int_at(o, "/status/readyReplicas"),
-            ),
-            age_col(),
-        ],
-        ("", "ConfigMap") => vec![
-            name_col(),
-            b(
+    if matches!(
+        (rt.group.as_str(), rt.kind.as_str()),
+        ("", "Event") | ("events.k8s.io", "Event")
+    ) {
+        // Events print without a Name column (kubectl shows it with `-o wide`).
+        let mut cols = built(EVENT);
+        let mut name = name_col();
+        name.priority = 1;
+        cols.push(name);
+        return cols;
+    }
+    let (before_age, wide) = builtin_columns(&rt.group, &rt.kind);
+    let mut cols = vec![name_col()];
+    cols.extend(built(before_age));
+    cols.push(age_col());
+    cols.extend(built(wide));
+    cols
+}
+
+/// A built-in column: name, type, description, priority (1 = `-o wide`), cell.
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    i64,
+    fn(&Value) -> Value,
+);
+
+const READY_REPLICAS: Builtin = (
+    "Ready",
+    "string",
+    "Number of the pod with ready state",
+    0,
+    |o| ready_of(o, "/status/readyReplicas"),
+);
+const CONTAINERS: Builtin = (
+    "Containers",
+    "string",
+    "Names of each container in the template.",
+    1,
+    containers,
+);
+const IMAGES: Builtin = (
+    "Images",
+    "string",
+    "Images referenced by each container in the template.",
+    1,
+    images,
+);
+
+const EVENT: &[Builtin] = &[
+    (
+        "Last Seen",
+        "string",
+        "Time since the event was last seen.",
+        0,
+        event_last_seen,
+    ),
+    (
+        "Type",
+        "string",
+        "Type of this event (Normal, Warning).",
+        0,
+        |o| str_or_none(o.get("type")),
+    ),
+    ("Reason", "string", "Why the action was taken.", 0, |o| {
+        str_or_none(o.get("reason"))
+    }),
+    (
+        "Object",
+        "string",
+        "The object this event is about.",
+        0,
+        event_object,
+    ),
+    (
+        "Message",
+        "string",
+        "A human-readable description of the status of this operation.",
+        0,
+        |o| str_or_none(o.get("message").or_else(|| o.get("note"))),
+    ),
+];
+
+/// The columns a real kube-apiserver prints for a built-in kind: those between Name and Age,
+/// and those after Age (`-o wide`). Kinds not listed print Name and Age.
+fn builtin_columns(group: &str, kind: &str) -> (&'static [Builtin], &'static [Builtin]) {
+    match (group, kind) {
+        ("", "Pod") => (
+            &[
+                (
+                    "Ready",
+                    "string",
+                    "The aggregate readiness state of this pod for accepting traffic.",
+                    0,
+                    pod_ready,
+                ),
+                (
+                    "Status",
+                    "string",
+                    "The aggregate status of the containers in this pod.",
+                    0,
+                    pod_status,
+                ),
+                (
+                    "Restarts",
+                    "string",
+                    "The number of times the containers in this pod have been restarted.",
+                    0,
+                    pod_restarts,
+                ),
+            ],
+            &[
+                ("IP", "string", "IP address allocated to the pod.", 1, |o| {
+                    str_or_none(o.pointer("/status/podIP"))
+                }),
+                (
+                    "Node",
+                    "string",
+                    "NodeName is a request to schedule this pod onto a specific node.",
+                    1,
+                    |o| str_or_none(o.pointer("/spec/nodeName")),
+                ),
+            ],
+        ),
+        ("apps", "Deployment") => (
+            &[
+                READY_REPLICAS,
+                (
+                    "Up-to-date",
+                    "string",
+                    "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                    0,
+                    |o| int_at(o, "/status/updatedReplicas"),
+                ),
+                (
+                    "Available",
+                    "string",
+                    "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                    0,
+                    |o| int_at(o, "/status/availableReplicas"),
+                ),
+            ],
+            &[
+                CONTAINERS,
+                IMAGES,
+                (
+                    "Selector",
+                    "string",
+                    "Label selector for pods.",
+                    1,
+                    selector,
+                ),
+            ],
+        ),
+        ("apps", "StatefulSet") => (&[READY_REPLICAS], &[CONTAINERS, IMAGES]),
+        ("apps", "ReplicaSet") => (
+            &[
+                (
+                    "Desired",
+                    "integer",
+                    "Replicas is the number of desired replicas.",
+                    0,
+                    |o| int_at(o, "/spec/replicas"),
+                ),
+                (
+                    "Current",
+                    "integer",
+                    "Replicas is the most recently observed number of replicas.",
+                    0,
+                    |o| int_at(o, "/status/replicas"),
+                ),
+                (
+                    "Ready",
+                    "integer",
+                    "The number of ready replicas for this replica set.",
+                    0,
+                    |o| int_at(o, "/status/readyReplicas"),
+                ),
+            ],
+            &[],
+        ),
+        ("", "ConfigMap") => (
+            &[(
                 "Data",
                 "integer",
                 "Number of data items in the configmap.",
                 0,
                 |o| json!(count(o, "data") + count(o, "binaryData")),
-            ),
-            age_col(),
-        ],
-        ("", "Secret") => vec![
-            name_col(),
-            b("Type", "string", "The type of the secret", 0, |o| {
-                str_or_none(o.get("type"))
-            }),
-            b(
-                "Data",
-                "integer",
-                "Number of data items in the secret.",
-                0,
-                |o| json!(count(o, "data")),
-            ),
-            age_col(),
-        ],
-        ("", "Namespace") => vec![
-            name_col(),
-            b("Status", "string", "The status of the namespace", 0, |o| {
+            )],
+            &[],
+        ),
+        ("", "Secret") => (
+            &[
+                ("Type", "string", "The type of the secret", 0, |o| {
+                    str_or_none(o.get("type"))
+                }),
+                (
+                    "Data",
+                    "integer",
+                    "Number of data items in the secret.",
+                    0,
+                    |o| json!(count(o, "data")),
+                ),
+            ],
+            &[],
+        ),
+        ("", "Namespace") => (
+            &[("Status", "string", "The status of the namespace", 0, |o| {
                 json!(
                     o.pointer("/status/phase")
                         .and_then(Value::as_str)
                         .unwrap_or("Active")
                 )
-            }),
-            age_col(),
-        ],
-        ("", "Service") => vec![
-            name_col(),
-            b("Type", "string", "The type of the service.", 0, |o| {
-                json!(
-                    o.pointer("/spec/type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("ClusterIP")
-                )
-            }),
-            b(
-                "Cluster-IP",
-                "string",
-                "The IP address of the service.",
-                0,
-                |o| str_or_none(o.pointer("/spec/clusterIP")),
-            ),
-            b("Port(s)", "string", "The ports of the service.", 0, ports),
-            age_col(),
-        ],
-        ("", "Event") | ("events.k8s.io", "Event") => vec![
-            b(
-                "Last Seen",
-                "string",
-                "Time since the event was last seen.",
-                0,
-                event_last_seen,
-            ),
-            b(
-                "Type",
-                "string",
-                "Type of this event (Normal, Warning).",
-                0,
-                |o| str_or_none(o.get("type")),
-            ),
-            b("Reason", "string", "Why the action was taken.", 0, |o| {
-                str_or_none(o.get("reason"))
-            }),
-            b(
-                "Object",
-                "string",
-                "The object this event is about.",
-                0,
-                event_object,
-            ),
-            b(
-                "Message",
-                "string",
-                "A human-readable description of the status of this operation.",
-                0,
-                |o| str_or_none(o.get("message").or_else(|| o.get("note"))),
-            ),
-            name_col_hidden(),
-        ],
-        _ => vec![name_col(), age_col()],
+            })],
+            &[],
+        ),
+        ("", "Service") => (
+            &[
+                ("Type", "string", "The type of the service.", 0, |o| {
+                    json!(
+                        o.pointer("/spec/type")
+                            .and_then(Value::as_str)
+                            .unwrap_or("ClusterIP")
+                    )
+                }),
+                (
+                    "Cluster-IP",
+                    "string",
+                    "The IP address of the service.",
+                    0,
+                    |o| str_or_none(o.pointer("/spec/clusterIP")),
+                ),
+                ("Port(s)", "string", "The ports of the service.", 0, ports),
+            ],
+            &[],
+        ),
+        _ => (&[], &[]),
     }
-}
-
-/// Events print without a Name column (kubectl shows it with `-o wide`).
-fn name_col_hidden() -> Column {
-    let mut c = name_col();
-    c.priority = 1;
-    c
 }
 
 /// The `Table` of `objects` as `rt` at `version`. `include_object`: `Metadata` (default),

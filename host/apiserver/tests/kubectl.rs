@@ -65,26 +65,7 @@ async fn kubectl_smoke() {
         skip("kubectl not installed");
         return;
     };
-    let server = ApiServer::new(Options::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let srv = server.clone();
-    let serving = tokio::spawn(async move {
-        srv.serve(listener, async {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
-    let k = Kubectl {
-        bin,
-        dir: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(
-        k.dir.path().join("kubeconfig"),
-        ApiServer::kubeconfig_yaml(&url),
-    )
-    .unwrap();
+    let (server, k, stop_tx, serving) = serve_with_kubectl(bin).await;
     let client = server.client();
 
     // create namespace
@@ -343,15 +324,22 @@ fn skip(reason: impl std::fmt::Display) {
 }
 
 /// Loopback server with a kubectl pointed at it; stops when the returned sender drops.
+type Serving = tokio::task::JoinHandle<anyhow::Result<()>>;
+
 async fn serve_with_kubectl(
     bin: PathBuf,
-) -> (ApiServer, Kubectl, tokio::sync::oneshot::Sender<()>) {
+) -> (
+    ApiServer,
+    Kubectl,
+    tokio::sync::oneshot::Sender<()>,
+    Serving,
+) {
     let server = ApiServer::new(Options::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let srv = server.clone();
-    tokio::spawn(async move {
+    let serving = tokio::spawn(async move {
         srv.serve(listener, async {
             let _ = stop_rx.await;
         })
@@ -366,7 +354,7 @@ async fn serve_with_kubectl(
         ApiServer::kubeconfig_yaml(&url),
     )
     .unwrap();
-    (server, k, stop_tx)
+    (server, k, stop_tx, serving)
 }
 
 /// The header line and the line of `name` in kubectl's table output.
@@ -385,7 +373,7 @@ async fn kubectl_get_prints_the_columns_the_server_defines() {
         skip("kubectl not installed");
         return;
     };
-    let (server, k, _stop) = serve_with_kubectl(bin).await;
+    let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
     server
         .install_yaml_documents(
             &std::fs::read_to_string(
