@@ -1,5 +1,6 @@
-//! `deployer-host plugin inspect`: what a plugin is — from a file or an OCI reference — and
-//! whether this host can load it, with the reason when it cannot (exit code 1).
+//! The plugin CLI: `inspect` (what a plugin is — from a file or an OCI reference — and whether
+//! this host can load it, with the reason when it cannot), `run` (one call offline), `pull`,
+//! `bench`.
 
 mod support;
 
@@ -109,6 +110,60 @@ async fn given_a_plugin_in_a_registry_when_inspected_by_reference_then_it_is_pul
     assert!(ok, "{v}");
     assert_eq!(v["name"], "mock");
     assert_eq!(v["size"], bytes.len());
+    // And `plugin pull` brings back the same bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pulled.wasm");
+    let pulled = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(["plugin", "pull", &reference, "--plain-http", "-o"])
+        .arg(&out)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        pulled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pulled.stderr)
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), bytes);
+    assert_eq!(
+        String::from_utf8_lossy(&pulled.stdout).trim(),
+        deployer_host::plugin_sources::trust::digest_of(&bytes)
+    );
+}
+
+#[test]
+fn given_an_item_when_a_plugin_is_benchmarked_then_calls_per_second_and_percentiles_are_printed() {
+    skip_on_real!("needs no API server");
+    let dir = tempfile::tempdir().unwrap();
+    let item = dir.path().join("item.yaml");
+    std::fs::write(
+        &item,
+        "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: m, namespace: default}\n\
+         spec: {type: landscaper.gardener.cloud/mock, config: {apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1, kind: ProviderConfiguration, phase: Succeeded}}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(["plugin", "bench"])
+        .arg(support::plugins_dir().join("mock.wasm"))
+        .arg("--item")
+        .arg(&item)
+        .args(["--calls", "200"])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("200 reconcile calls (0 returned an error)"),
+        "{text}"
+    );
+    for line in ["calls/s: ", "p50: ", "p99: "] {
+        assert!(text.contains(line), "{text}");
+    }
 }
 
 fn run_plugin(plugin: &str, files: &[(&str, &str)], extra: &[&str]) -> (bool, Value) {

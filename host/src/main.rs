@@ -191,6 +191,28 @@ enum PluginCommand {
     },
     /// Print the `sha256:` digest of FILE (for `digest:` pins).
     Digest { file: PathBuf },
+    /// Pull a plugin from REFERENCE (the CNCF wasm layout, or the legacy one) into FILE and
+    /// print its digest.
+    Pull {
+        reference: String,
+        /// Where to write the component.
+        #[arg(long, short = 'o')]
+        out: PathBuf,
+        /// Speak plain HTTP to the registry (only for registries you trust, e.g. on loopback).
+        #[arg(long)]
+        plain_http: bool,
+    },
+    /// Call a plugin's reconcile N times with an item and print calls/s and latency
+    /// percentiles (a fresh instance per call, as in the host; Kubernetes calls refused).
+    Bench {
+        file: PathBuf,
+        /// The DeployItem to reconcile (YAML or JSON).
+        #[arg(long)]
+        item: PathBuf,
+        /// Number of calls.
+        #[arg(long, default_value_t = 2000)]
+        calls: usize,
+    },
     /// One call of a plugin offline: prints the response (or error) and every host call it
     /// made as JSON; Kubernetes calls are recorded and refused (no cluster). Exit 1 on an error.
     Run {
@@ -477,6 +499,30 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Plugin { command } => match command {
+            PluginCommand::Pull {
+                reference,
+                out,
+                plain_http,
+            } => {
+                use deployer_host::plugin_sources::{oci, trust};
+                let options = registry_options(&reference, plain_http, None)?;
+                let pulled = oci::pull(&reference, &options).await?;
+                std::fs::write(&out, &pulled.bytes)
+                    .with_context(|| format!("writing {}", out.display()))?;
+                println!("{}", trust::digest_of(&pulled.bytes));
+                Ok(())
+            }
+            PluginCommand::Bench { file, item, calls } => {
+                let bytes =
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let runtime = plugin_runtime::PluginRuntime::new(Default::default())?;
+                let plugin = runtime
+                    .load_bytes(&file.display().to_string(), &bytes)
+                    .await?;
+                let report = deployer_host::plugin_cli::bench(plugin, &item, calls).await?;
+                println!("{report}");
+                Ok(())
+            }
             PluginCommand::Digest { file } => {
                 let bytes =
                     std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;

@@ -1,4 +1,4 @@
-//! `deployer-host plugin run`: one plugin call offline, for plugin authors — the DeployItem (and
+//! `deployer-host plugin run` and `plugin bench`: plugin calls offline, for plugin authors — the DeployItem (and
 //! Target and Context) from YAML files, the response and every host call the plugin made
 //! printed. Kubernetes calls are recorded and answered "no cluster offline"; nothing leaves the
 //! process.
@@ -120,4 +120,43 @@ pub async fn run(
         Err(e) => report["error"] = serde_json::to_value(e)?,
     }
     Ok(report)
+}
+
+/// `deployer-host plugin bench`: `calls` reconciles of `item`, each in a fresh instance as in
+/// the host; calls/s and percentiles.
+pub async fn bench(
+    plugin: Arc<plugin_runtime::WasmPlugin>,
+    item: &Path,
+    calls: usize,
+) -> anyhow::Result<String> {
+    use plugin_runtime::DeployerPlugin;
+    anyhow::ensure!(calls > 0, "--calls must be at least 1");
+    let inv = invocation(item, None, None)?;
+    let host: Arc<dyn HostServices> = Arc::new(RecordingHost::default());
+    // Warm-up: the first calls page in code and memory images.
+    for _ in 0..calls.min(50) {
+        let _ = plugin.reconcile(inv.clone(), host.clone()).await;
+    }
+    let mut times = Vec::with_capacity(calls);
+    let mut failed = 0usize;
+    let started = std::time::Instant::now();
+    for _ in 0..calls {
+        let t = std::time::Instant::now();
+        if plugin.reconcile(inv.clone(), host.clone()).await.is_err() {
+            failed += 1;
+        }
+        times.push(t.elapsed());
+    }
+    let total = started.elapsed();
+    times.sort();
+    let pct = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)];
+    Ok(format!(
+        "plugin {} — {calls} reconcile calls ({failed} returned an error)\n\
+         calls/s: {:.0}\np50: {:?}\np99: {:?}\nmax: {:?}",
+        plugin.description().name,
+        calls as f64 / total.as_secs_f64(),
+        pct(0.50),
+        pct(0.99),
+        times[times.len() - 1],
+    ))
 }
