@@ -117,7 +117,9 @@ struct SeriesKey {
 
 /// A published Event: its name and namespace, how often it occurred, when it was last seen.
 struct Published {
-    name: String,
+    /// `None` while the first publish's create is in flight: repeats then only count, and the
+    /// creator writes the series once its Event exists (two creates would be two Events).
+    name: Option<String>,
     namespace: String,
     count: i32,
     last_seen: Instant,
@@ -144,20 +146,42 @@ impl Recorder {
             {
                 series.remove(&oldest);
             }
-            series.get_mut(&key).map(|p| {
-                p.count += 1;
-                p.last_seen = now;
-                (p.name.clone(), p.namespace.clone(), p.count)
-            })
+            let namespace = regarding
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            match series.get_mut(&key) {
+                Some(p) => {
+                    p.count += 1;
+                    p.last_seen = now;
+                    Some(
+                        p.name
+                            .clone()
+                            .map(|name| (name, p.namespace.clone(), p.count)),
+                    )
+                }
+                None => {
+                    series.insert(
+                        key.clone(),
+                        Published {
+                            name: None,
+                            namespace,
+                            count: 1,
+                            last_seen: now,
+                        },
+                    );
+                    None
+                }
+            }
         };
         let time = MicroTime(Timestamp::now());
-        if let Some((name, namespace, count)) = repeat {
-            let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-            let patch = json!({ "series": EventSeries { count, last_observed_time: time } });
-            return events
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(|_| ());
+        match repeat {
+            // A repeat while the first create is in flight: counted, written by the creator.
+            Some(None) => return Ok(()),
+            Some(Some((name, namespace, count))) => {
+                return self.patch_series(&name, &namespace, count, time).await;
+            }
+            None => {}
         }
         let namespace = regarding
             .namespace
@@ -185,17 +209,45 @@ impl Recorder {
             ..Default::default()
         };
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let created = events.create(&PostParams::default(), &event).await?;
-        self.series.lock().expect("event series lock").insert(
-            key,
-            Published {
-                name: created.metadata.name.unwrap_or_default(),
-                namespace,
-                count: 1,
-                last_seen: now,
-            },
-        );
+        let created = match events.create(&PostParams::default(), &event).await {
+            Ok(created) => created,
+            Err(e) => {
+                self.series.lock().expect("event series lock").remove(&key);
+                return Err(e);
+            }
+        };
+        let name = created.metadata.name.unwrap_or_default();
+        let repeats = {
+            let mut series = self.series.lock().expect("event series lock");
+            match series.get_mut(&key) {
+                Some(p) => {
+                    p.name = Some(name.clone());
+                    p.count
+                }
+                None => 1,
+            }
+        };
+        if repeats > 1 {
+            // Repeats arrived while the Event was being created.
+            let time = MicroTime(Timestamp::now());
+            return self.patch_series(&name, &namespace, repeats, time).await;
+        }
         Ok(())
+    }
+
+    async fn patch_series(
+        &self,
+        name: &str,
+        namespace: &str,
+        count: i32,
+        time: MicroTime,
+    ) -> kube::Result<()> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let patch = json!({ "series": EventSeries { count, last_observed_time: time } });
+        events
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
     }
 }
 
