@@ -31,7 +31,7 @@ use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry, PluginRuntime
 
 mod common;
 
-use common::{KillOnDrop, env_usize, rss_kib, spawn_host, workspace};
+use common::{KillOnDrop, env_usize, rss_kib, spawn_host, workspace, write_docs_section};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
@@ -414,16 +414,7 @@ fn main() {
         println!("{table}");
 
         if std::env::var("BENCH_WRITE_DOCS").is_ok() {
-            let path = workspace().join("docs/benchmarks.md");
-            let doc = std::fs::read_to_string(&path).unwrap_or_default();
-            let (start, end) = ("<!-- e2e:start -->", "<!-- e2e:end -->");
-            let body = format!("{start}\n{table}{end}");
-            let updated = match (doc.find(start), doc.find(end)) {
-                (Some(a), Some(b)) => format!("{}{}{}", &doc[..a], body, &doc[b + end.len()..]),
-                _ => format!("{doc}\n{body}\n"),
-            };
-            std::fs::write(&path, updated).unwrap();
-            eprintln!("updated {}", path.display());
+            write_docs_section("e2e", "", &table);
         }
     });
 }

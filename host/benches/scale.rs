@@ -23,7 +23,7 @@ use kube::runtime::watcher;
 
 mod common;
 
-use common::{rss_kib, spawn_host, workspace};
+use common::{rss_kib, spawn_host, workspace, write_docs_section};
 
 struct Point {
     items: usize,
@@ -229,15 +229,7 @@ fn main() {
             let csv_path = bench_dir.join("scale.csv");
             std::fs::write(&csv_path, csv).unwrap();
             plot(&csv_path, &bench_dir.join("scale.png"));
-            let path = workspace().join("docs/benchmarks.md");
-            let doc = std::fs::read_to_string(&path).unwrap_or_default();
-            let (start, end) = ("<!-- scale:start -->", "<!-- scale:end -->");
-            let body = format!("{start}\n{table}{end}");
-            let updated = match (doc.find(start), doc.find(end)) {
-                (Some(a), Some(b)) => format!("{}{}{}", &doc[..a], body, &doc[b + end.len()..]),
-                _ => format!("{doc}\n## Scale\n\n{body}\n"),
-            };
-            std::fs::write(&path, updated).unwrap();
+            write_docs_section("scale", "## Scale\n\n", &table);
         }
     });
 }

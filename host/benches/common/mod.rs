@@ -58,3 +58,21 @@ pub fn spawn_host(kubeconfig: &std::path::Path) -> KillOnDrop {
         .expect("deployer-host run");
     KillOnDrop(host)
 }
+
+/// Replaces the part of `docs/benchmarks.md` between `<!-- {marker}:start -->` and
+/// `<!-- {marker}:end -->` with `table` (or appends the section under `heading` if absent).
+pub fn write_docs_section(marker: &str, heading: &str, table: &str) {
+    let path = workspace().join("docs/benchmarks.md");
+    let doc = std::fs::read_to_string(&path).unwrap_or_default();
+    let (start, end) = (
+        format!("<!-- {marker}:start -->"),
+        format!("<!-- {marker}:end -->"),
+    );
+    let body = format!("{start}\n{table}{end}");
+    let updated = match (doc.find(&start), doc.find(&end)) {
+        (Some(a), Some(b)) => format!("{}{}{}", &doc[..a], body, &doc[b + end.len()..]),
+        _ => format!("{doc}\n{heading}{body}\n"),
+    };
+    std::fs::write(&path, updated).unwrap();
+    eprintln!("updated {}", path.display());
+}
