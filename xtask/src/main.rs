@@ -128,11 +128,7 @@ fn main() -> Result<()> {
                             workspace_root().join("../shared/tools/real-apiserver/real-apiserver");
                         run(Command::new(&tool).arg("build"))
                             .context("building the real kube-apiserver (../shared/tools)")?;
-                        run(Command::new(cargo())
-                            .current_dir(workspace_root())
-                            .env("DEPLOYER_TEST_BACKEND", "real")
-                            .args(["test", "-p", "deployer-host", "--tests"])
-                            .args(&rest))?
+                        run_host_stories_on_real_backend(&rest)?
                     }
                     other => bail!("unknown backend {other:?} (embedded, real)"),
                 }
@@ -235,6 +231,91 @@ struct Plugin {
     /// (`[package.metadata.wasm-deployer] dir = "…"`) a directory of its own, for test
     /// components a plugin directory must not contain (e.g. ones the host refuses to load).
     dir: String,
+}
+
+/// Runs the host's integration tests again with `DEPLOYER_TEST_BACKEND=real`.
+///
+/// Why not `cargo test -p deployer-host`: selecting one package changes Cargo's feature
+/// unification, so every test binary would be compiled a second time (twice the disk, which is
+/// what filled the CI machine). Instead the `--workspace` build the embedded run made is asked for
+/// its test executables (`--no-run`, nothing is rebuilt) and the host's are run directly, all of
+/// them even when one fails, as `cargo test --no-fail-fast` would.
+fn run_host_stories_on_real_backend(rest: &[String]) -> Result<()> {
+    // Arguments after `--` (and a bare test-name filter) go to each test binary.
+    let (cargo_args, mut binary_args): (Vec<String>, Vec<String>) =
+        match rest.iter().position(|a| a == "--") {
+            Some(i) => (rest[..i].to_vec(), rest[i + 1..].to_vec()),
+            None => (rest.to_vec(), Vec::new()),
+        };
+    let mut cargo_args = cargo_args;
+    if cargo_args.first().is_some_and(|a| !a.starts_with('-')) {
+        binary_args.insert(0, cargo_args.remove(0));
+    }
+    let host_manifest = workspace_root().join("host/Cargo.toml").canonicalize()?;
+    let out = Command::new(cargo())
+        .current_dir(workspace_root())
+        .args([
+            "test",
+            "--workspace",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(&cargo_args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("listing the test executables")?;
+    if !out.status.success() {
+        bail!("cargo test --no-run failed with {}", out.status);
+    }
+    let mut executables = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let is_host_test = msg["reason"] == "compiler-artifact"
+            && msg["target"]["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "test"))
+            && msg["manifest_path"]
+                .as_str()
+                .and_then(|p| Path::new(p).canonicalize().ok())
+                .is_some_and(|p| p == host_manifest);
+        if let (true, Some(exe)) = (is_host_test, msg["executable"].as_str()) {
+            let name = msg["target"]["name"].as_str().unwrap_or("?").to_string();
+            executables.push((name, PathBuf::from(exe)));
+        }
+    }
+    if executables.is_empty() {
+        bail!("no test executables of deployer-host found");
+    }
+    executables.sort();
+    let host_dir = host_manifest
+        .parent()
+        .expect("manifest has a parent")
+        .to_path_buf();
+    let mut failed = Vec::new();
+    for (name, exe) in &executables {
+        eprintln!("     Running [real] {name} ({})", exe.display());
+        let status = Command::new(exe)
+            .current_dir(&host_dir)
+            .env("DEPLOYER_TEST_BACKEND", "real")
+            .env("CARGO_MANIFEST_DIR", &host_dir)
+            .args(&binary_args)
+            .status()
+            .with_context(|| format!("running {}", exe.display()))?;
+        if !status.success() {
+            failed.push(name.clone());
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} test binaries failed on the real backend: {}",
+            failed.len(),
+            executables.len(),
+            failed.join(", ")
+        );
+    }
+    Ok(())
 }
 
 fn cargo() -> String {
