@@ -232,3 +232,99 @@ fn given_an_item_file_when_a_plugin_runs_offline_then_its_response_errors_and_ho
     );
     assert!(calls.iter().any(|c| c["kind"] == "checkpoint"), "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_cluster_when_a_run_is_recorded_then_it_replays_offline_and_a_changed_call_is_refused()
+ {
+    skip_on_real!("the recording needs a server this test starts itself");
+    let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn({
+        let server = server.clone();
+        async move {
+            server
+                .serve(listener, async move {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
+    )
+    .unwrap();
+    let item = |cm: &str| {
+        format!(
+            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {{name: mf, namespace: default}}\n\
+             spec:\n  type: landscaper.gardener.cloud/kubernetes-manifest\n  config:\n    \
+             apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2\n    kind: ProviderConfiguration\n    manifests:\n    - policy: manage\n      \
+             manifest: {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {cm}, namespace: default}}, data: {{k: v}}}}\n"
+        )
+    };
+    let recording = dir.path().join("recording.json");
+    let run = |item: String, extra: Vec<String>| async move {
+        tokio::task::spawn_blocking(move || {
+            run_plugin(
+                "manifest.wasm",
+                &[("item", &item)],
+                &extra.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+        })
+        .await
+        .unwrap()
+    };
+
+    // Live, recorded: the ConfigMap really exists afterwards.
+    let (ok, live) = run(
+        item("recorded"),
+        vec![
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--record".into(),
+            recording.display().to_string(),
+        ],
+    )
+    .await;
+    assert!(ok, "{live}");
+    assert_eq!(live["response"]["phase"], "Succeeded", "{live}");
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(server.client(), "default");
+    assert_eq!(
+        cms.get("recorded").await.unwrap().data.unwrap()["k"],
+        "v",
+        "the live run applied the manifest"
+    );
+    let exchanges: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+    assert!(!exchanges.is_empty(), "calls were recorded");
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+
+    // Offline, replayed: the same response without a server.
+    let (ok, replayed) = run(
+        item("recorded"),
+        vec!["--replay".into(), recording.display().to_string()],
+    )
+    .await;
+    assert!(ok, "{replayed}");
+    assert_eq!(replayed["response"], live["response"]);
+    assert_eq!(replayed["hostCalls"], live["hostCalls"]);
+
+    // A plugin (or item) that now calls something else is told where it departs from the recording.
+    let (ok, changed) = run(
+        item("other"),
+        vec!["--replay".into(), recording.display().to_string()],
+    )
+    .await;
+    assert!(!ok, "{changed}");
+    let diverged = changed["replayDiverged"].as_str().unwrap_or_default();
+    assert!(
+        diverged.contains("name: \"other\"") && diverged.contains("where the recording has"),
+        "{changed}"
+    );
+}

@@ -229,6 +229,15 @@ enum PluginCommand {
         /// `reconcile` or `delete`.
         #[arg(long, default_value = "reconcile")]
         op: String,
+        /// Send Kubernetes calls to this cluster (the Target, unless --target is given).
+        #[arg(long, conflicts_with = "replay")]
+        kubeconfig: Option<PathBuf>,
+        /// Write the Kubernetes calls and their answers to FILE (with --kubeconfig).
+        #[arg(long, requires = "kubeconfig")]
+        record: Option<PathBuf>,
+        /// Answer the Kubernetes calls from FILE (written by --record), offline.
+        #[arg(long)]
+        replay: Option<PathBuf>,
     },
     /// What a plugin is and whether this host can load it: name, version, DeployItem types,
     /// hook types, WIT version, imports and exports, size, digest. FILE or an OCI reference.
@@ -538,6 +547,9 @@ async fn main() -> anyhow::Result<()> {
                 target,
                 context,
                 op,
+                kubeconfig,
+                record,
+                replay,
             } => {
                 let bytes =
                     std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
@@ -548,14 +560,33 @@ async fn main() -> anyhow::Result<()> {
                 let plugin = runtime
                     .load_bytes(&file.display().to_string(), &bytes)
                     .await?;
-                let inv = deployer_host::plugin_cli::invocation(
-                    &item,
-                    target.as_deref(),
-                    context.as_deref(),
-                )?;
-                let report = deployer_host::plugin_cli::run(plugin, &op, inv).await?;
+                use deployer_host::plugin_cli as cli;
+                let target = match (&target, &kubeconfig) {
+                    (Some(t), _) => Some((cli::read_yaml(t)?, t.display().to_string())),
+                    (None, Some(k)) => {
+                        Some((cli::target_for_kubeconfig(k)?, k.display().to_string()))
+                    }
+                    // Replayed calls need no cluster, but the plugin must see a Target.
+                    (None, None) if replay.is_some() => {
+                        Some((cli::replay_target(), "--replay".to_string()))
+                    }
+                    (None, None) => None,
+                };
+                let inv = cli::invocation_with(&item, target, context.as_deref())?;
+                let cluster = match (&kubeconfig, &replay) {
+                    (Some(_), _) => cli::live_cluster(&inv)?,
+                    (None, Some(r)) => cli::read_recording(r)?,
+                    (None, None) => cli::Cluster::Offline,
+                };
+                let host = Arc::new(cli::RecordingHost::new(cluster));
+                let report = cli::run_with(plugin, &op, inv, host.clone()).await?;
+                if let Some(path) = &record {
+                    let exchanges = host.exchanges.lock().expect("exchanges").clone();
+                    std::fs::write(path, serde_json::to_string_pretty(&exchanges)?)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                }
                 println!("{}", serde_json::to_string_pretty(&report)?);
-                if report["ok"] != true {
+                if report["ok"] != true || report.get("replayDiverged").is_some() {
                     std::process::exit(1);
                 }
                 Ok(())

@@ -1,7 +1,8 @@
-//! `deployer-host plugin run` and `plugin bench`: plugin calls offline, for plugin authors — the DeployItem (and
-//! Target and Context) from YAML files, the response and every host call the plugin made
-//! printed. Kubernetes calls are recorded and answered "no cluster offline"; nothing leaves the
-//! process.
+//! `deployer-host plugin run` and `plugin bench`: plugin calls for plugin authors — the
+//! DeployItem (and Target and Context) from YAML files, the response and every host call the
+//! plugin made printed. Kubernetes calls go nowhere (recorded and refused, the default), to a
+//! real API server through the host's own capability code (`--kubeconfig`, kept with
+//! `--record FILE`), or are answered from such a recording (`--replay FILE`), offline.
 //!
 //! Owns: building an [`Invocation`] from files and recording host calls. Must not touch: the
 //! contract (no status is written; the host's phase rules do not run).
@@ -23,10 +24,45 @@ pub struct HostCall {
     pub detail: String,
 }
 
-/// [`HostServices`] that records every call; Kubernetes is unavailable offline.
+/// One Kubernetes call and its answer, as `--record` writes them and `--replay` reads them.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Exchange {
+    pub op: KubeOp,
+    pub result: Result<Option<String>, DeployerError>,
+}
+
+/// Where a plugin's Kubernetes calls go during `plugin run`.
+#[derive(Default)]
+pub enum Cluster {
+    /// Nowhere: calls are recorded and refused (no cluster offline).
+    #[default]
+    Offline,
+    /// A real API server, with the host's own capability code (`--kubeconfig`); every exchange
+    /// is kept for `--record`.
+    Live(crate::capabilities::ItemServices),
+    /// Answers from a recording (`--replay`), in order; a call that differs from the recorded
+    /// one is refused with both shown.
+    Replay(Mutex<std::collections::VecDeque<Exchange>>),
+}
+
+/// [`HostServices`] that records every call and sends Kubernetes calls to the [`Cluster`].
 #[derive(Default)]
 pub struct RecordingHost {
     pub calls: Mutex<Vec<HostCall>>,
+    pub cluster: Cluster,
+    /// Every Kubernetes exchange, in order (what `--record` writes).
+    pub exchanges: Mutex<Vec<Exchange>>,
+    /// The first call that departed from the recording (`--replay`), if any.
+    pub divergence: Mutex<Option<String>>,
+}
+
+impl RecordingHost {
+    pub fn new(cluster: Cluster) -> Self {
+        Self {
+            cluster,
+            ..Default::default()
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -44,14 +80,112 @@ impl HostServices for RecordingHost {
             kind: "kubernetes".into(),
             detail: format!("{op:?}"),
         });
-        Err(DeployerError::internal(
-            "KubernetesUnavailable",
-            "`deployer-host plugin run` has no cluster: Kubernetes calls are recorded, not made",
-        ))
+        let result = match &self.cluster {
+            Cluster::Offline => Err(DeployerError::internal(
+                "KubernetesUnavailable",
+                "`deployer-host plugin run` has no cluster: Kubernetes calls are recorded, not \
+                 made (give --kubeconfig, or --replay a recording)",
+            )),
+            Cluster::Live(services) => services.kube(op.clone()).await,
+            Cluster::Replay(recorded) => {
+                let next = recorded.lock().expect("replay").pop_front();
+                let departed = match next {
+                    Some(e) if e.op == op => return self.exchanged(op, e.result),
+                    Some(e) => DeployerError::internal(
+                        "ReplayMismatch",
+                        format!(
+                            "the plugin called {op:?} where the recording has {:?}",
+                            e.op
+                        ),
+                    ),
+                    None => DeployerError::internal(
+                        "ReplayExhausted",
+                        format!("the plugin called {op:?} after the recording ended"),
+                    ),
+                };
+                self.divergence
+                    .lock()
+                    .expect("divergence")
+                    .get_or_insert_with(|| departed.message.clone());
+                Err(departed)
+            }
+        };
+        self.exchanged(op, result)
     }
 }
 
-fn read_yaml(path: &Path) -> anyhow::Result<Value> {
+impl RecordingHost {
+    fn exchanged(
+        &self,
+        op: KubeOp,
+        result: Result<Option<String>, DeployerError>,
+    ) -> Result<Option<String>, DeployerError> {
+        self.exchanges.lock().expect("exchanges").push(Exchange {
+            op,
+            result: result.clone(),
+        });
+        result
+    }
+}
+
+/// A Target for `--kubeconfig FILE` when no `--target` is given: a `kubernetes-cluster` Target
+/// whose `spec.config.kubeconfig` is the file's content.
+pub fn target_for_kubeconfig(kubeconfig: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    Ok(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Target",
+        "metadata": {"name": "plugin-run", "namespace": "default"},
+        "spec": {
+            "type": "landscaper.gardener.cloud/kubernetes-cluster",
+            "config": {"kubeconfig": text},
+        }
+    }))
+}
+
+/// The Target a `--replay` run shows the plugin when no `--target` is given: the one a
+/// `--kubeconfig` run made, without the kubeconfig (no call leaves the process).
+pub fn replay_target() -> Value {
+    json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Target",
+        "metadata": {"name": "plugin-run", "namespace": "default"},
+        "spec": {
+            "type": "landscaper.gardener.cloud/kubernetes-cluster",
+            "config": {"kubeconfig": "replayed: no cluster is contacted"},
+        }
+    })
+}
+
+/// The live cluster for `plugin run --kubeconfig`: the host's own Kubernetes capability, scoped
+/// to the invocation's Target, without a progressing timeout.
+pub fn live_cluster(inv: &Invocation) -> anyhow::Result<Cluster> {
+    let target = inv
+        .target
+        .clone()
+        .context("--kubeconfig needs a Target (give --target, or let --kubeconfig make one)")?;
+    Ok(Cluster::Live(crate::capabilities::ItemServices::new(
+        crate::contract::ProgressingTimeout::unlimited(),
+        Some(target),
+        crate::capabilities::TargetClients::default(),
+    )))
+}
+
+/// Reads a `--record` file for `--replay`.
+pub fn read_recording(path: &Path) -> anyhow::Result<Cluster> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let exchanges: Vec<Exchange> = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a recording of `plugin run --record`",
+            path.display()
+        )
+    })?;
+    Ok(Cluster::Replay(Mutex::new(exchanges.into())))
+}
+
+pub fn read_yaml(path: &Path) -> anyhow::Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
@@ -63,17 +197,36 @@ pub fn invocation(
     target: Option<&Path>,
     context: Option<&Path>,
 ) -> anyhow::Result<Invocation> {
-    let deploy_item = read_yaml(item)?;
+    let target = target.map(|p| read_yaml(p).map(|v| (v, p.display().to_string())));
+    invocation_with(item, target.transpose()?, context)
+}
+
+/// Like [`invocation`], with the Target given as a value (and where it came from, for messages).
+pub fn invocation_with(
+    item: &Path,
+    target: Option<(Value, String)>,
+    context: Option<&Path>,
+) -> anyhow::Result<Invocation> {
+    let mut deploy_item = read_yaml(item)?;
     let target = match target {
-        Some(p) => {
-            let v = read_yaml(p)?;
+        Some((v, p)) => {
+            // An item file without `spec.target` runs on the Target given (as the host would
+            // after resolving it).
+            if deploy_item.pointer("/spec/target").is_none()
+                && let Some(spec) = deploy_item.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.insert(
+                    "target".into(),
+                    json!({"name": v["metadata"]["name"], "namespace": v["metadata"]["namespace"]}),
+                );
+            }
             let content = v
                 .pointer("/spec/config")
                 .map(Value::to_string)
                 .unwrap_or_else(|| "{}".into());
             Some(ResolvedTarget {
                 target: serde_json::from_value(v)
-                    .with_context(|| format!("{} is not a Target", p.display()))?,
+                    .with_context(|| format!("{p} is not a Target"))?,
                 content,
             })
         }
@@ -101,8 +254,17 @@ pub async fn run(
     op: &str,
     inv: Invocation,
 ) -> anyhow::Result<Value> {
+    run_with(plugin, op, inv, Arc::new(RecordingHost::default())).await
+}
+
+/// Like [`run`], with the host (and so the cluster) given; the host keeps the exchanges.
+pub async fn run_with(
+    plugin: Arc<plugin_runtime::WasmPlugin>,
+    op: &str,
+    inv: Invocation,
+    host: Arc<RecordingHost>,
+) -> anyhow::Result<Value> {
     use plugin_runtime::DeployerPlugin;
-    let host = Arc::new(RecordingHost::default());
     let result = match op {
         "reconcile" => plugin.reconcile(inv, host.clone()).await,
         "delete" => plugin.delete(inv, host.clone()).await,
@@ -118,6 +280,11 @@ pub async fn run(
     match result {
         Ok(r) => report["response"] = serde_json::to_value(r)?,
         Err(e) => report["error"] = serde_json::to_value(e)?,
+    }
+    // A plugin may treat a refused call as transient and still answer; the departure from the
+    // recording is what the author needs to see (and the CLI exits 1 on it).
+    if let Some(d) = host.divergence.lock().expect("divergence").clone() {
+        report["replayDiverged"] = json!(d);
     }
     Ok(report)
 }

@@ -169,13 +169,23 @@ async fn load_dir_tolerant(
         .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
         .collect();
     files.sort();
-    let mut loaded = Vec::new();
-    for path in files {
+    // All at once: compiling is CPU work off the async threads, and a large component (a Python
+    // or JavaScript plugin is 12-18 MB, seconds to compile cold) must not make the small ones
+    // wait behind it. The order of the result stays the order of the file names.
+    let loads = files.into_iter().map(|path| async move {
         let source = path.display().to_string();
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if size > 4 << 20 {
+            tracing::info!(plugin = %source, bytes = size, "loading a large plugin (compiled once, then cached)");
+        }
         let result = match std::fs::read(&path) {
             Ok(bytes) => runtime.load_bytes(&source, &bytes).await,
             Err(e) => Err(anyhow::Error::from(e)),
         };
+        (source, result)
+    });
+    let mut loaded = Vec::new();
+    for (source, result) in futures::future::join_all(loads).await {
         match result {
             Ok(p) => loaded.push(p),
             Err(e) => {

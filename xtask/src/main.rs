@@ -115,6 +115,7 @@ fn main() -> Result<()> {
             }
             ensure_wasm_target()?;
             build_plugins(&[])?;
+            build_polyglot(&[])?;
             for backend in &backends {
                 match backend.as_str() {
                     // Everything, against the project's own API server.
@@ -134,6 +135,10 @@ fn main() -> Result<()> {
                 }
             }
             Ok(())
+        }
+        Some("build-polyglot") => {
+            let langs: Vec<String> = args.collect();
+            build_polyglot(&langs)
         }
         Some("image") => image(args.collect()),
         Some("bench") => {
@@ -231,6 +236,41 @@ struct Plugin {
     /// (`[package.metadata.wasm-deployer] dir = "…"`) a directory of its own, for test
     /// components a plugin directory must not contain (e.g. ones the host refuses to load).
     dir: String,
+}
+
+/// The languages with example plugins under `plugins/<lang>/` (built by `build.sh`).
+const POLYGLOT: [&str; 3] = ["python", "js", "c"];
+
+/// Builds the Python, JavaScript and C example plugins (`plugins/<lang>/build.sh`) into
+/// `<target-dir>/polyglot-plugins/<lang>/`. Each script installs its toolchain under
+/// `target/guest-toolchains/` when it is missing; under `CI=true` a failure fails the run,
+/// elsewhere it is reported and the language's stories skip themselves.
+fn build_polyglot(only: &[String]) -> Result<()> {
+    let root = workspace_root();
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    for lang in POLYGLOT {
+        if !only.is_empty() && !only.iter().any(|l| l == lang) {
+            continue;
+        }
+        let out = target_dir()?.join("polyglot-plugins").join(lang);
+        std::fs::create_dir_all(&out)?;
+        let started = std::time::Instant::now();
+        let result = run(Command::new("bash")
+            .arg(root.join("plugins").join(lang).join("build.sh"))
+            .arg(&out));
+        match result {
+            Ok(()) => eprintln!(
+                "built the {lang} plugins into {} in {:.1} s",
+                out.display(),
+                started.elapsed().as_secs_f64()
+            ),
+            Err(e) if !ci => {
+                eprintln!("warning: {lang} plugins not built ({e:#}); their stories skip")
+            }
+            Err(e) => return Err(e.context(format!("building the {lang} plugins"))),
+        }
+    }
+    Ok(())
 }
 
 /// Runs the host's integration tests again with `DEPLOYER_TEST_BACKEND=real`.

@@ -137,8 +137,12 @@ fn pooling(slots: usize) -> wasmtime::PoolingAllocationConfig {
     pool
 }
 
-/// Prepared components by SHA-256, with the description `describe` returned.
-type PreparedMap = HashMap<[u8; 32], (Arc<Prepared>, wasm::Described)>;
+/// A prepared component with the description `describe` returned.
+type PreparedEntry = (Arc<Prepared>, wasm::Described);
+/// Prepared components by SHA-256. One cell per digest: loads of different plugins compile in
+/// parallel (a Python or JavaScript component takes seconds), loads of the same bytes wait for
+/// the one compile. A failed load leaves its cell empty, so the next load tries again.
+type PreparedMap = HashMap<[u8; 32], Arc<tokio::sync::OnceCell<PreparedEntry>>>;
 
 /// Loads and runs wasm deployer plugins. Create one per process.
 pub struct PluginRuntime {
@@ -246,10 +250,10 @@ impl PluginRuntime {
     ) -> Result<Arc<WasmPlugin>> {
         let started = Instant::now();
         let sha = sha256(bytes);
-        let mut prepared = self.prepared.lock().await;
-        let (entry, outcome, prepare_time) = match prepared.get(&sha) {
-            Some(e) => (e.clone(), LoadOutcome::Reused, Duration::ZERO),
-            None => {
+        let cell = self.prepared.lock().await.entry(sha).or_default().clone();
+        let mut fresh = None;
+        let entry = cell
+            .get_or_try_init(|| async {
                 let (component, outcome, prepare_time) =
                     self.obtain(source_name, &sha, bytes).await?;
                 let grants = Grants::of(&component, &self.engine);
@@ -277,12 +281,12 @@ impl PluginRuntime {
                 )
                 .await?;
                 validate(source_name, &described, component.deployer.is_some())?;
-                let entry = (Arc::new(component), described);
-                prepared.insert(sha, entry.clone());
-                (entry, outcome, prepare_time)
-            }
-        };
-        drop(prepared);
+                fresh = Some((outcome, prepare_time));
+                anyhow::Ok((Arc::new(component), described))
+            })
+            .await?
+            .clone();
+        let (outcome, prepare_time) = fresh.unwrap_or((LoadOutcome::Reused, Duration::ZERO));
         let (prepared, described) = entry;
         let wasm::Described {
             description,

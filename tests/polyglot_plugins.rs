@@ -1,0 +1,255 @@
+//! Plugins written in Python, JavaScript and C, built from source (`plugins/<lang>/build.sh`,
+//! run by `cargo xtask test` into `target/polyglot-plugins/<lang>/`) and run by the host like
+//! any Rust plugin. Each language has the same two examples, so one set of stories checks all:
+//! `<lang>-echo` (a deployer: applies a ConfigMap through the Kubernetes capability, exports the
+//! message) and `<lang>-hold-hook` (a `BeforeReconcile` hook holding annotated items).
+//!
+//! Locally a language whose toolchain is missing is skipped with a message; under `CI=true` a
+//! missing build is a failure (`.ci/run` installs every toolchain).
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use deployer_host::config::{HookRegistration, HostConfig};
+use deployer_host::landscaper::{Phase, codes};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use support::{Harness, Options};
+
+/// The built plugins of `lang`, or `None` (skip) when they were not built outside CI.
+fn built(lang: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/polyglot-plugins")
+        .join(lang);
+    let files = [
+        format!("{lang}-echo.wasm"),
+        format!("{lang}-hold-hook.wasm"),
+    ];
+    if files.iter().all(|f| dir.join(f).is_file()) {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{lang} plugins missing in {} (CI=true): `cargo xtask build-polyglot` builds them",
+        dir.display()
+    );
+    eprintln!(
+        "skipped: no {lang} plugins in {} (run `cargo xtask build-polyglot`)",
+        dir.display()
+    );
+    None
+}
+
+async fn harness(dir: PathBuf, hooks: Option<Vec<HookRegistration>>) -> Harness {
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        hooks,
+        ..HostConfig::default()
+    };
+    config.plugins.dir = Some(dir);
+    Harness::start_with(Options {
+        config,
+        ..Options::default()
+    })
+    .await
+}
+
+/// An echo DeployItem for `lang` in `default`, on the harness' `default` Target.
+fn echo_item(lang: &str, name: &str, config: serde_json::Value) -> String {
+    let mut c =
+        json!({"apiVersion": "examples.wasm-deployer.dev/v1", "kind": "ProviderConfiguration"});
+    c.as_object_mut()
+        .unwrap()
+        .extend(config.as_object().unwrap().clone());
+    serde_json::to_string(&json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "DeployItem",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "type": format!("examples.wasm-deployer.dev/echo-{lang}"),
+            "target": {"name": "default", "namespace": "default"},
+            "config": c,
+        }
+    }))
+    .unwrap()
+}
+
+async fn given_a_valid_config_then_the_configmap_is_applied_exported_and_deleted(lang: &str) {
+    let Some(dir) = built(lang) else { return };
+    let h = harness(dir, None).await;
+    let name = format!("{lang}-hello");
+    h.create_item(&echo_item(
+        lang,
+        &name,
+        json!({"message": "hello from a test"}),
+    ))
+    .await;
+
+    let item = h.wait_finished("default", &name).await;
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{lang}: {:?}", s.last_error);
+    let provider_status = serde_json::to_value(&s.provider_status).unwrap();
+    assert_eq!(
+        provider_status["configMap"],
+        json!(format!("{name}-echo")),
+        "{lang}: providerStatus {provider_status}"
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), "default");
+    let cm = config_maps.get(&format!("{name}-echo")).await.unwrap();
+    assert_eq!(
+        cm.data.unwrap()["message"],
+        "hello from a test",
+        "{lang}: the ConfigMap the plugin applied"
+    );
+    let export = s.export_ref.clone().expect("status.exportRef");
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
+    let exported = &secrets.get(&export.name).await.unwrap().data.unwrap()["config"].0;
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(exported).unwrap(),
+        json!({"message": "hello from a test"}),
+        "{lang}: exports"
+    );
+
+    h.items("default")
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    h.wait_gone("default", &name, Duration::from_secs(30)).await;
+    assert!(
+        config_maps
+            .get_opt(&format!("{name}-echo"))
+            .await
+            .unwrap()
+            .is_none(),
+        "{lang}: delete removed the ConfigMap"
+    );
+}
+
+async fn given_a_bad_config_or_a_crash_then_the_item_fails_with_the_right_code(lang: &str) {
+    let Some(dir) = built(lang) else { return };
+    let h = harness(dir, None).await;
+    let bad = format!("{lang}-bad");
+    let crash = format!("{lang}-crash");
+    h.create_item(&echo_item(lang, &bad, json!({"msg": "typo"})))
+        .await;
+    h.create_item(&echo_item(
+        lang,
+        &crash,
+        json!({"message": "x", "crash": true}),
+    ))
+    .await;
+
+    let s = h.wait_finished("default", &bad).await.status();
+    assert_eq!(s.phase, Phase::Failed, "{lang}");
+    let err = s.last_error.expect("lastError");
+    assert_eq!(
+        err.codes,
+        vec![codes::CONFIGURATION_PROBLEM.to_string()],
+        "{lang}: {}",
+        err.message
+    );
+    assert!(
+        err.message.contains("message"),
+        "{lang}: the error names the field: {}",
+        err.message
+    );
+
+    let s = h.wait_finished("default", &crash).await.status();
+    assert_eq!(s.phase, Phase::Failed, "{lang}");
+    let err = s.last_error.expect("lastError");
+    assert_eq!(
+        err.codes,
+        vec![codes::INTERNAL_PROBLEM.to_string()],
+        "{lang}: {}",
+        err.message
+    );
+    assert!(
+        err.message.contains("crash requested"),
+        "{lang}: the exception text reaches lastError: {}",
+        err.message
+    );
+}
+
+async fn given_the_hold_hook_then_an_annotated_item_waits_until_the_annotation_goes(lang: &str) {
+    let Some(dir) = built(lang) else { return };
+    let hook = format!("{lang}-hold-hook");
+    let h = harness(
+        dir,
+        Some(vec![HookRegistration {
+            plugin: hook,
+            deploy_item_types: vec!["*".into()],
+            hook_types: Vec::new(),
+        }]),
+    )
+    .await;
+    let held = format!("{lang}-held");
+    let free = format!("{lang}-free");
+    let mut item: serde_json::Value =
+        serde_json::from_str(&echo_item(lang, &held, json!({"message": "wait"}))).unwrap();
+    item["metadata"]["annotations"] = json!({"examples.wasm-deployer.dev/hold": "true"});
+    h.create_item(&item.to_string()).await;
+    h.create_item(&echo_item(lang, &free, json!({"message": "go"})))
+        .await;
+
+    // The unannotated item goes through the same hook and finishes; the held one does not.
+    let s = h.wait_finished("default", &free).await.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{lang}: {:?}", s.last_error);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s = h.items("default").get(&held).await.unwrap().status();
+    assert!(
+        !s.job_id.is_empty() && s.job_id != s.job_id_finished,
+        "{lang}: the held item's job stays open: {s:?}"
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), "default");
+    assert!(
+        config_maps
+            .get_opt(&format!("{held}-echo"))
+            .await
+            .unwrap()
+            .is_none(),
+        "{lang}: the held item was not reconciled"
+    );
+
+    let release = json!({"metadata": {"annotations": {"examples.wasm-deployer.dev/hold": null}}});
+    h.items("default")
+        .patch(&held, &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    let s = h.wait_finished("default", &held).await.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{lang}: {:?}", s.last_error);
+}
+
+macro_rules! stories {
+    ($($lang:ident),*) => {$(
+        mod $lang {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn given_a_valid_config_then_the_configmap_is_applied_exported_and_deleted() {
+                super::given_a_valid_config_then_the_configmap_is_applied_exported_and_deleted(
+                    stringify!($lang),
+                )
+                .await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn given_a_bad_config_or_a_crash_then_the_item_fails_with_the_right_code() {
+                super::given_a_bad_config_or_a_crash_then_the_item_fails_with_the_right_code(
+                    stringify!($lang),
+                )
+                .await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn given_the_hold_hook_then_an_annotated_item_waits_until_the_annotation_goes() {
+                super::given_the_hold_hook_then_an_annotated_item_waits_until_the_annotation_goes(
+                    stringify!($lang),
+                )
+                .await
+            }
+        }
+    )*};
+}
+
+stories!(python, js, c);
