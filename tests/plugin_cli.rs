@@ -328,3 +328,73 @@ async fn given_a_cluster_when_a_run_is_recorded_then_it_replays_offline_and_a_ch
         "{changed}"
     );
 }
+
+#[test]
+fn given_a_plugin_when_the_conformance_suite_runs_then_a_good_plugin_passes_and_a_broken_item_fails()
+ {
+    skip_on_real!("needs no API server");
+    let dir = tempfile::tempdir().unwrap();
+    let suite = |item: &str| {
+        let path = dir.path().join("item.yaml");
+        std::fs::write(&path, item).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+            .args(["plugin", "test"])
+            .arg(support::plugins_dir().join("manifest.wasm"))
+            .arg("--item")
+            .arg(&path)
+            .arg("--json")
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        let checks: Vec<Value> = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let outcome = |name: &str| {
+            checks
+                .iter()
+                .find(|c| c["name"] == name)
+                .map(|c| c["outcome"].as_str().unwrap().to_string())
+                .unwrap_or_default()
+        };
+        (
+            out.status.success(),
+            [
+                "describe-valid",
+                "describe-stable",
+                "reconcile",
+                "reconcile-again",
+                "delete",
+                "delete-again",
+                "cleanup",
+                "deadline",
+                "no-ambient-io",
+            ]
+            .map(outcome),
+            checks,
+        )
+    };
+    let manifest = |manifests: &str| {
+        format!(
+            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {{name: mf, namespace: default}}\n\
+             spec:\n  type: landscaper.gardener.cloud/kubernetes-manifest\n  config:\n    \
+             apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2\n    kind: ProviderConfiguration\n    manifests: {manifests}\n"
+        )
+    };
+    // The manifest deployer with a ConfigMap: every check passes, delete removes what it made.
+    let (ok, outcomes, checks) = suite(&manifest(
+        "[{policy: manage, manifest: {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}, data: {k: v}}}]",
+    ));
+    assert!(ok, "{checks:#?}");
+    assert!(outcomes.iter().all(|o| o == "pass"), "{checks:#?}");
+    assert!(
+        checks
+            .iter()
+            .filter(|c| c["name"].as_str().unwrap().starts_with("bad-config"))
+            .all(|c| c["outcome"] == "pass"),
+        "{checks:#?}"
+    );
+    // An item the plugin cannot reconcile: the suite says which check failed, and exits 1.
+    let (ok, outcomes, checks) =
+        suite(&manifest("[{policy: manage, manifest: {kind: ConfigMap}}]"));
+    assert!(!ok, "{checks:#?}");
+    assert_eq!(outcomes[2], "fail", "reconcile: {checks:#?}");
+}

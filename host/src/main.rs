@@ -213,6 +213,19 @@ enum PluginCommand {
         #[arg(long, default_value_t = 2000)]
         calls: usize,
     },
+    /// The conformance suite every plugin should pass (describe valid and stable, a broken
+    /// configuration -> ERR_CONFIGURATION_PROBLEM, with --item: reconcile, reconcile again,
+    /// delete twice, cleanup; hooks answer; deadline; no network). Offline, on an in-memory
+    /// cluster. Exit 1 if a check fails.
+    Test {
+        file: PathBuf,
+        /// A DeployItem the plugin should reconcile successfully (YAML or JSON).
+        #[arg(long)]
+        item: Option<PathBuf>,
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// One call of a plugin offline: prints the response (or error) and every host call it
     /// made as JSON; Kubernetes calls are recorded and refused (no cluster). Exit 1 on an error.
     Run {
@@ -539,6 +552,34 @@ async fn main() -> anyhow::Result<()> {
                     "{}",
                     deployer_host::plugin_sources::trust::digest_of(&bytes)
                 );
+                Ok(())
+            }
+            PluginCommand::Test { file, item, json } => {
+                let bytes =
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let runtime = plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig {
+                    instance_slots: 0,
+                    ..Default::default()
+                })?;
+                let plugin = runtime
+                    .load_bytes(&file.display().to_string(), &bytes)
+                    .await?;
+                let name = plugin_runtime::DeployerPlugin::description(plugin.as_ref())
+                    .name
+                    .clone();
+                let checks =
+                    deployer_host::plugin_conformance::run(plugin, item.as_deref()).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&checks)?);
+                } else {
+                    print!(
+                        "{}",
+                        deployer_host::plugin_conformance::render(&name, &checks)
+                    );
+                }
+                if checks.iter().any(|c| c.outcome == "fail") {
+                    std::process::exit(1);
+                }
                 Ok(())
             }
             PluginCommand::Run {

@@ -60,6 +60,7 @@ pub use native::{NativeHooks, NativePlugin};
 pub use registry::PluginRegistry;
 pub use runtime::{LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats};
 pub use wasm::WasmPlugin;
+pub use wasm::store::DENIED_NETWORK_ATTEMPTS;
 
 /// The shared data model (re-exported from `sdk-guest`).
 pub use sdk_guest::{

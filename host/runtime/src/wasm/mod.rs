@@ -54,6 +54,20 @@ impl std::fmt::Debug for WasmPlugin {
 }
 
 impl WasmPlugin {
+    /// Calls `describe` (and `hooks.describe`) again in a fresh instance: what the plugin would
+    /// say at its next load. `deployer-host plugin test` compares it with the first answer.
+    pub async fn describe_again(&self) -> anyhow::Result<(Description, Option<HookSetup>)> {
+        let d = invoke::describe(
+            &self.engine,
+            &self.prepared,
+            &self.source,
+            self.limits,
+            &self.slots,
+        )
+        .await?;
+        Ok((d.description, d.hook_setup))
+    }
+
     /// The version of the `wasm-deployer:plugin` WIT package the component was built against
     /// (the highest version among its imports and exports of that package).
     pub fn wit_version(&self) -> Option<String> {

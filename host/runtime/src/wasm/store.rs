@@ -123,6 +123,10 @@ const THROTTLE_AFTER_BUSY_TICKS: u32 = 25;
 /// The sleep per tick of a throttled invocation (a third of a core at the 10 ms tick).
 const THROTTLE_SLEEP: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// Network connections or binds plugins attempted (and were denied) in this process.
+pub static DENIED_NETWORK_ATTEMPTS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
 pub(crate) fn new_store(
     engine: &wasmtime::Engine,
     plugin: Arc<str>,
@@ -147,6 +151,7 @@ pub(crate) fn new_store(
         .allow_udp(false)
         .allow_ip_name_lookup(false)
         .socket_addr_check(move |addr, usage| {
+            DENIED_NETWORK_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::warn!(plugin = %denied_plugin, %addr, ?usage, "denied: plugins get no network");
             Box::pin(async { false })
         })
