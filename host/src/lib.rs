@@ -20,6 +20,7 @@ pub mod locking;
 pub mod metrics;
 pub mod plugin_cli;
 pub mod plugin_conformance;
+pub mod plugin_scaffold;
 pub mod plugin_sources;
 pub mod plugins;
 pub mod targetselector;

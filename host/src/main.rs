@@ -213,6 +213,29 @@ enum PluginCommand {
         #[arg(long, default_value_t = 2000)]
         calls: usize,
     },
+    /// A new plugin project in DIR (default: ./NAME) that builds as generated: an echo
+    /// deployer, the language's guest helper, the WIT files and an item.yaml.
+    New {
+        name: String,
+        /// rust, python, js or c.
+        #[arg(long)]
+        lang: String,
+        /// Where to write it (default: ./NAME).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Rust only: the sdk-guest crate to depend on (default: this checkout's).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
+    /// Build the plugin project in DIR (made by `plugin new`) with its language's toolchain;
+    /// prints the component's path.
+    Build {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Where to write the component (default: DIR/NAME.wasm).
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+    },
     /// The conformance suite every plugin should pass (describe valid and stable, a broken
     /// configuration -> ERR_CONFIGURATION_PROBLEM, with --item: reconcile, reconcile again,
     /// delete twice, cleanup; hooks answer; deadline; no network). Offline, on an in-memory
@@ -552,6 +575,37 @@ async fn main() -> anyhow::Result<()> {
                     "{}",
                     deployer_host::plugin_sources::trust::digest_of(&bytes)
                 );
+                Ok(())
+            }
+            PluginCommand::New {
+                name,
+                lang,
+                dir,
+                sdk,
+            } => {
+                let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+                let files = deployer_host::plugin_scaffold::new_project(
+                    &lang,
+                    &name,
+                    &dir,
+                    sdk.as_deref(),
+                )?;
+                println!(
+                    "created {} ({lang}, {} files); next:",
+                    dir.display(),
+                    files.len()
+                );
+                println!("  deployer-host plugin build {}", dir.display());
+                println!(
+                    "  deployer-host plugin test {}/{name}.wasm --item {}/item.yaml",
+                    dir.display(),
+                    dir.display()
+                );
+                Ok(())
+            }
+            PluginCommand::Build { dir, out } => {
+                let built = deployer_host::plugin_scaffold::build(&dir, out.as_deref())?;
+                println!("{}", built.display());
                 Ok(())
             }
             PluginCommand::Test { file, item, json } => {

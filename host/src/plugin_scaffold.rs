@@ -1,0 +1,296 @@
+//! `deployer-host plugin new --lang L NAME` and `plugin build [DIR]`: a plugin project that builds
+//! as generated, in Rust, Python, JavaScript or C, and the one command that builds any of them.
+//!
+//! A project made by `new` holds a small echo deployer (a ConfigMap through the Kubernetes
+//! capability, an export, ERR_CONFIGURATION_PROBLEM on a bad config), the language's guest helper
+//! (`sdk-guest/<lang>`, copied in; Rust depends on `sdk-guest` by path), the WIT files, an
+//! `item.yaml` and `wasm-deployer-plugin.json` (`{name, lang}`), which `build` reads.
+//!
+//! Owns: the templates and the toolchain commands. Must not touch: the runtime (a built plugin
+//! is checked with `plugin test`, not here).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+/// The languages `new` and `build` know.
+pub const LANGUAGES: [&str; 4] = ["rust", "python", "js", "c"];
+
+/// The file that marks a plugin project and says its language.
+pub const MANIFEST: &str = "wasm-deployer-plugin.json";
+
+const WIT: [(&str, &str); 3] = [
+    ("wit/deployer.wit", include_str!("../../wit/deployer.wit")),
+    ("wit/hooks.wit", include_str!("../../wit/hooks.wit")),
+    (
+        "wit/kubernetes.wit",
+        include_str!("../../wit/kubernetes.wit"),
+    ),
+];
+
+const ITEM: &str = include_str!("../../sdk-guest/templates/item.yaml.tmpl");
+
+/// The files of a new project in `lang` (templates with `{{name}}`, `{{type}}`, `{{sdk}}`).
+fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
+    Ok(match lang {
+        "rust" => vec![
+            (
+                "Cargo.toml",
+                include_str!("../../sdk-guest/templates/rust/Cargo.toml.tmpl"),
+            ),
+            (
+                "src/lib.rs",
+                include_str!("../../sdk-guest/templates/rust/src/lib.rs.tmpl"),
+            ),
+        ],
+        "python" => vec![
+            (
+                "app.py",
+                include_str!("../../sdk-guest/templates/python/app.py.tmpl"),
+            ),
+            (
+                "wasm_deployer/__init__.py",
+                include_str!("../../sdk-guest/python/wasm_deployer/__init__.py"),
+            ),
+        ],
+        "c" => vec![
+            (
+                "plugin.c",
+                include_str!("../../sdk-guest/templates/c/plugin.c.tmpl"),
+            ),
+            (
+                "wasm_deployer.h",
+                include_str!("../../sdk-guest/c/wasm_deployer.h"),
+            ),
+            (
+                "wasm_deployer.c",
+                include_str!("../../sdk-guest/c/wasm_deployer.c"),
+            ),
+        ],
+        other => bail!(
+            "unknown language {other:?}: one of {}",
+            LANGUAGES.join(", ")
+        ),
+    })
+}
+
+/// Where the Rust SDK is, for a generated `Cargo.toml`: `--sdk`, else this checkout's.
+fn rust_sdk(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let path = match sdk {
+        Some(p) => p.to_path_buf(),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sdk-guest"),
+    };
+    let path = path.canonicalize().with_context(|| {
+        format!(
+            "the Rust SDK is not at {}: give --sdk PATH (the sdk-guest directory of a wasm-deployer checkout)",
+            path.display()
+        )
+    })?;
+    anyhow::ensure!(
+        path.join("Cargo.toml").is_file(),
+        "{} is not the sdk-guest crate",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// `plugin new`: writes the project into `dir` (which must not exist or be empty).
+pub fn new_project(
+    lang: &str,
+    name: &str,
+    dir: &Path,
+    sdk: Option<&Path>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    anyhow::ensure!(
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && name.starts_with(|c: char| c.is_ascii_lowercase()),
+        "plugin name {name:?}: lowercase letters, digits and '-', starting with a letter"
+    );
+    if dir.exists() && dir.read_dir()?.next().is_some() {
+        bail!("{} exists and is not empty", dir.display());
+    }
+    let files = templates(lang)?;
+    let sdk = if lang == "rust" {
+        rust_sdk(sdk)?.display().to_string()
+    } else {
+        String::new()
+    };
+    let type_ = format!("example.dev/{name}");
+    let fill = |t: &str| {
+        t.replace("{{name}}", name)
+            .replace("{{type}}", &type_)
+            .replace("{{sdk}}", &sdk)
+    };
+    let mut written = Vec::new();
+    let mut write = |rel: &str, text: String| -> anyhow::Result<()> {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+        Ok(())
+    };
+    for (rel, text) in files {
+        write(rel, fill(text))?;
+    }
+    if lang != "rust" {
+        for (rel, text) in WIT {
+            write(rel, text.to_string())?;
+        }
+    }
+    write("item.yaml", fill(ITEM))?;
+    write(
+        MANIFEST,
+        serde_json::to_string_pretty(&json!({"name": name, "lang": lang}))? + "\n",
+    )?;
+    Ok(written)
+}
+
+fn read_manifest(dir: &Path) -> anyhow::Result<(String, String)> {
+    let path = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{} not found: `plugin build` builds projects made by `plugin new`",
+            path.display()
+        )
+    })?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    let field = |f: &str| {
+        v[f].as_str()
+            .map(String::from)
+            .with_context(|| format!("{}: `{f}` missing", path.display()))
+    };
+    Ok((field("name")?, field("lang")?))
+}
+
+fn run(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
+    let status = cmd.status().with_context(|| {
+        format!(
+            "{what}: cannot start {:?} (is the toolchain installed? see docs/plugins/)",
+            cmd.get_program()
+        )
+    })?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// A tool from `$VAR`, else `name` on `PATH`.
+fn tool(var: &str, name: &str) -> PathBuf {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// `plugin build`: builds the project in `dir` with its language's toolchain and returns the
+/// component's path (`out`, default `<dir>/<name>.wasm`).
+pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let (name, lang) = read_manifest(dir)?;
+    let out = match out {
+        Some(o) => std::path::absolute(o)?,
+        None => std::path::absolute(dir.join(format!("{name}.wasm")))?,
+    };
+    match lang.as_str() {
+        "rust" => {
+            run(
+                Command::new(tool("CARGO", "cargo")).current_dir(dir).args([
+                    "build",
+                    "--release",
+                    "--target",
+                    "wasm32-wasip2",
+                ]),
+                "cargo build",
+            )?;
+            let built = dir
+                .join("target/wasm32-wasip2/release")
+                .join(format!("{}.wasm", name.replace('-', "_")));
+            std::fs::copy(&built, &out)
+                .with_context(|| format!("copying {} to {}", built.display(), out.display()))?;
+        }
+        "python" => run(
+            Command::new(tool("COMPONENTIZE_PY", "componentize-py"))
+                .current_dir(dir)
+                .args([
+                    "-d",
+                    "wit",
+                    "-w",
+                    "deployer-plugin",
+                    "componentize",
+                    "app",
+                    "-p",
+                    ".",
+                ])
+                .arg("-o")
+                .arg(&out),
+            "componentize-py",
+        )?,
+        "c" => {
+            // Bindings and the component step come from `c-componentize` (wit-bindgen-c +
+            // wit-component + the preview1 reactor adapter); clang and wasi-libc from Debian.
+            let cc_tool = tool("C_COMPONENTIZE", "c-componentize");
+            let gen_dir = dir.join("gen");
+            run(
+                Command::new(&cc_tool).current_dir(dir).args([
+                    "bindgen",
+                    "--wit",
+                    "wit",
+                    "--world",
+                    "deployer-plugin",
+                    "--out",
+                    "gen",
+                    "--rename-world",
+                    "wd_wit",
+                ]),
+                "c-componentize bindgen",
+            )?;
+            let core = std::path::absolute(gen_dir.join("core.wasm"))?;
+            let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "c"))
+                .filter_map(|p| p.file_name().map(PathBuf::from))
+                .collect();
+            sources.sort();
+            run(
+                Command::new(tool("CC", "clang"))
+                    .current_dir(dir)
+                    .args([
+                        "--target=wasm32-wasi",
+                        "--sysroot=/usr",
+                        "-Os",
+                        "-mexec-model=reactor",
+                        "-std=c11",
+                        "-Wall",
+                        "-Wextra",
+                        "-Wno-unused-parameter",
+                        "-Wl,--strip-all",
+                        "-I",
+                        "gen",
+                        "-I",
+                        ".",
+                        "-o",
+                    ])
+                    .arg(&core)
+                    .args(&sources)
+                    .args(["gen/wd_wit.c", "gen/wd_wit_component_type.o"]),
+                "clang",
+            )?;
+            run(
+                Command::new(&cc_tool)
+                    .arg("new")
+                    .arg(&core)
+                    .arg("-o")
+                    .arg(&out),
+                "c-componentize new",
+            )?;
+        }
+        other => bail!("{}: unknown lang {other:?}", dir.join(MANIFEST).display()),
+    }
+    Ok(out)
+}
