@@ -2,7 +2,9 @@
 //! run by `cargo xtask test` into `target/polyglot-plugins/<lang>/`) and run by the host like
 //! any Rust plugin. Each language has the same two examples, so one set of stories checks all:
 //! `<lang>-echo` (a deployer: applies a ConfigMap through the Kubernetes capability, exports the
-//! message) and `<lang>-hold-hook` (a `BeforeReconcile` hook holding annotated items).
+//! message) and `<lang>-hold-hook` (a `BeforeReconcile` hook holding annotated items). And for
+//! every language, Rust included, the first thing a new author runs: `plugin new` -> `plugin
+//! build` -> `plugin test` passes every conformance check.
 //!
 //! Locally a language whose toolchain is missing is skipped with a message; under `CI=true` a
 //! missing build is a failure (`.ci/run` installs every toolchain).
@@ -222,6 +224,92 @@ async fn given_the_hold_hook_then_an_annotated_item_waits_until_the_annotation_g
     assert_eq!(s.phase, Phase::Succeeded, "{lang}: {:?}", s.last_error);
 }
 
+/// The toolchain environment for `plugin build` of `lang`, or `None` (skip) outside CI when the
+/// toolchain `cargo xtask build-polyglot` installs is missing.
+fn toolchain_env(lang: &str) -> Option<Vec<(&'static str, PathBuf)>> {
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let tc = target.join("guest-toolchains");
+    let (needed, env): (PathBuf, Vec<(&'static str, PathBuf)>) = match lang {
+        "rust" => (
+            target.clone(),
+            vec![("CARGO_TARGET_DIR", target.join("scaffold-rust"))],
+        ),
+        "python" => {
+            let cpy = tc.join("python-venv/bin/componentize-py");
+            (cpy.clone(), vec![("COMPONENTIZE_PY", cpy)])
+        }
+        "js" => (
+            tc.join("js/node_modules/@bytecodealliance/componentize-js"),
+            vec![("WASM_DEPLOYER_JS_TOOLCHAIN", tc.join("js"))],
+        ),
+        "c" => {
+            let tool = target.join("debug/c-componentize");
+            (tool.clone(), vec![("C_COMPONENTIZE", tool)])
+        }
+        other => panic!("no toolchain for {other}"),
+    };
+    if needed.exists() {
+        return Some(env);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{lang} toolchain missing at {} (CI=true)",
+        needed.display()
+    );
+    eprintln!("skipped: no {lang} toolchain at {}", needed.display());
+    None
+}
+
+/// `plugin new --lang L` -> `plugin build` -> `plugin test --item item.yaml`: what a new plugin
+/// author runs first, in every language.
+fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &str) {
+    skip_on_real!("needs no API server");
+    let Some(env) = toolchain_env(lang) else {
+        return;
+    };
+    let host = env!("CARGO_BIN_EXE_deployer-host");
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join(format!("my-{lang}-plugin"));
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(host)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let dir_arg = dir.display().to_string();
+    let name = format!("my-{lang}-plugin");
+    let (ok, out, err) = run(&["plugin", "new", "--lang", lang, &name, "--dir", &dir_arg]);
+    assert!(ok, "{lang} new: {out}{err}");
+    let (ok, out, err) = run(&["plugin", "build", &dir_arg]);
+    assert!(ok, "{lang} build: {out}{err}");
+    let wasm = out.trim().to_string();
+    assert!(wasm.ends_with(&format!("{name}.wasm")), "{out}");
+    let item = dir.join("item.yaml").display().to_string();
+    let (ok, out, err) = run(&["plugin", "test", &wasm, "--item", &item, "--json"]);
+    let checks: Vec<serde_json::Value> =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{lang}: {e}: {out}{err}"));
+    assert!(ok, "{lang}: {checks:#?}");
+    for c in &checks {
+        assert_eq!(c["outcome"], "pass", "{lang}: {c}");
+    }
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for expected in ["reconcile", "delete-again", "cleanup", "no-ambient-io"] {
+        assert!(names.contains(&expected), "{lang}: {names:?}");
+    }
+}
+
+#[test]
+fn given_a_new_rust_project_when_built_then_it_passes_the_conformance_suite() {
+    given_a_new_project_when_built_then_it_passes_the_conformance_suite("rust")
+}
+
 macro_rules! stories {
     ($($lang:ident),*) => {$(
         mod $lang {
@@ -239,6 +327,13 @@ macro_rules! stories {
                     stringify!($lang),
                 )
                 .await
+            }
+
+            #[test]
+            fn given_a_new_project_when_built_then_it_passes_the_conformance_suite() {
+                super::given_a_new_project_when_built_then_it_passes_the_conformance_suite(
+                    stringify!($lang),
+                )
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,6 +55,30 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
                 include_str!("../../sdk-guest/python/wasm_deployer/__init__.py"),
             ),
         ],
+        "js" => vec![
+            (
+                "plugin.js",
+                include_str!("../../sdk-guest/templates/js/plugin.js.tmpl"),
+            ),
+            (
+                "wasm-deployer.js",
+                include_str!("../../sdk-guest/js/wasm-deployer.js"),
+            ),
+            ("hooks.js", include_str!("../../sdk-guest/js/hooks.js")),
+            ("common.js", include_str!("../../sdk-guest/js/common.js")),
+            (
+                "componentize.mjs",
+                include_str!("../../sdk-guest/js/componentize.mjs"),
+            ),
+            (
+                "toolchain/package.json",
+                include_str!("../../sdk-guest/js/toolchain/package.json"),
+            ),
+            (
+                "toolchain/package-lock.json",
+                include_str!("../../sdk-guest/js/toolchain/package-lock.json"),
+            ),
+        ],
         "c" => vec![
             (
                 "plugin.c",
@@ -170,6 +194,8 @@ fn read_manifest(dir: &Path) -> anyhow::Result<(String, String)> {
 }
 
 fn run(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
+    // The toolchain's chatter goes to stderr: stdout is the built component's path.
+    cmd.stdout(std::process::Stdio::from(std::io::stderr()));
     let status = cmd.status().with_context(|| {
         format!(
             "{what}: cannot start {:?} (is the toolchain installed? see docs/plugins/)",
@@ -208,8 +234,11 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
                 ]),
                 "cargo build",
             )?;
-            let built = dir
-                .join("target/wasm32-wasip2/release")
+            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dir.join("target"));
+            let built = target_dir
+                .join("wasm32-wasip2/release")
                 .join(format!("{}.wasm", name.replace('-', "_")));
             std::fs::copy(&built, &out)
                 .with_context(|| format!("copying {} to {}", built.display(), out.display()))?;
@@ -231,6 +260,48 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
                 .arg(&out),
             "componentize-py",
         )?,
+        "js" => {
+            // The pinned componentize-js (toolchain/package-lock.json): `$WASM_DEPLOYER_JS_TOOLCHAIN`
+            // if set (a directory where `npm ci` ran), else `npm ci` into DIR/toolchain once.
+            let toolchain = match std::env::var_os("WASM_DEPLOYER_JS_TOOLCHAIN") {
+                Some(t) => PathBuf::from(t),
+                None => {
+                    let t = std::path::absolute(dir.join("toolchain"))?;
+                    if !t
+                        .join("node_modules/@bytecodealliance/componentize-js")
+                        .is_dir()
+                    {
+                        run(
+                            Command::new("npm").current_dir(&t).args([
+                                "ci",
+                                "--no-audit",
+                                "--no-fund",
+                            ]),
+                            "npm ci (componentize-js)",
+                        )?;
+                    }
+                    t
+                }
+            };
+            run(
+                Command::new(tool("NODE", "node"))
+                    .current_dir(dir)
+                    .arg("componentize.mjs")
+                    .arg("--toolchain")
+                    .arg(&toolchain)
+                    .args([
+                        "--wit",
+                        "wit",
+                        "--world",
+                        "deployer-plugin",
+                        "--root",
+                        ".",
+                        "plugin.js",
+                    ])
+                    .arg(&out),
+                "componentize-js",
+            )?;
+        }
         "c" => {
             // Bindings and the component step come from `c-componentize` (wit-bindgen-c +
             // wit-component + the preview1 reactor adapter); clang and wasi-libc from Debian.

@@ -116,6 +116,7 @@ fn main() -> Result<()> {
             ensure_wasm_target()?;
             build_plugins(&[])?;
             build_polyglot(&[])?;
+            guest_sdk_tests()?;
             for backend in &backends {
                 match backend.as_str() {
                     // Everything, against the project's own API server.
@@ -248,6 +249,16 @@ const POLYGLOT: [&str; 3] = ["python", "js", "c"];
 fn build_polyglot(only: &[String]) -> Result<()> {
     let root = workspace_root();
     let ci = std::env::var("CI").as_deref() == Ok("true");
+    // The C build's bindgen/componentize tool. `--workspace --bin` (not `-p`): the same feature
+    // resolution as `cargo test --workspace`, so nothing is compiled twice.
+    if only.is_empty() || only.iter().any(|l| l == "c") {
+        run(Command::new(cargo()).current_dir(&root).args([
+            "build",
+            "--workspace",
+            "--bin",
+            "c-componentize",
+        ]))?;
+    }
     for lang in POLYGLOT {
         if !only.is_empty() && !only.iter().any(|l| l == lang) {
             continue;
@@ -269,6 +280,90 @@ fn build_polyglot(only: &[String]) -> Result<()> {
             }
             Err(e) => return Err(e.context(format!("building the {lang} plugins"))),
         }
+    }
+    Ok(())
+}
+
+/// The guest helpers' own unit tests (no host): Python's against componentize-py's generated
+/// stubs, JavaScript's in node through `jco transpile`, C's JSON code natively under
+/// AddressSanitizer/UBSan. Run by `cargo xtask test` after the plugins are built; under
+/// `CI=true` a missing toolchain fails, elsewhere the language is skipped with a warning.
+fn guest_sdk_tests() -> Result<()> {
+    let root = workspace_root();
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    let target = target_dir()?;
+    let tc = target.join("guest-toolchains");
+    let mut steps: Vec<(&str, PathBuf, Vec<Command>)> = Vec::new();
+    let mut python = Command::new("python3");
+    python
+        .current_dir(&root)
+        .args(["-m", "unittest", "discover", "-s", "sdk-guest/python/tests"]);
+    steps.push((
+        "python",
+        tc.join("python-venv/bin/componentize-py"),
+        vec![python],
+    ));
+    let mut node = Command::new("node");
+    node.current_dir(&root)
+        .arg("sdk-guest/js/tests/run.mjs")
+        .arg(tc.join("js"));
+    steps.push((
+        "js",
+        tc.join("js/node_modules/@bytecodealliance/componentize-js"),
+        vec![node],
+    ));
+    let gen_dir = target.join("c-sdk-test/gen");
+    let exe = target.join("c-sdk-test/json_test");
+    let mut bindgen = Command::new(target.join("debug/c-componentize"));
+    bindgen
+        .args(["bindgen", "--wit"])
+        .arg(root.join("wit"))
+        .args([
+            "--world",
+            "deployer-plugin",
+            "--rename-world",
+            "wd_wit",
+            "--out",
+        ])
+        .arg(&gen_dir);
+    let mut compile = Command::new("clang");
+    compile
+        .args([
+            "-std=c11",
+            "-g",
+            "-fsanitize=address,undefined",
+            "-no-pie",
+            "-I",
+        ])
+        .arg(&gen_dir)
+        .arg("-I")
+        .arg(root.join("sdk-guest/c"))
+        .args(["-Wl,--unresolved-symbols=ignore-all", "-o"])
+        .arg(&exe)
+        .arg(root.join("sdk-guest/c/tests/json_test.c"));
+    steps.push((
+        "c",
+        target.join("debug/c-componentize"),
+        vec![bindgen, compile, Command::new(&exe)],
+    ));
+    for (lang, needs, commands) in steps {
+        if !needs.exists() {
+            if ci {
+                bail!(
+                    "{lang} guest SDK tests: {} missing (CI=true)",
+                    needs.display()
+                );
+            }
+            eprintln!(
+                "warning: {lang} guest SDK tests skipped: {} missing",
+                needs.display()
+            );
+            continue;
+        }
+        for mut cmd in commands {
+            run(&mut cmd).with_context(|| format!("{lang} guest SDK tests"))?;
+        }
+        eprintln!("{lang} guest SDK tests passed");
     }
     Ok(())
 }

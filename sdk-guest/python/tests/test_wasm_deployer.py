@@ -213,7 +213,7 @@ class HoldHookTest(unittest.TestCase):
     def test_holds_annotated_items_only(self):
         held = item({}, name="h1", annotations={"examples.wasm-deployer.dev/hold": "true"})
         r = self.plugin.run(self.hooks.HookInput(self.hooks.HookType.BEFORE_RECONCILE, held, None))
-        self.assertEqual((r.abort_reconcile, r.requeue, r.requeue_after_ms), (True, True, 1000))
+        self.assertEqual((r.abort_reconcile, r.requeue, r.requeue_after_ms), (True, False, 1000))
         self.assertEqual(self.logs, [("INFO", "holding h1")])
         for annotations in (None, {"examples.wasm-deployer.dev/hold": "false"}):
             free = item({}, name="h2", annotations=annotations)
