@@ -348,3 +348,142 @@ macro_rules! stories {
 }
 
 stories!(python, js, c);
+
+/// Builds a C plugin made by `plugin new`, changed by `edit` (project directory) first.
+fn build_c_variant(
+    work: &std::path::Path,
+    name: &str,
+    edit: impl FnOnce(&std::path::Path),
+) -> PathBuf {
+    let env = toolchain_env("c").expect("checked by the caller");
+    let host = env!("CARGO_BIN_EXE_deployer-host");
+    let dir = work.join(name);
+    let out = std::process::Command::new(host)
+        .args(["plugin", "new", "--lang", "c", name, "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    edit(&dir);
+    let out = std::process::Command::new(host)
+        .args(["plugin", "build"])
+        .arg(&dir)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// What `plugin inspect` and `plugin test` say about `wasm` (exit status, stdout + stderr).
+fn inspect_and_test(wasm: &std::path::Path) -> [(bool, String); 2] {
+    ["inspect", "test"].map(|cmd| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+            .args(["plugin", cmd])
+            .arg(wasm)
+            .env("RUST_LOG", "error")
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_what_is_wrong() {
+    skip_on_real!("needs no API server");
+    if toolchain_env("c").is_none() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    // Built against a newer WIT (1.9.0) that has an interface this host lacks, and using it.
+    let newer = build_c_variant(work.path(), "newer-wit", |dir| {
+        for f in ["deployer.wit", "hooks.wit", "kubernetes.wit"] {
+            let p = dir.join("wit").join(f);
+            let text = std::fs::read_to_string(&p)
+                .unwrap()
+                .replace("@1.1.0", "@1.9.0");
+            std::fs::write(&p, text).unwrap();
+        }
+        let p = dir.join("wit/deployer.wit");
+        let text = std::fs::read_to_string(&p).unwrap().replace(
+            "    import secondary-targets;",
+            "    import secondary-targets;\n    import fetch;",
+        ) + "\ninterface fetch {\n    fetch: func(url: string) -> result<list<u8>, string>;\n}\n";
+        std::fs::write(&p, text).unwrap();
+        let p = dir.join("plugin.c");
+        let text = std::fs::read_to_string(&p).unwrap().replace(
+            "    bool crash, ok = false;\n",
+            "    bool crash, ok = false;\n    if (inv->name[0] == '!') { wd_wit_string_t u = {0}; wd_wit_list_u8_t b; wd_wit_string_t e; (void)wasm_deployer_plugin_fetch_fetch(&u, &b, &e); }\n",
+        );
+        std::fs::write(&p, text).unwrap();
+    });
+    // A describe that traps.
+    let trapping = build_c_variant(work.path(), "trapping-describe", |dir| {
+        let p = dir.join("plugin.c");
+        let text = std::fs::read_to_string(&p).unwrap().replace(
+            "WD_EXPORT_DEPLOYER(ECHO, ",
+            "static const wd_deployer_info *trap_info(void) { __builtin_trap(); }\nWD_EXPORT_DEPLOYER((*trap_info()), ",
+        );
+        std::fs::write(&p, text).unwrap();
+    });
+    // A component for another world: a WASI command (exports wasi:cli/run).
+    let command = work.path().join("command.wasm");
+    let src = work.path().join("main.rs");
+    std::fs::write(&src, "fn main() {}\n").unwrap();
+    let out = std::process::Command::new("rustc")
+        .args(["--target", "wasm32-wasip2", "-O", "-o"])
+        .arg(&command)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let cases = [
+        (
+            &newer,
+            "built against wasm-deployer:plugin@1.9.0, newer than this host's 1.1.0",
+        ),
+        (&trapping, "describe of"),
+        (
+            &command,
+            "exports neither wasm-deployer:plugin/deployer nor",
+        ),
+    ];
+    let runtime =
+        plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig::default()).unwrap();
+    for (wasm, expected) in cases {
+        for (ok, text) in inspect_and_test(wasm) {
+            assert!(!ok, "{}: {text}", wasm.display());
+            assert!(text.contains(expected), "{}: {text}", wasm.display());
+        }
+        // The host refuses it at load with the same words (and serves the other plugins).
+        let bytes = std::fs::read(wasm).unwrap();
+        let err = runtime
+            .load_bytes(&wasm.display().to_string(), &bytes)
+            .await
+            .expect_err("refused");
+        assert!(format!("{err:#}").contains(expected), "{err:#}");
+    }
+    let (_, text) = &inspect_and_test(&trapping)[0];
+    assert!(text.contains("trapped"), "{text}");
+}

@@ -263,7 +263,25 @@ impl PluginRuntime {
                 };
                 let pre = linker
                     .instantiate_pre(&component)
-                    .map_err(anyhow::Error::from)
+                    .map_err(|e| {
+                        // Say why in the terms of our versioning rules (`wit/deployer.wit`):
+                        // a newer minor may add an interface this host does not have.
+                        let built = crate::wasm::wit_version_of(&self.engine, &component);
+                        match built {
+                            Some(v)
+                                if crate::wasm::version_key(&v)
+                                    > crate::wasm::version_key(sdk_guest::WIT_VERSION) =>
+                            {
+                                anyhow::Error::from(e).context(format!(
+                                    "the plugin was built against wasm-deployer:plugin@{v}, newer than \
+                                     this host's {host}, and uses an interface or function {host} does \
+                                     not have: upgrade the host, or build the plugin against the {host} WIT",
+                                    host = sdk_guest::WIT_VERSION
+                                ))
+                            }
+                            _ => anyhow::Error::from(e),
+                        }
+                    })
                     .with_context(|| match grants {
                         Grants::Deployer => format!("linking plugin {source_name}"),
                         Grants::HookOnly => format!(

@@ -201,7 +201,14 @@ pub(crate) async fn describe(
 }
 
 /// The plugin answered JSON that does not decode: the plugin's fault.
-pub(crate) fn invalid_plugin_json(op: &str, e: sdk_guest::model::wire::WireError) -> DeployerError {
-    DeployerError::internal("InvalidPluginResponse", format!("plugin returned {e}"))
-        .with_operation(op)
+pub(crate) fn invalid_plugin_json(
+    op: &str,
+    plugin: &str,
+    e: sdk_guest::model::wire::WireError,
+) -> DeployerError {
+    DeployerError::internal(
+        "InvalidPluginResponse",
+        format!("plugin {plugin:?} returned {e}"),
+    )
+    .with_operation(op)
 }

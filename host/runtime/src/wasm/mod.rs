@@ -71,22 +71,7 @@ impl WasmPlugin {
     /// The version of the `wasm-deployer:plugin` WIT package the component was built against
     /// (the highest version among its imports and exports of that package).
     pub fn wit_version(&self) -> Option<String> {
-        let component = self.prepared.pre.component();
-        let ty = component.component_type();
-        let names: Vec<String> = ty
-            .imports(&self.engine)
-            .map(|(n, _)| n.to_string())
-            .chain(ty.exports(&self.engine).map(|(n, _)| n.to_string()))
-            .collect();
-        names
-            .iter()
-            .filter_map(|n| n.strip_prefix("wasm-deployer:plugin/")?.split_once('@'))
-            .map(|(_, v)| v.to_string())
-            .max_by_key(|v| {
-                v.split('.')
-                    .map(|p| p.parse::<u64>().unwrap_or(0))
-                    .collect::<Vec<_>>()
-            })
+        wit_version_of(&self.engine, self.prepared.pre.component())
     }
 
     /// The component's imports and exports (interface names with versions), for
@@ -187,7 +172,9 @@ impl WasmPlugin {
                 store.data().limiter.hit,
                 &stderr,
             )),
-            Ok(Ok(Ok(r))) => response_from_wit(r).map_err(|e| invalid_plugin_json(op.name(), e)),
+            Ok(Ok(Ok(r))) => {
+                response_from_wit(r).map_err(|e| invalid_plugin_json(op.name(), &self.name, e))
+            }
             Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(op.name())),
         };
         if let Err(e) = &result {
@@ -281,4 +268,30 @@ impl DeployerPlugin for WasmPlugin {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.invoke(Op::Delete, inv, host).await
     }
+}
+
+/// The highest version of the `wasm-deployer:plugin` package among a component's imports and
+/// exports: the WIT it was built against.
+pub(crate) fn wit_version_of(
+    engine: &wasmtime::Engine,
+    component: &wasmtime::component::Component,
+) -> Option<String> {
+    let ty = component.component_type();
+    let names: Vec<String> = ty
+        .imports(engine)
+        .map(|(n, _)| n.to_string())
+        .chain(ty.exports(engine).map(|(n, _)| n.to_string()))
+        .collect();
+    names
+        .iter()
+        .filter_map(|n| n.strip_prefix("wasm-deployer:plugin/")?.split_once('@'))
+        .map(|(_, v)| v.to_string())
+        .max_by_key(|v| version_key(v))
+}
+
+/// `1.10.0` sorts after `1.9.0`.
+pub(crate) fn version_key(v: &str) -> Vec<u64> {
+    v.split('.')
+        .map(|p| p.parse::<u64>().unwrap_or(0))
+        .collect()
 }
