@@ -491,3 +491,104 @@ async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_wh
     let (_, text) = &inspect_and_test(&trapping)[0];
     assert!(text.contains("trapped"), "{text}");
 }
+
+/// Start-up with a 19 MB Python plugin compiling cold (seconds) beside the small mock: the host
+/// serves the mock at once, and the Python plugin's type as soon as it has compiled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_large_plugin_compiling_cold_when_the_host_starts_then_the_others_serve_at_once() {
+    use std::io::{BufRead, BufReader};
+    skip_on_real!("starts its own dev API server");
+    let Some(python) = built("python") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for (from, name) in [
+        (support::plugins_dir().join("mock.wasm"), "mock.wasm"),
+        (python.join("python-echo.wasm"), "python-echo.wasm"),
+    ] {
+        std::fs::copy(from, plugins.join(name)).unwrap();
+    }
+    // A fresh compiled-code cache: the Python component really compiles.
+    let config = work.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "plugins:\n  cacheDir: {}\n",
+            work.path().join("cache").display()
+        ),
+    )
+    .unwrap();
+    let kubeconfig = work.path().join("kubeconfig");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(["dev", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .arg("--plugins")
+        .arg(&plugins)
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _child = Kill(child);
+    assert!(line.starts_with("ready "), "{line:?}");
+    let client = support::client_for(&std::fs::read_to_string(&kubeconfig).unwrap()).await;
+    let items: Api<deployer_host::landscaper::DeployItem> = Api::namespaced(client, "default");
+    let create = |yaml: String| {
+        let items = items.clone();
+        async move {
+            let item: deployer_host::landscaper::DeployItem = serde_json::from_str(&yaml)
+                .or_else(|_| serde_yaml::from_str(&yaml))
+                .unwrap();
+            items.create(&Default::default(), &item).await.unwrap();
+        }
+    };
+    create(echo_item("python", "late", json!({"message": "later"}))).await;
+    create(support::mock_item("early")).await;
+    let finished = |i: &deployer_host::landscaper::DeployItem| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    };
+    let started = std::time::Instant::now();
+    loop {
+        let early = items.get("early").await.unwrap();
+        if finished(&early) {
+            assert_eq!(early.status().phase, Phase::Succeeded);
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "mock not served"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !finished(&items.get("late").await.unwrap()),
+        "the mock finished while the Python plugin was still compiling"
+    );
+    loop {
+        let late = items.get("late").await.unwrap();
+        if finished(&late) {
+            assert_eq!(late.status().phase, Phase::Succeeded, "{:?}", late.status());
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the Python plugin never joined"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

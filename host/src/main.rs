@@ -804,12 +804,16 @@ async fn main() -> anyhow::Result<()> {
             if let Ok(pod) = std::env::var("MY_POD_NAME") {
                 tracing::info!(pod = %pod, "replica identity");
             }
-            let (registry, container) = plugins::load(
+            // Large plugins (Python, JavaScript: seconds to compile cold) do not hold up
+            // start-up: after this window the host serves what has loaded, the rest joins
+            // when ready (hook plugins the configuration names are always waited for).
+            let (registry, container, pending) = plugins::load_within(
                 &config,
                 &plugins::Clusters {
                     landscaper: client.clone(),
                     host: host_client.clone(),
                 },
+                std::time::Duration::from_secs(2),
             )
             .await?;
             if let Some(container) = &container
@@ -834,6 +838,11 @@ async fn main() -> anyhow::Result<()> {
                 deployer.plugins.clone(),
                 deployer.hooks.clone(),
             )?;
+            if let Some(pending) = pending {
+                let loading = deployer.plugins.loading.clone();
+                loading.store(pending.sources.len(), std::sync::atomic::Ordering::Relaxed);
+                tokio::spawn(pending.arrive(catalog.clone(), loading));
+            }
             if let Some(addr) = metrics_listen {
                 tokio::spawn(deployer_host::metrics::serve(
                     addr,

@@ -65,6 +65,12 @@ pub fn render(deployer: &Deployer) -> String {
         "Re-applies of finished items forced by a ShouldReconcile hook (continuous reconcile).",
         s.reapplies.load(Ordering::Relaxed),
     );
+    metric(
+        "wasm_deployer_plugins_loading",
+        "gauge",
+        "Plugins of the plugin directory still compiling after start-up (their types are not served yet).",
+        deployer.plugins.loading.load(Ordering::Relaxed) as u64,
+    );
     out
 }
 

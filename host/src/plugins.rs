@@ -21,6 +21,9 @@ use crate::container::ContainerDeployer;
 pub struct LivePlugins {
     current: std::sync::RwLock<Arc<PluginRegistry>>,
     generation: tokio::sync::watch::Sender<u64>,
+    /// Plugins of the plugin directory still compiling after start-up (metric
+    /// `wasm_deployer_plugins_loading`).
+    pub loading: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl LivePlugins {
@@ -28,6 +31,7 @@ impl LivePlugins {
         LivePlugins {
             current: std::sync::RwLock::new(registry),
             generation: tokio::sync::watch::Sender::new(0),
+            loading: Default::default(),
         }
     }
 
@@ -142,6 +146,29 @@ pub async fn load(
     load_dirs(config, clusters, &[config.plugins_dir()]).await
 }
 
+/// Like [`load`], but start-up waits for the plugin directory at most `window` (and for every
+/// hook plugin the configuration names): the rest comes back as [`PendingPlugins`] for
+/// [`PendingPlugins::arrive`].
+pub async fn load_within(
+    config: &HostConfig,
+    clusters: &Clusters,
+    window: std::time::Duration,
+) -> anyhow::Result<(
+    Arc<PluginRegistry>,
+    Option<Arc<ContainerDeployer>>,
+    Option<PendingPlugins>,
+)> {
+    let natives = native_deployers(config, clusters)?;
+    let container = natives.first().cloned();
+    let natives = natives
+        .into_iter()
+        .map(|d| d as Arc<dyn DeployerPlugin>)
+        .collect();
+    let (registry, pending) =
+        load_all_within(config, &[config.plugins_dir()], natives, Some(window)).await?;
+    Ok((registry, container, pending))
+}
+
 /// Like [`load`], from several directories (tests add test-only plugins).
 pub async fn load_dirs(
     config: &HostConfig,
@@ -157,35 +184,118 @@ pub async fn load_dirs(
     Ok((load_all(config, dirs, natives).await?, container))
 }
 
-/// Every `*.wasm` of `dir` that loads; one that does not is logged with why and skipped, so a
-/// bad plugin never keeps the host (and every good plugin) from starting.
-async fn load_dir_tolerant(
-    runtime: &PluginRuntime,
-    dir: &std::path::Path,
-) -> anyhow::Result<Vec<Arc<plugin_runtime::WasmPlugin>>> {
-    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading plugin directory {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
-        .collect();
-    files.sort();
-    // All at once: compiling is CPU work off the async threads, and a large component (a Python
-    // or JavaScript plugin is 12-18 MB, seconds to compile cold) must not make the small ones
-    // wait behind it. The order of the result stays the order of the file names.
-    let loads = files.into_iter().map(|path| async move {
-        let source = path.display().to_string();
-        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if size > 4 << 20 {
-            tracing::info!(plugin = %source, bytes = size, "loading a large plugin (compiled once, then cached)");
+/// Plugins of the plugin directory still compiling when start-up stopped waiting (see
+/// [`load_all_within`]); [`PendingPlugins::arrive`] hands them to plugin delivery's catalog,
+/// which serves them beside the others.
+pub struct PendingPlugins {
+    /// The files still loading.
+    pub sources: Vec<String>,
+    loads: Vec<tokio::task::JoinHandle<(String, anyhow::Result<Arc<plugin_runtime::WasmPlugin>>)>>,
+}
+
+impl PendingPlugins {
+    /// Waits for the remaining loads; every plugin that loads is added to `catalog` (and so
+    /// served), one that does not is logged with why. `loading` counts down as they finish.
+    pub async fn arrive(
+        self,
+        catalog: Arc<crate::plugin_sources::catalog::Catalog>,
+        loading: Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        for load in self.loads {
+            let (source, result) = match load.await {
+                Ok(r) => r,
+                Err(e) => ("?".into(), Err(anyhow::anyhow!("load task failed: {e}"))),
+            };
+            loading.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            match result {
+                Ok(p) => match catalog.add_static(p.clone()).await {
+                    Ok(()) => {
+                        tracing::info!(plugin = %source, "plugin loaded after start-up; now serving its types")
+                    }
+                    Err(e) => tracing::error!(plugin = %source, error = %e, "plugin refused"),
+                },
+                Err(e) => {
+                    tracing::error!(plugin = %source, error = %format!("{e:#}"), "plugin refused; the host serves the others")
+                }
+            }
         }
-        let result = match std::fs::read(&path) {
-            Ok(bytes) => runtime.load_bytes(&source, &bytes).await,
-            Err(e) => Err(anyhow::Error::from(e)),
-        };
-        (source, result)
-    });
+    }
+}
+
+/// Every `*.wasm` of `dirs`, loading all at once: compiling is CPU work off the async threads,
+/// and a large component (a Python or JavaScript plugin is 12-19 MB, seconds to compile cold)
+/// must not make the small ones wait. One that does not load is logged with why and skipped,
+/// so a bad plugin never keeps the host (and every good plugin) from starting.
+///
+/// With `window`, start-up waits for all of them only that long — and in any case until every
+/// plugin named in the `hooks:` configuration has loaded, since a hook that is not there yet
+/// would change what a reconcile does. What is still compiling then is returned as
+/// [`PendingPlugins`]; its DeployItems wait until it arrives.
+async fn load_dirs_tolerant(
+    runtime: &Arc<PluginRuntime>,
+    dirs: &[std::path::PathBuf],
+    window: Option<std::time::Duration>,
+    needed_hooks: &[String],
+) -> anyhow::Result<(Vec<Arc<plugin_runtime::WasmPlugin>>, Option<PendingPlugins>)> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        let mut in_dir: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading plugin directory {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+            .collect();
+        in_dir.sort();
+        files.extend(in_dir);
+    }
+    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    let mut loads: Vec<_> = files
+        .into_iter()
+        .map(|path| {
+            let runtime = runtime.clone();
+            let source = path.display().to_string();
+            let handle = tokio::spawn(async move {
+                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                if size > 4 << 20 {
+                    tracing::info!(plugin = %source, bytes = size, "loading a large plugin (compiled once, then cached)");
+                }
+                let result = match std::fs::read(&path) {
+                    Ok(bytes) => runtime.load_bytes(&source, &bytes).await,
+                    Err(e) => Err(anyhow::Error::from(e)),
+                };
+                (source, result)
+            });
+            Some(handle)
+        })
+        .collect();
+    let started = tokio::time::Instant::now();
+    let mut results: Vec<Option<(String, anyhow::Result<Arc<plugin_runtime::WasmPlugin>>)>> =
+        (0..loads.len()).map(|_| None).collect();
+    loop {
+        // Collect what has finished (in file order).
+        for (i, slot) in loads.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|h| h.is_finished()) {
+                let handle = slot.take().expect("checked");
+                results[i] = Some(handle.await.unwrap_or_else(|e| {
+                    ("?".into(), Err(anyhow::anyhow!("load task failed: {e}")))
+                }));
+            }
+        }
+        if loads.iter().all(Option::is_none) {
+            break;
+        }
+        let hooks_ready = needed_hooks.iter().all(|name| {
+            results.iter().flatten().any(|(_, r)| {
+                r.as_ref()
+                    .is_ok_and(|p| p.hook_setup().is_some_and(|h| &h.name == name))
+            })
+        });
+        if window.is_some_and(|w| started.elapsed() >= w) && hooks_ready {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let mut loaded = Vec::new();
-    for (source, result) in futures::future::join_all(loads).await {
+    for (source, result) in results.into_iter().flatten() {
         match result {
             Ok(p) => loaded.push(p),
             Err(e) => {
@@ -193,7 +303,18 @@ async fn load_dir_tolerant(
             }
         }
     }
-    Ok(loaded)
+    let sources: Vec<String> = loads
+        .iter()
+        .zip(&names)
+        .filter(|(l, _)| l.is_some())
+        .map(|(_, n)| n.clone())
+        .collect();
+    let still: Vec<_> = loads.into_iter().flatten().collect();
+    let pending = (!still.is_empty()).then_some(PendingPlugins {
+        sources,
+        loads: still,
+    });
+    Ok((loaded, pending))
 }
 
 /// One registry of `native` deployers and the plugins of `dirs`; a type claimed twice (by any
@@ -203,20 +324,36 @@ pub async fn load_all(
     dirs: &[std::path::PathBuf],
     native: Vec<Arc<dyn DeployerPlugin>>,
 ) -> anyhow::Result<Arc<PluginRegistry>> {
+    Ok(load_all_within(config, dirs, native, None).await?.0)
+}
+
+/// Like [`load_all`], waiting for the plugin directory at most `window` (see
+/// [`load_dirs_tolerant`]); the plugins still loading come back as [`PendingPlugins`].
+pub async fn load_all_within(
+    config: &HostConfig,
+    dirs: &[std::path::PathBuf],
+    native: Vec<Arc<dyn DeployerPlugin>>,
+    window: Option<std::time::Duration>,
+) -> anyhow::Result<(Arc<PluginRegistry>, Option<PendingPlugins>)> {
     let runtime = PluginRuntime::new(runtime_config(config)?)?;
+    let needed_hooks: Vec<String> = config
+        .hooks
+        .iter()
+        .flatten()
+        .map(|h| h.plugin.clone())
+        .collect();
+    let (loaded, pending) = load_dirs_tolerant(&runtime, dirs, window, &needed_hooks).await?;
     let mut plugins: Vec<Arc<dyn DeployerPlugin>> = native;
     let mut hooks: Vec<Arc<dyn HookPlugin>> = Vec::new();
-    for dir in dirs {
-        for p in load_dir_tolerant(&runtime, dir).await? {
-            if p.hook_setup().is_some() {
-                hooks.push(p.clone() as Arc<dyn HookPlugin>);
-            }
-            if p.exports_deployer() {
-                plugins.push(p as Arc<dyn DeployerPlugin>);
-            }
+    for p in loaded {
+        if p.hook_setup().is_some() {
+            hooks.push(p.clone() as Arc<dyn HookPlugin>);
+        }
+        if p.exports_deployer() {
+            plugins.push(p as Arc<dyn DeployerPlugin>);
         }
     }
-    if plugins.is_empty() {
+    if plugins.is_empty() && pending.is_none() {
         tracing::warn!(dirs = ?dirs, "no plugins found; run `cargo xtask build-plugins`");
     }
     for p in &plugins {
@@ -227,7 +364,16 @@ pub async fn load_all(
         let s = h.setup();
         tracing::info!(plugin = %s.name, version = %s.version, hook_types = ?s.hook_types, "loaded hook plugin");
     }
-    Ok(Arc::new(PluginRegistry::with_hooks(plugins, hooks)?))
+    if let Some(p) = &pending {
+        tracing::info!(
+            loading = ?p.sources,
+            "plugins still compiling: the host serves the others now, and their types once they are ready"
+        );
+    }
+    Ok((
+        Arc::new(PluginRegistry::with_hooks(plugins, hooks)?),
+        pending,
+    ))
 }
 
 /// Starts plugin delivery (`plugin_sources`): the plugins of `plugins.sources` and of

@@ -145,9 +145,10 @@ fn main() -> Result<()> {
         Some("bench") => {
             ensure_wasm_target()?;
             build_plugins(&[])?;
-            // End to end (wasm vs native, hooks, locking), then the scale curve.
+            build_polyglot(&[])?;
+            // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language.
             let args: Vec<String> = args.collect();
-            for bench in ["e2e", "scale"] {
+            for bench in ["e2e", "scale", "languages"] {
                 run(Command::new(cargo())
                     .current_dir(workspace_root())
                     .env("BENCH_WRITE_DOCS", "1")

@@ -227,8 +227,13 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let url = format!("http://{}", listener.local_addr()?);
     let env = DevEnvironment::bootstrap(server.clone(), &url).await?;
 
-    let (registry, container) =
-        plugins::load(&config, &plugins::Clusters::single(env.client.clone())).await?;
+    // As `run`: large plugins join after start-up instead of holding it up.
+    let (registry, container, pending) = plugins::load_within(
+        &config,
+        &plugins::Clusters::single(env.client.clone()),
+        std::time::Duration::from_secs(2),
+    )
+    .await?;
     let config = with_dev_hooks(config, &registry);
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
@@ -240,12 +245,17 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         target_clients,
     )?);
 
-    let (_catalog, delivery) = plugins::start_delivery(
+    let (catalog, delivery) = plugins::start_delivery(
         &config,
         env.client.clone(),
         deployer.plugins.clone(),
         deployer.hooks.clone(),
     )?;
+    if let Some(pending) = pending {
+        let loading = deployer.plugins.loading.clone();
+        loading.store(pending.sources.len(), std::sync::atomic::Ordering::Relaxed);
+        tokio::spawn(pending.arrive(catalog, loading));
+    }
 
     if let Some(parent) = options.kubeconfig_out.parent() {
         std::fs::create_dir_all(parent)?;

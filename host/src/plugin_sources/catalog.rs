@@ -166,9 +166,9 @@ pub struct Catalog {
     /// Namespace of the declarations (ConfigMaps, Secrets by name).
     namespace: String,
     base_limits: Limits,
-    /// Static plugins: natives and the plugin directory.
-    base: Vec<Arc<dyn DeployerPlugin>>,
-    base_hooks: Vec<Arc<dyn HookPlugin>>,
+    /// Static plugins: natives and the plugin directory (which may grow after start-up:
+    /// [`Catalog::add_static`]).
+    base: std::sync::Mutex<(Vec<Arc<dyn DeployerPlugin>>, Vec<Arc<dyn HookPlugin>>)>,
     live: Arc<LivePlugins>,
     entries: tokio::sync::Mutex<BTreeMap<String, Entry>>,
     /// Keys every plugin must verify with when its declaration names none.
@@ -213,8 +213,10 @@ impl Catalog {
             client,
             namespace,
             base_limits,
-            base: current.plugins().cloned().collect(),
-            base_hooks: current.hooks().cloned().collect(),
+            base: std::sync::Mutex::new((
+                current.plugins().cloned().collect(),
+                current.hooks().cloned().collect(),
+            )),
             live,
             entries: Default::default(),
             host_verification,
@@ -222,6 +224,30 @@ impl Catalog {
             base_registrations,
             metrics: CatalogMetrics::default(),
         }
+    }
+
+    /// Adds a static plugin that finished loading after start-up (a large plugin of the plugin
+    /// directory) and serves it; refused (and not kept) if it conflicts with a serving one.
+    pub async fn add_static(&self, plugin: Arc<WasmPlugin>) -> Result<(), String> {
+        let entries = self.entries.lock().await;
+        {
+            let mut base = self.base.lock().expect("base");
+            if plugin.exports_deployer() {
+                base.0.push(plugin.clone() as Arc<dyn DeployerPlugin>);
+            }
+            if plugin.hook_setup().is_some() {
+                base.1.push(plugin.clone() as Arc<dyn HookPlugin>);
+            }
+        }
+        let result = self.rebuild(&entries);
+        if result.is_err() {
+            let mut base = self.base.lock().expect("base");
+            let origin = DeployerPlugin::origin(plugin.as_ref());
+            let ours = |o: String| o == origin;
+            base.0.retain(|p| !ours(p.origin()));
+            base.1.retain(|h| !ours(h.origin()));
+        }
+        result
     }
 
     /// The status of `name`, if declared.
@@ -546,8 +572,7 @@ impl Catalog {
     /// Builds the serving set from the static plugins and every good dynamic one; refuses a set
     /// in which two plugins claim one type (naming both).
     fn rebuild(&self, entries: &BTreeMap<String, Entry>) -> Result<(), String> {
-        let mut plugins = self.base.clone();
-        let mut hooks = self.base_hooks.clone();
+        let (mut plugins, mut hooks) = self.base.lock().expect("base").clone();
         for p in entries.values().filter_map(|e| e.good.clone()) {
             if p.exports_deployer() {
                 plugins.push(p.clone() as Arc<dyn DeployerPlugin>);
