@@ -39,7 +39,7 @@ pub enum Cluster {
     Offline,
     /// A real API server, with the host's own capability code (`--kubeconfig`); every exchange
     /// is kept for `--record`.
-    Live(crate::capabilities::ItemServices),
+    Live(Box<crate::capabilities::ItemServices>),
     /// Answers from a recording (`--replay`), in order; a call that differs from the recorded
     /// one is refused with both shown.
     Replay(Mutex<std::collections::VecDeque<Exchange>>),
@@ -165,10 +165,12 @@ pub fn live_cluster(inv: &Invocation) -> anyhow::Result<Cluster> {
         .target
         .clone()
         .context("--kubeconfig needs a Target (give --target, or let --kubeconfig make one)")?;
-    Ok(Cluster::Live(crate::capabilities::ItemServices::new(
-        crate::contract::ProgressingTimeout::unlimited(),
-        Some(target),
-        crate::capabilities::TargetClients::default(),
+    Ok(Cluster::Live(Box::new(
+        crate::capabilities::ItemServices::new(
+            crate::contract::ProgressingTimeout::unlimited(),
+            Some(target),
+            crate::capabilities::TargetClients::default(),
+        ),
     )))
 }
 

@@ -159,6 +159,9 @@ pub struct CatalogMetrics {
     pub refused: AtomicU64,
 }
 
+/// The static deployers and hook plugins (natives and the plugin directory).
+type StaticPlugins = (Vec<Arc<dyn DeployerPlugin>>, Vec<Arc<dyn HookPlugin>>);
+
 /// Dynamic plugins beside the static ones.
 pub struct Catalog {
     runtime: Arc<PluginRuntime>,
@@ -168,7 +171,7 @@ pub struct Catalog {
     base_limits: Limits,
     /// Static plugins: natives and the plugin directory (which may grow after start-up:
     /// [`Catalog::add_static`]).
-    base: std::sync::Mutex<(Vec<Arc<dyn DeployerPlugin>>, Vec<Arc<dyn HookPlugin>>)>,
+    base: std::sync::Mutex<StaticPlugins>,
     live: Arc<LivePlugins>,
     entries: tokio::sync::Mutex<BTreeMap<String, Entry>>,
     /// Keys every plugin must verify with when its declaration names none.
