@@ -29,6 +29,7 @@ pub mod simulate;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod views;
 pub mod watch;
 
 pub use faults::FaultConfig;

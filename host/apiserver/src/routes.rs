@@ -9,6 +9,7 @@ use crate::registry::ResourceType;
 use crate::selectors::Selector;
 use crate::status::{ApiError, bytes_response, json_response, page_not_found, success};
 use crate::store::{Obj, partial_metadata, rv_of, uid_of};
+use crate::views::View;
 use crate::watch::{self, WatchParams};
 use crate::{ApiServer, AuditEntry, discovery, openapi};
 use axum::extract::{Request, State};
@@ -225,14 +226,55 @@ fn obj_response(code: u16, obj: &Obj, rt: &ResourceType, version: &str) -> Respo
 
 struct Ctx<'a> {
     api: &'a ApiServer,
+    /// The resource whose storage serves the request (for a view: the viewed one).
     rt: Arc<ResourceType>,
     version: &'a str,
+    /// The resource and version the client asked for (`rt`/`version` unless it is a view).
+    out_rt: Arc<ResourceType>,
+    out_version: &'a str,
+    view: Option<View>,
     ns: &'a str,
     q: &'a Query,
     headers: &'a HeaderMap,
 }
 
 impl Ctx<'_> {
+    /// A stored object as the client asked for it.
+    fn present(&self, obj: &Obj) -> Value {
+        match self.view {
+            Some(v) => v.from_storage(obj, &self.out_rt.api_version(self.out_version)),
+            None => render(obj, &self.rt, self.version),
+        }
+    }
+
+    fn respond(&self, code: u16, obj: &Obj) -> Response {
+        match self.view {
+            Some(_) => json_response(code, &self.present(obj)),
+            None => obj_response(code, obj, &self.rt, self.version),
+        }
+    }
+
+    /// A request body in the storage resource's terms.
+    fn incoming(&self, body: Value) -> Value {
+        match self.view {
+            Some(v) => v.to_storage(&body),
+            None => body,
+        }
+    }
+
+    fn selector(&self) -> Result<Selector, ApiError> {
+        match self.view {
+            Some(v) => Selector::parse(
+                self.q.get("labelSelector"),
+                self.q
+                    .get("fieldSelector")
+                    .map(|f| v.field_selector_to_storage(f))
+                    .as_deref(),
+            ),
+            None => selector(self.q),
+        }
+    }
+
     fn write_opts(&self) -> WriteOpts {
         WriteOpts {
             dry_run: self.q.get("dryRun").is_some_and(|v| !v.is_empty()),
@@ -352,10 +394,32 @@ async fn resource(
     {
         tokio::time::sleep(delay).await;
     }
+    // A view (events.k8s.io Events) is served from the storage of the resource it views.
+    let view = View::of(&rt);
+    let (storage_rt, storage_version) = match view {
+        Some(v) => {
+            let (g, ver, plural) = v.storage();
+            let Some(srt) = api
+                .shared
+                .store
+                .lock()
+                .registry
+                .get(g, ver, plural)
+                .cloned()
+            else {
+                return ApiError::no_resource().into_response();
+            };
+            (srt, ver)
+        }
+        None => (rt.clone(), version),
+    };
     let ctx = Ctx {
         api,
-        rt: rt.clone(),
-        version,
+        rt: storage_rt,
+        version: storage_version,
+        out_rt: rt.clone(),
+        out_version: version,
+        view,
         ns: ns.unwrap_or(""),
         q,
         headers,
@@ -417,7 +481,7 @@ fn include_object(q: &Query) -> &str {
 fn do_get(c: &Ctx<'_>, name: &str, accept: &str) -> Result<Response, ApiError> {
     let obj = c.api.shared.store.lock().get(&c.rt, c.ns, name)?;
     if crate::table::wanted(accept) {
-        let o = render(&obj, &c.rt, c.version);
+        let o = c.present(&obj);
         let md = json!({ "resourceVersion": crate::store::rv_of(&obj).to_string() });
         return Ok(json_response(
             200,
@@ -427,7 +491,7 @@ fn do_get(c: &Ctx<'_>, name: &str, accept: &str) -> Result<Response, ApiError> {
     if wants_meta(accept, "PartialObjectMetadata") {
         return Ok(json_response(200, &partial_metadata(&obj)));
     }
-    Ok(obj_response(200, &obj, &c.rt, c.version))
+    Ok(c.respond(200, &obj))
 }
 
 fn selector(q: &Query) -> Result<Selector, ApiError> {
@@ -435,7 +499,7 @@ fn selector(q: &Query) -> Result<Selector, ApiError> {
 }
 
 fn do_list(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiError> {
-    let sel = selector(c.q)?;
+    let sel = c.selector()?;
     let limit = match c.q.get("limit") {
         Some(l) if !l.is_empty() => Some(
             l.parse::<usize>()
@@ -454,7 +518,7 @@ fn do_list(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiE
         md["continue"] = json!(n);
     }
     if crate::table::wanted(accept) {
-        let rendered: Vec<Value> = items.iter().map(|o| render(o, &c.rt, c.version)).collect();
+        let rendered: Vec<Value> = items.iter().map(|o| c.present(o)).collect();
         let refs: Vec<&Value> = rendered.iter().collect();
         return Ok(json_response(
             200,
@@ -467,7 +531,10 @@ fn do_list(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiE
             "meta.k8s.io/v1".to_string(),
         )
     } else {
-        (c.rt.list_kind.clone(), c.rt.api_version(c.version))
+        (
+            c.out_rt.list_kind.clone(),
+            c.out_rt.api_version(c.out_version),
+        )
     };
     let mut out = Vec::with_capacity(256 + items.len() * 512);
     out.extend_from_slice(
@@ -488,7 +555,7 @@ fn do_list(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiE
         } else if o.get("apiVersion").and_then(Value::as_str) == Some(av.as_str()) {
             serde_json::to_writer(&mut out, &**o)
         } else {
-            serde_json::to_writer(&mut out, &render(o, &c.rt, c.version))
+            serde_json::to_writer(&mut out, &c.present(o))
         };
         r.map_err(|e| ApiError::internal(e.to_string()))?;
     }
@@ -511,13 +578,14 @@ fn do_watch(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, Api
         meta_only: wants_meta(accept, "PartialObjectMetadata"),
         table: crate::table::wanted(accept).then(|| include_object(c.q).to_string()),
         ns: ns.map(str::to_string),
-        selector: selector(c.q)?,
+        selector: c.selector()?,
+        view: c.view.map(|v| (v, c.out_rt.api_version(c.out_version))),
     };
     Ok(watch::start(c.api, &c.rt, c.version, p))
 }
 
 fn do_create(c: &Ctx<'_>, ct: &str, bytes: &[u8]) -> Result<Response, ApiError> {
-    let body = decode_object(ct, bytes)?;
+    let body = c.incoming(decode_object(ct, bytes)?);
     let o = c.write_opts();
     let obj = c
         .api
@@ -532,7 +600,7 @@ fn do_create(c: &Ctx<'_>, ct: &str, bytes: &[u8]) -> Result<Response, ApiError> 
     if !o.dry_run {
         c.audit("create", name, None, &obj, true);
     }
-    Ok(obj_response(201, &obj, &c.rt, c.version))
+    Ok(c.respond(201, &obj))
 }
 
 fn do_update(
@@ -542,7 +610,7 @@ fn do_update(
     ct: &str,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
-    let body = decode_object(ct, bytes)?;
+    let body = c.incoming(decode_object(ct, bytes)?);
     let o = c.write_opts();
     let (obj, changed) = c
         .api
@@ -553,7 +621,7 @@ fn do_update(
     if !o.dry_run {
         c.audit("update", name, status.then_some("status"), &obj, changed);
     }
-    Ok(obj_response(200, &obj, &c.rt, c.version))
+    Ok(c.respond(200, &obj))
 }
 
 fn do_patch(
@@ -588,6 +656,11 @@ fn do_patch(
         serde_json::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
     };
+    let body = match (c.view, kind) {
+        (Some(v), PatchKind::Json) => v.json_patch_to_storage(&body),
+        (Some(v), _) => v.to_storage(&body),
+        (None, _) => body,
+    };
     let o = c.write_opts();
     let (obj, changed, created) = c
         .api
@@ -604,12 +677,7 @@ fn do_patch(
             changed,
         );
     }
-    Ok(obj_response(
-        if created { 201 } else { 200 },
-        &obj,
-        &c.rt,
-        c.version,
-    ))
+    Ok(c.respond(if created { 201 } else { 200 }, &obj))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -669,20 +737,23 @@ fn do_delete(c: &Ctx<'_>, name: &str, bytes: &[u8]) -> Result<Response, ApiError
             if !d.dry_run {
                 c.audit("delete", name, None, &obj, true);
             }
-            json_response(200, &success(&c.rt.group, &c.rt.plural, name, uid_of(&obj)))
+            json_response(
+                200,
+                &success(&c.out_rt.group, &c.out_rt.plural, name, uid_of(&obj)),
+            )
         }
         Deleted::Terminating(obj) => {
             if !d.dry_run {
                 c.audit("delete", name, None, &obj, true);
             }
-            obj_response(200, &obj, &c.rt, c.version)
+            c.respond(200, &obj)
         }
     })
 }
 
 fn do_delete_collection(c: &Ctx<'_>, ns: Option<&str>, bytes: &[u8]) -> Result<Response, ApiError> {
     let d = delete_opts(c.q, header_str(c.headers, header::CONTENT_TYPE), bytes)?;
-    let sel = selector(c.q)?;
+    let sel = c.selector()?;
     let (items, rv) = {
         let mut g = c.api.shared.store.lock();
         let items = g.delete_collection(&c.rt, ns, &sel, &d)?;
@@ -695,10 +766,10 @@ fn do_delete_collection(c: &Ctx<'_>, ns: Option<&str>, bytes: &[u8]) -> Result<R
             .unwrap_or("");
         c.audit("deletecollection", name, None, o, rv_of(o) > 0);
     }
-    let items: Vec<Value> = items.iter().map(|o| render(o, &c.rt, c.version)).collect();
+    let items: Vec<Value> = items.iter().map(|o| c.present(o)).collect();
     Ok(json_response(
         200,
-        &json!({ "kind": c.rt.list_kind, "apiVersion": c.rt.api_version(c.version), "metadata": {"resourceVersion": rv.to_string()}, "items": items }),
+        &json!({ "kind": c.out_rt.list_kind, "apiVersion": c.out_rt.api_version(c.out_version), "metadata": {"resourceVersion": rv.to_string()}, "items": items }),
     ))
 }
 

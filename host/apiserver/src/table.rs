@@ -626,6 +626,7 @@ fn ports(o: &Value) -> Value {
 
 fn event_last_seen(o: &Value) -> Value {
     let t = [
+        "/series/lastObservedTime",
         "/lastTimestamp",
         "/eventTime",
         "/deprecatedLastTimestamp",

@@ -33,6 +33,8 @@ pub struct WatchParams {
     pub table: Option<String>,
     pub ns: Option<String>,
     pub selector: Selector,
+    /// Objects are shown through this view (with this apiVersion): events.k8s.io Events.
+    pub view: Option<(crate::views::View, String)>,
 }
 
 struct Filter {
@@ -44,6 +46,7 @@ struct Filter {
     kind: String,
     /// `as=Table`: the resource, the version and `includeObject`.
     table: Option<(Arc<ResourceType>, String, String)>,
+    view: Option<crate::views::View>,
 }
 
 impl Filter {
@@ -84,7 +87,20 @@ impl Filter {
 
     fn needs_rewrite(&self, obj: &Value) -> bool {
         !self.meta_only
-            && obj.get("apiVersion").and_then(Value::as_str) != Some(self.api_version.as_str())
+            && (self.view.is_some()
+                || obj.get("apiVersion").and_then(Value::as_str) != Some(self.api_version.as_str()))
+    }
+
+    /// The object as this watcher sees it (its version, or its view).
+    fn rewrite(&self, obj: &Value) -> Value {
+        match self.view {
+            Some(v) => v.from_storage(obj, &self.api_version),
+            None => {
+                let mut o = obj.clone();
+                o["apiVersion"] = json!(self.api_version);
+                o
+            }
+        }
     }
 
     fn line_for_event(&self, buf: &mut Vec<u8>, ty: EventType, ev: &Event) {
@@ -96,8 +112,7 @@ impl Filter {
         } else if self.meta_only {
             buf.extend_from_slice(ev.meta_json().as_bytes());
         } else if self.needs_rewrite(&ev.object) {
-            let mut o = (*ev.object).clone();
-            o["apiVersion"] = json!(self.api_version);
+            let o = self.rewrite(&ev.object);
             buf.extend_from_slice(&serde_json::to_vec(&o).unwrap_or_default());
         } else {
             buf.extend_from_slice(ev.object_json().as_bytes());
@@ -111,9 +126,7 @@ impl Filter {
         } else if self.meta_only {
             partial_metadata(obj)
         } else if self.needs_rewrite(obj) {
-            let mut o = (**obj).clone();
-            o["apiVersion"] = json!(self.api_version);
-            o
+            self.rewrite(obj)
         } else {
             return push_event(buf, ty.as_str(), obj);
         };
@@ -156,8 +169,12 @@ pub fn start(api: &ApiServer, rt: &Arc<ResourceType>, version: &str, p: WatchPar
         ns: p.ns.clone(),
         selector: p.selector.clone(),
         meta_only: p.meta_only,
-        api_version: rt.api_version(version),
+        api_version: match &p.view {
+            Some((_, av)) => av.clone(),
+            None => rt.api_version(version),
+        },
         kind: rt.kind.clone(),
+        view: p.view.as_ref().map(|(v, _)| *v),
         table: p
             .table
             .clone()
