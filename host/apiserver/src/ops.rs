@@ -24,6 +24,9 @@ pub struct WriteOpts {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub force: bool,
+    /// `fieldValidation=Strict`: a field the schema does not know is an error, not pruned
+    /// silently (kubectl sends it by default).
+    pub strict_fields: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,8 +274,9 @@ impl Inner {
         rt: &ResourceType,
         obj: &mut Value,
         old: Option<&Value>,
+        strict_fields: bool,
     ) -> Result<(), ApiError> {
-        self.admit_kind(rt, obj, old)?;
+        self.admit_kind(rt, obj, old, strict_fields)?;
         // etcd's value limit (1.5 MiB): a real server answers this as a 500 from etcd.
         let size = serde_json::to_vec(obj).map(|b| b.len()).unwrap_or(0);
         if size > MAX_STORED_BYTES {
@@ -286,6 +290,7 @@ impl Inner {
         rt: &ResourceType,
         obj: &mut Value,
         old: Option<&Value>,
+        strict_fields: bool,
     ) -> Result<(), ApiError> {
         if !rt.crd {
             return builtin::admit(rt, obj, old, &StoreAllocations(self));
@@ -301,7 +306,18 @@ impl Inner {
         let Some(schema) = schemas.for_version(version) else {
             return Ok(());
         };
-        schema.prune_and_default(obj);
+        let pruned = schema.prune_and_default(obj);
+        if strict_fields && !pruned.is_empty() {
+            // A real server's words (kubectl shows them as they are).
+            let fields: Vec<String> = pruned
+                .iter()
+                .map(|p| format!("unknown field \"{p}\""))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                fields.join(", ")
+            )));
+        }
         let errs = schema.validate_object(obj);
         if errs.is_empty() {
             return Ok(());
@@ -450,7 +466,7 @@ impl Inner {
             obj.remove("status");
         }
         normalize_meta(&mut body)?;
-        self.admit(rt, &mut body, None)?;
+        self.admit(rt, &mut body, None, o.strict_fields)?;
         if rt.namespaced {
             match self.lookup(NAMESPACE_KEY, "", ns) {
                 None => return Err(ApiError::namespace_not_found(ns)),
@@ -729,7 +745,7 @@ impl Inner {
                 ));
             }
         }
-        self.admit(rt, &mut new, Some(old))?;
+        self.admit(rt, &mut new, Some(old), o.strict_fields)?;
         if rt.key() == CRD_KEY {
             validate_crd(rt, name, &new)?;
         }

@@ -135,10 +135,24 @@ async fn dispatch(api: ApiServer, req: Request) -> Response {
             None => page_not_found(),
         },
         ["openapi", "v3"] => get_only(openapi::index(&reg)),
-        ["openapi", "v3", rest @ ..] => match openapi::group_version_doc(&reg, &rest.join("/")) {
-            Some(d) => get_only(d),
-            None => ApiError::no_resource().into_response(),
-        },
+        ["openapi", "v3", rest @ ..] => {
+            let crds: Vec<Value> = api
+                .shared
+                .store
+                .lock()
+                .objects_of("apiextensions.k8s.io/customresourcedefinitions", None)
+                .iter()
+                .map(|o| (**o).clone())
+                .collect();
+            match openapi::group_version_doc(&reg, &rest.join("/"), &crds) {
+                Some(d) => get_only(d),
+                None => ApiError::no_resource().into_response(),
+            }
+        }
+        ["openapi", "v2"] if is_get => {
+            let (ct, body) = openapi::v2_document(&accept);
+            bytes_response(200, ct, body)
+        }
         ["api", v, rest @ ..] => resource(&api, &method, "", v, rest, &q, &headers, body).await,
         ["apis", g, v, rest @ ..] => resource(&api, &method, g, v, rest, &q, &headers, body).await,
         _ => page_not_found(),
@@ -280,6 +294,7 @@ impl Ctx<'_> {
             dry_run: self.q.get("dryRun").is_some_and(|v| !v.is_empty()),
             field_manager: self.q.get("fieldManager").map(str::to_string),
             force: self.q.flag("force"),
+            strict_fields: self.q.get("fieldValidation") == Some("Strict"),
         }
     }
 

@@ -287,21 +287,36 @@ impl Schema {
 
     /// Prune unknown fields and non-nullable nulls, then apply defaults, in place.
     /// `obj` is a whole custom resource (root `apiVersion`/`kind`/`metadata` are kept).
-    pub fn prune_and_default(&self, obj: &mut Value) {
-        self.walk(obj, true, !self.keep_unknown_everywhere);
+    /// Returns the paths of the unknown fields it pruned (`spec.typo`), for
+    /// `fieldValidation=Strict`.
+    pub fn prune_and_default(&self, obj: &mut Value) -> Vec<String> {
+        let mut pruned = Vec::new();
+        self.walk(obj, true, !self.keep_unknown_everywhere, "", &mut pruned);
+        pruned
     }
 
-    fn walk(&self, v: &mut Value, root: bool, prune: bool) {
+    fn walk(&self, v: &mut Value, root: bool, prune: bool, path: &str, pruned: &mut Vec<String>) {
+        let at = |k: &str| {
+            if path.is_empty() {
+                k.to_string()
+            } else {
+                format!("{path}.{k}")
+            }
+        };
         match v {
             Value::Object(m) => {
                 if let Some(props) = &self.properties {
                     if prune && !self.preserve_unknown {
                         let keep_meta = root || self.embedded;
                         m.retain(|k, _| {
-                            props.contains_key(k)
+                            let keep = props.contains_key(k)
                                 || (self.additional.is_some())
                                 || (keep_meta
-                                    && (k == "apiVersion" || k == "kind" || k == "metadata"))
+                                    && (k == "apiVersion" || k == "kind" || k == "metadata"));
+                            if !keep {
+                                pruned.push(at(k));
+                            }
+                            keep
                         });
                     }
                     for (k, ps) in props {
@@ -317,20 +332,20 @@ impl Schema {
                             m.insert(k.clone(), d.clone());
                         }
                         if let Some(child) = m.get_mut(k) {
-                            ps.walk(child, false, prune);
+                            ps.walk(child, false, prune, &at(k), pruned);
                         }
                     }
                     if let Some(ad) = &self.additional {
                         for (k, child) in m.iter_mut() {
                             if !props.contains_key(k) {
-                                ad.walk(child, false, prune);
+                                ad.walk(child, false, prune, &at(k), pruned);
                             }
                         }
                     }
                 } else if let Some(ad) = &self.additional {
                     m.retain(|_, c| !c.is_null() || ad.nullable);
-                    for child in m.values_mut() {
-                        ad.walk(child, false, prune);
+                    for (k, child) in m.iter_mut() {
+                        ad.walk(child, false, prune, &at(k), pruned);
                     }
                 } else if !prune {
                 } else if self.ty == Some(Ty::Object)
@@ -338,15 +353,22 @@ impl Schema {
                     && !self.embedded
                     && !root
                 {
+                    pruned.extend(m.keys().map(|k| at(k)));
                     m.clear();
                 } else if self.embedded && !self.preserve_unknown {
-                    m.retain(|k, _| k == "apiVersion" || k == "kind" || k == "metadata");
+                    m.retain(|k, _| {
+                        let keep = k == "apiVersion" || k == "kind" || k == "metadata";
+                        if !keep {
+                            pruned.push(at(k));
+                        }
+                        keep
+                    });
                 }
             }
             Value::Array(a) => {
                 if let Some(it) = &self.items {
-                    for child in a.iter_mut() {
-                        it.walk(child, false, prune);
+                    for (i, child) in a.iter_mut().enumerate() {
+                        it.walk(child, false, prune, &format!("{path}[{i}]"), pruned);
                     }
                 }
             }

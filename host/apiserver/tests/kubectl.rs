@@ -501,3 +501,82 @@ async fn kubectl_get_prints_the_columns_the_server_defines() {
     assert!(lines[0].contains("PHASE"), "{lines:?}");
     assert!(lines.last().unwrap().contains("Succeeded"), "{lines:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_validates_lists_explains_crd_fields_and_diffs_by_server_dry_run() {
+    let Some(bin) = kubectl_binary() else {
+        skip("kubectl not installed");
+        return;
+    };
+    let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
+    server
+        .install_yaml_documents(
+            &std::fs::read_to_string(
+                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    // A `kind: List` with client-side validation on (kubectl reads /openapi/v2 for it).
+    let list = k.file(
+        "list.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n\
+         - {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: default}, data: {k: v}}\n\
+         - {apiVersion: landscaper.gardener.cloud/v1alpha1, kind: DeployItem, metadata: {name: d, namespace: default}, spec: {type: example.dev/x}}\n",
+    );
+    let out = k.run(&["apply", "-f", &list]).await;
+    assert!(out.contains("configmap/a created"), "{out}");
+    assert!(
+        out.contains("deployitem.landscaper.gardener.cloud/d created"),
+        "{out}"
+    );
+    // A field the schema does not have is refused by server-side field validation.
+    let bad = k.file(
+        "bad.yaml",
+        "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: e, namespace: default}\n\
+         spec: {type: example.dev/x, typo: 1}\n",
+    );
+    let mut c = k.cmd(&["apply", "-f", &bad]);
+    let refused = tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("typo"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // `kubectl explain` answers from the CRD's schema.
+    let out = k.run(&["explain", "deployitem.spec"]).await;
+    assert!(out.contains("KIND:       DeployItem"), "{out}");
+    assert!(
+        out.contains("DeployItemSpec contains the definition"),
+        "{out}"
+    );
+    for field in ["config", "target", "type"] {
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(field)),
+            "{field}: {out}"
+        );
+    }
+    // `kubectl diff`: a server-side dry run shows the change and writes nothing.
+    let changed = k.file(
+        "changed.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\ndata: {k: changed}\n",
+    );
+    let mut c = k.cmd(&["diff", "-f", &changed]);
+    let diff = tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap();
+    // kubectl diff exits 1 when there are differences.
+    assert_eq!(diff.status.code(), Some(1), "{diff:?}");
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert!(
+        text.contains("-  k: v") && text.contains("+  k: changed"),
+        "{text}"
+    );
+    let out = k
+        .run(&["get", "configmap", "a", "-o", "jsonpath={.data.k}"])
+        .await;
+    assert_eq!(out, "v", "diff wrote nothing");
+}

@@ -325,7 +325,7 @@ async fn scope_cluster_wide_lists_and_missing_namespaces() {
 }
 
 #[tokio::test]
-async fn openapi_v3_stub_lists_patch_operations_with_field_validation() {
+async fn openapi_lists_patch_operations_with_field_validation_crd_schemas_and_an_empty_v2() {
     let s = server();
     s.install_object(widget_crd()).unwrap();
     let (_, idx) = raw(&s, "GET", "/openapi/v3", None, "").await;
@@ -346,6 +346,28 @@ async fn openapi_v3_stub_lists_patch_operations_with_field_validation() {
             .iter()
             .any(|p| p["name"] == "fieldValidation")
     );
-    let (code, _) = raw(&s, "GET", "/openapi/v2", None, "").await;
-    assert_eq!(code, 404);
+    // The CRD's schema is a component, found by its group-version-kind (kubectl explain).
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    let widget = &schemas["com.example.v1.Widget"];
+    assert_eq!(
+        widget["x-kubernetes-group-version-kind"],
+        json!([{"group": "example.com", "version": "v1", "kind": "Widget"}])
+    );
+    assert_eq!(widget["type"], "object");
+    // v2: an empty Swagger 2.0 document, as JSON or as the gnostic protobuf kubectl asks for.
+    let (code, v2) = raw(&s, "GET", "/openapi/v2", None, "").await;
+    assert_eq!(code, 200);
+    assert_eq!(v2["swagger"], "2.0");
+    let (code, _) = raw_with(
+        &s,
+        "GET",
+        "/openapi/v2",
+        &[(
+            "accept",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        )],
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
 }
