@@ -222,15 +222,19 @@ impl PendingPlugins {
     }
 }
 
+/// Components above this size (the Python and JavaScript runtimes are 12-19 MB; Rust and C
+/// plugins well under 1 MB) may finish loading after start-up.
+const LARGE_PLUGIN_BYTES: u64 = 4 << 20;
+
 /// Every `*.wasm` of `dirs`, loading all at once: compiling is CPU work off the async threads,
 /// and a large component (a Python or JavaScript plugin is 12-19 MB, seconds to compile cold)
 /// must not make the small ones wait. One that does not load is logged with why and skipped,
 /// so a bad plugin never keeps the host (and every good plugin) from starting.
 ///
-/// With `window`, start-up waits for all of them only that long — and in any case until every
-/// plugin named in the `hooks:` configuration has loaded, since a hook that is not there yet
-/// would change what a reconcile does. What is still compiling then is returned as
-/// [`PendingPlugins`]; its DeployItems wait until it arrives.
+/// With `window`, start-up waits for the large ones (over 4 MiB) only that long — and in any
+/// case for every small one and every plugin named in the `hooks:` configuration, since a hook
+/// that is not there yet would change what a reconcile does. What is still compiling then is
+/// returned as [`PendingPlugins`]; its DeployItems wait until it arrives.
 async fn load_dirs_tolerant(
     runtime: &Arc<PluginRuntime>,
     dirs: &[std::path::PathBuf],
@@ -248,6 +252,12 @@ async fn load_dirs_tolerant(
         files.extend(in_dir);
     }
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    // Only large components may be left to finish after start-up: a Rust or C plugin compiles
+    // in well under a second, and dev mode decides its default hooks from what has loaded.
+    let large: Vec<bool> = files
+        .iter()
+        .map(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > LARGE_PLUGIN_BYTES))
+        .collect();
     let mut loads: Vec<_> = files
         .into_iter()
         .map(|path| {
@@ -255,7 +265,7 @@ async fn load_dirs_tolerant(
             let source = path.display().to_string();
             let handle = tokio::spawn(async move {
                 let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                if size > 4 << 20 {
+                if size > LARGE_PLUGIN_BYTES {
                     tracing::info!(plugin = %source, bytes = size, "loading a large plugin (compiled once, then cached)");
                 }
                 let result = match std::fs::read(&path) {
@@ -289,7 +299,11 @@ async fn load_dirs_tolerant(
                     .is_ok_and(|p| p.hook_setup().is_some_and(|h| &h.name == name))
             })
         });
-        if window.is_some_and(|w| started.elapsed() >= w) && hooks_ready {
+        let small_done = loads
+            .iter()
+            .zip(&large)
+            .all(|(l, large)| l.is_none() || *large);
+        if window.is_some_and(|w| started.elapsed() >= w) && hooks_ready && small_done {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
