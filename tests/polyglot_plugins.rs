@@ -153,35 +153,17 @@ async fn given_a_bad_config_or_a_crash_then_the_item_fails_with_the_right_code(l
     ))
     .await;
 
-    let s = h.wait_finished("default", &bad).await.status();
-    assert_eq!(s.phase, Phase::Failed, "{lang}");
-    let err = s.last_error.expect("lastError");
-    assert_eq!(
-        err.codes,
-        vec![codes::CONFIGURATION_PROBLEM.to_string()],
-        "{lang}: {}",
-        err.message
-    );
-    assert!(
-        err.message.contains("message"),
-        "{lang}: the error names the field: {}",
-        err.message
-    );
-
-    let s = h.wait_finished("default", &crash).await.status();
-    assert_eq!(s.phase, Phase::Failed, "{lang}");
-    let err = s.last_error.expect("lastError");
-    assert_eq!(
-        err.codes,
-        vec![codes::INTERNAL_PROBLEM.to_string()],
-        "{lang}: {}",
-        err.message
-    );
-    assert!(
-        err.message.contains("crash requested"),
-        "{lang}: the exception text reaches lastError: {}",
-        err.message
-    );
+    // A bad config names the field; an uncaught exception's text reaches lastError.
+    for (item, code, text) in [
+        (&bad, codes::CONFIGURATION_PROBLEM, "message"),
+        (&crash, codes::INTERNAL_PROBLEM, "crash requested"),
+    ] {
+        let s = h.wait_finished("default", item).await.status();
+        assert_eq!(s.phase, Phase::Failed, "{lang} {item}");
+        let err = s.last_error.expect("lastError");
+        assert_eq!(err.codes, vec![code.to_string()], "{lang}: {}", err.message);
+        assert!(err.message.contains(text), "{lang} {item}: {}", err.message);
+    }
 }
 
 async fn given_the_hold_hook_then_an_annotated_item_waits_until_the_annotation_goes(lang: &str) {

@@ -357,11 +357,7 @@ async fn inspect_plugin(plugin: &str, plain_http: bool, json: bool) -> anyhow::R
             .bytes
     };
     let digest = trust::digest_of(&bytes);
-    let runtime = plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig {
-        instance_slots: 0,
-        ..Default::default()
-    })?;
-    let loaded = runtime.load_bytes(plugin, &bytes).await;
+    let loaded = deployer_host::plugin_cli::load_bytes(plugin, &bytes).await;
     let mut out = serde_json::json!({
         "source": plugin,
         "size": bytes.len(),
@@ -558,6 +554,7 @@ async fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             PluginCommand::Bench { file, item, calls } => {
+                // With the instance pool, as the host runs it: bench measures the host's cost.
                 let bytes =
                     std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
                 let runtime = plugin_runtime::PluginRuntime::new(Default::default())?;
@@ -609,15 +606,7 @@ async fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             PluginCommand::Test { file, item, json } => {
-                let bytes =
-                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-                let runtime = plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig {
-                    instance_slots: 0,
-                    ..Default::default()
-                })?;
-                let plugin = runtime
-                    .load_bytes(&file.display().to_string(), &bytes)
-                    .await?;
+                let plugin = deployer_host::plugin_cli::load_file(&file).await?;
                 let name = plugin_runtime::DeployerPlugin::description(plugin.as_ref())
                     .name
                     .clone();
@@ -646,15 +635,7 @@ async fn main() -> anyhow::Result<()> {
                 record,
                 replay,
             } => {
-                let bytes =
-                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-                let runtime = plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig {
-                    instance_slots: 0,
-                    ..Default::default()
-                })?;
-                let plugin = runtime
-                    .load_bytes(&file.display().to_string(), &bytes)
-                    .await?;
+                let plugin = deployer_host::plugin_cli::load_file(&file).await?;
                 use deployer_host::plugin_cli as cli;
                 let target = match (&target, &kubeconfig) {
                     (Some(t), _) => Some((cli::read_yaml(t)?, t.display().to_string())),

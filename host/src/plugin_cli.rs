@@ -187,6 +187,25 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Cluster> {
     Ok(Cluster::Replay(Mutex::new(exchanges.into())))
 }
 
+/// A plugin loaded from a file as the CLI commands use it: a runtime of its own, no instance
+/// pool (one short-lived process), the host's default limits.
+pub async fn load_file(file: &Path) -> anyhow::Result<Arc<plugin_runtime::WasmPlugin>> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    load_bytes(&file.display().to_string(), &bytes).await
+}
+
+/// Like [`load_file`], for bytes from elsewhere (a registry).
+pub async fn load_bytes(
+    source: &str,
+    bytes: &[u8],
+) -> anyhow::Result<Arc<plugin_runtime::WasmPlugin>> {
+    let runtime = plugin_runtime::PluginRuntime::new(plugin_runtime::RuntimeConfig {
+        instance_slots: 0,
+        ..Default::default()
+    })?;
+    runtime.load_bytes(source, bytes).await
+}
+
 pub fn read_yaml(path: &Path) -> anyhow::Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

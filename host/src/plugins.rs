@@ -158,15 +158,7 @@ pub async fn load_within(
     Option<Arc<ContainerDeployer>>,
     Option<PendingPlugins>,
 )> {
-    let natives = native_deployers(config, clusters)?;
-    let container = natives.first().cloned();
-    let natives = natives
-        .into_iter()
-        .map(|d| d as Arc<dyn DeployerPlugin>)
-        .collect();
-    let (registry, pending) =
-        load_all_within(config, &[config.plugins_dir()], natives, Some(window)).await?;
-    Ok((registry, container, pending))
+    load_dirs_within(config, clusters, &[config.plugins_dir()], Some(window)).await
 }
 
 /// Like [`load`], from several directories (tests add test-only plugins).
@@ -175,13 +167,28 @@ pub async fn load_dirs(
     clusters: &Clusters,
     dirs: &[std::path::PathBuf],
 ) -> anyhow::Result<(Arc<PluginRegistry>, Option<Arc<ContainerDeployer>>)> {
+    let (registry, container, _) = load_dirs_within(config, clusters, dirs, None).await?;
+    Ok((registry, container))
+}
+
+async fn load_dirs_within(
+    config: &HostConfig,
+    clusters: &Clusters,
+    dirs: &[std::path::PathBuf],
+    window: Option<std::time::Duration>,
+) -> anyhow::Result<(
+    Arc<PluginRegistry>,
+    Option<Arc<ContainerDeployer>>,
+    Option<PendingPlugins>,
+)> {
     let natives = native_deployers(config, clusters)?;
     let container = natives.first().cloned();
     let natives = natives
         .into_iter()
         .map(|d| d as Arc<dyn DeployerPlugin>)
         .collect();
-    Ok((load_all(config, dirs, natives).await?, container))
+    let (registry, pending) = load_all_within(config, dirs, natives, window).await?;
+    Ok((registry, container, pending))
 }
 
 /// Plugins of the plugin directory still compiling when start-up stopped waiting (see
