@@ -580,3 +580,111 @@ async fn kubectl_apply_validates_lists_explains_crd_fields_and_diffs_by_server_d
         .await;
     assert_eq!(out, "v", "diff wrote nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_wait_server_side_apply_conflicts_and_raw_discovery() {
+    let Some(bin) = kubectl_binary() else {
+        skip("kubectl not installed");
+        return;
+    };
+    let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
+    server
+        .install_yaml_documents(
+            &std::fs::read_to_string(
+                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    server
+        .install_yaml_documents(
+            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: w, namespace: default}\n\
+             spec: {type: example.dev/x}\n",
+        )
+        .unwrap();
+    // `kubectl wait --for=jsonpath` returns once the status says so (written while it waits).
+    let mut c = k.cmd(&[
+        "wait",
+        "deployitem/w",
+        "--for=jsonpath={.status.phase}=Succeeded",
+        "--timeout=20s",
+    ]);
+    let waiting = tokio::task::spawn_blocking(move || c.output().unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    k.run(&[
+        "patch",
+        "deployitem",
+        "w",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Succeeded","observedGeneration":1}}"#,
+    ])
+    .await;
+    let waited = waiting.await.unwrap();
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("condition met"));
+
+    // Server-side apply: a second manager taking a field is a conflict, unless it forces.
+    let first = k.file(
+        "first.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owned, namespace: default}\ndata: {k: one}\n",
+    );
+    let second = k.file(
+        "second.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owned, namespace: default}\ndata: {k: two}\n",
+    );
+    k.run(&[
+        "apply",
+        "--server-side",
+        "--field-manager=alice",
+        "-f",
+        &first,
+    ])
+    .await;
+    let mut c = k.cmd(&[
+        "apply",
+        "--server-side",
+        "--field-manager=bob",
+        "-f",
+        &second,
+    ]);
+    let conflict = tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap();
+    assert!(!conflict.status.success());
+    let err = String::from_utf8_lossy(&conflict.stderr);
+    assert!(err.contains("conflict") && err.contains("alice"), "{err}");
+    k.run(&[
+        "apply",
+        "--server-side",
+        "--field-manager=bob",
+        "--force-conflicts",
+        "-f",
+        &second,
+    ])
+    .await;
+    let out = k
+        .run(&["get", "configmap", "owned", "-o", "jsonpath={.data.k}"])
+        .await;
+    assert_eq!(out, "two");
+
+    // `kubectl get --raw` of discovery documents.
+    let raw = k
+        .run(&["get", "--raw", "/apis/landscaper.gardener.cloud/v1alpha1"])
+        .await;
+    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(doc["kind"], "APIResourceList");
+    assert!(
+        doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "deployitems/status"),
+        "{raw}"
+    );
+}
