@@ -688,3 +688,82 @@ async fn kubectl_wait_server_side_apply_conflicts_and_raw_discovery() {
         "{raw}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explains_built_in_kinds_and_its_client_side_apply_merges_lists_by_key() {
+    let Some(bin) = kubectl_binary() else {
+        skip("kubectl not installed");
+        return;
+    };
+    let (_server, k, _stop, _serving) = serve_with_kubectl(bin).await;
+    // Built-in kinds' schemas (with what they reference) are served: explain walks into them.
+    let out = k
+        .run(&["explain", "deployment.spec.template.spec.containers.image"])
+        .await;
+    assert!(out.contains("KIND:       Deployment"), "{out}");
+    assert!(out.contains("FIELD: image <string>"), "{out}");
+    let out = k.run(&["explain", "configmap.data"]).await;
+    assert!(
+        out.contains("Data contains the configuration data"),
+        "{out}"
+    );
+
+    // The served schemas carry the strategic-merge metadata a real server publishes.
+    let raw = k.run(&["get", "--raw", "/openapi/v3/apis/apps/v1"]).await;
+    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    let containers =
+        &doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+    assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+    assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+    assert_eq!(
+        doc["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"]
+            [0]["kind"],
+        "Deployment"
+    );
+
+    // Client-side apply sends a strategic merge patch and the server merges containers by
+    // name, so an env var another writer added survives a re-apply.
+    let deploy = |image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: default}}\n\
+             spec:\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    \
+             spec:\n      containers:\n      - name: app\n        image: {image}\n        env: [{{name: A, value: '1'}}]\n"
+        )
+    };
+    let v1 = k.file("v1.yaml", &deploy("nginx:1"));
+    k.run(&["apply", "-f", &v1]).await;
+    k.run(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type=strategic",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"B","value":"2"}]}]}}}}"#,
+    ])
+    .await;
+    let v2 = k.file("v2.yaml", &deploy("nginx:2"));
+    k.run(&["apply", "-f", &v2]).await;
+    let image = k
+        .run(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ])
+        .await;
+    assert_eq!(image, "nginx:2");
+    let env = k
+        .run(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].env[*].name}",
+        ])
+        .await;
+    assert_eq!(
+        env, "A B",
+        "the env var the other writer added survived the re-apply"
+    );
+}
