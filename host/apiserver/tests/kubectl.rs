@@ -357,6 +357,18 @@ async fn serve_with_kubectl(
     (server, k, stop_tx, serving)
 }
 
+/// The DeployItem CRD the host ships.
+fn install_deployitem_crd(server: &ApiServer) {
+    server
+        .install_yaml_documents(
+            &std::fs::read_to_string(
+                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+}
+
 /// The header line and the line of `name` in kubectl's table output.
 fn header_and_row<'a>(out: &'a str, name: &str) -> (&'a str, &'a str) {
     let header = out.lines().next().unwrap_or("");
@@ -374,14 +386,7 @@ async fn kubectl_get_prints_the_columns_the_server_defines() {
         return;
     };
     let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
-    server
-        .install_yaml_documents(
-            &std::fs::read_to_string(
-                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
-            )
-            .unwrap(),
-        )
-        .unwrap();
+    install_deployitem_crd(&server);
     server
         .install_yaml_documents(
             "apiVersion: v1\nkind: Namespace\nmetadata: {name: cols}\n---\n\
@@ -509,14 +514,7 @@ async fn kubectl_apply_validates_lists_explains_crd_fields_and_diffs_by_server_d
         return;
     };
     let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
-    server
-        .install_yaml_documents(
-            &std::fs::read_to_string(
-                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
-            )
-            .unwrap(),
-        )
-        .unwrap();
+    install_deployitem_crd(&server);
     // A `kind: List` with client-side validation on (kubectl reads /openapi/v2 for it).
     let list = k.file(
         "list.yaml",
@@ -588,14 +586,7 @@ async fn kubectl_wait_server_side_apply_conflicts_and_raw_discovery() {
         return;
     };
     let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
-    server
-        .install_yaml_documents(
-            &std::fs::read_to_string(
-                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
-            )
-            .unwrap(),
-        )
-        .unwrap();
+    install_deployitem_crd(&server);
     server
         .install_yaml_documents(
             "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: w, namespace: default}\n\
