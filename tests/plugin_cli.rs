@@ -398,3 +398,47 @@ fn given_a_plugin_when_the_conformance_suite_runs_then_a_good_plugin_passes_and_
     assert!(!ok, "{checks:#?}");
     assert_eq!(outcomes[2], "fail", "reconcile: {checks:#?}");
 }
+
+#[test]
+fn given_a_hook_plugin_when_run_with_a_hook_type_then_its_answer_is_printed() {
+    skip_on_real!("needs no API server");
+    let hook = support::plugins_dir().join("../polyglot-plugins/rust/rust-hold-hook.wasm");
+    let item = |annotations: &str| {
+        format!(
+            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\n\
+             metadata: {{name: h, namespace: default, annotations: {{{annotations}}}}}\n\
+             spec: {{type: example.dev/x}}\n"
+        )
+    };
+    let run = |annotations: &str, op: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("item.yaml");
+        std::fs::write(&path, item(annotations)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+            .args(["plugin", "run"])
+            .arg(&hook)
+            .arg("--item")
+            .arg(&path)
+            .args(["--op", op])
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, held, _) = run("examples.wasm-deployer.dev/hold: 'true'", "BeforeReconcile");
+    assert!(ok, "{held}");
+    assert_eq!(held["plugin"], "rust-hold-hook");
+    assert_eq!(held["hookResult"]["abortReconcile"], true, "{held}");
+    assert_eq!(held["hookResult"]["requeue"], false, "{held}");
+    let (ok, free, _) = run("", "BeforeReconcile");
+    assert!(ok, "{free}");
+    assert!(free["hookResult"].is_null(), "no opinion: {free}");
+    // Not a hook type and not reconcile/delete: the CLI says what --op takes.
+    let (ok, _, err) = run("", "Reconcile");
+    assert!(!ok);
+    assert!(err.contains("a hook type"), "{err}");
+}

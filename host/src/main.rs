@@ -262,7 +262,8 @@ enum PluginCommand {
         /// Its Context.
         #[arg(long)]
         context: Option<PathBuf>,
-        /// `reconcile` or `delete`.
+        /// `reconcile`, `delete`, or a hook type (`BeforeReconcile`, `ShouldReconcile`, ...) to
+        /// run a hook plugin's hook with the item.
         #[arg(long, default_value = "reconcile")]
         op: String,
         /// Send Kubernetes calls to this cluster (the Target, unless --target is given).

@@ -285,11 +285,37 @@ pub async fn run_with(
     inv: Invocation,
     host: Arc<RecordingHost>,
 ) -> anyhow::Result<Value> {
-    use plugin_runtime::DeployerPlugin;
+    use plugin_runtime::{DeployerPlugin, HookPlugin};
+    // `--op <HookType>` (e.g. BeforeReconcile) runs a hook plugin's hook with the item and the
+    // Target object, as the host's hook stage would.
+    if let Some(hook_type) = plugin_runtime::HookType::parse(op) {
+        let input = plugin_runtime::HookInput {
+            hook_type,
+            deploy_item: (hook_type != plugin_runtime::HookType::Start)
+                .then(|| inv.deploy_item.clone()),
+            target: inv
+                .target
+                .as_ref()
+                .and_then(|t| serde_json::to_value(&t.target).ok()),
+        };
+        let answer = plugin.run_hook(input).await;
+        let mut report = json!({
+            "plugin": plugin.hook_setup().map(|h| h.name.clone()),
+            "operation": op,
+            "ok": answer.is_ok(),
+        });
+        match answer {
+            Ok(r) => report["hookResult"] = serde_json::to_value(r)?,
+            Err(e) => report["error"] = serde_json::to_value(e)?,
+        }
+        return Ok(report);
+    }
     let result = match op {
         "reconcile" => plugin.reconcile(inv, host.clone()).await,
         "delete" => plugin.delete(inv, host.clone()).await,
-        other => anyhow::bail!("--op must be reconcile or delete, not {other:?}"),
+        other => anyhow::bail!(
+            "--op must be reconcile, delete or a hook type (BeforeReconcile, ShouldReconcile, ...), not {other:?}"
+        ),
     };
     let calls = host.calls.lock().expect("calls").clone();
     let mut report = json!({
