@@ -382,6 +382,25 @@ export class BaseCtx {
 
 // ---- DeployItem shorthands (used by Invocation and HookInput) --------------------------------
 
+/** `metadata`, `name`, `namespace`, `annotations`, `labels` of `this.item` (a DeployItem). */
+export class ItemView {
+  get metadata() {
+    return itemMeta(this.item);
+  }
+  get name() {
+    return String(this.metadata.name ?? '');
+  }
+  get namespace() {
+    return String(this.metadata.namespace ?? '');
+  }
+  get annotations() {
+    return this.metadata.annotations ?? {};
+  }
+  get labels() {
+    return this.metadata.labels ?? {};
+  }
+}
+
 export function itemMeta(item) {
   const m = item && typeof item === 'object' ? item.metadata : undefined;
   return m && typeof m === 'object' ? m : {};

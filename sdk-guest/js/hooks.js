@@ -21,7 +21,7 @@
 // A plugin exporting both a deployer and hooks (world `deployer-hook-plugin`) imports both
 // wasm-deployer.js and this file.
 
-import { BaseCtx, InternalError, guarded, itemMeta, jsonType, listOf, parseHostJson, toU64 } from './common.js';
+import { BaseCtx, InternalError, ItemView, guarded, jsonType, listOf, parseHostJson, toU64 } from './common.js';
 
 export * from './common.js';
 
@@ -55,8 +55,9 @@ export function hookTypeName(witType) {
  * Target object, undefined if absent; never credentials), and `name`, `namespace`,
  * `annotations`, `labels` shorthands.
  */
-export class HookInput {
+export class HookInput extends ItemView {
   constructor({ hookType, item, target } = {}) {
+    super();
     this.witHookType = hookTypeToWit(hookType);
     this.hookType = hookTypeName(this.witHookType);
     this.item = item;
@@ -71,21 +72,6 @@ export class HookInput {
     });
   }
 
-  get metadata() {
-    return itemMeta(this.item);
-  }
-  get name() {
-    return String(this.metadata.name ?? '');
-  }
-  get namespace() {
-    return String(this.metadata.namespace ?? '');
-  }
-  get annotations() {
-    return this.metadata.annotations ?? {};
-  }
-  get labels() {
-    return this.metadata.labels ?? {};
-  }
 }
 
 /** What a hook may call on the host: logging and the clock (`ctx.info(...)`, `ctx.now()`, ...). */

@@ -43,7 +43,7 @@ import {
   conditionToWit,
   errorFromWit,
   guarded,
-  itemMeta,
+  ItemView,
   jsonType,
   listOf,
   parseHostJson,
@@ -210,8 +210,9 @@ const REQUIRED = Symbol('required');
  * - `target` (the Target object), `targetContent` (its resolved content: `spec.config` or the
  *   Secret data, parsed if JSON), `context`, `previousProviderStatus`: objects or undefined.
  */
-export class Invocation {
+export class Invocation extends ItemView {
   constructor({ item, target, targetContent, context, previousProviderStatus } = {}) {
+    super();
     this.item = item !== null && typeof item === 'object' ? item : {};
     this.target = target;
     this.targetContent = targetContent;
@@ -238,21 +239,6 @@ export class Invocation {
     });
   }
 
-  get metadata() {
-    return itemMeta(this.item);
-  }
-  get name() {
-    return String(this.metadata.name ?? '');
-  }
-  get namespace() {
-    return String(this.metadata.namespace ?? '');
-  }
-  get annotations() {
-    return this.metadata.annotations ?? {};
-  }
-  get labels() {
-    return this.metadata.labels ?? {};
-  }
   get phase() {
     return String(this.item.status?.phase ?? '');
   }
