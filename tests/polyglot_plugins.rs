@@ -399,23 +399,23 @@ async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_wh
     let work = tempfile::tempdir().unwrap();
     // Built against a newer WIT (1.9.0) that has an interface this host lacks, and using it.
     let newer = build_c_variant(work.path(), "newer-wit", |dir| {
-        for f in ["deployer.wit", "hooks.wit", "kubernetes.wit"] {
+        for f in ["deployer.wit", "hooks.wit", "kubernetes.wit", "fetch.wit"] {
             let p = dir.join("wit").join(f);
             let text = std::fs::read_to_string(&p)
                 .unwrap()
-                .replace("@1.1.0", "@1.9.0");
+                .replace("@1.2.0", "@1.9.0");
             std::fs::write(&p, text).unwrap();
         }
         let p = dir.join("wit/deployer.wit");
         let text = std::fs::read_to_string(&p).unwrap().replace(
             "    import secondary-targets;",
-            "    import secondary-targets;\n    import fetch;",
-        ) + "\ninterface fetch {\n    fetch: func(url: string) -> result<list<u8>, string>;\n}\n";
+            "    import secondary-targets;\n    import telepathy;",
+        ) + "\ninterface telepathy {\n    fetch: func(url: string) -> result<list<u8>, string>;\n}\n";
         std::fs::write(&p, text).unwrap();
         let p = dir.join("plugin.c");
         let text = std::fs::read_to_string(&p).unwrap().replace(
             "    bool crash, ok = false;\n",
-            "    bool crash, ok = false;\n    if (inv->name[0] == '!') { wd_wit_string_t u = {0}; wd_wit_list_u8_t b; wd_wit_string_t e; (void)wasm_deployer_plugin_fetch_fetch(&u, &b, &e); }\n",
+            "    bool crash, ok = false;\n    if (inv->name[0] == '!') { wd_wit_string_t u = {0}; wd_wit_list_u8_t b; wd_wit_string_t e; (void)wasm_deployer_plugin_telepathy_fetch(&u, &b, &e); }\n",
         );
         std::fs::write(&p, text).unwrap();
     });
@@ -447,7 +447,7 @@ async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_wh
     let cases = [
         (
             &newer,
-            "built against wasm-deployer:plugin@1.9.0, newer than this host's 1.1.0",
+            "built against wasm-deployer:plugin@1.9.0, newer than this host's 1.2.0",
         ),
         (&trapping, "describe of"),
         (

@@ -64,6 +64,10 @@ pub struct HostConfig {
     /// The native container deployer (`docs/container-deployer.md`).
     #[serde(default)]
     pub container: crate::container::ContainerConfig,
+    /// Downloads plugins may ask for (WIT `fetch`: the helm deployer's charts): allowlist,
+    /// plain-HTTP and insecure registries, size limit, timeout, cache.
+    #[serde(default)]
+    pub fetch: crate::capabilities::FetchConfig,
 }
 
 /// One entry of `hooks:`: run a hook plugin for some DeployItem types.
@@ -201,6 +205,7 @@ impl HostConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         targetselector::validate(&self.target_selectors).context("targetSelectors")?;
         self.requeue_interval()?;
+        self.fetch.validate()?;
         self.plugins.limits.resolve(Limits::default())?;
         for (name, l) in &self.plugins.per_plugin {
             l.resolve(Limits::default())

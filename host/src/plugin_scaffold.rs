@@ -21,8 +21,9 @@ pub const LANGUAGES: [&str; 4] = ["rust", "python", "js", "c"];
 /// The file that marks a plugin project and says its language.
 pub const MANIFEST: &str = "wasm-deployer-plugin.json";
 
-const WIT: [(&str, &str); 3] = [
+const WIT: [(&str, &str); 4] = [
     ("wit/deployer.wit", include_str!("../../wit/deployer.wit")),
+    ("wit/fetch.wit", include_str!("../../wit/fetch.wit")),
     ("wit/hooks.wit", include_str!("../../wit/hooks.wit")),
     (
         "wit/kubernetes.wit",

@@ -89,8 +89,22 @@ pub fn runtime_config(config: &HostConfig) -> anyhow::Result<RuntimeConfig> {
             .plugin_limits
             .insert(name.clone(), to_runtime_limits(l.resolve(base)?));
     }
+    // The helm deployer renders charts inside its instance: unless configured, it gets at least
+    // 256 MiB and 60 s (large charts need both; docs/helm-deployer.md).
+    if !config.plugins.per_plugin.contains_key(HELM_PLUGIN) {
+        runtime.plugin_limits.insert(
+            HELM_PLUGIN.to_string(),
+            to_runtime_limits(Limits {
+                deadline: base.deadline.max(std::time::Duration::from_secs(60)),
+                memory_bytes: base.memory_bytes.max(256 << 20),
+            }),
+        );
+    }
     Ok(runtime)
 }
+
+/// The helm deployer plugin's name.
+pub const HELM_PLUGIN: &str = "helm";
 
 fn to_runtime_limits(l: Limits) -> plugin_runtime::Limits {
     plugin_runtime::Limits {

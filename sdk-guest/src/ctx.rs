@@ -8,7 +8,9 @@
 //! Must not touch: any ambient resource (files, environment, network) — a plugin gets
 //! nothing that does not pass through here.
 
-use crate::model::{DeployerError, KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo};
+use crate::model::{
+    DeployerError, FetchRequest, Fetched, KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo,
+};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -47,6 +49,14 @@ pub trait NativeHost: Send + Sync {
         Err(DeployerError::internal(
             "SecondaryTargetsUnavailable",
             format!("no access to secondary Target {target_name:?} in this context"),
+        ))
+    }
+    /// One download done by the host (WIT `fetch`, 1.2): allowlisted, size-capped, cached by
+    /// digest, with the Context's credentials.
+    fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
+        Err(DeployerError::internal(
+            "FetchUnavailable",
+            format!("no downloads in this context (asked for {})", request.location()),
         ))
     }
 }
@@ -198,6 +208,33 @@ impl<'a> Ctx<'a> {
             HostRef::Native(h) => h.kube_on(target_name, op),
             #[cfg(target_arch = "wasm32")]
             HostRef::Wasm => crate::wasm::kube_on(target_name, op),
+        }
+    }
+
+    /// Downloads `url` through the host (WIT `fetch.http-get`). With `expected_digest`
+    /// (`sha256:<hex>`), a cached copy is used without a request.
+    pub fn http_get(&self, url: &str, expected_digest: Option<&str>) -> Result<Fetched, DeployerError> {
+        self.fetch(FetchRequest::Http {
+            url: url.to_string(),
+            expected_digest: expected_digest.map(str::to_string),
+        })
+    }
+
+    /// Pulls the first layer of `reference` whose media type is in `layer_media_types`
+    /// through the host (WIT `fetch.oci-pull`).
+    pub fn oci_pull(&self, reference: &str, layer_media_types: &[&str]) -> Result<Fetched, DeployerError> {
+        self.fetch(FetchRequest::Oci {
+            reference: reference.to_string(),
+            layer_media_types: layer_media_types.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+
+    /// One download through the host (WIT `fetch`).
+    pub fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
+        match self.host {
+            HostRef::Native(h) => h.fetch(request),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::fetch(request),
         }
     }
 

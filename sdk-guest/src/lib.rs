@@ -94,14 +94,14 @@ pub use hooks::Hooks;
 /// The shared data model (`landscaper-model`), so plugins need no other dependency.
 pub use landscaper_model::{
     self as model, ConditionReport, ConditionStatus, Context, DeployItem, DeployItemSpec,
-    DeployItemStatus, DeployerError, Description, HookInput, HookResult, HookSetup, HookType,
+    DeployItemStatus, DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup, HookType,
     Invocation, KubeOp, LogLevel, ObjectMeta, ObjectRef, ObjectReference, PatchType, Phase,
     ResolvedTarget, ResourceInfo, Response, Target, TargetSpec, codes, decode_at,
     for_each_hook_type, format_rfc3339, plugin::phase,
 };
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
-pub const WIT_VERSION: &str = "1.1.0";
+pub const WIT_VERSION: &str = "1.2.0";
 
 /// A deployer: what a plugin implements.
 ///

@@ -150,6 +150,33 @@ pub(crate) fn kube_on(target_name: &str, op: KubeOp) -> Result<Option<String>, D
     r.map_err(error_from_wit)
 }
 
+pub(crate) fn fetch(request: crate::FetchRequest) -> Result<crate::Fetched, DeployerError> {
+    use wit::fetch as f;
+    let blob = |b: f::Blob| crate::Fetched {
+        digest: b.digest,
+        media_type: b.media_type,
+        data: b.data,
+        cached: b.cached,
+        manifest_digest: None,
+        config_media_type: None,
+    };
+    match request {
+        crate::FetchRequest::Http {
+            url,
+            expected_digest,
+        } => f::http_get(&url, expected_digest.as_deref()).map(blob),
+        crate::FetchRequest::Oci {
+            reference,
+            layer_media_types,
+        } => f::oci_pull(&reference, &layer_media_types).map(|a| crate::Fetched {
+            manifest_digest: Some(a.manifest_digest),
+            config_media_type: Some(a.config_media_type),
+            ..blob(a.layer)
+        }),
+    }
+    .map_err(error_from_wit)
+}
+
 /// The host's input did not decode: the host's fault, reported as ERR_INTERNAL_PROBLEM.
 fn host_input_error(e: landscaper_model::wire::WireError) -> DeployerError {
     DeployerError::internal("InvalidHostInput", format!("host sent {e}"))

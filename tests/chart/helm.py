@@ -2,9 +2,11 @@
 """Real Go Helm (PyPI ``helm-python-sdk``) for the chart stories: one operation per call.
 
 Input: one JSON object as argv[1]:
-  {"op": "lint" | "render" | "push" | "install" | "upgrade" | "uninstall" | "history",
+  {"op": "lint" | "render" | "push" | "install" | "upgrade" | "uninstall" | "history" | "list"
+         | "status" | "rollback" | "values",
    "chart" (a directory, or oci://… with "version"), "name", "namespace", "values",
-   "kubeconfig" (text), "wait" (bool), "destination" + "remote" (push)}
+   "kubeconfig" (text), "wait" (bool), "destination" + "remote" (push), "revision" (rollback,
+   status)}
 Output (stdout): a JSON object; {"error": "..."} when Helm refused, {"unavailable": "..."} when
 helm-python-sdk is not installed.
 """
@@ -52,11 +54,28 @@ def main() -> int:
             elif op == "uninstall":
                 rel = cfg.uninstall(job["name"], wait=wait, timeout=60)
             elif op == "history":
+                rel = {"history": [{"revision": r.get("revision"), "status": r.get("status"),
+                                    "description": r.get("description")}
+                                   for r in cfg.history(job["name"])]}
+            elif op == "list":
+                rel = {"releases": [{"name": r.get("name"), "namespace": r.get("namespace"),
+                                     "revision": r.get("revision"), "status": r.get("status"),
+                                     "chart": r.get("chart")}
+                                    for r in cfg.list(all_states=True)]}
+            elif op == "status":
+                rel = cfg.status(job["name"], revision=job.get("revision"))
+                rel = {"status": rel.get("status"), "revision": rel.get("revision"),
+                       "manifest": rel.get("manifest")}
+            elif op == "values":
+                rel = {"values": cfg.get_values(job["name"])}
+            elif op == "rollback":
+                cfg.rollback(job["name"], version=job.get("revision"), timeout=60)
                 rel = {"history": [{"revision": r.get("revision"), "status": r.get("status")}
                                    for r in cfg.history(job["name"])]}
             else:
                 raise ValueError(f"unknown op {op}")
-            out = {k: rel.get(k) for k in ("revision", "status", "history") if k in rel}
+            keys = ("revision", "status", "history", "releases", "manifest", "values")
+            out = {k: rel.get(k) for k in keys if k in rel}
     except Exception as e:  # noqa: BLE001
         out = {"error": f"{type(e).__name__}: {e}"}
     json.dump(out, sys.stdout, default=str)

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 mod backend;
+pub mod chart_repo;
 pub mod registry;
 #[allow(unused_imports)]
 pub use backend::{

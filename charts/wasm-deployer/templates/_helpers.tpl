@@ -98,6 +98,9 @@ are written: the host refuses unknown keys and nulls where it expects a section.
 {{- with $v.plugins.perPlugin }}{{ $_ := set $plugins "perPlugin" . }}{{ end }}
 {{- $_ := set $c "plugins" $plugins }}
 {{- with $v.hooks }}{{ $_ := set $c "hooks" . }}{{ end }}
+{{- $fetch := deepCopy $v.fetch }}
+{{- $_ := set $fetch "cacheDir" "/var/cache/wasm-deployer/blobs" }}
+{{- $_ := set $c "fetch" $fetch }}
 {{- $container := omit $v.container "namespace" "hostImage" }}
 {{- $_ := set $container "namespace" (include "wasm-deployer.containerNamespace" .) }}
 {{- $_ := set $container "hostImage" (default (include "wasm-deployer.image" .) $v.container.hostImage) }}

@@ -321,6 +321,10 @@ fn fmt_str_verb(v: &Value, verb: char, spec: &Spec) -> String {
 
 /// Formats one operand for `verb`.
 fn fmt_value(v: &Value, verb: char, spec: &Spec) -> String {
+    if let (Value::Obj(_), 'v') = (v, verb) {
+        // the object's own `%v` (a struct prints `{a b}`)
+        return pad(v.to_go_string(), spec, false);
+    }
     let v = &v.plain();
     match verb {
         'v' => match v {

@@ -434,4 +434,169 @@ data:
             "{err}"
         );
     }
+
+    fn render_files(files: &[(&str, &str)], values: &str) -> Result<String, String> {
+        let chart = Chart::load_files(
+            files
+                .iter()
+                .map(|(p, c)| (p.to_string(), c.as_bytes().to_vec()))
+                .collect(),
+        )
+        .map_err(|e| e.to_string())?;
+        let opts = RenderOptions {
+            release_name: "release-name".into(),
+            namespace: "default".into(),
+            values_files: vec![values.to_string()],
+            split_mode: crate::sort::SplitMode::Legacy,
+            ..Default::default()
+        };
+        render(&chart, &opts)
+            .map(|r| r.manifest())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Helm (4.2.3) renders exactly this: an empty `Glob` is false in `if`/`with`, empty in
+    /// `range` (the `else` runs), and has length 0.
+    #[test]
+    fn an_empty_glob_in_with_range_and_len() {
+        let template = r#"g1: {{ if .Files.Glob "nothing/*" }}yes{{ else }}no{{ end }}
+g2: {{ with .Files.Glob "nothing/*" }}yes{{ else }}no{{ end }}
+g3: {{ .Files.Glob "nothing/*" | len }}
+g4: {{ range $k, $v := .Files.Glob "nothing/*" }}{{ $k }}{{ else }}none{{ end }}
+g5: {{ range $k, $v := .Files.Glob "files/*" }}{{ $k }}{{ else }}none{{ end }}
+g6: {{ with .Files.Glob "files/*" }}yes{{ else }}no{{ end }}
+g7: {{ .Files.Glob "files/*" | len }}
+g8: {{ len (.Files.Glob "nothing/*") }}
+"#;
+        let out = render_files(
+            &[
+                ("Chart.yaml", "apiVersion: v2\nname: g\nversion: 0.1.0\n"),
+                ("templates/cm.yaml", template),
+                ("files/a.yaml", "x: 1\n"),
+            ],
+            "{}",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "---\n# Source: g/templates/cm.yaml\ng1: no\ng2: no\ng3: 0\ng4: none\ng5: files/a.yaml\ng6: yes\ng7: 1\ng8: 0\n\n"
+        );
+    }
+
+    /// Helm (4.2.3) renders exactly these: optional globals read through parenthesized chains,
+    /// in the parent (where `global` may be absent) and in a subchart (which always has
+    /// `global`, a map), without, with, and with other globals.
+    #[test]
+    fn nil_chains_through_globals_match_helm_in_parent_and_subchart() {
+        let parent = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: top}
+data:
+  g: {{ .Values.global | quote }}
+  gk: {{ kindOf .Values.global | quote }}
+  a: {{ (((.Values.global).postgresql).auth) | quote }}
+  b: {{ ((.Values.nothere).deeper) | quote }}
+  c: {{ default "d" (((.Values.global).postgresql).auth).password | quote }}
+  p: "{{ (((.Values.global).postgresql).auth) }}"
+  v: {{ $x := .Values.nothere }}{{ $x.foo | quote }}
+"#;
+        let sub = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: sub}
+data:
+  g: {{ .Values.global | quote }}
+  gk: {{ kindOf .Values.global | quote }}
+  a: {{ (((.Values.global).postgresql).auth) | quote }}
+  c: {{ default "d" (((.Values.global).postgresql).auth).password | quote }}
+  e: {{ default "e" ((.Values.global).postgresql).auth | quote }}
+"#;
+        let files = [
+            (
+                "Chart.yaml",
+                "apiVersion: v2\nname: nil\nversion: 0.1.0\ndependencies:\n- name: sub\n  version: 0.1.0\n",
+            ),
+            ("templates/cm.yaml", parent),
+            (
+                "charts/sub/Chart.yaml",
+                "apiVersion: v2\nname: sub\nversion: 0.1.0\n",
+            ),
+            ("charts/sub/templates/cm.yaml", sub),
+        ];
+        let cases = [
+            (
+                "{}",
+                "---\n# Source: nil/charts/sub/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: sub}\ndata:\n  g: \"map[]\"\n  gk: \"map\"\n  a: \n  c: \"d\"\n  e: \"e\"\n\n---\n# Source: nil/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: top}\ndata:\n  g: \n  gk: \"invalid\"\n  a: \n  b: \n  c: \"d\"\n  p: \"\"\n  v: \n\n",
+            ),
+            (
+                r#"{"global":{"postgresql":{"auth":{"password":"pw"}}}}"#,
+                "---\n# Source: nil/charts/sub/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: sub}\ndata:\n  g: \"map[postgresql:map[auth:map[password:pw]]]\"\n  gk: \"map\"\n  a: \"map[password:pw]\"\n  c: \"pw\"\n  e: \"map[password:pw]\"\n\n---\n# Source: nil/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: top}\ndata:\n  g: \"map[postgresql:map[auth:map[password:pw]]]\"\n  gk: \"map\"\n  a: \"map[password:pw]\"\n  b: \n  c: \"pw\"\n  p: \"map[password:pw]\"\n  v: \n\n",
+            ),
+            (
+                r#"{"global":{"x":1}}"#,
+                "---\n# Source: nil/charts/sub/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: sub}\ndata:\n  g: \"map[x:1]\"\n  gk: \"map\"\n  a: \n  c: \"d\"\n  e: \"e\"\n\n---\n# Source: nil/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: top}\ndata:\n  g: \"map[x:1]\"\n  gk: \"map\"\n  a: \n  b: \n  c: \"d\"\n  p: \"\"\n  v: \n\n",
+            ),
+        ];
+        for (values, want) in cases {
+            assert_eq!(render_files(&files, values).unwrap(), want, "values {values}");
+        }
+    }
+
+    /// Go's split between an invalid value (what a pipeline, a variable set from one, or a
+    /// missing key at the start of a parenthesized chain gives: its fields are nil) and a nil
+    /// interface (a missing key or null inside a chain, a nil element being ranged over: a field
+    /// of it is an error). Outcomes and positions as Helm 4.2.3 reports them.
+    #[test]
+    fn nil_interfaces_and_invalid_values_as_in_go() {
+        let values = r#"{"global":{},"l":[null],"m":{"k":null},"nul":null}"#;
+        let run = |t: &str| {
+            render_files(
+                &[
+                    ("Chart.yaml", "apiVersion: v2\nname: n2\nversion: 0.1.0\n"),
+                    ("templates/cm.yaml", t),
+                ],
+                values,
+            )
+        };
+        let err = |t: &str, want: &str| {
+            let e = run(t).map(|_| ()).unwrap_err();
+            assert!(e.contains(want), "{t}: {e}");
+        };
+        err(
+            "a: {{ (.Values.global).postgresql.auth }}",
+            "nil pointer evaluating interface {}.auth",
+        );
+        err(
+            "a: {{ range .Values.l }}{{ .foo }}{{ end }}",
+            "n2/templates/cm.yaml:1:27",
+        );
+        err(
+            "a: {{ range .Values.m }}{{ .foo }}{{ end }}",
+            "nil pointer evaluating interface {}.foo",
+        );
+        err(
+            "a: {{ range $v := .Values.l }}{{ $v.foo }}{{ end }}",
+            "n2/templates/cm.yaml:1:35",
+        );
+        err(
+            "a: {{ range $k, $v := .Values.m }}{{ $v.foo }}{{ end }}",
+            "nil pointer evaluating interface {}.foo",
+        );
+        err("a: {{ .Values.nul.foo }}", "n2/templates/cm.yaml:1:13");
+        err(
+            "a: {{ $v := .Values }}{{ $v.nul.foo }}",
+            "n2/templates/cm.yaml:1:27",
+        );
+        for ok in [
+            r#"a: {{ range .Values.l }}{{ template "x" . }}{{ end }}{{ define "x" }}{{ .foo }}{{ end }}"#,
+            r#"a: {{ range .Values.l }}{{ include "x" . }}{{ end }}{{ define "x" }}{{ .foo }}{{ end }}"#,
+            "a: {{ range .Values.l }}{{ $x := . }}{{ $x.foo }}{{ end }}",
+            "a: {{ range $v := .Values.l }}{{ $v = $.Values.nul }}{{ $v.foo }}{{ end }}",
+            "a: {{ $x := index .Values.l 0 }}{{ $x.foo }}",
+            "a: {{ (.Values.nul).foo }}",
+            "a: {{ range .Values.l }}{{ . }}{{ end }}",
+        ] {
+            let out = run(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert!(out.ends_with("\na: \n"), "{ok}: {out:?}");
+        }
+    }
 }

@@ -61,6 +61,14 @@ pub trait Object {
     fn truthy(&self) -> bool {
         true
     }
+    /// Go `reflect.Kind` name (`kindOf`): host objects are pointers unless they say otherwise.
+    fn kind_name(&self) -> &'static str {
+        "ptr"
+    }
+    /// Go's `%v` of the object (default: the plain value's).
+    fn write_go(&self, out: &mut String) {
+        write_go(out, &self.to_value());
+    }
 }
 
 impl std::fmt::Debug for Value {
@@ -170,7 +178,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::List(_) => "slice",
             Value::Map(_) => "map",
-            Value::Obj(_) => "ptr",
+            Value::Obj(o) => o.kind_name(),
         }
     }
 
@@ -278,7 +286,7 @@ pub fn write_go(out: &mut String, v: &Value) {
             }
             out.push(']');
         }
-        Value::Obj(o) => write_go(out, &o.to_value()),
+        Value::Obj(o) => o.write_go(out),
     }
 }
 

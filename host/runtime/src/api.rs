@@ -7,7 +7,7 @@
 //! access is whatever the controller puts behind [`HostServices::kube`].
 
 use sdk_guest::{
-    DeployerError, Description, HookInput, HookResult, HookSetup, Invocation, KubeOp, Response,
+    DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup, Invocation, KubeOp, Response,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +74,20 @@ pub trait HostServices: Send + Sync {
             "SecondaryTargetsUnavailable",
             format!("no access to secondary Target {target_name:?} in this context"),
         ))
+    }
+
+    /// One download for the plugin (WIT `fetch`, 1.2): the host checks its allowlist and
+    /// size limit, uses the item's Context for credentials and answers from its cache by
+    /// digest. Errors carry operation `fetch` and Landscaper codes.
+    async fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
+        Err(DeployerError::internal(
+            "FetchUnavailable",
+            format!(
+                "the host offers no downloads in this context (asked for {})",
+                request.location()
+            ),
+        )
+        .with_operation("fetch"))
     }
 }
 

@@ -9,8 +9,8 @@
 
 use crate::api::{DeployerPlugin, HookPlugin, HostServices, Limits, NoopHost, Op, emit_log};
 use sdk_guest::{
-    Ctx, Deployer, DeployerError, Description, HookInput, HookResult, HookSetup, Hooks, Invocation,
-    KubeOp, LogLevel, NativeHost, Response,
+    Ctx, Deployer, DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult,
+    HookSetup, Hooks, Invocation, KubeOp, LogLevel, NativeHost, Response,
 };
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -133,6 +133,9 @@ impl NativeHost for Bridge {
     }
     fn kube_on(&self, target_name: &str, op: KubeOp) -> Result<Option<String>, DeployerError> {
         self.handle.block_on(self.host.kube_on(target_name, op))
+    }
+    fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
+        self.handle.block_on(self.host.fetch(request))
     }
 }
 

@@ -5,7 +5,9 @@
 //! - [`progress`]: checkpoints against the item's progressing timeout (WIT `progress`);
 //! - `kubernetes`: operations on the item's Target cluster (WIT `kubernetes`, `cluster`);
 //! - `secondary_targets`: get/list/delete on Targets the plugin names (WIT `secondary-targets`);
-//! - `clusters`: clients and discovery per Target cluster, shared by every invocation.
+//! - `clusters`: clients and discovery per Target cluster, shared by every invocation;
+//! - [`fetch`]: downloads (HTTP(S), OCI) with the host's allowlist, limits, cache and the
+//!   Context's credentials (WIT `fetch`).
 //!
 //! `log` and `clock` need no host state; the runtime answers them itself. Adding a capability:
 //! a WIT interface in a new minor version, a module here with its `HostServices` method, and a
@@ -15,16 +17,18 @@
 //! plugin sees.
 
 mod clusters;
+pub mod fetch;
 mod kubernetes;
 pub mod progress;
 mod secondary_targets;
 
-use plugin_runtime::{DeployerError, HostServices, KubeOp};
+use plugin_runtime::{DeployerError, FetchRequest, Fetched, HostServices, KubeOp};
 
 use crate::contract::ProgressingTimeout;
-use crate::landscaper::{ResolvedTarget, codes};
+use crate::landscaper::{Context, ResolvedTarget, codes};
 
 pub use clusters::TargetClients;
+pub use fetch::{FetchConfig, Fetcher};
 use secondary_targets::SecondaryTargets;
 pub use secondary_targets::secret_ref_data;
 
@@ -34,6 +38,7 @@ pub struct ItemServices {
     target: Option<ResolvedTarget>,
     clients: TargetClients,
     secondary: Option<SecondaryTargets>,
+    fetch: Option<fetch::ItemFetch>,
 }
 
 impl ItemServices {
@@ -47,7 +52,27 @@ impl ItemServices {
             target,
             clients,
             secondary: None,
+            fetch: None,
         }
+    }
+
+    /// Gives the plugin downloads (WIT `fetch`) through `fetcher`, with the credentials of the
+    /// item's `context` (Secrets it names are read with `client` from `namespace`, the
+    /// item's). Without this, [`HostServices::fetch`] answers `FetchUnavailable`.
+    pub fn with_fetch(
+        mut self,
+        fetcher: std::sync::Arc<Fetcher>,
+        client: kube::Client,
+        namespace: String,
+        context: Option<Context>,
+    ) -> Self {
+        self.fetch = Some(fetch::ItemFetch {
+            fetcher,
+            client,
+            namespace,
+            context,
+        });
+        self
     }
 
     /// Gives the plugin secondary Targets (`targetName`, WIT `secondary-targets`): the Targets
@@ -94,6 +119,20 @@ impl HostServices for ItemServices {
     ) -> Result<Option<String>, DeployerError> {
         secondary_targets::check_operation(target_name, &op)?;
         self.run(Some(target_name), op).await
+    }
+
+    async fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
+        match &self.fetch {
+            Some(f) => f.fetch(request).await,
+            None => Err(DeployerError::internal(
+                "FetchUnavailable",
+                format!(
+                    "the host offers no downloads in this context (asked for {})",
+                    request.location()
+                ),
+            )
+            .with_operation("fetch")),
+        }
     }
 }
 

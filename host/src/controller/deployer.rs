@@ -54,6 +54,8 @@ pub struct Deployer {
     pub backoff: Backoff,
     /// Interval of the orphaned-SyncObject cleanup (only with locking); `None` = off.
     pub lock_cleanup_interval: Option<Duration>,
+    /// Downloads for plugins (WIT `fetch`): allowlist, limits, cache.
+    pub fetcher: Arc<crate::capabilities::Fetcher>,
     pub stats: Stats,
 }
 
@@ -97,6 +99,7 @@ impl Deployer {
             requeue_interval: config.requeue_interval()?,
             checkpoint_mode: CheckpointMode::Standard,
             target_clients,
+            fetcher: Arc::new(crate::capabilities::Fetcher::new(config.fetch.clone())?),
             stats: Stats::default(),
         })
     }

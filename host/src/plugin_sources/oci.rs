@@ -40,7 +40,8 @@ pub struct Pulled {
     pub layer_digest: String,
 }
 
-fn install_crypto() {
+/// Installs the rustls crypto provider once (reqwest is built without one of its own).
+pub fn install_crypto() {
     static ONCE: Once = Once::new();
     // reqwest is built without a provider of its own; use the ring provider kube uses too.
     ONCE.call_once(|| {
@@ -59,6 +60,23 @@ pub fn client_for(reference: &Reference, options: &RegistryOptions) -> (Client, 
         client,
         auth_for(reference.resolve_registry(), &options.docker_configs),
     )
+}
+
+/// A client for registries as `options` say, optionally without TLS verification (the host's
+/// `fetch.insecureSkipVerify`) and with a request timeout.
+pub fn client_with(
+    options: &RegistryOptions,
+    insecure: bool,
+    timeout: std::time::Duration,
+) -> Client {
+    install_crypto();
+    Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
+        accept_invalid_certificates: insecure,
+        read_timeout: Some(timeout),
+        connect_timeout: Some(timeout),
+        ..Default::default()
+    })
 }
 
 /// Basic credentials for `registry` from the first Docker config that has them.

@@ -485,3 +485,52 @@ pub struct ResourceInfo {
     /// Whether objects of the kind are namespaced.
     pub namespaced: bool,
 }
+
+/// A download the host does for the plugin (WIT `fetch`, 1.2): the plugin has no sockets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FetchRequest {
+    /// HTTP(S) GET of `url`; with `expected_digest` (`sha256:<hex>`) a cached copy is used
+    /// without a request, and a download with another digest fails.
+    Http {
+        /// `http://…` or `https://…`.
+        url: String,
+        /// `sha256:<hex>`, if known (e.g. from a chart repository index).
+        expected_digest: Option<String>,
+    },
+    /// OCI pull of `reference`: its first layer with one of `layer_media_types`.
+    Oci {
+        /// `host[:port]/repository:tag` or `…@sha256:<hex>`.
+        reference: String,
+        /// Accepted layer media types.
+        layer_media_types: Vec<String>,
+    },
+}
+
+impl FetchRequest {
+    /// The URL or reference, for messages.
+    pub fn location(&self) -> &str {
+        match self {
+            FetchRequest::Http { url, .. } => url,
+            FetchRequest::Oci { reference, .. } => reference,
+        }
+    }
+}
+
+/// What a [`FetchRequest`] brought (WIT `fetch.blob` / `fetch.oci-artifact`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fetched {
+    /// `sha256:<hex>` of `data`.
+    pub digest: String,
+    /// HTTP `Content-Type`, or the OCI layer's media type.
+    pub media_type: String,
+    /// The bytes.
+    #[serde(skip)]
+    pub data: Vec<u8>,
+    /// Served from the host's cache without a download.
+    pub cached: bool,
+    /// OCI only: the manifest digest the reference resolved to.
+    pub manifest_digest: Option<String>,
+    /// OCI only: the media type of the manifest's config.
+    pub config_media_type: Option<String>,
+}

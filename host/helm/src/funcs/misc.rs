@@ -361,7 +361,8 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         Ok(Value::from(bcrypt_hash(arg_str(&a[0])?)))
     });
     m.insert("htpasswd", |_, a| {
-        want_min("htpasswd", a, 2)?;
+        // Sprig v3.3 (Helm's): htpasswd(username, password string), bcrypt only
+        want("htpasswd", a, 2)?;
         let user = arg_str(&a[0])?;
         if user.contains(':') {
             return Ok(Value::from(format!("invalid username: {user}")));
@@ -371,23 +372,6 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
             bcrypt_hash(arg_str(&a[1])?)
         )))
     });
-    for name in [
-        "genCA",
-        "genCAWithKey",
-        "genSelfSignedCert",
-        "genSelfSignedCertWithKey",
-        "genSignedCert",
-        "genSignedCertWithKey",
-        "genPrivateKey",
-        "buildCustomCert",
-        "derivePassword",
-        "encryptAES",
-        "decryptAES",
-    ] {
-        m.insert(name, |_, _| {
-            Err(FuncError::call("not supported by helm-engine (certificate/password generators are not implemented)"))
-        });
-    }
 }
 
 /// Go `bcrypt.GenerateFromPassword(p, 10)` (`$2a$` form, random salt).

@@ -2,6 +2,7 @@
 //! additions, with Go's argument conversion rules and spf13/cast-style coercions.
 
 mod builtins;
+mod crypto;
 mod helm;
 mod lists;
 mod misc;
@@ -23,6 +24,7 @@ pub fn func_map() -> HashMap<&'static str, Func> {
     strings::register(&mut m);
     lists::register(&mut m);
     misc::register(&mut m);
+    crypto::register(&mut m);
     time::register(&mut m);
     helm::register(&mut m);
     m

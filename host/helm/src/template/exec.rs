@@ -19,9 +19,13 @@ enum Flow {
 pub struct Exec<'e> {
     /// The engine (template set and functions).
     pub eng: &'e Engine,
-    vars: Vec<(Rc<str>, Value)>,
+    /// Variables: name, value, and whether the value is a nil *interface* (a `range` element)
+    /// rather than an invalid value (what a pipeline yields for nil); see `eval_field_chain`.
+    vars: Vec<(Rc<str>, Value, bool)>,
     tmpl: Rc<Template>,
     depth: usize,
+    /// Dot is a nil interface: a nil element of the list or map being ranged over.
+    nil_iface_dot: bool,
 }
 
 type R<T> = Result<T, TemplateError>;
@@ -30,9 +34,10 @@ impl<'e> Exec<'e> {
     pub(crate) fn new(eng: &'e Engine, tmpl: Rc<Template>, data: Value) -> Self {
         Exec {
             eng,
-            vars: vec![(Rc::from("$"), data)],
+            vars: vec![(Rc::from("$"), data, false)],
             tmpl,
             depth: 0,
+            nil_iface_dot: false,
         }
     }
 
@@ -57,9 +62,10 @@ impl<'e> Exec<'e> {
         }
         let mut sub = Exec {
             eng: self.eng,
-            vars: vec![(Rc::from("$"), data.clone())],
+            vars: vec![(Rc::from("$"), data.clone(), false)],
             tmpl: t.clone(),
             depth: self.depth + 1,
+            nil_iface_dot: false,
         };
         let mut out = String::new();
         sub.run(&t, data, &mut out)?;
@@ -138,9 +144,10 @@ impl<'e> Exec<'e> {
                 }
                 let mut sub = Exec {
                     eng: self.eng,
-                    vars: vec![(Rc::from("$"), newdot.clone())],
+                    vars: vec![(Rc::from("$"), newdot.clone(), false)],
                     tmpl: t.clone(),
                     depth: self.depth + 1,
+                    nil_iface_dot: false,
                 };
                 sub.run(&t, &newdot, out)?;
             }
@@ -221,15 +228,21 @@ impl<'e> Exec<'e> {
         }
         for (k, e) in items {
             let m2 = self.vars.len();
+            // Go: a nil element is a nil interface{} (not an invalid value), so `.x` / `$v.x`
+            // on it is an error.
+            let nil_e = e.is_nil();
             match decl.len() {
                 0 => {}
-                1 => self.set_or_push(&decl[0], e.clone(), b.pipe.is_assign),
+                1 => self.set_or_push(&decl[0], e.clone(), b.pipe.is_assign, nil_e),
                 _ => {
-                    self.set_or_push(&decl[0], k, b.pipe.is_assign);
-                    self.set_or_push(&decl[1], e.clone(), b.pipe.is_assign);
+                    self.set_or_push(&decl[0], k, b.pipe.is_assign, false);
+                    self.set_or_push(&decl[1], e.clone(), b.pipe.is_assign, nil_e);
                 }
             }
-            let f = self.walk_list(out, &e, &b.list)?;
+            let saved = std::mem::replace(&mut self.nil_iface_dot, nil_e);
+            let f = self.walk_list(out, &e, &b.list);
+            self.nil_iface_dot = saved;
+            let f = f?;
             self.vars.truncate(m2);
             match f {
                 Flow::Break => break,
@@ -240,12 +253,13 @@ impl<'e> Exec<'e> {
         Ok(Flow::Normal)
     }
 
-    fn set_or_push(&mut self, name: &str, v: Value, assign: bool) {
-        if assign && let Some(slot) = self.vars.iter_mut().rev().find(|(n, _)| &**n == name) {
+    fn set_or_push(&mut self, name: &str, v: Value, assign: bool, nil_iface: bool) {
+        if assign && let Some(slot) = self.vars.iter_mut().rev().find(|(n, ..)| &**n == name) {
             slot.1 = v;
+            slot.2 = nil_iface;
             return;
         }
-        self.vars.push((Rc::from(name), v));
+        self.vars.push((Rc::from(name), v, nil_iface));
     }
 
     fn eval_pipe(&mut self, dot: &Value, pipe: &Pipe) -> R<Value> {
@@ -256,23 +270,25 @@ impl<'e> Exec<'e> {
         let v = val.unwrap_or(Value::Nil);
         for name in &pipe.decl {
             if pipe.is_assign {
-                if let Some(slot) = self.vars.iter_mut().rev().find(|(n, _)| **n == **name) {
+                if let Some(slot) = self.vars.iter_mut().rev().find(|(n, ..)| **n == **name) {
                     slot.1 = v.clone();
+                    slot.2 = false;
                 }
             } else {
-                self.vars.push((Rc::from(name.as_str()), v.clone()));
+                self.vars.push((Rc::from(name.as_str()), v.clone(), false));
             }
         }
         Ok(v)
     }
 
-    fn lookup_var(&self, name: &str) -> Value {
+    /// A variable's value and whether it is a nil interface (see `vars`).
+    fn lookup_var_iface(&self, name: &str) -> (Value, bool) {
         self.vars
             .iter()
             .rev()
-            .find(|(n, _)| &**n == name)
-            .map(|(_, v)| v.clone())
-            .unwrap_or(Value::Nil)
+            .find(|(n, ..)| &**n == name)
+            .map(|(_, v, i)| (v.clone(), *i))
+            .unwrap_or((Value::Nil, false))
     }
 
     fn eval_cmd(&mut self, dot: &Value, cmd: &Cmd, fin: Option<Value>) -> R<Value> {
@@ -281,7 +297,9 @@ impl<'e> Exec<'e> {
         match first {
             Arg::Field { pos, end, path } => {
                 let ctx = self.src_text(*pos, *end);
-                self.eval_field_chain(dot, dot.clone(), path, rest, fin, *pos, &ctx)
+                let pos = &go_field_pos(*pos, &ctx, false);
+                let iface = self.nil_iface_dot;
+                self.eval_field_chain(dot, (dot.clone(), iface), path, rest, fin, *pos, &ctx)
             }
             Arg::Var {
                 pos,
@@ -289,12 +307,13 @@ impl<'e> Exec<'e> {
                 name,
                 path,
             } => {
-                let v = self.lookup_var(name);
+                let v = self.lookup_var_iface(name);
                 if path.is_empty() {
                     self.no_args(rest, &fin, *pos, name)?;
-                    return Ok(v);
+                    return Ok(v.0);
                 }
                 let ctx = self.src_text(*pos, *end);
+                let pos = &go_field_pos(*pos, &ctx, true);
                 self.eval_field_chain(dot, v, path, rest, fin, *pos, &ctx)
             }
             Arg::Chain {
@@ -305,7 +324,7 @@ impl<'e> Exec<'e> {
             } => {
                 let v = self.eval_arg(dot, node)?;
                 let ctx = self.src_text(*pos, *end);
-                self.eval_field_chain(dot, v, path, rest, fin, *pos, &ctx)
+                self.eval_field_chain(dot, (v, false), path, rest, fin, *pos, &ctx)
             }
             Arg::Ident { pos, name } => self.eval_function(dot, name, *pos, rest, fin),
             Arg::Pipe(p) => {
@@ -348,7 +367,9 @@ impl<'e> Exec<'e> {
             Arg::Str(s) => Value::Str(s.clone()),
             Arg::Field { pos, end, path } => {
                 let ctx = self.src_text(*pos, *end);
-                self.eval_field_chain(dot, dot.clone(), path, &[], None, *pos, &ctx)?
+                let pos = &go_field_pos(*pos, &ctx, false);
+                let iface = self.nil_iface_dot;
+                self.eval_field_chain(dot, (dot.clone(), iface), path, &[], None, *pos, &ctx)?
             }
             Arg::Var {
                 pos,
@@ -356,11 +377,12 @@ impl<'e> Exec<'e> {
                 name,
                 path,
             } => {
-                let v = self.lookup_var(name);
+                let v = self.lookup_var_iface(name);
                 if path.is_empty() {
-                    v
+                    v.0
                 } else {
                     let ctx = self.src_text(*pos, *end);
+                    let pos = &go_field_pos(*pos, &ctx, true);
                     self.eval_field_chain(dot, v, path, &[], None, *pos, &ctx)?
                 }
             }
@@ -372,7 +394,7 @@ impl<'e> Exec<'e> {
             } => {
                 let v = self.eval_arg(dot, node)?;
                 let ctx = self.src_text(*pos, *end);
-                self.eval_field_chain(dot, v, path, &[], None, *pos, &ctx)?
+                self.eval_field_chain(dot, (v, false), path, &[], None, *pos, &ctx)?
             }
             Arg::Ident { pos, name } => self.eval_function(dot, name, *pos, &[], None)?,
             Arg::Pipe(p) => {
@@ -388,7 +410,7 @@ impl<'e> Exec<'e> {
     fn eval_field_chain(
         &mut self,
         dot: &Value,
-        mut recv: Value,
+        (mut recv, nil_iface): (Value, bool),
         path: &[Rc<str>],
         args: &[Arg],
         fin: Option<Value>,
@@ -399,8 +421,9 @@ impl<'e> Exec<'e> {
         // Go: a nil that starts a chain — dot, a variable, a parenthesized pipeline — is an
         // invalid reflect.Value, and a field of it is again invalid (no error; `(((.Values.
         // global).a).b)` is how charts read optional values). A nil met *inside* the chain (a
-        // map's missing key or null value) is a nil interface: a field of that is an error.
-        let invalid = matches!(recv, Value::Nil);
+        // map's missing key or null value) is a nil interface: a field of that is an error, and
+        // so is one of a nil element of a `range` (dot or the element variable).
+        let invalid = matches!(recv, Value::Nil) && !nil_iface;
         for (i, name) in path.iter().enumerate() {
             let last = i + 1 == n;
             let has_args = last && (!args.is_empty() || fin.is_some());
@@ -553,5 +576,15 @@ impl<'e> Exec<'e> {
                 Err(e)
             }
         }
+    }
+}
+
+/// Where Go's parser puts a field or variable chain (and so its errors): a variable with fields
+/// (`$v.a.b`) at its first field, a field chain of two or more (`.a.b.c`) at its second.
+fn go_field_pos(pos: usize, ctx: &str, var: bool) -> usize {
+    let skip = if var { 0 } else { 1 };
+    match ctx.get(skip..).and_then(|t| t.find('.')) {
+        Some(i) => pos + skip + i,
+        None => pos,
     }
 }

@@ -9,6 +9,7 @@
 //! | [`progress`] | `progress` | deployers |
 //! | [`target_cluster`] | `kubernetes` (1.0), `cluster` (1.1) | deployers |
 //! | [`secondary_targets`] | `secondary-targets` (1.1) | deployers |
+//! | [`fetch`] | `fetch` (1.2) | deployers |
 //!
 //! Hooks (components that export `hooks` but not `deployer`) get `log` and `clock` only: they
 //! see the item and answer, they have no Kubernetes access. WASI p2 is linked for every plugin
@@ -23,6 +24,7 @@
 //! `HostServices`, which the controller scopes to the item.
 
 pub(crate) mod clock;
+pub(crate) mod fetch;
 pub(crate) mod log;
 pub(crate) mod progress;
 pub(crate) mod secondary_targets;
@@ -78,6 +80,7 @@ pub(crate) fn linker(engine: &Engine, grants: Grants) -> Result<Linker<State>> {
         wit::kubernetes::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::cluster::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::secondary_targets::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::fetch::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
     }
     Ok(linker)
 }

@@ -9,6 +9,7 @@ wasmtime::component::bindgen!({
         "wasm-deployer:plugin/kubernetes": async,
         "wasm-deployer:plugin/cluster": async,
         "wasm-deployer:plugin/secondary-targets": async,
+        "wasm-deployer:plugin/fetch": async,
     },
     exports: { default: async },
 });

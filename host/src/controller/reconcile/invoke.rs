@@ -184,7 +184,7 @@ impl ItemCtx {
             })?),
             previous_provider_status: item.status.as_ref().and_then(|s| s.provider_status.clone()),
             target: resolved.clone(),
-            context,
+            context: context.clone(),
         };
         let services = Arc::new(
             ItemServices::new(timeout, resolved, self.deployer.target_clients.clone())
@@ -192,6 +192,12 @@ impl ItemCtx {
                     self.deployer.client.clone(),
                     self.namespace.clone(),
                     item.spec.config.as_ref(),
+                )
+                .with_fetch(
+                    self.deployer.fetcher.clone(),
+                    self.deployer.client.clone(),
+                    self.namespace.clone(),
+                    context.clone(),
                 ),
         );
         self.deployer

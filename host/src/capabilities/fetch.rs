@@ -1,0 +1,724 @@
+//! Downloads for plugins (WIT `fetch`, 1.2): HTTP(S) GETs and OCI pulls the host does because
+//! a plugin has no sockets — the helm deployer's charts from chart repositories, archives and
+//! OCI registries.
+//!
+//! Owns: the allowlist (`fetch.allow`), the size limit, the per-request timeout, plain HTTP and
+//! skipped TLS verification for the registries the configuration names, credentials from the
+//! item's Context (registry pull secrets; `helmChartRepoCredentials`), and the content-addressed
+//! cache (memory, plus a directory if configured) so a blob whose digest is known is fetched
+//! once. Must not touch: what the bytes mean (charts are the plugin's business) or anything a
+//! plugin could use to reach another host.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use oci_client::manifest::OciManifest;
+use plugin_runtime::{DeployerError, FetchRequest, Fetched};
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::landscaper::{Context, codes, parse_go_duration};
+use crate::plugin_sources::oci as registry;
+
+/// `fetch:` section of the host configuration.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FetchConfig {
+    /// What plugins may download: URL prefixes (`https://charts.example.com/stable/`), hosts
+    /// (`charts.example.com`, `127.0.0.1` = any port, `127.0.0.1:5000`) and registry paths
+    /// (`registry.example.com/charts/`); `*` allows everything. Empty (default): nothing.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// OCI registries (`host[:port]`) spoken to over plain HTTP (like Landscaper's
+    /// `deployer.oci.allowPlainHttp`, but per registry).
+    #[serde(default)]
+    pub plain_http: Vec<String>,
+    /// Hosts whose TLS certificates are not verified (`deployer.oci.insecureSkipVerify`).
+    #[serde(default)]
+    pub insecure_skip_verify: Vec<String>,
+    /// Largest download in MiB. Default 64.
+    pub max_mib: Option<u64>,
+    /// Timeout of one request (Go duration), also bounded by the invocation deadline.
+    /// Default `60s`.
+    pub timeout: Option<String>,
+    /// Directory of the content-addressed cache (`sha256/<hex>` files) kept across restarts.
+    /// Default: memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// Size of the in-memory cache in MiB. Default 256.
+    pub cache_mib: Option<u64>,
+}
+
+impl FetchConfig {
+    /// Checks the durations and sizes.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.timeout()?;
+        if self.max_mib == Some(0) {
+            anyhow::bail!("fetch.maxMib must be positive");
+        }
+        Ok(())
+    }
+
+    fn timeout(&self) -> anyhow::Result<Duration> {
+        match self.timeout.as_deref() {
+            None => Ok(Duration::from_secs(60)),
+            Some(s) => match parse_go_duration(s).map_err(anyhow::Error::msg)? {
+                crate::landscaper::GoDuration::Finite(d) if !d.is_zero() => Ok(d),
+                _ => anyhow::bail!("fetch.timeout must be a positive duration, got {s:?}"),
+            },
+        }
+    }
+}
+
+/// The host's downloader, shared by every invocation.
+pub struct Fetcher {
+    config: FetchConfig,
+    max_bytes: u64,
+    timeout: Duration,
+    http: reqwest::Client,
+    http_insecure: reqwest::Client,
+    cache: BlobCache,
+    /// Downloads that went to the network (the rest came from the cache).
+    pub downloads: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Fetcher {
+    /// A downloader for `config`.
+    pub fn new(config: FetchConfig) -> anyhow::Result<Self> {
+        config.validate()?;
+        registry::install_crypto();
+        let timeout = config.timeout()?;
+        let build = |insecure: bool| {
+            reqwest::Client::builder()
+                .timeout(timeout)
+                .danger_accept_invalid_certs(insecure)
+                .user_agent(concat!("wasm-deployer/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .context("building the HTTP client")
+        };
+        Ok(Fetcher {
+            max_bytes: config.max_mib.unwrap_or(64) << 20,
+            timeout,
+            http: build(false)?,
+            http_insecure: build(true)?,
+            cache: BlobCache::new(
+                config.cache_mib.unwrap_or(256) << 20,
+                config.cache_dir.clone(),
+            ),
+            config,
+            downloads: Default::default(),
+        })
+    }
+
+    /// Whether `location` (a URL, or an OCI reference without scheme) is allowed.
+    pub fn allowed(&self, location: &str) -> bool {
+        allowed(&self.config.allow, location)
+    }
+
+    fn insecure(&self, host: &str) -> bool {
+        self.config
+            .insecure_skip_verify
+            .iter()
+            .any(|h| h == host || host_without_port(host) == h)
+    }
+}
+
+/// What a plugin may fetch for one item: the shared [`Fetcher`] and the item's Context.
+pub struct ItemFetch {
+    pub(super) fetcher: Arc<Fetcher>,
+    pub(super) client: kube::Client,
+    /// The Context's namespace (the item's).
+    pub(super) namespace: String,
+    pub(super) context: Option<Context>,
+}
+
+fn err(code: Option<&str>, reason: &str, message: String) -> DeployerError {
+    DeployerError {
+        codes: code.map(|c| vec![c.to_string()]).unwrap_or_default(),
+        operation: "fetch".into(),
+        reason: reason.into(),
+        message,
+        ..Default::default()
+    }
+}
+
+fn sha256(data: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(data)))
+}
+
+impl ItemFetch {
+    /// One download, as WIT `fetch` describes it.
+    pub async fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
+        let location = request.location().to_string();
+        if !self.fetcher.allowed(&location) {
+            return Err(err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "FetchNotAllowed",
+                format!(
+                    "{location} is not allowed by the host's fetch.allow list ({}); ask the operator to allow it",
+                    if self.fetcher.config.allow.is_empty() {
+                        "empty: nothing may be downloaded".to_string()
+                    } else {
+                        self.fetcher.config.allow.join(", ")
+                    }
+                ),
+            ));
+        }
+        match request {
+            FetchRequest::Http {
+                url,
+                expected_digest,
+            } => self.http_get(&url, expected_digest.as_deref()).await,
+            FetchRequest::Oci {
+                reference,
+                layer_media_types,
+            } => self.oci_pull(&reference, &layer_media_types).await,
+        }
+    }
+
+    async fn http_get(
+        &self,
+        url: &str,
+        expected_digest: Option<&str>,
+    ) -> Result<Fetched, DeployerError> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| {
+            err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "InvalidReference",
+                format!("{url:?} is not a URL: {e}"),
+            )
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "InvalidReference",
+                format!("{url}: only http and https URLs can be fetched"),
+            ));
+        }
+        if let Some(digest) = expected_digest
+            && let Some(data) = self.fetcher.cache.get(digest)
+        {
+            return Ok(Fetched {
+                digest: digest.to_string(),
+                media_type: String::new(),
+                data: data.to_vec(),
+                cached: true,
+                ..Default::default()
+            });
+        }
+        let host = parsed.host_str().unwrap_or_default().to_string();
+        let host_port = match parsed.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host,
+        };
+        let client = if self.fetcher.insecure(&host_port) {
+            &self.fetcher.http_insecure
+        } else {
+            &self.fetcher.http
+        };
+        let mut request = client.get(parsed.clone());
+        if let Some(header) = self.auth_header(url).await? {
+            request = request.header(reqwest::header::AUTHORIZATION, header);
+        }
+        let failed = |e: reqwest::Error| {
+            let why = if e.is_timeout() {
+                format!("timed out after {:?}", self.fetcher.timeout)
+            } else {
+                error_chain(&e)
+            };
+            err(None, "FetchFailed", format!("GET {url}: {why}"))
+        };
+        let response = request.send().await.map_err(failed)?;
+        let status = response.status();
+        if !status.is_success() {
+            let (code, reason) = match status.as_u16() {
+                401 | 403 => (Some(codes::UNAUTHORIZED), "Unauthorized"),
+                404 => (None, "NotFound"),
+                _ => (None, "FetchFailed"),
+            };
+            return Err(err(code, reason, format!("GET {url}: {status}")));
+        }
+        if let Some(len) = response.content_length() {
+            self.check_size(url, len)?;
+        }
+        let media_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let mut data = Vec::new();
+        let mut body = response.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(failed)?;
+            data.extend_from_slice(&chunk);
+            self.check_size(url, data.len() as u64)?;
+        }
+        self.fetcher
+            .downloads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let digest = sha256(&data);
+        if let Some(expected) = expected_digest
+            && !digest_matches(expected, &digest)
+        {
+            return Err(err(
+                Some(codes::INTERNAL_PROBLEM),
+                "DigestMismatch",
+                format!("GET {url}: expected digest {expected}, got {digest}"),
+            ));
+        }
+        let data = self.fetcher.cache.put(&digest, data);
+        Ok(Fetched {
+            digest,
+            media_type,
+            data,
+            cached: false,
+            ..Default::default()
+        })
+    }
+
+    fn check_size(&self, location: &str, len: u64) -> Result<(), DeployerError> {
+        if len > self.fetcher.max_bytes {
+            return Err(err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "TooLarge",
+                format!(
+                    "{location} is larger than the host's limit of {} MiB (fetch.maxMib)",
+                    self.fetcher.max_bytes >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn oci_pull(
+        &self,
+        reference: &str,
+        media_types: &[String],
+    ) -> Result<Fetched, DeployerError> {
+        let r = registry::parse(reference).map_err(|e| {
+            err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "InvalidReference",
+                format!("{e:#}"),
+            )
+        })?;
+        let registry_host = r.resolve_registry().to_string();
+        let options = registry::RegistryOptions {
+            plain_http: self.fetcher.config.plain_http.clone(),
+            docker_configs: self.docker_configs(),
+        };
+        let client = registry::client_with(
+            &options,
+            self.fetcher.insecure(&registry_host),
+            self.fetcher.timeout,
+        );
+        let auth = registry::auth_for(&registry_host, &options.docker_configs);
+        let failed = |what: &str, e: oci_client::errors::OciDistributionError| {
+            oci_error(reference, what, e)
+        };
+        let (manifest, manifest_digest) = client
+            .pull_manifest(&r, &auth)
+            .await
+            .map_err(|e| failed("pulling the manifest of", e))?;
+        let OciManifest::Image(manifest) = manifest else {
+            return Err(err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "InvalidReference",
+                format!("{reference} is an image index, not an artifact with layers"),
+            ));
+        };
+        let Some(layer) = manifest
+            .layers
+            .iter()
+            .find(|l| media_types.iter().any(|m| *m == l.media_type))
+        else {
+            return Err(err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "NotFound",
+                format!(
+                    "{reference} has no layer of media type {} (it has: {})",
+                    media_types.join(" or "),
+                    manifest
+                        .layers
+                        .iter()
+                        .map(|l| l.media_type.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        };
+        let fetched = |data: Vec<u8>, cached: bool| Fetched {
+            digest: layer.digest.clone(),
+            media_type: layer.media_type.clone(),
+            data,
+            cached,
+            manifest_digest: Some(manifest_digest.clone()),
+            config_media_type: Some(manifest.config.media_type.clone()),
+        };
+        if let Some(data) = self.fetcher.cache.get(&layer.digest) {
+            return Ok(fetched(data.to_vec(), true));
+        }
+        self.check_size(reference, layer.size.max(0) as u64)?;
+        let mut data = Vec::new();
+        client
+            .pull_blob(&r, layer, &mut data)
+            .await
+            .map_err(|e| failed("pulling a layer of", e))?;
+        self.check_size(reference, data.len() as u64)?;
+        self.fetcher
+            .downloads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let digest = sha256(&data);
+        if !digest_matches(&layer.digest, &digest) {
+            return Err(err(
+                Some(codes::INTERNAL_PROBLEM),
+                "DigestMismatch",
+                format!(
+                    "{reference}: layer {} arrived with digest {digest}",
+                    layer.digest
+                ),
+            ));
+        }
+        let data = self.fetcher.cache.put(&digest, data);
+        Ok(fetched(data, false))
+    }
+
+    /// Docker configs of the Context's registry pull secrets (resolved by the controller).
+    fn docker_configs(&self) -> Vec<String> {
+        self.context
+            .as_ref()
+            .and_then(|c| c.resolved_registry_pull_secrets.as_ref())
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The `Authorization` header for `url` from the Context's
+    /// `configurations.helmChartRepoCredentials.auths[]`: the entry whose `url` is the longest
+    /// prefix of the request (`authHeader`, or `secretRef` in the Context's namespace, key
+    /// `authHeader` by default).
+    async fn auth_header(&self, url: &str) -> Result<Option<String>, DeployerError> {
+        let Some(auths) = self
+            .context
+            .as_ref()
+            .and_then(|c| c.configurations.as_ref())
+            .and_then(|c| c.get("helmChartRepoCredentials"))
+            .and_then(|c| c.get("auths"))
+            .and_then(|a| a.as_array())
+        else {
+            return Ok(None);
+        };
+        let normalise = |u: &str| u.trim().trim_end_matches('/').to_string();
+        let Some(entry) = auths
+            .iter()
+            .filter(|a| {
+                let prefix = normalise(a["url"].as_str().unwrap_or_default());
+                !prefix.is_empty() && url.starts_with(&prefix)
+            })
+            .max_by_key(|a| a["url"].as_str().unwrap_or_default().len())
+        else {
+            return Ok(None);
+        };
+        if let Some(header) = entry["authHeader"].as_str() {
+            return Ok(Some(header.to_string()));
+        }
+        let Some(name) = entry["secretRef"]["name"].as_str() else {
+            return Err(err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "HelmChartRepoCredentials",
+                format!(
+                    "helmChartRepoCredentials entry for {}: exactly one of authHeader and secretRef must be given",
+                    entry["url"]
+                ),
+            ));
+        };
+        let key = entry["secretRef"]["key"].as_str().unwrap_or("authHeader");
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let secret = secrets.get_opt(name).await.map_err(|e| {
+            err(
+                None,
+                "HelmChartRepoCredentials",
+                format!("reading Secret {}/{name}: {e}", self.namespace),
+            )
+        })?;
+        let value = secret
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(key).map(|v| String::from_utf8_lossy(&v.0).to_string()));
+        match value {
+            Some(v) => Ok(Some(v.trim().to_string())),
+            None => Err(err(
+                None,
+                "HelmChartRepoCredentials",
+                format!(
+                    "Secret {}/{name} with key {key:?} (helmChartRepoCredentials for {}) not found",
+                    self.namespace, entry["url"]
+                ),
+            )),
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = inner.source();
+    }
+    s
+}
+
+fn oci_error(
+    reference: &str,
+    what: &str,
+    e: oci_client::errors::OciDistributionError,
+) -> DeployerError {
+    use oci_client::errors::OciDistributionError as E;
+    let text = error_chain(&e);
+    let message = format!("{what} {reference}: {text}");
+    match &e {
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => {
+            err(Some(codes::UNAUTHORIZED), "Unauthorized", message)
+        }
+        E::ImageManifestNotFoundError(_) => err(None, "NotFound", message),
+        E::RegistryError { envelope, .. }
+            if envelope
+                .errors
+                .iter()
+                .any(|x| format!("{:?}", x.code).contains("Unknown")) =>
+        {
+            err(None, "NotFound", message)
+        }
+        _ if text.contains("404") || text.to_lowercase().contains("not found") => {
+            err(None, "NotFound", message)
+        }
+        _ if text.contains("401") || text.contains("403") => {
+            err(Some(codes::UNAUTHORIZED), "Unauthorized", message)
+        }
+        _ => err(None, "FetchFailed", message),
+    }
+}
+
+fn digest_matches(expected: &str, actual: &str) -> bool {
+    // Chart repository indexes carry the bare hex digest.
+    let hex = |d: &str| d.strip_prefix("sha256:").unwrap_or(d).to_ascii_lowercase();
+    hex(expected) == hex(actual)
+}
+
+fn host_without_port(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// The allowlist rule: `*`; a URL prefix (entry with a scheme); or `host[:port][/path]`, where
+/// an entry without port matches any port and a path must prefix the request's path.
+fn allowed(allow: &[String], location: &str) -> bool {
+    let (scheme, rest) = match location.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, location),
+    };
+    let (host_port, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    // No credentials in a URL may smuggle another host past the check.
+    if host_port.contains('@') {
+        return false;
+    }
+    allow.iter().any(|entry| {
+        let entry = entry.trim();
+        if entry == "*" {
+            return true;
+        }
+        if entry.contains("://") {
+            return scheme.is_some() && location.starts_with(entry);
+        }
+        let (e_host, e_path) = match entry.find('/') {
+            Some(i) => (&entry[..i], &entry[i..]),
+            None => (entry, ""),
+        };
+        let host_ok = if e_host.contains(':') {
+            e_host.eq_ignore_ascii_case(host_port)
+        } else {
+            e_host.eq_ignore_ascii_case(host_without_port(host_port))
+        };
+        host_ok && (e_path.is_empty() || path.starts_with(e_path))
+    })
+}
+
+/// Content-addressed blobs: memory (bounded, oldest out first) and, if configured, a directory.
+struct BlobCache {
+    max_bytes: u64,
+    dir: Option<PathBuf>,
+    memory: Mutex<Memory>,
+}
+
+#[derive(Default)]
+struct Memory {
+    blobs: HashMap<String, Arc<Vec<u8>>>,
+    order: VecDeque<String>,
+    bytes: u64,
+}
+
+impl BlobCache {
+    fn new(max_bytes: u64, dir: Option<PathBuf>) -> Self {
+        BlobCache {
+            max_bytes,
+            dir,
+            memory: Mutex::default(),
+        }
+    }
+
+    fn key(digest: &str) -> Option<String> {
+        let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+        (hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()))
+            .then(|| hex.to_ascii_lowercase())
+    }
+
+    fn get(&self, digest: &str) -> Option<Arc<Vec<u8>>> {
+        let key = Self::key(digest)?;
+        if let Some(b) = self.memory.lock().expect("cache lock").blobs.get(&key) {
+            return Some(b.clone());
+        }
+        let path = self.dir.as_ref()?.join("sha256").join(&key);
+        let data = std::fs::read(path).ok()?;
+        // Never serve a file whose content does not match its name.
+        (sha256(&data) == format!("sha256:{key}")).then(|| self.remember(key, data))
+    }
+
+    fn put(&self, digest: &str, data: Vec<u8>) -> Vec<u8> {
+        let Some(key) = Self::key(digest) else {
+            return data;
+        };
+        if let Some(dir) = &self.dir {
+            let dir = dir.join("sha256");
+            let tmp = dir.join(format!(".{key}.tmp"));
+            let written = std::fs::create_dir_all(&dir)
+                .and_then(|_| std::fs::write(&tmp, &data))
+                .and_then(|_| std::fs::rename(&tmp, dir.join(&key)));
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "fetch cache: could not write {}", dir.display());
+            }
+        }
+        self.remember(key, data).to_vec()
+    }
+
+    fn remember(&self, key: String, data: Vec<u8>) -> Arc<Vec<u8>> {
+        let data = Arc::new(data);
+        let size = data.len() as u64;
+        if size > self.max_bytes {
+            return data;
+        }
+        let mut m = self.memory.lock().expect("cache lock");
+        if m.blobs.insert(key.clone(), data.clone()).is_none() {
+            m.order.push_back(key);
+            m.bytes += size;
+        }
+        while m.bytes > self.max_bytes {
+            let Some(old) = m.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = m.blobs.remove(&old) {
+                m.bytes -= b.len() as u64;
+            }
+        }
+        data
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(entries: &[&str], location: &str) -> bool {
+        allowed(
+            &entries.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            location,
+        )
+    }
+
+    #[test]
+    fn the_allowlist_takes_prefixes_hosts_ports_and_paths() {
+        assert!(!allow(&[], "https://charts.example.com/a.tgz"));
+        assert!(allow(&["*"], "registry.example.com/x:1"));
+        assert!(allow(
+            &["https://charts.example.com/stable/"],
+            "https://charts.example.com/stable/a.tgz"
+        ));
+        assert!(!allow(
+            &["https://charts.example.com/stable/"],
+            "https://charts.example.com/other/a.tgz"
+        ));
+        assert!(!allow(
+            &["https://charts.example.com"],
+            "http://charts.example.com/a.tgz"
+        ));
+        assert!(allow(&["127.0.0.1"], "http://127.0.0.1:5000/index.yaml"));
+        assert!(allow(&["127.0.0.1"], "127.0.0.1:5000/charts/nginx:1.0.0"));
+        assert!(allow(&["127.0.0.1:5000"], "127.0.0.1:5000/charts/nginx:1"));
+        assert!(!allow(&["127.0.0.1:5000"], "127.0.0.1:5001/charts/nginx:1"));
+        assert!(allow(&["reg.io/charts/"], "reg.io/charts/nginx:1"));
+        assert!(!allow(&["reg.io/charts/"], "reg.io/other/nginx:1"));
+        assert!(!allow(&["reg.io"], "evil.io/reg.io/x:1"));
+        assert!(!allow(&["127.0.0.1"], "http://127.0.0.1@evil.io/x"));
+    }
+
+    #[test]
+    fn the_cache_serves_by_digest_and_evicts_the_oldest() {
+        let cache = BlobCache::new(10, None);
+        let a = vec![1u8; 6];
+        let b = vec![2u8; 6];
+        let (da, db) = (sha256(&a), sha256(&b));
+        cache.put(&da, a.clone());
+        assert_eq!(cache.get(&da).as_deref(), Some(&a));
+        cache.put(&db, b.clone());
+        assert!(cache.get(&da).is_none(), "a was evicted for b");
+        assert_eq!(cache.get(&db).as_deref(), Some(&b));
+    }
+
+    #[test]
+    fn the_disk_cache_never_serves_a_file_whose_content_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = b"chart".to_vec();
+        let digest = sha256(&data);
+        BlobCache::new(1 << 20, Some(dir.path().into())).put(&digest, data.clone());
+        let fresh = BlobCache::new(1 << 20, Some(dir.path().into()));
+        assert_eq!(fresh.get(&digest).as_deref(), Some(&data));
+        let file = dir
+            .path()
+            .join("sha256")
+            .join(digest.trim_start_matches("sha256:"));
+        std::fs::write(&file, b"tampered").unwrap();
+        assert!(
+            BlobCache::new(1 << 20, Some(dir.path().into()))
+                .get(&digest)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn digests_compare_with_or_without_the_algorithm() {
+        assert!(digest_matches("ABCD", "sha256:abcd"));
+        assert!(digest_matches("sha256:abcd", "sha256:abcd"));
+        assert!(!digest_matches("sha256:abce", "sha256:abcd"));
+    }
+}
