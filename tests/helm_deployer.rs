@@ -183,6 +183,24 @@ fn helm_py(job: Value) -> Option<Value> {
     Some(v)
 }
 
+/// Writes the status a Deployment controller writes once every replica is available (neither
+/// backend runs controllers in these stories).
+async fn deployment_ready(h: &Harness, namespace: &str, name: &str) {
+    let api = manifest::api(&h.client, "apps/v1", "Deployment", Some(namespace));
+    let d = api.get(name).await.unwrap();
+    let v = serde_json::to_value(&d).unwrap();
+    let replicas = v["spec"]["replicas"].as_i64().unwrap_or(1);
+    let status = json!({"status": {
+        "observedGeneration": v["metadata"]["generation"],
+        "replicas": replicas, "updatedReplicas": replicas,
+        "readyReplicas": replicas, "availableReplicas": replicas,
+        "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}],
+    }});
+    api.patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
 fn history(v: &Value) -> Vec<(i64, String)> {
     v["history"]
         .as_array()
@@ -237,6 +255,8 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
         "web-apps"
     );
     assert!(get(&h, "v1", "ConfigMap", Some("web-apps"), "web-extra").await.is_some());
+    let svc = get(&h, "v1", "Service", Some("web-apps"), "web-extra").await;
+    assert_eq!(svc.expect("Service without a port protocol")["spec"]["ports"][0]["protocol"], "TCP");
     assert!(
         get(
             &h,
@@ -290,6 +310,7 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     assert_eq!(cm["data"]["message"], "ho");
     assert_eq!(cm["data"]["upgrade"], "true");
     assert!(get(&h, "v1", "ConfigMap", Some("web-apps"), "web-extra").await.is_none());
+    assert!(get(&h, "v1", "Service", Some("web-apps"), "web-extra").await.is_none());
 
     // Real Helm upgrades what the plugin installed, then rolls back to it.
     let chart_tgz = tempfile::NamedTempFile::new().unwrap();
@@ -569,27 +590,26 @@ async fn given_chart_hooks_when_installed_and_uninstalled_then_they_run_in_order
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back_and_without_atomic_it_is_failed()
+async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back_and_a_foreign_object_is_adopted_only_with_take_ownership()
  {
     let h = harness().await;
     create(&h, &helm_item("atomic", web_config("atomic", "atomic", json!({})))).await;
     let item = wait_done(&h, "atomic").await;
     assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
-    // Someone else's ConfigMap the next revision would take over: Helm refuses to adopt it.
-    put(
-        &h,
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "foreign", "namespace": "atomic"}, "data": {"a": "b"}}),
-    )
-    .await;
-    let mut config = web_config("atomic", "atomic", json!({"adopt": "foreign", "message": "new"}));
-    config["helmDeploymentConfig"] = json!({"upgrade": {"atomic": true}});
+    // atomic implies wait, for the rollback too: the Deployment is up (as a controller says).
+    deployment_ready(&h, "atomic", "atomic").await;
+
+    // A pre-upgrade Job hook that never completes (no controller runs it) within the upgrade's
+    // timeout: revision 2 fails, atomic rolls back to revision 1 as revision 3.
+    let mut config = web_config("atomic", "atomic", json!({"jobHook": true, "message": "new"}));
+    config["helmDeploymentConfig"] = json!({"upgrade": {"atomic": true, "timeout": "3s"}});
     let old = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
     let item = wait_next_job(&h, "atomic", &old).await;
     assert_eq!(item.status().phase, Phase::Failed, "{}", status_of(&item));
     let e = item.status().last_error.unwrap();
     assert!(e.message.contains("rolled back due to atomic being set"), "{}", e.message);
-    assert!(e.message.contains("foreign"), "{}", e.message);
+    assert!(e.message.contains("atomic-migrate"), "{}", e.message);
+    assert!(e.codes.iter().any(|c| c == codes::TIMEOUT), "{e:?}");
     assert_eq!(
         release_secrets(&h, "atomic", "atomic").await,
         [
@@ -599,17 +619,32 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
         ]
     );
     let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "atomic-config").await.unwrap();
-    assert_eq!(cm["data"]["message"], "hello", "back at revision 1's values");
+    assert_eq!(cm["data"]["message"], "hello", "revision 1's values");
+    assert_eq!(cm["data"]["revision"], "1");
 
-    // Without atomic: the revision stays failed and the item fails with the cause.
+    // Someone else's ConfigMap that the next revision renders: refused as Helm refuses it,
+    // before any revision is written.
+    put(
+        &h,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "foreign", "namespace": "atomic"}, "data": {"a": "b"}}),
+    )
+    .await;
     let config = web_config("atomic", "atomic", json!({"adopt": "foreign"}));
     let old = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
     let item = wait_next_job(&h, "atomic", &old).await;
     assert_eq!(item.status().phase, Phase::Failed);
     let e = item.status().last_error.unwrap();
-    assert!(e.message.contains("exists and cannot be imported into the current release"), "{}", e.message);
-    let secrets = release_secrets(&h, "atomic", "atomic").await;
-    assert_eq!(secrets.last().unwrap(), &(4, "failed".to_string()), "{secrets:?}");
+    assert!(
+        e.message.contains("ConfigMap \"foreign\" in namespace \"atomic\" exists and cannot be imported into the current release"),
+        "{}",
+        e.message
+    );
+    assert!(e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{e:?}");
+    assert_eq!(
+        release_secrets(&h, "atomic", "atomic").await.last(),
+        Some(&(3, "deployed".to_string()))
+    );
 
     // takeOwnership adopts it.
     let mut config = web_config("atomic", "atomic", json!({"adopt": "foreign"}));
@@ -619,6 +654,7 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
     let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "foreign").await.unwrap();
     assert_eq!(cm["metadata"]["annotations"]["meta.helm.sh/release-name"], "atomic");
+    assert_eq!(cm["data"]["adopted"], "yes");
 }
 
 /// Bad input: each ends `Failed` with the right code and a message naming the cause, and the

@@ -537,7 +537,11 @@ data:
             ),
         ];
         for (values, want) in cases {
-            assert_eq!(render_files(&files, values).unwrap(), want, "values {values}");
+            assert_eq!(
+                render_files(&files, values).unwrap(),
+                want,
+                "values {values}"
+            );
         }
     }
 

@@ -811,7 +811,14 @@ impl Emitter {
         if !self.ok {
             return None;
         }
-        Some(String::from_utf8_lossy(&self.out).into_owned())
+        let mut out = String::from_utf8_lossy(&self.out).into_owned();
+        // libyaml ends a stream whose last scalar is a keep-chomped block (`|+`) with a `...`
+        // document end marker; go-yaml's encoder clears `open_ended` before the stream end, so
+        // Go never writes it. A column-0 `...` line can only be that marker.
+        if out.ends_with("...\n") && (out.len() == 4 || out[..out.len() - 4].ends_with('\n')) {
+            out.truncate(out.len() - 4);
+        }
+        Some(out)
     }
 }
 
@@ -897,6 +904,27 @@ mod tests {
             y,
             "a:\n- 1\n- x\n- \"1.0\"\nb: true\nc: {}\nd: |-\n  line1\n  line2\ne: 1000000"
         );
+    }
+
+    /// Helm (4.2.3) renders these exactly: a keep-chomped block (`|+`) last in the document
+    /// gets no `...` end marker (libyaml writes one, go-yaml does not).
+    #[test]
+    fn to_yaml_keep_chomped_last_block_has_no_document_end_marker() {
+        let v = parse(
+            r#"{"s":"echo\n\n","m":{"a.sh":"echo\n\n","b":"x\n","c":"y","d":"\n\n","e":"z\n\n\n","f":" lead\n\n"},"l":["q\n\n",{"k":"v\n\n"}],"n":{"x":{"y":"deep\n\n"}}}"#,
+        )
+        .unwrap();
+        let y = |k: &str| to_yaml(&v.get(k));
+        assert_eq!(y("s"), "|+\n  echo\n");
+        assert_eq!(
+            y("m"),
+            "a.sh: |+\n  echo\n\nb: |\n  x\nc: \"y\"\nd: |2+\n\n\ne: |+\n  z\n\n\nf: |2+\n   lead\n"
+        );
+        assert_eq!(y("l"), "- |+\n  q\n\n- k: |+\n    v\n");
+        assert_eq!(y("n"), "x:\n  \"y\": |+\n    deep\n");
+        // a quoted "..." string is content, not a marker
+        assert_eq!(to_yaml(&Value::from("...")), "'...'");
+        assert_eq!(to_yaml(&parse("a: \"...\"").unwrap()), "a: '...'");
     }
 
     #[test]

@@ -459,6 +459,43 @@ fn permanent(e: &DeployerError) -> bool {
 
 /// The objects of a manifest stream (documents split as Helm does, comments-only documents
 /// skipped, `List`s expanded), as JSON.
+/// Sets `protocol: TCP` (the API server's own default) on every port of a Service and of the
+/// containers of a Pod, a pod template or a CronJob's job template that omits it. Kubernetes
+/// before 1.21 refuses server-side apply of such a port ("associative list with keys has an
+/// element that omits key field \"protocol\"": `protocol` is part of the list key there but
+/// is not defaulted), and charts rarely spell it out.
+pub fn default_port_protocols(object: &mut Value) {
+    fn ports(list: Option<&mut Value>) {
+        for port in list.and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(p) = port.as_object_mut()
+                && !p.contains_key("protocol")
+            {
+                p.insert("protocol".into(), "TCP".into());
+            }
+        }
+    }
+    fn pod_spec(spec: Option<&mut Value>) {
+        let Some(spec) = spec else { return };
+        for key in ["containers", "initContainers"] {
+            for c in spec
+                .get_mut(key)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                ports(c.get_mut("ports"));
+            }
+        }
+    }
+    let kind = object["kind"].as_str().unwrap_or_default().to_string();
+    match kind.as_str() {
+        "Service" => ports(object.pointer_mut("/spec/ports")),
+        "Pod" => pod_spec(object.get_mut("spec")),
+        "CronJob" => pod_spec(object.pointer_mut("/spec/jobTemplate/spec/template/spec")),
+        _ => pod_spec(object.pointer_mut("/spec/template/spec")),
+    }
+}
+
 pub fn parse_manifest(manifest: &str) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
     for doc in
@@ -1765,8 +1802,10 @@ impl Driver<'_, '_> {
             }
             return Ok(());
         }
+        let mut body = o.value.clone();
+        default_port_protocols(&mut body);
         self.ctx
-            .kube_patch(&o.r, &o.value, PatchType::Apply, Some(FIELD_MANAGER), true)
+            .kube_patch(&o.r, &body, PatchType::Apply, Some(FIELD_MANAGER), true)
             .map_err(|e| wrap("apply", e))?;
         Ok(())
     }

@@ -16,8 +16,7 @@ use base64::Engine as _;
 use rsa::pkcs1::{DecodeRsaPrivateKey, EncodeRsaPrivateKey};
 use rsa::pkcs8::{DecodePrivateKey, EncodePublicKey};
 use x509_cert::der::asn1::{
-    BitString, GeneralizedTime, Ia5String, OctetString, PrintableStringRef, UtcTime,
-    Utf8StringRef,
+    BitString, GeneralizedTime, Ia5String, OctetString, PrintableStringRef, UtcTime, Utf8StringRef,
 };
 use x509_cert::der::{Any, Decode, Encode};
 use x509_cert::ext::Extension;
@@ -194,8 +193,9 @@ fn arg_iface_list(v: &Value) -> Result<Vec<Value>, FuncError> {
 /// A `uint32` parameter (`derivePassword`'s counter).
 fn arg_u32(v: &Value) -> Result<u32, FuncError> {
     match v {
-        Value::Int(i) => u32::try_from(*i)
-            .map_err(|_| FuncError::Arg(format!("{i} overflows uint32"))),
+        Value::Int(i) => {
+            u32::try_from(*i).map_err(|_| FuncError::Arg(format!("{i} overflows uint32")))
+        }
         Value::Nil => Err(FuncError::Arg("invalid value; expected uint32".into())),
         o => Err(FuncError::Arg(format!(
             "wrong type for value; expected uint32; got {}",
@@ -274,9 +274,7 @@ pub(crate) fn pem_decode(s: &str) -> Option<(String, Vec<u8>)> {
     loop {
         let start = rest.find("-----BEGIN ")?;
         rest = &rest[start + 11..];
-        let Some(end_label) = rest.find("-----") else {
-            return None;
-        };
+        let end_label = rest.find("-----")?;
         let label = rest[..end_label].to_string();
         let body_start = end_label + 5;
         let end_marker = format!("-----END {label}-----");
@@ -305,11 +303,9 @@ pub(crate) fn pem_decode(s: &str) -> Option<(String, Vec<u8>)> {
 // Keys
 
 const OID_RSA_ENCRYPTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
-const OID_SHA256_WITH_RSA: ObjectIdentifier =
-    ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.11");
+const OID_SHA256_WITH_RSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.11");
 const OID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-const OID_ECDSA_WITH_SHA256: ObjectIdentifier =
-    ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
+const OID_ECDSA_WITH_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
 const OID_ED25519: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.101.112");
 
 /// A private key of one of the types Sprig generates.
@@ -331,7 +327,9 @@ impl PrivKey {
     }
 
     fn ed25519() -> PrivKey {
-        PrivKey::Ed(Box::new(ed25519_dalek::SigningKey::from_bytes(&random::<32>())))
+        PrivKey::Ed(Box::new(ed25519_dalek::SigningKey::from_bytes(
+            &random::<32>(),
+        )))
     }
 
     /// Go's `pemBlockForKey`.
@@ -383,7 +381,10 @@ impl PrivKey {
                 .map_err(|e| {
                     format!("parsing EC private key from PEM: {e} (only P-256 is supported)")
                 }),
-            "DSA" => Err("parsing DSA private key from PEM: DSA keys are not supported by helm-engine".into()),
+            "DSA" => Err(
+                "parsing DSA private key from PEM: DSA keys are not supported by helm-engine"
+                    .into(),
+            ),
             _ => Err(format!("invalid private key type {typ}")),
         }
     }
@@ -406,11 +407,13 @@ impl PrivKey {
                 .as_bytes()
                 .try_into()
                 .map_err(|_| "invalid Ed25519 private key".to_string())?;
-            Ok(PrivKey::Ed(Box::new(ed25519_dalek::SigningKey::from_bytes(
-                &seed,
-            ))))
+            Ok(PrivKey::Ed(Box::new(
+                ed25519_dalek::SigningKey::from_bytes(&seed),
+            )))
         } else {
-            Err(format!("x509: PKCS#8 wrapping contained private key with unknown algorithm: {oid}"))
+            Err(format!(
+                "x509: PKCS#8 wrapping contained private key with unknown algorithm: {oid}"
+            ))
         }
     }
 
@@ -486,7 +489,10 @@ fn gen_private_key(typ: &str) -> String {
         },
         "ecdsa" => PrivKey::ecdsa(),
         "ed25519" => PrivKey::ed25519(),
-        "dsa" => return "failed to generate dsa params: DSA keys are not supported by helm-engine".into(),
+        "dsa" => {
+            return "failed to generate dsa params: DSA keys are not supported by helm-engine"
+                .into();
+        }
         _ => return format!("Unknown type {typ}"),
     };
     key.to_pem().unwrap_or_default()
@@ -504,12 +510,7 @@ struct Template {
     is_ca: bool,
 }
 
-fn base_template(
-    cn: &str,
-    ips: &[Value],
-    dns: &[Value],
-    days: i64,
-) -> Result<Template, FuncError> {
+fn base_template(cn: &str, ips: &[Value], dns: &[Value], days: i64) -> Result<Template, FuncError> {
     let mut ip_bytes = Vec::new();
     for ip in ips {
         let Value::Str(s) = ip else {
@@ -518,7 +519,8 @@ fn base_template(
                 ip.to_go_string()
             )));
         };
-        ip_bytes.push(parse_ip(s).ok_or_else(|| FuncError::call(format!("error parsing ip: {s}")))?);
+        ip_bytes
+            .push(parse_ip(s).ok_or_else(|| FuncError::call(format!("error parsing ip: {s}")))?);
     }
     let mut names = Vec::new();
     for d in dns {
@@ -616,7 +618,11 @@ fn create_certificate(
     let serial = SerialNumber::new(&random::<16>()).map_err(|e| e.to_string())?;
     let now = now_unix();
     let not_after = now
-        .checked_add(t.days.checked_mul(86_400).ok_or("x509: validity overflows")?)
+        .checked_add(
+            t.days
+                .checked_mul(86_400)
+                .ok_or("x509: validity overflows")?,
+        )
         .ok_or("x509: validity overflows")?;
     let validity = Validity {
         not_before: cert_time(now)?,
@@ -720,7 +726,12 @@ fn create_certificate(
     Ok(pem_encode("CERTIFICATE", &der))
 }
 
-fn finish(t: &Template, key: &PrivKey, issuer: Option<(&Name, Option<&[u8]>)>, signer: &PrivKey) -> FR {
+fn finish(
+    t: &Template,
+    key: &PrivKey,
+    issuer: Option<(&Name, Option<&[u8]>)>,
+    signer: &PrivKey,
+) -> FR {
     let cert = create_certificate(t, key, issuer, signer)
         .map_err(|e| FuncError::call(format!("error creating certificate: {e}")))?;
     let key = key
@@ -783,9 +794,7 @@ fn build_custom_cert(b64cert: &str, b64key: &str) -> Result<Rc<dyn Object>, Func
         return Err(FuncError::call("unable to decode certificate"));
     };
     Certificate::from_der(&der).map_err(|e| {
-        FuncError::call(format!(
-            "error parsing certificate: decodedCert.Bytes: {e}"
-        ))
+        FuncError::call(format!("error parsing certificate: decodedCert.Bytes: {e}"))
     })?;
     PrivKey::parse_pem(&key)
         .map_err(|e| FuncError::call(format!("error parsing private key: {e}")))?;
@@ -954,7 +963,9 @@ fn decrypt_aes(password: &str, crypt64: &str) -> Result<String, String> {
     };
     let keep = plain.len() as i64 - last as i64;
     if keep < 0 {
-        return Err(format!("runtime error: slice bounds out of range [:{keep}]"));
+        return Err(format!(
+            "runtime error: slice bounds out of range [:{keep}]"
+        ));
     }
     plain.truncate(keep as usize);
     Ok(String::from_utf8_lossy(&plain).into_owned())
@@ -993,7 +1004,10 @@ mod tests {
     fn pem_der(pem: &str, label: &str) -> Vec<u8> {
         let (l, der) = pem_decode(pem).expect("PEM block");
         assert_eq!(l, label);
-        assert!(pem.starts_with(&format!("-----BEGIN {label}-----\n")), "{pem}");
+        assert!(
+            pem.starts_with(&format!("-----BEGIN {label}-----\n")),
+            "{pem}"
+        );
         assert!(pem.ends_with(&format!("-----END {label}-----\n")), "{pem}");
         assert!(pem.lines().all(|l| l.len() <= 64), "64-column lines: {pem}");
         der
@@ -1062,8 +1076,12 @@ mod tests {
                     info.san_critical = e.critical;
                     for n in &san.general_names {
                         match n {
-                            x509_parser::extensions::GeneralName::DNSName(d) => info.dns.push(d.to_string()),
-                            x509_parser::extensions::GeneralName::IPAddress(ip) => info.ips.push(ip.to_vec()),
+                            x509_parser::extensions::GeneralName::DNSName(d) => {
+                                info.dns.push(d.to_string())
+                            }
+                            x509_parser::extensions::GeneralName::IPAddress(ip) => {
+                                info.ips.push(ip.to_vec())
+                            }
                             other => panic!("unexpected SAN {other:?}"),
                         }
                     }
@@ -1133,7 +1151,10 @@ mod tests {
         let der = pem_der(&ed, "PRIVATE KEY");
         let info = p256::pkcs8::PrivateKeyInfo::try_from(&der[..]).unwrap();
         assert_eq!(info.algorithm.oid, OID_ED25519);
-        assert!(info.public_key.is_none(), "Go writes PKCS#8 v1 without the public key");
+        assert!(
+            info.public_key.is_none(),
+            "Go writes PKCS#8 v1 without the public key"
+        );
         assert!(matches!(PrivKey::parse_pem(&ed), Ok(PrivKey::Ed(_))));
 
         assert_eq!(
@@ -1229,7 +1250,11 @@ mod tests {
         let s = inspect(&ss);
         assert_eq!(s.cn.as_deref(), Some("self"));
         assert!(!s.is_ca);
-        assert_eq!(s.ips, [vec![1, 2, 3, 4]], "IPv4-mapped addresses are 4 bytes");
+        assert_eq!(
+            s.ips,
+            [vec![1, 2, 3, 4]],
+            "IPv4-mapped addresses are 4 bytes"
+        );
         assert_eq!(s.sig_alg, "1.3.101.112");
         assert_eq!((s.skid, s.akid), (None, None));
         verify_signed_by(&ss, &ss);
@@ -1237,18 +1262,29 @@ mod tests {
 
     #[test]
     fn cert_function_errors_are_sprigs() {
-        let e = exec(r#"{{ genSelfSignedCertWithKey "x" (list "nope") nil 1 (genPrivateKey "ecdsa") }}"#)
-            .unwrap_err();
-        assert!(e.contains("error calling genSelfSignedCertWithKey: error parsing ip: nope"), "{e}");
-        let e = exec(r#"{{ genSelfSignedCertWithKey "x" (list 1) nil 1 (genPrivateKey "ecdsa") }}"#)
-            .unwrap_err();
+        let e = exec(
+            r#"{{ genSelfSignedCertWithKey "x" (list "nope") nil 1 (genPrivateKey "ecdsa") }}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("error calling genSelfSignedCertWithKey: error parsing ip: nope"),
+            "{e}"
+        );
+        let e =
+            exec(r#"{{ genSelfSignedCertWithKey "x" (list 1) nil 1 (genPrivateKey "ecdsa") }}"#)
+                .unwrap_err();
         assert!(e.contains("error parsing ip: 1 is not a string"), "{e}");
         let e = exec(r#"{{ genCAWithKey "x" 1 "junk" }}"#).unwrap_err();
-        assert!(e.contains("parsing private key: no PEM data in input"), "{e}");
-        let e = exec(r#"{{ genSignedCertWithKey "x" nil nil 1 (dict "Cert" "a") "k" }}"#)
-            .unwrap_err();
         assert!(
-            e.contains("wrong type for value; expected sprig.certificate; got map[string]interface {}"),
+            e.contains("parsing private key: no PEM data in input"),
+            "{e}"
+        );
+        let e =
+            exec(r#"{{ genSignedCertWithKey "x" nil nil 1 (dict "Cert" "a") "k" }}"#).unwrap_err();
+        assert!(
+            e.contains(
+                "wrong type for value; expected sprig.certificate; got map[string]interface {}"
+            ),
             "{e}"
         );
         let e = exec(r#"{{ genCAWithKey "x" 1.5 "k" }}"#).unwrap_err();
@@ -1289,12 +1325,10 @@ mod tests {
             r#"{{ decryptAES "secretkey" "iwt+V36v6I/GWDltN2vQOb+bRC6/rovcyOFImCrYKO/WxU0f8zb2NEwQ3r6V117e/WpHMPHSqD+UusytKKfrDQ==" }}|{{ decryptAES "averyveryveryveryverylongpasswordmorethan32bytesXX" "ba/3sse9BcVlnIzNyeLn3rC1FQO9zUmAIibdOCXd/FY=" }}|{{ encryptAES "k" "round trip" | decryptAES "k" }}|{{ encryptAES "k" "" }}|{{ decryptAES "k" "" }}|{{ encryptAES "k" "0123456789abcdef" | len }}"#,
         )
         .unwrap();
-        assert_eq!(
-            out,
-            "hello world, a longer text of 32|x|round trip|||64"
-        );
-        let e = exec(r#"{{ decryptAES "secretkey" "EWgT6Fm7AQDQy0ffLP+ctOtnYlmbxcqeLT8BtUSnVsM=" }}"#)
-            .unwrap_err();
+        assert_eq!(out, "hello world, a longer text of 32|x|round trip|||64");
+        let e =
+            exec(r#"{{ decryptAES "secretkey" "EWgT6Fm7AQDQy0ffLP+ctOtnYlmbxcqeLT8BtUSnVsM=" }}"#)
+                .unwrap_err();
         assert!(
             e.contains("error calling decryptAES: runtime error: slice bounds out of range [:-94]"),
             "{e}"
@@ -1304,10 +1338,16 @@ mod tests {
     #[test]
     fn htpasswd_takes_two_arguments_as_in_sprig_3_3() {
         let e = exec(r#"{{ htpasswd "u" "p" "sha" }}"#).unwrap_err();
-        assert!(e.contains("wrong number of args for htpasswd: want 2 got 3"), "{e}");
+        assert!(
+            e.contains("wrong number of args for htpasswd: want 2 got 3"),
+            "{e}"
+        );
         let out = exec(r#"{{ htpasswd "u" "p" }}"#).unwrap();
         assert!(out.starts_with("u:$2a$10$"), "{out}");
-        assert_eq!(exec(r#"{{ htpasswd "u:x" "p" }}"#).unwrap(), "invalid username: u:x");
+        assert_eq!(
+            exec(r#"{{ htpasswd "u:x" "p" }}"#).unwrap(),
+            "invalid username: u:x"
+        );
     }
 
     #[test]
@@ -1315,7 +1355,10 @@ mod tests {
         let der = vec![1u8, 2, 3, 250, 251];
         let pem = pem_encode("X", &der);
         assert_eq!(pem, "-----BEGIN X-----\nAQID+vs=\n-----END X-----\n");
-        let noisy = format!("junk\n{}", pem.replace("-----\nAQ", "-----\nProc-Type: 4\n\nAQ"));
+        let noisy = format!(
+            "junk\n{}",
+            pem.replace("-----\nAQ", "-----\nProc-Type: 4\n\nAQ")
+        );
         assert_eq!(pem_decode(&noisy), Some(("X".to_string(), der)));
         assert_eq!(pem_decode("nothing"), None);
     }

@@ -724,3 +724,29 @@ fn an_abandoned_action_does_not_block_the_next_one() {
     let rel = done(install_or_upgrade(&ctx, &req(&c2, &values), &mut state).unwrap());
     assert_eq!((rel.version, rel.info.status), (2, Status::Deployed));
 }
+
+#[test]
+fn ports_without_protocol_get_tcp_for_server_side_apply_on_old_servers() {
+    let mut svc = json!({"kind": "Service", "spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]}});
+    default_port_protocols(&mut svc);
+    assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
+    assert_eq!(svc["spec"]["ports"][1]["protocol"], "UDP");
+    let mut deploy = json!({"kind": "Deployment", "spec": {"template": {"spec": {
+        "containers": [{"name": "c", "ports": [{"containerPort": 80}]}],
+        "initContainers": [{"name": "i"}]}}}});
+    default_port_protocols(&mut deploy);
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"],
+        "TCP"
+    );
+    let mut cron = json!({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "ports": [{"containerPort": 8080}]}]}}}}}});
+    default_port_protocols(&mut cron);
+    assert_eq!(
+        cron.pointer("/spec/jobTemplate/spec/template/spec/containers/0/ports/0/protocol"),
+        Some(&json!("TCP"))
+    );
+    let mut cm = json!({"kind": "ConfigMap", "data": {"a": "b"}});
+    default_port_protocols(&mut cm);
+    assert_eq!(cm, json!({"kind": "ConfigMap", "data": {"a": "b"}}));
+}
