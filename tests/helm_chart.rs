@@ -820,3 +820,137 @@ fn given_the_chart_when_helm_pushes_it_to_an_oci_registry_then_it_installs_from_
     );
     assert_eq!(from_oci["manifest"], from_dir["manifest"]);
 }
+
+/// Installed by Landscaper, end to end in dev mode: the chart pushed to a registry as the
+/// component names it, the blueprint's deploy execution rendered as Landscaper renders it, and
+/// its helm DeployItem deployed by the project's own helm plugin: a real Helm release of the
+/// chart whose objects (the host's Deployment, configuration, RBAC) appear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_blueprints_helm_item_when_our_helm_plugin_deploys_it_then_the_hosts_objects_appear()
+ {
+    skip_on_real!("dev mode: the embedded server's workload simulator makes the Deployment ready");
+    let Some(registry) = support::registry::start_registry() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let remote = format!("oci://{}/wasm-deployer/charts", registry.addr);
+    let Some(pushed) = helm(json!({"op": "push", "chart": chart(),
+        "destination": dir.path().display().to_string(), "remote": remote}))
+    else {
+        return;
+    };
+    ok(pushed);
+    // The component as published to this registry.
+    let cd_text =
+        std::fs::read_to_string(repo().join("charts/landscaper/component-descriptor.yaml"))
+            .unwrap()
+            .replace("registry.example.com", &registry.addr);
+    let cd: Value = serde_yaml::from_str(&cd_text).unwrap();
+    let blueprint: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("charts/landscaper/blueprint/blueprint.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let data = json!({
+        "cd": cd,
+        "imports": {
+            "cluster": {"metadata": {"name": "default", "namespace": "default"},
+                        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster", "config": {"kubeconfig": "host"}}},
+            "releaseName": "wasm-deployer",
+            "releaseNamespace": "ls-system",
+            "identity": "wasm-deployer-installed",
+            // The dev cluster has the CRDs already (dev mode installs them).
+            "values": {"crds": {"landscaper": false, "wasmPlugin": false}},
+        },
+    });
+    let engine = helm_engine::template::Engine::new(landscaper_funcs());
+    engine
+        .add(
+            "deploy-execution",
+            blueprint["deployExecutions"][0]["template"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+    let rendered: Value = serde_yaml::from_str(
+        &engine
+            .execute("deploy-execution", &helm_engine::json::from_serde(&data))
+            .unwrap(),
+    )
+    .unwrap();
+    let di = &rendered["deployItems"][0];
+
+    // Landscaper would create this DeployItem with the imported Target; dev mode's Target
+    // `default` is the cluster itself.
+    let mut options = support::Options::default();
+    options.config.fetch.allow = vec!["127.0.0.1".into()];
+    options.config.fetch.plain_http = vec![registry.addr.clone()];
+    let h = support::Harness::start_with(options).await;
+    h.server.as_ref().unwrap().set_simulate_workloads(true);
+    let item = json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "DeployItem",
+        "metadata": {"name": "wasm-deployer", "namespace": "default"},
+        "spec": {"type": di["type"], "target": {"name": "default", "namespace": "default"},
+                 "timeout": "120s", "config": di["config"]},
+    });
+    h.create_item(&item.to_string()).await;
+    let item = h
+        .wait_for("default", "wasm-deployer", Duration::from_secs(90), |i| {
+            let s = i.status();
+            !s.job_id.is_empty() && s.job_id == s.job_id_finished
+        })
+        .await;
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
+
+    let ns = |kind: &str, name: &str| {
+        let client = h.client.clone();
+        let (kind, name) = (kind.to_string(), name.to_string());
+        async move {
+            let (group, version) = match kind.as_str() {
+                "Deployment" => ("apps", "v1"),
+                _ => ("", "v1"),
+            };
+            let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                group, version, &kind,
+            ));
+            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client, "ls-system", &ar);
+            api.get_opt(&name).await.unwrap()
+        }
+    };
+    let deployment = ns("Deployment", "wasm-deployer")
+        .await
+        .expect("the host's Deployment");
+    let d = serde_json::to_value(&deployment).unwrap();
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("{}/wasm-deployer/deployer-host:0.1.0", registry.addr),
+        "the component's image"
+    );
+    assert_eq!(
+        d["metadata"]["annotations"]["meta.helm.sh/release-name"],
+        "wasm-deployer"
+    );
+    assert!(ns("ServiceAccount", "wasm-deployer").await.is_some());
+    let config = ns("Secret", "wasm-deployer-config")
+        .await
+        .expect("configuration");
+    let config = serde_json::to_value(&config).unwrap();
+    let text = String::from_utf8(
+        base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            config["data"]["config.yaml"].as_str().unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let host: deployer_host::config::HostConfig = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(host.identity.as_deref(), Some("wasm-deployer-installed"));
+    assert!(
+        ns("Secret", "sh.helm.release.v1.wasm-deployer.v1")
+            .await
+            .is_some(),
+        "a real Helm release"
+    );
+}

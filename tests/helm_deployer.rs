@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use deployer_host::config::HostConfig;
 use deployer_host::landscaper::{DeployItem, Phase, codes};
-use manifest::{create, delete_item, export_config, get, managed, put, set_config, wait_done, wait_next_job};
+use manifest::{
+    create, delete_item, export_config, get, managed, put, set_config, wait_done, wait_next_job,
+};
 use serde_json::{Value, json};
 use support::chart_repo::{ChartRepo, archive_raw, chart_dir, package};
 use support::{Harness, Options};
@@ -27,13 +29,14 @@ async fn harness() -> Harness {
 }
 
 fn options() -> Options {
-    let mut o = Options::default();
-    o.config = HostConfig {
-        requeue_interval: Some("200ms".into()),
-        fetch: serde_yaml::from_str("allow: [127.0.0.1]\nplainHttp: []\n").unwrap(),
-        ..HostConfig::default()
-    };
-    o
+    Options {
+        config: HostConfig {
+            requeue_interval: Some("200ms".into()),
+            fetch: serde_yaml::from_str("allow: [127.0.0.1]\nplainHttp: []\n").unwrap(),
+            ..HostConfig::default()
+        },
+        ..Options::default()
+    }
 }
 
 /// A helm DeployItem on the harness' `default` Target.
@@ -91,7 +94,10 @@ async fn release_secrets(h: &Harness, namespace: &str, release: &str) -> Vec<(i6
             let labels = &v["metadata"]["labels"];
             assert_eq!(
                 v["metadata"]["name"],
-                format!("sh.helm.release.v1.{release}.v{}", labels["version"].as_str().unwrap())
+                format!(
+                    "sh.helm.release.v1.{release}.v{}",
+                    labels["version"].as_str().unwrap()
+                )
             );
             (
                 labels["version"].as_str().unwrap().parse().unwrap(),
@@ -144,7 +150,11 @@ impl RealHelm {
 
     async fn ok(&self, job: Value) -> Option<Value> {
         let v = self.run(job).await?;
-        assert!(v.get("error").is_none(), "real helm refused: {}", v["error"]);
+        assert!(
+            v.get("error").is_none(),
+            "real helm refused: {}",
+            v["error"]
+        );
         Some(v)
     }
 }
@@ -196,9 +206,13 @@ async fn deployment_ready(h: &Harness, namespace: &str, name: &str) {
         "readyReplicas": replicas, "availableReplicas": replicas,
         "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}],
     }});
-    api.patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status))
-        .await
-        .unwrap();
+    api.patch_status(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&status),
+    )
+    .await
+    .unwrap();
 }
 
 fn history(v: &Value) -> Vec<(i64, String)> {
@@ -236,7 +250,12 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     )
     .await;
     let item = wait_done(&h, "web").await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
 
     // Then: release v1 deployed, stored as Helm stores it; objects carry Helm's ownership.
     assert_eq!(
@@ -248,15 +267,28 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
         .expect("ConfigMap of the chart");
     assert_eq!(cm["data"]["message"], "hi");
     assert_eq!(cm["data"]["revision"], "1");
-    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
-    assert_eq!(cm["metadata"]["annotations"]["meta.helm.sh/release-name"], "web");
+    assert_eq!(
+        cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+    assert_eq!(
+        cm["metadata"]["annotations"]["meta.helm.sh/release-name"],
+        "web"
+    );
     assert_eq!(
         cm["metadata"]["annotations"]["meta.helm.sh/release-namespace"],
         "web-apps"
     );
-    assert!(get(&h, "v1", "ConfigMap", Some("web-apps"), "web-extra").await.is_some());
+    assert!(
+        get(&h, "v1", "ConfigMap", Some("web-apps"), "web-extra")
+            .await
+            .is_some()
+    );
     let svc = get(&h, "v1", "Service", Some("web-apps"), "web-extra").await;
-    assert_eq!(svc.expect("Service without a port protocol")["spec"]["ports"][0]["protocol"], "TCP");
+    assert_eq!(
+        svc.expect("Service without a port protocol")["spec"]["ports"][0]["protocol"],
+        "TCP"
+    );
     assert!(
         get(
             &h,
@@ -297,32 +329,54 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     let old = set_config(
         &h,
         "web",
-        &helm_item("web", web_config("web", "web-apps", json!({"message": "ho"})))["spec"]["config"],
+        &helm_item(
+            "web",
+            web_config("web", "web-apps", json!({"message": "ho"})),
+        )["spec"]["config"],
     )
     .await;
     let item = wait_next_job(&h, "web", &old).await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
     assert_eq!(
         release_secrets(&h, "web-apps", "web").await,
         [(1, "superseded".into()), (2, "deployed".into())]
     );
-    let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config").await.unwrap();
+    let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config")
+        .await
+        .unwrap();
     assert_eq!(cm["data"]["message"], "ho");
     assert_eq!(cm["data"]["upgrade"], "true");
-    assert!(get(&h, "v1", "ConfigMap", Some("web-apps"), "web-extra").await.is_none());
-    assert!(get(&h, "v1", "Service", Some("web-apps"), "web-extra").await.is_none());
+    assert!(
+        get(&h, "v1", "ConfigMap", Some("web-apps"), "web-extra")
+            .await
+            .is_none()
+    );
+    assert!(
+        get(&h, "v1", "Service", Some("web-apps"), "web-extra")
+            .await
+            .is_none()
+    );
 
     // Real Helm upgrades what the plugin installed, then rolls back to it.
     let chart_tgz = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(chart_tgz.path(), package(&chart_dir("web"), "0.1.0")).unwrap();
     let chart = chart_tgz.path().display().to_string();
     if helm
-        .ok(json!({"op": "upgrade", "chart": chart, "name": "web", "namespace": "web-apps",
-                   "values": {"message": "from real helm"}}))
+        .ok(
+            json!({"op": "upgrade", "chart": chart, "name": "web", "namespace": "web-apps",
+                   "values": {"message": "from real helm"}}),
+        )
         .await
         .is_some()
     {
-        let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config").await.unwrap();
+        let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config")
+            .await
+            .unwrap();
         assert_eq!(cm["data"]["message"], "from real helm");
         let rolled = helm
             .ok(json!({"op": "rollback", "name": "web", "namespace": "web-apps", "revision": 2}))
@@ -337,19 +391,28 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
                 (4, "deployed".into())
             ]
         );
-        let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config").await.unwrap();
+        let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config")
+            .await
+            .unwrap();
         assert_eq!(cm["data"]["message"], "ho");
 
         // And the plugin upgrades what real Helm wrote.
         let old = set_config(
             &h,
             "web",
-            &helm_item("web", web_config("web", "web-apps", json!({"message": "again"})))["spec"]
-                ["config"],
+            &helm_item(
+                "web",
+                web_config("web", "web-apps", json!({"message": "again"})),
+            )["spec"]["config"],
         )
         .await;
         let item = wait_next_job(&h, "web", &old).await;
-        assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+        assert_eq!(
+            item.status().phase,
+            Phase::Succeeded,
+            "{}",
+            status_of(&item)
+        );
         let status = helm
             .ok(json!({"op": "status", "name": "web", "namespace": "web-apps"}))
             .await
@@ -362,8 +425,16 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     delete_item(&h, "web").await;
     h.wait_gone("default", "web", Duration::from_secs(60)).await;
     assert!(release_secrets(&h, "web-apps", "web").await.is_empty());
-    assert!(get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config").await.is_none());
-    assert!(get(&h, "apps/v1", "Deployment", Some("web-apps"), "web").await.is_none());
+    assert!(
+        get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config")
+            .await
+            .is_none()
+    );
+    assert!(
+        get(&h, "apps/v1", "Deployment", Some("web-apps"), "web")
+            .await
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,36 +445,60 @@ async fn given_a_release_real_helm_installed_when_an_item_names_it_then_the_plug
     let chart_tgz = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(chart_tgz.path(), package(&chart_dir("web"), "0.1.0")).unwrap();
     let Some(_) = helm
-        .ok(json!({"op": "install", "chart": chart_tgz.path().display().to_string(),
-                   "name": "legacy", "namespace": "legacy", "values": {"message": "helm"}}))
+        .ok(
+            json!({"op": "install", "chart": chart_tgz.path().display().to_string(),
+                   "name": "legacy", "namespace": "legacy", "values": {"message": "helm"}}),
+        )
         .await
     else {
         return;
     };
     create(
         &h,
-        &helm_item("legacy", web_config("legacy", "legacy", json!({"message": "plugin"}))),
+        &helm_item(
+            "legacy",
+            web_config("legacy", "legacy", json!({"message": "plugin"})),
+        ),
     )
     .await;
     let item = wait_done(&h, "legacy").await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
     let hist = helm
         .ok(json!({"op": "history", "name": "legacy", "namespace": "legacy"}))
         .await
         .unwrap();
-    assert_eq!(history(&hist), [(1, "superseded".into()), (2, "deployed".into())]);
-    let cm = get(&h, "v1", "ConfigMap", Some("legacy"), "legacy-config").await.unwrap();
+    assert_eq!(
+        history(&hist),
+        [(1, "superseded".into()), (2, "deployed".into())]
+    );
+    let cm = get(&h, "v1", "ConfigMap", Some("legacy"), "legacy-config")
+        .await
+        .unwrap();
     assert_eq!(cm["data"]["message"], "plugin");
     assert_eq!(cm["data"]["revision"], "2");
 
     delete_item(&h, "legacy").await;
-    h.wait_gone("default", "legacy", Duration::from_secs(60)).await;
+    h.wait_gone("default", "legacy", Duration::from_secs(60))
+        .await;
     let list = helm
         .ok(json!({"op": "list", "namespace": "legacy"}))
         .await
         .unwrap();
-    assert_eq!(list["releases"], json!([]), "real helm finds no release left");
-    assert!(get(&h, "v1", "ConfigMap", Some("legacy"), "legacy-config").await.is_none());
+    assert_eq!(
+        list["releases"],
+        json!([]),
+        "real helm finds no release left"
+    );
+    assert!(
+        get(&h, "v1", "ConfigMap", Some("legacy"), "legacy-config")
+            .await
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,19 +544,34 @@ async fn given_a_chart_repository_with_credentials_when_two_items_use_one_versio
         )
         .await;
         let item = wait_done(&h, name).await;
-        assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+        assert_eq!(
+            item.status().phase,
+            Phase::Succeeded,
+            "{}",
+            status_of(&item)
+        );
     }
     // `~0.1 || ^0.2` picks the newest match, 0.2.0 (not 1.0.0).
-    let secret = get(&h, "v1", "Secret", Some("repo-a"), "sh.helm.release.v1.repo-a.v1")
-        .await
-        .unwrap();
+    let secret = get(
+        &h,
+        "v1",
+        "Secret",
+        Some("repo-a"),
+        "sh.helm.release.v1.repo-a.v1",
+    )
+    .await
+    .unwrap();
     assert_eq!(secret["metadata"]["labels"]["status"], "deployed");
     let item = h.items("default").get("repo-b").await.unwrap();
     assert_eq!(
         item.status().provider_status.unwrap()["release"]["chart"],
         "web-0.2.0"
     );
-    assert_eq!(repo.hits("/web-0.2.0.tgz"), 1, "cached by digest after the first item");
+    assert_eq!(
+        repo.hits("/web-0.2.0.tgz"),
+        1,
+        "cached by digest after the first item"
+    );
     assert!(repo.hits("/index.yaml") >= 2, "the index is read per job");
     assert_eq!(repo.hits("/web-1.0.0.tgz"), 0);
 
@@ -478,8 +588,15 @@ async fn given_a_chart_repository_with_credentials_when_two_items_use_one_versio
     .await;
     let item = wait_phase(&h, "repo-missing", Phase::Failed).await;
     let e = item.status().last_error.unwrap();
-    assert!(e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{e:?}");
-    assert!(e.message.contains("no chart version found for \"9.x\""), "{}", e.message);
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
+    assert!(
+        e.message.contains("no chart version found for \"9.x\""),
+        "{}",
+        e.message
+    );
     assert!(e.message.contains("0.2.0"), "{}", e.message);
 }
 
@@ -493,8 +610,10 @@ async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_
         let dir = dir.path().display().to_string();
         let remote = format!("oci://{}/charts", registry.addr);
         move || {
-            helm_py(json!({"op": "push", "chart": chart_dir("web").display().to_string(),
-                           "destination": dir, "remote": remote}))
+            helm_py(
+                json!({"op": "push", "chart": chart_dir("web").display().to_string(),
+                           "destination": dir, "remote": remote}),
+            )
         }
     })
     .await
@@ -515,8 +634,16 @@ async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_
     )
     .await;
     let item = wait_done(&h, "oci").await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
-    assert_eq!(release_secrets(&h, "oci", "oci").await, [(1, "deployed".into())]);
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
+    assert_eq!(
+        release_secrets(&h, "oci", "oci").await,
+        [(1, "deployed".into())]
+    );
 
     // A tag that is not there: Failed, naming the reference.
     create(
@@ -531,7 +658,10 @@ async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_
     let item = wait_phase(&h, "oci-missing", Phase::Failed).await;
     let e = item.status().last_error.unwrap();
     assert!(e.message.contains("charts/web:9.9.9"), "{}", e.message);
-    assert!(e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{e:?}");
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -542,22 +672,54 @@ async fn given_helm_deployment_false_when_reconciled_then_the_objects_are_applie
     config["helmDeployment"] = json!(false);
     create(&h, &helm_item("tpl", config)).await;
     let item = wait_done(&h, "tpl").await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
-    assert!(release_secrets(&h, "tpl", "tpl").await.is_empty(), "no release Secret");
-    let cm = get(&h, "v1", "ConfigMap", Some("tpl"), "tpl-config").await.unwrap();
-    assert_eq!(cm["metadata"]["labels"]["helm.deployer.landscaper.gardener.cloud/deployitem"], "tpl");
-    assert_eq!(cm["metadata"]["labels"]["manifest.deployer.landscaper.gardener.cloud/deployitem"], "tpl");
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
+    assert!(
+        release_secrets(&h, "tpl", "tpl").await.is_empty(),
+        "no release Secret"
+    );
+    let cm = get(&h, "v1", "ConfigMap", Some("tpl"), "tpl-config")
+        .await
+        .unwrap();
+    assert_eq!(
+        cm["metadata"]["labels"]["helm.deployer.landscaper.gardener.cloud/deployitem"],
+        "tpl"
+    );
+    assert_eq!(
+        cm["metadata"]["labels"]["manifest.deployer.landscaper.gardener.cloud/deployitem"],
+        "tpl"
+    );
     let kinds: Vec<String> = managed(&item)
         .iter()
-        .map(|m| format!("{} {}", m["resource"]["kind"].as_str().unwrap(), m["policy"].as_str().unwrap()))
+        .map(|m| {
+            format!(
+                "{} {}",
+                m["resource"]["kind"].as_str().unwrap(),
+                m["policy"].as_str().unwrap()
+            )
+        })
         .collect();
-    assert!(kinds.contains(&"CustomResourceDefinition manage".to_string()), "{kinds:?}");
+    assert!(
+        kinds.contains(&"CustomResourceDefinition manage".to_string()),
+        "{kinds:?}"
+    );
     assert!(kinds.contains(&"Namespace keep".to_string()), "{kinds:?}");
-    assert!(kinds.contains(&"Deployment manage".to_string()), "{kinds:?}");
+    assert!(
+        kinds.contains(&"Deployment manage".to_string()),
+        "{kinds:?}"
+    );
 
     delete_item(&h, "tpl").await;
     h.wait_gone("default", "tpl", Duration::from_secs(60)).await;
-    assert!(get(&h, "v1", "ConfigMap", Some("tpl"), "tpl-config").await.is_none());
+    assert!(
+        get(&h, "v1", "ConfigMap", Some("tpl"), "tpl-config")
+            .await
+            .is_none()
+    );
     assert!(
         get(&h, "v1", "Namespace", None, "tpl").await.is_some(),
         "the keep-policy namespace stays, as helm uninstall keeps it"
@@ -568,24 +730,51 @@ async fn given_helm_deployment_false_when_reconciled_then_the_objects_are_applie
 async fn given_chart_hooks_when_installed_and_uninstalled_then_they_run_in_order_with_their_delete_policies()
  {
     let h = harness().await;
-    create(&h, &helm_item("hooks", web_config("hooks", "hooks", json!({"hooks": true})))).await;
+    create(
+        &h,
+        &helm_item(
+            "hooks",
+            web_config("hooks", "hooks", json!({"hooks": true})),
+        ),
+    )
+    .await;
     let item = wait_done(&h, "hooks").await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
     let pre = get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-pre-install").await;
-    assert_eq!(pre.expect("pre-install hook ran")["data"]["ran"], "pre-install");
-    let post = get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-post").await.unwrap();
+    assert_eq!(
+        pre.expect("pre-install hook ran")["data"]["ran"],
+        "pre-install"
+    );
+    let post = get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-post")
+        .await
+        .unwrap();
     assert_eq!(post["data"]["revision"], "1");
     assert!(
-        get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-succeeded").await.is_none(),
+        get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-succeeded")
+            .await
+            .is_none(),
         "hook-succeeded deletes the hook"
     );
     // Hooks are not release resources.
-    assert!(get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-pre-delete").await.is_none());
+    assert!(
+        get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-pre-delete")
+            .await
+            .is_none()
+    );
 
     delete_item(&h, "hooks").await;
-    h.wait_gone("default", "hooks", Duration::from_secs(60)).await;
+    h.wait_gone("default", "hooks", Duration::from_secs(60))
+        .await;
     let pre_delete = get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-pre-delete").await;
-    assert_eq!(pre_delete.expect("pre-delete hook ran")["data"]["ran"], "pre-delete");
+    assert_eq!(
+        pre_delete.expect("pre-delete hook ran")["data"]["ran"],
+        "pre-delete"
+    );
     assert!(release_secrets(&h, "hooks", "hooks").await.is_empty());
 }
 
@@ -593,21 +782,38 @@ async fn given_chart_hooks_when_installed_and_uninstalled_then_they_run_in_order
 async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back_and_a_foreign_object_is_adopted_only_with_take_ownership()
  {
     let h = harness().await;
-    create(&h, &helm_item("atomic", web_config("atomic", "atomic", json!({})))).await;
+    create(
+        &h,
+        &helm_item("atomic", web_config("atomic", "atomic", json!({}))),
+    )
+    .await;
     let item = wait_done(&h, "atomic").await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
     // atomic implies wait, for the rollback too: the Deployment is up (as a controller says).
     deployment_ready(&h, "atomic", "atomic").await;
 
     // A pre-upgrade Job hook that never completes (no controller runs it) within the upgrade's
     // timeout: revision 2 fails, atomic rolls back to revision 1 as revision 3.
-    let mut config = web_config("atomic", "atomic", json!({"jobHook": true, "message": "new"}));
+    let mut config = web_config(
+        "atomic",
+        "atomic",
+        json!({"jobHook": true, "message": "new"}),
+    );
     config["helmDeploymentConfig"] = json!({"upgrade": {"atomic": true, "timeout": "3s"}});
     let old = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
     let item = wait_next_job(&h, "atomic", &old).await;
     assert_eq!(item.status().phase, Phase::Failed, "{}", status_of(&item));
     let e = item.status().last_error.unwrap();
-    assert!(e.message.contains("rolled back due to atomic being set"), "{}", e.message);
+    assert!(
+        e.message.contains("rolled back due to atomic being set"),
+        "{}",
+        e.message
+    );
     assert!(e.message.contains("atomic-migrate"), "{}", e.message);
     assert!(e.codes.iter().any(|c| c == codes::TIMEOUT), "{e:?}");
     assert_eq!(
@@ -618,7 +824,9 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
             (3, "deployed".into())
         ]
     );
-    let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "atomic-config").await.unwrap();
+    let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "atomic-config")
+        .await
+        .unwrap();
     assert_eq!(cm["data"]["message"], "hello", "revision 1's values");
     assert_eq!(cm["data"]["revision"], "1");
 
@@ -640,7 +848,10 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
         "{}",
         e.message
     );
-    assert!(e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM), "{e:?}");
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
     assert_eq!(
         release_secrets(&h, "atomic", "atomic").await.last(),
         Some(&(3, "deployed".to_string()))
@@ -651,9 +862,19 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     config["helmDeploymentConfig"] = json!({"upgrade": {"takeOwnership": true}});
     let old = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
     let item = wait_next_job(&h, "atomic", &old).await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
-    let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "foreign").await.unwrap();
-    assert_eq!(cm["metadata"]["annotations"]["meta.helm.sh/release-name"], "atomic");
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
+    let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "foreign")
+        .await
+        .unwrap();
+    assert_eq!(
+        cm["metadata"]["annotations"]["meta.helm.sh/release-name"],
+        "atomic"
+    );
     assert_eq!(cm["data"]["adopted"], "yes");
 }
 
@@ -675,12 +896,18 @@ async fn given_bad_input_when_reconciled_then_the_item_fails_saying_what_is_wron
     unreachable["spec"]["timeout"] = json!("4s");
     let cases: Vec<(Value, &str, &str)> = vec![
         (
-            helm_item("bad-template", web_config("x", "bad", json!({"broken": true}))),
+            helm_item(
+                "bad-template",
+                web_config("x", "bad", json!({"broken": true})),
+            ),
             codes::CONFIGURATION_PROBLEM,
             "web/templates/configmap.yaml:12",
         ),
         (
-            helm_item("bad-schema", web_config("x", "bad", json!({"replicas": -1}))),
+            helm_item(
+                "bad-schema",
+                web_config("x", "bad", json!({"replicas": -1})),
+            ),
             codes::CONFIGURATION_PROBLEM,
             "replicas",
         ),
@@ -721,8 +948,20 @@ async fn given_bad_input_when_reconciled_then_the_item_fails_saying_what_is_wron
         assert!(e.codes.iter().any(|c| c == code), "{name}: {e:?}");
         assert!(e.message.contains(needle), "{name}: {}", e.message);
     }
-    assert!(release_secrets(&h, "bad", "x").await.is_empty(), "nothing half-written");
-    create(&h, &helm_item("good", web_config("good", "good", json!({})))).await;
+    assert!(
+        release_secrets(&h, "bad", "x").await.is_empty(),
+        "nothing half-written"
+    );
+    create(
+        &h,
+        &helm_item("good", web_config("good", "good", json!({}))),
+    )
+    .await;
     let item = wait_done(&h, "good").await;
-    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(&item));
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
 }

@@ -95,12 +95,7 @@ impl WasmRenderer {
     fn render(&self, chart: &Path, values: &Path) -> usize {
         let stdout = MemoryOutputPipe::new(64 << 20);
         let wasi = WasiCtxBuilder::new()
-            .args(&[
-                "helm-template",
-                "/chart",
-                "-f",
-                "/values/values.json",
-            ])
+            .args(&["helm-template", "/chart", "-f", "/values/values.json"])
             .stdout(stdout.clone())
             .preopened_dir(chart, "/chart", FsPerms::ReadOnly)
             .expect("chart dir")
@@ -307,7 +302,10 @@ async fn installs(registry: Arc<PluginRegistry>, n: usize, raw: &str) -> f64 {
                 assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
                 break;
             }
-            assert!(started.elapsed() < Duration::from_secs(120), "install timed out");
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "install timed out"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         times.push(started.elapsed().as_secs_f64());

@@ -56,7 +56,10 @@ pub trait NativeHost: Send + Sync {
     fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
         Err(DeployerError::internal(
             "FetchUnavailable",
-            format!("no downloads in this context (asked for {})", request.location()),
+            format!(
+                "no downloads in this context (asked for {})",
+                request.location()
+            ),
         ))
     }
 }
@@ -213,7 +216,11 @@ impl<'a> Ctx<'a> {
 
     /// Downloads `url` through the host (WIT `fetch.http-get`). With `expected_digest`
     /// (`sha256:<hex>`), a cached copy is used without a request.
-    pub fn http_get(&self, url: &str, expected_digest: Option<&str>) -> Result<Fetched, DeployerError> {
+    pub fn http_get(
+        &self,
+        url: &str,
+        expected_digest: Option<&str>,
+    ) -> Result<Fetched, DeployerError> {
         self.fetch(FetchRequest::Http {
             url: url.to_string(),
             expected_digest: expected_digest.map(str::to_string),
@@ -222,7 +229,11 @@ impl<'a> Ctx<'a> {
 
     /// Pulls the first layer of `reference` whose media type is in `layer_media_types`
     /// through the host (WIT `fetch.oci-pull`).
-    pub fn oci_pull(&self, reference: &str, layer_media_types: &[&str]) -> Result<Fetched, DeployerError> {
+    pub fn oci_pull(
+        &self,
+        reference: &str,
+        layer_media_types: &[&str],
+    ) -> Result<Fetched, DeployerError> {
         self.fetch(FetchRequest::Oci {
             reference: reference.to_string(),
             layer_media_types: layer_media_types.iter().map(|s| s.to_string()).collect(),

@@ -94,9 +94,9 @@ pub use hooks::Hooks;
 /// The shared data model (`landscaper-model`), so plugins need no other dependency.
 pub use landscaper_model::{
     self as model, ConditionReport, ConditionStatus, Context, DeployItem, DeployItemSpec,
-    DeployItemStatus, DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup, HookType,
-    Invocation, KubeOp, LogLevel, ObjectMeta, ObjectRef, ObjectReference, PatchType, Phase,
-    ResolvedTarget, ResourceInfo, Response, Target, TargetSpec, codes, decode_at,
+    DeployItemStatus, DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult,
+    HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectMeta, ObjectRef, ObjectReference,
+    PatchType, Phase, ResolvedTarget, ResourceInfo, Response, Target, TargetSpec, codes, decode_at,
     for_each_hook_type, format_rfc3339, plugin::phase,
 };
 

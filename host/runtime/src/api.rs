@@ -7,7 +7,8 @@
 //! access is whatever the controller puts behind [`HostServices::kube`].
 
 use sdk_guest::{
-    DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup, Invocation, KubeOp, Response,
+    DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup,
+    Invocation, KubeOp, Response,
 };
 use std::sync::Arc;
 use std::time::Duration;

@@ -64,7 +64,7 @@ pub use wasm::store::DENIED_NETWORK_ATTEMPTS;
 
 /// The shared data model (re-exported from `sdk-guest`).
 pub use sdk_guest::{
-    ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup,
-    HookType, Invocation, KubeOp, LogLevel, ObjectRef, PatchType, ResolvedTarget, ResourceInfo,
-    Response, codes, phase,
+    ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched, HookInput,
+    HookResult, HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectRef, PatchType,
+    ResolvedTarget, ResourceInfo, Response, codes, phase,
 };

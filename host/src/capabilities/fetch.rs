@@ -327,9 +327,8 @@ impl ItemFetch {
             self.fetcher.timeout,
         );
         let auth = registry::auth_for(&registry_host, &options.docker_configs);
-        let failed = |what: &str, e: oci_client::errors::OciDistributionError| {
-            oci_error(reference, what, e)
-        };
+        let failed =
+            |what: &str, e: oci_client::errors::OciDistributionError| oci_error(reference, what, e);
         let (manifest, manifest_digest) = client
             .pull_manifest(&r, &auth)
             .await
@@ -344,7 +343,7 @@ impl ItemFetch {
         let Some(layer) = manifest
             .layers
             .iter()
-            .find(|l| media_types.iter().any(|m| *m == l.media_type))
+            .find(|l| media_types.contains(&l.media_type))
         else {
             return Err(err(
                 Some(codes::CONFIGURATION_PROBLEM),
@@ -454,9 +453,10 @@ impl ItemFetch {
                 format!("reading Secret {}/{name}: {e}", self.namespace),
             )
         })?;
-        let value = secret
-            .and_then(|s| s.data)
-            .and_then(|d| d.get(key).map(|v| String::from_utf8_lossy(&v.0).to_string()));
+        let value = secret.and_then(|s| s.data).and_then(|d| {
+            d.get(key)
+                .map(|v| String::from_utf8_lossy(&v.0).to_string())
+        });
         match value {
             Some(v) => Ok(Some(v.trim().to_string())),
             None => Err(err(

@@ -236,9 +236,7 @@ fn flags(
                 match parse_go_duration(text)
                     .map_err(|e| validation_error(format!("{at}.timeout: {e}")))?
                 {
-                    sdk_guest::model::GoDuration::Finite(d) if !d.is_zero() => {
-                        f.timeout = Some(d)
-                    }
+                    sdk_guest::model::GoDuration::Finite(d) if !d.is_zero() => f.timeout = Some(d),
                     _ => {
                         return Err(validation_error(format!(
                             "{at}.timeout: must be a positive duration, got {text:?}"
@@ -315,8 +313,7 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
     }
     if c.namespace.trim().is_empty() {
         return Err(validation_error(
-            "spec.config.namespace: Required value: the release namespace must not be empty"
-                .into(),
+            "spec.config.namespace: Required value: the release namespace must not be empty".into(),
         ));
     }
     // Helm's release name rule (a DNS-1123 subdomain of at most 53 characters).
@@ -409,7 +406,10 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
 
 impl Config {
     /// The applier's view of this configuration with `manifests` to apply (template mode).
-    pub fn as_spec(&self, manifests: Vec<manifest_applier::spec::Manifest>) -> manifest_applier::spec::Spec {
+    pub fn as_spec(
+        &self,
+        manifests: Vec<manifest_applier::spec::Manifest>,
+    ) -> manifest_applier::spec::Spec {
         manifest_applier::spec::Spec {
             update_strategy: self.update_strategy.clone(),
             readiness: self.readiness.clone(),
@@ -427,9 +427,7 @@ impl Config {
 
     /// Exports read from the release's values (`jsonPath: .Values.x`, no `fromResource`).
     pub fn value_exports(&self) -> impl Iterator<Item = &Export> {
-        self.exports
-            .iter()
-            .filter(|e| e.from_resource.is_none())
+        self.exports.iter().filter(|e| e.from_resource.is_none())
     }
 }
 
@@ -541,7 +539,10 @@ mod tests {
         let cases = [
             (json!({"chart": {}}), "spec.config.chart: must not be empty"),
             (json!({"name": ""}), "spec.config.name: Required value"),
-            (json!({"namespace": ""}), "spec.config.namespace: Required value"),
+            (
+                json!({"namespace": ""}),
+                "spec.config.namespace: Required value",
+            ),
             (json!({"name": "Web_1"}), "spec.config.name: Invalid value"),
             (
                 json!({"chart": {"archive": {}}}),
@@ -563,7 +564,10 @@ mod tests {
                 json!({"helmDeploymentConfig": {"upgrade": {"timeout": "soon"}}}),
                 "spec.config.helmDeploymentConfig.upgrade.timeout",
             ),
-            (json!({"values": [1]}), "spec.config.values: must be an object"),
+            (
+                json!({"values": [1]}),
+                "spec.config.values: must be an object",
+            ),
         ];
         for (patch, want) in cases {
             let e = parse(&with(patch.clone())).unwrap_err();
@@ -595,7 +599,10 @@ mod tests {
     #[test]
     fn repository_urls_are_normalised_as_landscaper_does() {
         assert_eq!(normalise_repo_url(" charts.io/x/ "), "https://charts.io/x");
-        assert_eq!(normalise_repo_url("http://127.0.0.1:8/"), "http://127.0.0.1:8");
+        assert_eq!(
+            normalise_repo_url("http://127.0.0.1:8/"),
+            "http://127.0.0.1:8"
+        );
     }
 
     #[test]

@@ -195,8 +195,12 @@ fn value_exports(config: &Config, chart: &helm_engine::Chart) -> Result<Value, D
         let err = |m: String| {
             DeployerError::retryable("ConstructExportFromValues", m).with_operation("Template")
         };
-        let path = JsonPath::parse(&e.json_path)
-            .map_err(|why| err(format!("export {:?}: jsonPath {:?}: {why}", e.key, e.json_path)))?;
+        let path = JsonPath::parse(&e.json_path).map_err(|why| {
+            err(format!(
+                "export {:?}: jsonPath {:?}: {why}",
+                e.key, e.json_path
+            ))
+        })?;
         let found = path.eval(&root);
         let value = match found.as_slice() {
             [] => {
@@ -231,9 +235,7 @@ fn workloads(manifest: &str, namespace: &str) -> Vec<ManagedResource> {
         };
         let v = helm_engine::json::to_serde(&v);
         let items = match v.get("items").and_then(Value::as_array) {
-            Some(items) if v["kind"].as_str().is_some_and(|k| k.ends_with("List")) => {
-                items.clone()
-            }
+            Some(items) if v["kind"].as_str().is_some_and(|k| k.ends_with("List")) => items.clone(),
             _ => vec![v],
         };
         for o in items {
@@ -475,9 +477,7 @@ impl Deployer for HelmDeployer {
             (None, None) => return Ok(Response::default()),
         };
         require_target(&inv, "delete")?;
-        let wait = config
-            .as_ref()
-            .is_some_and(|c| c.deployment.uninstall.wait);
+        let wait = config.as_ref().is_some_and(|c| c.deployment.uninstall.wait);
         let mut progress = status.progress.clone().unwrap_or_default();
         if progress.step != "delete" {
             progress = Progress {
@@ -534,7 +534,12 @@ mod tests {
         let w = workloads(manifest, "apps");
         let got: Vec<_> = w
             .iter()
-            .map(|m| format!("{} {}/{}", m.resource.kind, m.resource.namespace, m.resource.name))
+            .map(|m| {
+                format!(
+                    "{} {}/{}",
+                    m.resource.kind, m.resource.namespace, m.resource.name
+                )
+            })
             .collect();
         assert_eq!(got, ["Deployment apps/web", "Pod other/p"]);
         assert!(w.iter().all(|m| m.resource.uid.is_empty()));

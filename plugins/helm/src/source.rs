@@ -136,7 +136,9 @@ fn from_repository(ctx: &Ctx, repo: &config::HelmChartRepo) -> Result<Loaded, De
     let index = helm_engine::yaml::parse(&text)
         .map(|v| helm_engine::json::to_serde(&v))
         .map_err(|e| {
-            config_error(format!("repository index {index_url} is not valid YAML: {e}"))
+            config_error(format!(
+                "repository index {index_url} is not valid YAML: {e}"
+            ))
         })?;
     let name = repo.helm_chart_name.trim();
     let entries = index["entries"][name].as_array().ok_or_else(|| {
@@ -144,11 +146,8 @@ fn from_repository(ctx: &Ctx, repo: &config::HelmChartRepo) -> Result<Loaded, De
             "no chart name found: chart {name:?} is not in the repository {base}"
         ))
     })?;
-    let entry = pick_version(entries, repo.helm_chart_version.trim()).map_err(|e| {
-        config_error(format!(
-            "chart {name:?} in repository {base}: {e}"
-        ))
-    })?;
+    let entry = pick_version(entries, repo.helm_chart_version.trim())
+        .map_err(|e| config_error(format!("chart {name:?} in repository {base}: {e}")))?;
     let version = entry["version"].as_str().unwrap_or_default();
     let url = entry["urls"][0].as_str().ok_or_else(|| {
         config_error(format!(
@@ -160,7 +159,11 @@ fn from_repository(ctx: &Ctx, repo: &config::HelmChartRepo) -> Result<Loaded, De
     let fetched = ctx
         .http_get(&url, digest)
         .map_err(|e| fetch_error(&format!("downloading chart {name} {version} from {url}"), e))?;
-    load(&fetched.data, format!("{name} {version} from {base}"), fetched.digest)
+    load(
+        &fetched.data,
+        format!("{name} {version} from {base}"),
+        fetched.digest,
+    )
 }
 
 /// A chart URL from an index: absolute as is, else relative to the repository.
@@ -168,7 +171,10 @@ fn absolute(base: &str, url: &str) -> String {
     if url.contains("://") {
         url.to_string()
     } else {
-        format!("{base}/{}", url.trim_start_matches("./").trim_start_matches('/'))
+        format!(
+            "{base}/{}",
+            url.trim_start_matches("./").trim_start_matches('/')
+        )
     }
 }
 
@@ -191,7 +197,11 @@ pub fn pick_version<'a>(entries: &'a [Value], constraint: &str) -> Result<&'a Va
     {
         return Ok(e);
     }
-    let wanted = if constraint.is_empty() { "*" } else { constraint };
+    let wanted = if constraint.is_empty() {
+        "*"
+    } else {
+        constraint
+    };
     let constraints = Constraints::parse(wanted)
         .map_err(|e| format!("invalid version constraint {constraint:?}: {e}"))?;
     versions
@@ -234,16 +244,30 @@ mod tests {
         assert_eq!(pick("~1.9").unwrap(), "1.9.9");
         assert_eq!(pick("^1.2").unwrap(), "1.10.0");
         assert_eq!(pick(">=1.0.0 <1.5").unwrap(), "1.2.3");
-        assert_eq!(pick("2.0.0-rc.1").unwrap(), "2.0.0-rc.1", "exact prerelease");
+        assert_eq!(
+            pick("2.0.0-rc.1").unwrap(),
+            "2.0.0-rc.1",
+            "exact prerelease"
+        );
         assert_eq!(pick(">=2.0.0-0").unwrap(), "2.0.0-rc.1");
         let e = pick("3.x").unwrap_err();
-        assert!(e.contains("no chart version found") && e.contains("1.10.0"), "{e}");
-        assert!(pick("=>bad").unwrap_err().contains("invalid version constraint"));
+        assert!(
+            e.contains("no chart version found") && e.contains("1.10.0"),
+            "{e}"
+        );
+        assert!(
+            pick("=>bad")
+                .unwrap_err()
+                .contains("invalid version constraint")
+        );
     }
 
     #[test]
     fn relative_chart_urls_are_resolved_against_the_repository() {
-        assert_eq!(absolute("http://h/r", "c-1.0.0.tgz"), "http://h/r/c-1.0.0.tgz");
+        assert_eq!(
+            absolute("http://h/r", "c-1.0.0.tgz"),
+            "http://h/r/c-1.0.0.tgz"
+        );
         assert_eq!(absolute("http://h/r", "https://x/c.tgz"), "https://x/c.tgz");
     }
 
@@ -279,7 +303,11 @@ mod tests {
             ..Default::default()
         };
         let e = resolve(&ctx, &spec).err().unwrap();
-        assert!(e.message.contains("not a valid chart archive"), "{}", e.message);
+        assert!(
+            e.message.contains("not a valid chart archive"),
+            "{}",
+            e.message
+        );
         assert!(e.has_code(codes::CONFIGURATION_PROBLEM));
     }
 }

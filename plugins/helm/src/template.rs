@@ -20,7 +20,11 @@ use crate::config::{Config, Progress, ProviderStatus};
 use crate::{HELM_LABEL, OPTIONS, STEP_APPLIED, STEP_RELEASE, source, value_exports, waiting};
 
 /// Renders `config`'s chart and returns the manifests to apply.
-fn manifests(ctx: &Ctx, item_name: &str, config: &Config) -> Result<(Vec<Manifest>, Value), DeployerError> {
+fn manifests(
+    ctx: &Ctx,
+    item_name: &str,
+    config: &Config,
+) -> Result<(Vec<Manifest>, Value), DeployerError> {
     let loaded = source::resolve(ctx, &config.chart)?;
     let values = value_exports(config, &loaded.chart)?;
     let opts = helm_engine::RenderOptions {
@@ -88,7 +92,10 @@ fn default_namespace(ctx: &Ctx, object: &mut Value, namespace: &str) -> Result<(
     {
         return Ok(());
     }
-    let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
+    let api_version = object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let kind = object["kind"].as_str().unwrap_or_default().to_string();
     let namespaced = match ctx.kube_discover(&api_version, &kind)? {
         Some(info) => info.namespaced,
@@ -179,7 +186,9 @@ pub(crate) fn delete_step(
     if status.managed_resources.is_empty() {
         return Ok(Response::default());
     }
-    let groups = config.map(|c| c.deletion_groups.clone()).unwrap_or_default();
+    let groups = config
+        .map(|c| c.deletion_groups.clone())
+        .unwrap_or_default();
     let fail = |e: DeployerError| DeployerError {
         operation: "delete".into(),
         reason: "DeleteWithUninstall".into(),

@@ -32,8 +32,8 @@ pub mod wire;
 pub use duration::{GoDuration, parse_go_duration};
 pub use hooks::{HookInput, HookResult, HookSetup, HookType};
 pub use plugin::{
-    ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched, Invocation,
-    KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo, Response, decode_at,
+    ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched,
+    Invocation, KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo, Response, decode_at,
 };
 pub use resources::*;
 pub use time::format_rfc3339;
