@@ -224,3 +224,62 @@ async fn dev_mode_restores_a_hand_edited_configmap_through_continuous_reconcile(
     assert_eq!(s.phase, Phase::Succeeded);
     assert_eq!(s.job_id, s.job_id_finished);
 }
+
+/// The helm example in dev mode: a real Helm release of the inline chart (its Deployment made
+/// ready by the workload simulator), its export, and an uninstall that leaves no release Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_installs_the_helm_example_as_a_release_and_uninstalls_it() {
+    use k8s_openapi::api::core::v1::Secret;
+    let dev = start_dev(&[]);
+    let kc = kube::config::Kubeconfig::read_from(&dev.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let items: kube::Api<DeployItem> = kube::Api::namespaced(client.clone(), "default");
+    let releases: kube::Api<Secret> = kube::Api::namespaced(client, "web-demo");
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/30-deployitem-helm.yaml");
+    let item: DeployItem =
+        serde_yaml::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    items.create(&Default::default(), &item).await.unwrap();
+    let started = Instant::now();
+    let item = loop {
+        let item = items.get("my-helm-item").await.unwrap();
+        let s = item.status();
+        if !s.job_id.is_empty() && s.job_id == s.job_id_finished {
+            break item;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
+    assert!(s.export_ref.is_some(), "the helm deployer always exports");
+    let owned_by_helm = kube::api::ListParams::default().labels("owner=helm");
+    let listed = releases.list(&owned_by_helm).await.unwrap();
+    let names: Vec<_> = listed
+        .items
+        .iter()
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["sh.helm.release.v1.web-demo.v1"]);
+
+    items
+        .delete("my-helm-item", &Default::default())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while items.get_opt("my-helm-item").await.unwrap().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(30), "not deleted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        releases
+            .list(&owned_by_helm)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
