@@ -26,7 +26,7 @@ fn usage() -> ! {
          \x20 image [--push REF] [--plain-http] [--out DIR]\n\
          \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
          \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
-         \x20 bench                      build plugins, run the end-to-end and scale benchmarks, update docs/benchmarks.md\n\
+         \x20 bench                      build plugins, run the end-to-end, scale, language and helm benchmarks, update docs/benchmarks.md\n\
          \x20 build-plugins [-p <plugin>]...\n\
          \x20                            build every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`)\n\
          \x20                            into <target-dir>/plugins/ (test-only plugins: <target-dir>/test-plugins/)"
@@ -148,7 +148,7 @@ fn main() -> Result<()> {
             build_polyglot(&[])?;
             // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language.
             let args: Vec<String> = args.collect();
-            for bench in ["e2e", "scale", "languages"] {
+            for bench in ["e2e", "scale", "languages", "helm"] {
                 run(Command::new(cargo())
                     .current_dir(workspace_root())
                     .env("BENCH_WRITE_DOCS", "1")
