@@ -33,45 +33,7 @@ fn chart() -> String {
     repo().join("charts/wasm-deployer").display().to_string()
 }
 
-fn python() -> PathBuf {
-    let venv = repo().join("target/helm-venv/bin/python");
-    if venv.exists() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    }
-}
-
-/// One real-Helm operation (`tests/chart/helm.py`); `None` = helm-python-sdk missing (SKIP
-/// locally, a failure with `CI=true`).
-fn helm(job: Value) -> Option<Value> {
-    let out = Command::new(python())
-        .arg(repo().join("tests/chart/helm.py"))
-        .arg(job.to_string())
-        .output()
-        .expect("python3");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "helm.py: {e}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    if let Some(why) = v.get("unavailable") {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "helm-python-sdk missing: {why}"
-        );
-        eprintln!("SKIP: helm-python-sdk not installed ({why})");
-        return None;
-    }
-    Some(v)
-}
-
-fn ok(v: Value) -> Value {
-    assert!(v.get("error").is_none(), "helm refused: {}", v["error"]);
-    v
-}
+use support::real_helm::{ok, run as helm};
 
 /// Values sets every rendering test covers: defaults, scaled out, fenced, everything on.
 fn value_sets() -> Vec<(&'static str, Value)> {

@@ -9,7 +9,6 @@
 mod manifest;
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
@@ -143,7 +142,7 @@ impl RealHelm {
 
     async fn run(&self, mut job: Value) -> Option<Value> {
         job["kubeconfig"] = json!(self.kubeconfig);
-        tokio::task::spawn_blocking(move || helm_py(job))
+        tokio::task::spawn_blocking(move || support::real_helm::run(job))
             .await
             .unwrap()
     }
@@ -157,40 +156,6 @@ impl RealHelm {
         );
         Some(v)
     }
-}
-
-fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn helm_py(job: Value) -> Option<Value> {
-    let venv = repo_root().join("target/helm-venv/bin/python");
-    let python = if venv.exists() {
-        venv
-    } else {
-        "python3".into()
-    };
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/chart/helm.py"))
-        .arg(job.to_string())
-        .output()
-        .expect("python3");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "helm.py: {e}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    if let Some(why) = v.get("unavailable") {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "helm-python-sdk missing: {why}"
-        );
-        eprintln!("SKIP: helm-python-sdk not installed ({why})");
-        return None;
-    }
-    Some(v)
 }
 
 /// Writes the status a Deployment controller writes once every replica is available (neither
@@ -610,7 +575,7 @@ async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_
         let dir = dir.path().display().to_string();
         let remote = format!("oci://{}/charts", registry.addr);
         move || {
-            helm_py(
+            support::real_helm::run(
                 json!({"op": "push", "chart": chart_dir("web").display().to_string(),
                            "destination": dir, "remote": remote}),
             )

@@ -8,6 +8,7 @@
 
 mod backend;
 pub mod chart_repo;
+pub mod real_helm;
 pub mod registry;
 #[allow(unused_imports)]
 pub use backend::{

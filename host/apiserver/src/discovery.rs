@@ -36,9 +36,39 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     json!({ "name": name, "versions": vs, "preferredVersion": vs[0] })
 }
 
+/// The registry's groups plus those served only by `reviews` (authentication, authorization).
+fn all_groups(reg: &Registry) -> Vec<(String, Vec<String>)> {
+    let mut groups = reg.groups();
+    for (g, ..) in crate::reviews::RESOURCES {
+        if !groups.iter().any(|(x, _)| x == g) {
+            groups.push((g.to_string(), vec!["v1".to_string()]));
+        }
+    }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    groups
+}
+
+/// The discovery entries of the review resources of `group` (none for other groups).
+fn review_resources(group: &str) -> Vec<Value> {
+    crate::reviews::RESOURCES
+        .iter()
+        .filter(|(g, ..)| *g == group)
+        .map(|(_, plural, kind, namespaced)| {
+            json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced,
+                "kind": kind, "verbs": ["create"]})
+        })
+        .collect()
+}
+
+/// The core `serviceaccounts/token` subresource entry.
+fn token_subresource() -> Value {
+    json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+        "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+        "verbs": ["create"]})
+}
+
 pub fn api_group_list(reg: &Registry) -> Value {
-    let groups: Vec<Value> = reg
-        .groups()
+    let groups: Vec<Value> = all_groups(reg)
         .iter()
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, vs)| group_json(g, vs))
@@ -47,8 +77,7 @@ pub fn api_group_list(reg: &Registry) -> Value {
 }
 
 pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
-    let (g, vs) = reg
-        .groups()
+    let (g, vs) = all_groups(reg)
         .into_iter()
         .find(|(g, _)| g == group && !g.is_empty())?;
     let mut v = group_json(&g, &vs);
@@ -59,10 +88,14 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
 
 pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let rts = reg.in_group_version(group, version);
-    if rts.is_empty() {
+    let mut resources = if version == "v1" {
+        review_resources(group)
+    } else {
+        Vec::new()
+    };
+    if rts.is_empty() && resources.is_empty() {
         return None;
     }
-    let mut resources = Vec::new();
     for rt in &rts {
         let mut r = json!({
             "name": rt.plural,
@@ -86,6 +119,9 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 "kind": rt.kind,
                 "verbs": ["get", "patch", "update"],
             }));
+        }
+        if rt.group.is_empty() && rt.plural == "serviceaccounts" {
+            resources.push(token_subresource());
         }
     }
     let gv = if group.is_empty() {
@@ -116,24 +152,42 @@ fn aggregated_resource(rt: &ResourceType, version: &str) -> Value {
     if rt.status {
         r["subresources"] = json!([{ "subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"] }]);
     }
+    if rt.group.is_empty() && rt.plural == "serviceaccounts" {
+        r["subresources"] = json!([{ "subresource": "token",
+            "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+            "verbs": ["create"] }]);
+    }
     r
 }
 
 /// `APIGroupDiscoveryList` for `/api` (core = true) or `/apis`.
 pub fn aggregated(reg: &Registry, core: bool, api_version: &str) -> Value {
     let mut items = Vec::new();
-    for (g, vs) in reg.groups() {
+    for (g, vs) in all_groups(reg) {
         if g.is_empty() != core {
             continue;
         }
         let versions: Vec<Value> = vs
             .iter()
             .map(|v| {
-                let resources: Vec<Value> = reg
+                let mut resources: Vec<Value> = reg
                     .in_group_version(&g, v)
                     .iter()
                     .map(|rt| aggregated_resource(rt, v))
                     .collect();
+                if v == "v1" {
+                    resources.extend(
+                        crate::reviews::RESOURCES
+                            .iter()
+                            .filter(|(x, ..)| *x == g)
+                            .map(|(_, plural, kind, namespaced)| {
+                                json!({"resource": plural,
+                                "responseKind": {"group": g, "version": "v1", "kind": kind},
+                                "scope": if *namespaced { "Namespaced" } else { "Cluster" },
+                                "singularResource": kind.to_lowercase(), "verbs": ["create"]})
+                            }),
+                    );
+                }
                 json!({ "version": v, "resources": resources, "freshness": "Current" })
             })
             .collect();

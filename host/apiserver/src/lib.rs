@@ -10,9 +10,12 @@
 //! [`patch`], [`apply`] (server-side apply), [`selectors`], [`discovery`],
 //! [`openapi`] (stub), [`persist`], [`faults`], [`status`] (error bodies),
 //! [`schema`] (CRD validation, pruning, defaulting), [`builtin`] (built-in
-//! kinds' defaults and validation), [`simulate`] (dev-mode workload status).
+//! kinds' defaults and validation), [`simulate`] (dev-mode workload status),
+//! [`auth`] (authentication, only with [`Options::rbac`]), [`rbac`] (the RBAC authorizer),
+//! [`reviews`] (TokenRequest, access and rules reviews).
 
 pub mod apply;
+pub mod auth;
 pub mod builtin;
 pub mod discovery;
 pub mod faults;
@@ -21,7 +24,9 @@ pub mod ops;
 pub mod patch;
 pub mod persist;
 pub mod proto;
+pub mod rbac;
 pub mod registry;
+pub mod reviews;
 mod routes;
 pub mod schema;
 pub mod selectors;
@@ -60,6 +65,10 @@ pub struct Options {
     /// and Jobs get the status readiness checks look for (see [`simulate`]).
     /// Off by default (contract tests see no status they did not write).
     pub simulate_workloads: bool,
+    /// Authenticate every HTTP request and authorize it with RBAC, as a kube-apiserver with
+    /// `--authorization-mode=RBAC` does (see `docs/apiserver.md`, *Authentication and RBAC*).
+    /// Off by default: any token (or none) may do anything.
+    pub rbac: bool,
 }
 
 impl Default for Options {
@@ -70,6 +79,7 @@ impl Default for Options {
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(10),
             simulate_workloads: false,
+            rbac: false,
         }
     }
 }
@@ -124,6 +134,7 @@ pub(crate) struct Shared {
     stats: Mutex<Stats>,
     pub(crate) audit_on: AtomicBool,
     pub(crate) audit: Mutex<Vec<AuditEntry>>,
+    pub(crate) tokens: auth::Tokens,
     pub(crate) opts: Options,
 }
 
@@ -185,10 +196,142 @@ impl ApiServer {
                 stats: Mutex::new(Stats::default()),
                 audit_on: AtomicBool::new(false),
                 audit: Mutex::new(Vec::new()),
+                tokens: auth::Tokens::default(),
                 opts,
             }),
             stop: None,
         })
+        .and_then(|server| {
+            if server.shared.opts.rbac {
+                server.bootstrap_rbac()?;
+            }
+            Ok(server)
+        })
+    }
+
+    /// Creates the bootstrap roles and bindings a fresh RBAC cluster has (those missing).
+    fn bootstrap_rbac(&self) -> anyhow::Result<()> {
+        for obj in rbac::bootstrap_objects() {
+            let key = match obj["kind"].as_str() {
+                Some("ClusterRole") => "rbac.authorization.k8s.io/clusterroles",
+                _ => "rbac.authorization.k8s.io/clusterrolebindings",
+            };
+            let name = obj["metadata"]["name"].as_str().unwrap_or("");
+            if self.shared.store.lock().lookup(key, "", name).is_none() {
+                self.install_object(obj)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether requests are authenticated and authorized ([`Options::rbac`]).
+    pub fn rbac_enabled(&self) -> bool {
+        self.shared.opts.rbac
+    }
+
+    /// Registers a bearer token for a client identity (used when [`Options::rbac`] is on):
+    /// requests with `Authorization: Bearer <token>` act as `user` with `groups` (plus
+    /// `system:authenticated`, as every authenticated user has).
+    pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let mut u = rbac::UserInfo::new(user, groups);
+        if !u.in_group(rbac::ALL_AUTHENTICATED) {
+            u.groups.push(rbac::ALL_AUTHENTICATED.into());
+        }
+        self.shared.tokens.add(token, u);
+    }
+
+    /// The user a bearer token stands for (the admin token, registered tokens, live
+    /// ServiceAccount tokens), if any.
+    pub fn user_for_token(&self, token: &str) -> Option<rbac::UserInfo> {
+        self.shared.tokens.user(token, |sa| {
+            self.service_account_uid(sa.namespace, sa.name).as_deref() == Some(sa.uid)
+        })
+    }
+
+    /// Mints a ServiceAccount token (as `POST .../serviceaccounts/{name}/token` does) valid
+    /// for `ttl`; `None` if the ServiceAccount does not exist.
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        ttl: Duration,
+    ) -> Option<String> {
+        let uid = self.service_account_uid(namespace, name)?;
+        Some(self.shared.tokens.mint(namespace, name, &uid, ttl).0)
+    }
+
+    pub(crate) fn service_account_uid(&self, ns: &str, name: &str) -> Option<String> {
+        self.shared
+            .store
+            .lock()
+            .lookup("/serviceaccounts", ns, name)
+            .map(|o| store::uid_of(o).to_string())
+    }
+
+    /// A snapshot of the RBAC objects deciding requests in `namespace`.
+    pub(crate) fn policy(&self, namespace: &str) -> rbac::Policy {
+        let g = self.shared.store.lock();
+        let all = |key: &str, ns: Option<&str>| -> Vec<Value> {
+            g.objects_of(key, ns)
+                .iter()
+                .map(|o| (**o).clone())
+                .collect()
+        };
+        let mut p = rbac::Policy {
+            cluster_role_bindings: all("rbac.authorization.k8s.io/clusterrolebindings", None),
+            ..Default::default()
+        };
+        for r in all("rbac.authorization.k8s.io/clusterroles", None) {
+            let name = r["metadata"]["name"].as_str().unwrap_or("").to_string();
+            p.cluster_roles.insert(name, r);
+        }
+        if !namespace.is_empty() {
+            p.role_bindings = all("rbac.authorization.k8s.io/rolebindings", Some(namespace));
+            for r in all("rbac.authorization.k8s.io/roles", Some(namespace)) {
+                let name = r["metadata"]["name"].as_str().unwrap_or("").to_string();
+                p.roles.insert((namespace.to_string(), name), r);
+            }
+        }
+        p
+    }
+
+    /// The RBAC decision for `a` (everything is allowed with [`Options::rbac`] off).
+    pub fn decide(&self, a: &rbac::Attributes) -> rbac::Decision {
+        if !self.shared.opts.rbac {
+            return rbac::Decision {
+                allowed: true,
+                reason: String::new(),
+            };
+        }
+        self.policy(&a.namespace).authorize(a)
+    }
+
+    /// The rules that apply to `user` in `namespace` (all of them with [`Options::rbac`] off).
+    pub fn rules_for(
+        &self,
+        user: &rbac::UserInfo,
+        namespace: &str,
+    ) -> (Vec<rbac::PolicyRule>, Vec<String>) {
+        if !self.shared.opts.rbac {
+            let all = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            return (
+                vec![
+                    rbac::PolicyRule {
+                        verbs: all(&["*"]),
+                        api_groups: all(&["*"]),
+                        resources: all(&["*"]),
+                        ..Default::default()
+                    },
+                    rbac::PolicyRule {
+                        verbs: all(&["*"]),
+                        non_resource_urls: all(&["*"]),
+                        ..Default::default()
+                    },
+                ],
+                vec![],
+            );
+        }
+        self.policy(namespace).rules_for(user, namespace)
     }
 
     /// The whole API as an axum router.
@@ -199,8 +342,30 @@ impl ApiServer {
     }
 
     /// An in-process client (no socket), default namespace `default`. Needs a Tokio runtime.
+    /// It is the administrator (`system:admin`, `system:masters`) when [`Options::rbac`] is on.
     pub fn client(&self) -> kube::Client {
-        kube::Client::new(self.router(), "default")
+        let svc = tower::ServiceBuilder::new()
+            .map_request(|mut req: http::Request<kube::client::Body>| {
+                req.extensions_mut().insert(auth::InProcessAdmin);
+                req
+            })
+            .service(self.router());
+        kube::Client::new(svc, "default")
+    }
+
+    /// An in-process client that sends `Authorization: Bearer <token>` (acts as whoever the
+    /// token names when [`Options::rbac`] is on). Needs a Tokio runtime.
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
+        let value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .unwrap_or_else(|_| http::HeaderValue::from_static("Bearer invalid"));
+        let svc = tower::ServiceBuilder::new()
+            .map_request(move |mut req: http::Request<kube::client::Body>| {
+                req.headers_mut()
+                    .insert(http::header::AUTHORIZATION, value.clone());
+                req
+            })
+            .service(self.router());
+        kube::Client::new(svc, "default")
     }
 
     /// Serve HTTP on `listener` until `shutdown` completes; open watch streams are then closed.
@@ -223,7 +388,8 @@ impl ApiServer {
             .context("serving HTTP")
     }
 
-    /// A kubeconfig (cluster, user and context all named `embedded`, any bearer token).
+    /// A kubeconfig (cluster, user and context all named `embedded`) with the admin token
+    /// ([`auth::ADMIN_TOKEN`]; any token is accepted unless [`Options::rbac`] is on).
     pub fn kubeconfig_yaml(server_url: &str) -> String {
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {server_url}\nusers:\n- name: embedded\n  user:\n    token: embedded-apiserver-accepts-any-token\ncontexts:\n- name: embedded\n  context:\n    cluster: embedded\n    user: embedded\n    namespace: default\ncurrent-context: embedded\npreferences: {{}}\n"

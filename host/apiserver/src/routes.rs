@@ -4,14 +4,16 @@
 //! injects faults, records audit entries, and turns every failure into a
 //! `Status` body. A panic in a handler becomes a 500 Status, never a crash.
 
+use crate::auth;
 use crate::ops::{DeleteOpts, Deleted, PatchKind, WriteOpts};
+use crate::rbac::{self, Attributes, UserInfo};
 use crate::registry::ResourceType;
 use crate::selectors::Selector;
 use crate::status::{ApiError, bytes_response, json_response, page_not_found, success};
 use crate::store::{Obj, partial_metadata, rv_of, uid_of};
 use crate::views::View;
 use crate::watch::{self, WatchParams};
-use crate::{ApiServer, AuditEntry, discovery, openapi};
+use crate::{ApiServer, AuditEntry, discovery, openapi, reviews};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
@@ -94,6 +96,15 @@ async fn dispatch(api: ApiServer, req: Request) -> Response {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let method = parts.method.clone();
     let headers = parts.headers;
+    // With RBAC on: who asks, and may they? (Off: everyone is the administrator.)
+    let user = if api.shared.opts.rbac {
+        match authorize_request(&api, &parts.extensions, &headers, &method, &path, &q) {
+            Ok(u) => u,
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        UserInfo::admin()
+    };
     let is_get = method == Method::GET;
     let reg = api.shared.store.lock().registry.clone();
     let accept = header_str(&headers, header::ACCEPT).to_string();
@@ -153,10 +164,183 @@ async fn dispatch(api: ApiServer, req: Request) -> Response {
             let (ct, body) = openapi::v2_document(&accept);
             bytes_response(200, ct, body)
         }
-        ["api", v, rest @ ..] => resource(&api, &method, "", v, rest, &q, &headers, body).await,
-        ["apis", g, v, rest @ ..] => resource(&api, &method, g, v, rest, &q, &headers, body).await,
+        [
+            "api",
+            "v1",
+            "namespaces",
+            ns,
+            "serviceaccounts",
+            name,
+            "token",
+        ] => {
+            create_only(&method, &headers, body, |b| {
+                reviews::token_request(&api, ns, name, &b)
+            })
+            .await
+        }
+        ["apis", g, "v1", rest @ ..] if reviews::is_review_group(g) => {
+            review(&api, &user, g, rest, &method, &headers, body).await
+        }
+        ["api", v, rest @ ..] => {
+            resource(&api, &user, &method, "", v, rest, &q, &headers, body).await
+        }
+        ["apis", g, v, rest @ ..] => {
+            resource(&api, &user, &method, g, v, rest, &q, &headers, body).await
+        }
         _ => page_not_found(),
     }
+}
+
+/// Authenticates a request (in-process client: the administrator; a bearer token: whoever it
+/// names, else 401; no credentials: `system:anonymous`), applies impersonation headers, and
+/// authorizes what the URL asks with RBAC (403 in the server's words).
+fn authorize_request(
+    api: &ApiServer,
+    ext: &http::Extensions,
+    headers: &HeaderMap,
+    method: &Method,
+    path: &str,
+    q: &Query,
+) -> Result<UserInfo, ApiError> {
+    let mut user = if ext.get::<auth::InProcessAdmin>().is_some() {
+        UserInfo::admin()
+    } else {
+        match auth::bearer(headers) {
+            Some(token) => api.user_for_token(token).ok_or_else(auth::unauthorized)?,
+            None => UserInfo::anonymous(),
+        }
+    };
+    if let Some(imp) = auth::impersonation(&user, headers)? {
+        for check in &imp.checks {
+            let d = api.decide(check);
+            if !d.allowed {
+                return Err(rbac::forbidden(check, &d.reason));
+            }
+        }
+        user = imp.user;
+    }
+    let a = Attributes::from_request(
+        &user,
+        method.as_str(),
+        path,
+        q.flag("watch"),
+        q.get("fieldSelector"),
+    );
+    let d = api.decide(&a);
+    if !d.allowed {
+        return Err(rbac::forbidden(&a, &d.reason));
+    }
+    Ok(user)
+}
+
+/// A create-only resource (reviews, TokenRequest): POST a body, get 201 and the answer.
+async fn create_only(
+    method: &Method,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    answer: impl FnOnce(Value) -> Result<Value, ApiError>,
+) -> Response {
+    if method != Method::POST {
+        return ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        ))
+        .into_response();
+    }
+    let result = async {
+        let bytes = read_body(body).await?;
+        let v = decode_object(header_str(headers, header::CONTENT_TYPE), &bytes)?;
+        answer(v)
+    }
+    .await;
+    match result {
+        Ok(v) => json_response(201, &v),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `authentication.k8s.io/v1` and `authorization.k8s.io/v1` (see `reviews`).
+async fn review(
+    api: &ApiServer,
+    user: &UserInfo,
+    group: &str,
+    rest: &[&str],
+    method: &Method,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    let (ns, plural) = match rest {
+        [p] => (None, *p),
+        ["namespaces", ns, p] => (Some(*ns), *p),
+        _ => return ApiError::no_resource().into_response(),
+    };
+    let Some((_, _, kind, namespaced)) = reviews::RESOURCES
+        .iter()
+        .find(|(g, p, ..)| *g == group && *p == plural)
+    else {
+        return ApiError::no_resource().into_response();
+    };
+    if *namespaced != ns.is_some() {
+        return ApiError::no_resource().into_response();
+    }
+    create_only(method, headers, body, |b| match plural {
+        "selfsubjectreviews" => Ok(reviews::self_subject_review(user, &b)),
+        "tokenreviews" => reviews::token_review(api, &b),
+        "selfsubjectrulesreviews" => Ok(reviews::rules_review(api, user, &b)),
+        _ => reviews::access_review(api, kind, user, ns, &b),
+    })
+    .await
+}
+
+/// Kubernetes' escalation prevention for writes of roles and bindings: a Role or ClusterRole
+/// may only grant what the writer holds (or the writer may `escalate`), a binding may only
+/// bind a role whose permissions the writer holds (or the writer may `bind` it).
+fn confirm_no_escalation(
+    api: &ApiServer,
+    user: &UserInfo,
+    rt: &ResourceType,
+    ns: &str,
+    body: &Value,
+) -> Result<(), ApiError> {
+    const RBAC: &str = "rbac.authorization.k8s.io";
+    if !api.shared.opts.rbac || rt.group != RBAC || user.in_group(rbac::SYSTEM_MASTERS) {
+        return Ok(());
+    }
+    let name = body
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let policy = api.policy(ns);
+    let (rules, bypass) = match rt.plural.as_str() {
+        "roles" | "clusterroles" => (
+            rbac::PolicyRule::of_role(body),
+            Attributes::resource(user, "escalate", RBAC, &rt.plural, "", ns, name),
+        ),
+        "rolebindings" | "clusterrolebindings" => {
+            let role_ref = body.get("roleRef").cloned().unwrap_or(Value::Null);
+            let kind = role_ref.get("kind").and_then(Value::as_str).unwrap_or("");
+            let role = role_ref.get("name").and_then(Value::as_str).unwrap_or("");
+            let plural = if kind == "Role" {
+                "roles"
+            } else {
+                "clusterroles"
+            };
+            let bind = Attributes::resource(user, "bind", RBAC, plural, "", ns, role);
+            if api.decide(&bind).allowed {
+                return Ok(());
+            }
+            let rules = policy
+                .role_ref_rules(&role_ref, ns)
+                .map_err(|_| ApiError::not_found(RBAC, &kind.to_ascii_lowercase(), role))?;
+            (rules, bind)
+        }
+        _ => return Ok(()),
+    };
+    if api.decide(&bypass).allowed {
+        return Ok(());
+    }
+    policy
+        .confirm_no_escalation(user, ns, &rules)
+        .map_err(|e| rbac::forbidden_status(RBAC, &rt.plural, name, &e))
 }
 
 /// A real kube-apiserver's request body limit (3 MiB).
@@ -326,6 +510,7 @@ impl Ctx<'_> {
 #[allow(clippy::too_many_arguments)]
 async fn resource(
     api: &ApiServer,
+    user: &UserInfo,
     method: &Method,
     group: &str,
     version: &str,
@@ -458,6 +643,13 @@ async fn resource(
                 Err(e) => return e.into_response(),
             };
             let ct = header_str(headers, header::CONTENT_TYPE);
+            if matches!(verb, "create" | "update")
+                && api.shared.opts.rbac
+                && let Ok(obj) = decode_object(ct, &bytes)
+                && let Err(e) = confirm_no_escalation(api, user, &rt, ns.unwrap_or(""), &obj)
+            {
+                return e.into_response();
+            }
             match verb {
                 "create" => do_create(&ctx, ct, &bytes),
                 "update" => do_update(&ctx, name.unwrap_or(""), status_sub, ct, &bytes),

@@ -30,10 +30,9 @@ use std::time::Duration;
 
 use config::{Config, Progress, ProviderStatus, ReleaseRef};
 use manifest_applier::spec::{ManagedResource, ObjectReference};
-use manifest_applier::{Options, exports, jsonpath::JsonPath, readiness, strategies};
+use manifest_applier::{Options, exports, jsonpath::JsonPath, readiness, strategies, wait};
 use sdk_guest::{
-    ConditionReport, ConditionStatus, Ctx, Deployer, DeployerError, Description, Invocation,
-    Response, export_deployer, phase,
+    Ctx, Deployer, DeployerError, Description, Invocation, Response, export_deployer, phase,
 };
 use serde_json::{Map, Value};
 
@@ -75,10 +74,6 @@ pub const CP_DELETING: &str = "helm deployer: start deleting";
 
 /// Poll interval while waiting for readiness or exports.
 const POLL: Duration = Duration::from_secs(1);
-/// The last poll of a wait happens this long before the progressing timeout, so a wait that is
-/// still not done ends with its own checkpoint's timeout.
-const LAST_POLL_MARGIN: Duration = Duration::from_millis(100);
-
 const STEP_RELEASE: &str = "release";
 const STEP_APPLIED: &str = "applied";
 const STEP_READY: &str = "ready";
@@ -97,12 +92,8 @@ const WORKLOAD_KINDS: [(&str, &str); 6] = [
 /// The plugin.
 pub struct HelmDeployer;
 
-fn condition(status: ConditionStatus, reason: &str, message: String) -> ConditionReport {
-    ConditionReport::new("HelmDeployer", status, reason, message)
-}
-
-/// "Not yet, call again after D" (capped so the last poll falls before the progressing
-/// timeout); once no time is left, the wait ends with `timeout`.
+/// "Not yet, call again after `after`" (capped before the progressing timeout), or `timeout`
+/// once no time is left (`manifest_applier::wait::not_yet`).
 fn waiting(
     ctx: &Ctx,
     status: &ProviderStatus,
@@ -111,57 +102,15 @@ fn waiting(
     after: Duration,
     timeout: DeployerError,
 ) -> Result<Response, DeployerError> {
-    ctx.debug(&message);
-    let delay = match ctx.remaining() {
-        None => after,
-        Some(left) if left <= LAST_POLL_MARGIN => {
-            return Err(timeout.with_condition(condition(ConditionStatus::False, reason, message)));
-        }
-        Some(left) => (left - LAST_POLL_MARGIN)
-            .min(after)
-            .max(Duration::from_millis(10)),
-    };
-    Ok(Response {
-        phase: Some(phase::PROGRESSING),
-        provider_status: Some(status.to_json()),
-        conditions: vec![condition(ConditionStatus::Progressing, reason, message)],
-        retry_after: Some(delay),
-        ..Default::default()
-    })
-}
-
-fn item_name_and_job(inv: &Invocation) -> (String, String) {
-    let s = |p: &str| {
-        inv.deploy_item
-            .pointer(p)
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string()
-    };
-    (s("/metadata/name"), s("/status/jobID"))
-}
-
-fn require_target(inv: &Invocation, operation: &str) -> Result<(), DeployerError> {
-    let Some(target) = &inv.target else {
-        return Err(DeployerError::retryable(
-            "NoTarget",
-            "no target defined: the DeployItem needs a Target of type landscaper.gardener.cloud/kubernetes-cluster",
-        )
-        .with_operation(operation));
-    };
-    let type_ = &target.target.spec.type_;
-    if type_ != sdk_guest::model::KUBERNETES_CLUSTER_TARGET_TYPE {
-        return Err(DeployerError::configuration(
-            "TargetType",
-            format!(
-                "Target {:?} has type {type_:?}; the helm deployer needs a Target of type {:?}",
-                target.target.metadata.name.as_deref().unwrap_or_default(),
-                sdk_guest::model::KUBERNETES_CLUSTER_TARGET_TYPE
-            ),
-        )
-        .with_operation(operation));
-    }
-    Ok(())
+    wait::not_yet(
+        ctx,
+        "HelmDeployer",
+        status.to_json(),
+        reason,
+        message,
+        after,
+        timeout,
+    )
 }
 
 /// The values a chart renders with: the chart's `values.yaml` under the item's `values`
@@ -366,8 +315,8 @@ impl Deployer for HelmDeployer {
         let config = config::parse(raw)?;
         let mut status = ProviderStatus::from_previous(inv.previous_provider_status.as_ref())?;
         ctx.checkpoint(CP_PROGRESSING)?;
-        require_target(&inv, "Reconcile")?;
-        let (item_name, job_id) = item_name_and_job(&inv);
+        inv.require_kubernetes_target("helm deployer", "Reconcile")?;
+        let (item_name, job_id) = inv.name_and_job();
         let mut step = status
             .progress
             .as_ref()
@@ -466,8 +415,8 @@ impl Deployer for HelmDeployer {
         ctx.checkpoint(CP_DELETING)?;
         let helm_deployment = config.as_ref().is_none_or(|c| c.helm_deployment);
         if !helm_deployment {
-            require_target(&inv, "delete")?;
-            let (item_name, _) = item_name_and_job(&inv);
+            inv.require_kubernetes_target("helm deployer", "delete")?;
+            let (item_name, _) = inv.name_and_job();
             return template::delete_step(ctx, &item_name, config.as_ref(), &mut status);
         }
         // The release this item installed (its status), else the configured one.
@@ -476,7 +425,7 @@ impl Deployer for HelmDeployer {
             (None, Some(c)) => (c.name.clone(), c.namespace.clone()),
             (None, None) => return Ok(Response::default()),
         };
-        require_target(&inv, "delete")?;
+        inv.require_kubernetes_target("helm deployer", "delete")?;
         let wait = config.as_ref().is_some_and(|c| c.deployment.uninstall.wait);
         let mut progress = status.progress.clone().unwrap_or_default();
         if progress.step != "delete" {

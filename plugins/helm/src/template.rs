@@ -11,6 +11,7 @@
 //!
 //! Owns: turning a render into the applier's [`Spec`]. Must not touch: release storage.
 
+use manifest_applier::deletion::Uninstall;
 use manifest_applier::spec::{Manifest, Policy};
 use manifest_applier::{applier, deletion};
 use sdk_guest::{Ctx, DeployerError, Response, phase};
@@ -189,39 +190,31 @@ pub(crate) fn delete_step(
     let groups = config
         .map(|c| c.deletion_groups.clone())
         .unwrap_or_default();
-    let fail = |e: DeployerError| DeployerError {
-        operation: "delete".into(),
-        reason: "DeleteWithUninstall".into(),
-        message: format!("failed deleting managed resources: {}", e.message),
-        ..e
-    };
-    let to_delete =
-        deletion::prepare(ctx, item_name, &status.managed_resources, &OPTIONS).map_err(fail)?;
-    let remaining = deletion::delete_in_groups(ctx, to_delete, &groups).map_err(fail)?;
     status.progress = None;
-    if remaining.is_empty() {
-        status.managed_resources = Vec::new();
-        return Ok(Response {
-            provider_status: Some(status.to_json()),
-            ..Default::default()
-        });
+    match deletion::uninstall(ctx, item_name, &status.managed_resources, &groups, &OPTIONS)? {
+        Uninstall::Done => {
+            status.managed_resources = Vec::new();
+            Ok(Response {
+                provider_status: Some(status.to_json()),
+                ..Default::default()
+            })
+        }
+        Uninstall::Waiting {
+            remaining,
+            message,
+            timeout,
+        } => {
+            status.managed_resources = remaining;
+            let mut r = waiting(
+                ctx,
+                status,
+                "WaitingForDeletion",
+                message,
+                crate::POLL,
+                timeout,
+            )?;
+            r.phase = Some(phase::DELETING);
+            Ok(r)
+        }
     }
-    let left: Vec<String> = remaining
-        .iter()
-        .map(|m| format!("{} {}", m.resource.kind, m.resource.display()))
-        .collect();
-    status.managed_resources = remaining;
-    let timeout = fail(DeployerError::progressing_timeout(
-        manifest_applier::checkpoints::DELETE,
-    ));
-    let mut r = waiting(
-        ctx,
-        status,
-        "WaitingForDeletion",
-        format!("waiting for deletion of {}", left.join(", ")),
-        crate::POLL,
-        timeout,
-    )?;
-    r.phase = Some(phase::DELETING);
-    Ok(r)
 }

@@ -17,10 +17,10 @@
 pub mod config;
 
 use config::{Config, ManagedResource, ObjectReference, Progress, ProviderStatus};
-use manifest_applier::{Options, applier, deletion, exports, readiness, strategies};
+use manifest_applier::deletion::Uninstall;
+use manifest_applier::{Options, applier, deletion, exports, readiness, strategies, wait};
 use sdk_guest::{
-    ConditionReport, ConditionStatus, Ctx, Deployer, DeployerError, Description, Invocation,
-    Response, export_deployer, phase,
+    Ctx, Deployer, DeployerError, Description, Invocation, Response, export_deployer, phase,
 };
 use std::time::Duration;
 
@@ -72,15 +72,8 @@ const STEP_DONE: &str = "done";
 /// The plugin.
 pub struct ManifestDeployer;
 
-/// The last poll of a wait happens this long before the progressing timeout, so a wait that
-/// is still not done ends with the timeout of its own checkpoint (as Landscaper's wait loops
-/// do: `WaitForObjectsReady`, `Export`, the deletion group) instead of at the host's check
-/// before the next call.
-const LAST_POLL_MARGIN: Duration = Duration::from_millis(100);
-
-/// "Not yet, call again after D" (D = the poll interval, capped so the last poll falls
-/// [`LAST_POLL_MARGIN`] before the progressing timeout). Once there is no time left for
-/// another poll, the wait ends with `timeout` (its reason kept in a condition).
+/// "Not yet, call again after D" (D = the poll interval, capped before the progressing
+/// timeout), or the wait's `timeout` once no time is left (`manifest_applier::wait::not_yet`).
 fn waiting(
     ctx: &Ctx,
     status: &ProviderStatus,
@@ -88,76 +81,15 @@ fn waiting(
     message: String,
     timeout: DeployerError,
 ) -> Result<Response, DeployerError> {
-    ctx.debug(&message);
-    let delay = match ctx.remaining() {
-        None => POLL,
-        Some(left) if left <= LAST_POLL_MARGIN => {
-            return Err(timeout.with_condition(ConditionReport::new(
-                "ManifestDeployer",
-                ConditionStatus::False,
-                reason,
-                message,
-            )));
-        }
-        Some(left) => (left - LAST_POLL_MARGIN)
-            .min(POLL)
-            .max(Duration::from_millis(10)),
-    };
-    Ok(Response {
-        phase: Some(phase::PROGRESSING),
-        provider_status: Some(status.to_json()),
-        conditions: vec![ConditionReport::new(
-            "ManifestDeployer",
-            ConditionStatus::Progressing,
-            reason,
-            message,
-        )],
-        retry_after: Some(delay),
-        ..Default::default()
-    })
-}
-
-/// The timeout of a deletion group still waiting for its objects.
-fn deletion_timeout() -> DeployerError {
-    let e = DeployerError::progressing_timeout(CP_DELETE);
-    DeployerError {
-        message: format!("timeout during processing deletiongroup: {}", e.message),
-        ..e
-    }
-}
-
-fn item_name_and_job(inv: &Invocation) -> (String, String) {
-    let s = |p: &str| {
-        inv.deploy_item
-            .pointer(p)
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string()
-    };
-    (s("/metadata/name"), s("/status/jobID"))
-}
-
-fn require_target(inv: &Invocation, operation: &str) -> Result<(), DeployerError> {
-    let Some(target) = &inv.target else {
-        // Retried until the progressing timeout, as in Landscaper.
-        return Err(
-            DeployerError::retryable("NoTarget", "no target defined: the DeployItem needs a Target of type landscaper.gardener.cloud/kubernetes-cluster")
-                .with_operation(operation),
-        );
-    };
-    let type_ = &target.target.spec.type_;
-    if type_ != sdk_guest::model::KUBERNETES_CLUSTER_TARGET_TYPE {
-        return Err(DeployerError::configuration(
-            "TargetType",
-            format!(
-                "Target {:?} has type {type_:?}; the manifest deployer needs a Target of type {:?}",
-                target.target.metadata.name.as_deref().unwrap_or_default(),
-                sdk_guest::model::KUBERNETES_CLUSTER_TARGET_TYPE
-            ),
-        )
-        .with_operation(operation));
-    }
-    Ok(())
+    wait::not_yet(
+        ctx,
+        "ManifestDeployer",
+        status.to_json(),
+        reason,
+        message,
+        POLL,
+        timeout,
+    )
 }
 
 fn sorted_set(v: &[ManagedResource]) -> Vec<String> {
@@ -238,7 +170,7 @@ impl ManifestDeployer {
             });
             let timeout = DeployerError {
                 reason: "cleanupOrphanedResourcesInGroups".into(),
-                ..deletion_timeout()
+                ..deletion::group_timeout()
             }
             .with_operation("ApplyObjects");
             return waiting(
@@ -308,8 +240,8 @@ impl Deployer for ManifestDeployer {
         let config = config::parse(raw)?;
         let previous_raw = inv.previous_provider_status.as_ref();
         let mut status = ProviderStatus::from_previous(previous_raw)?;
-        require_target(&inv, "reconcile")?;
-        let (item_name, job_id) = item_name_and_job(&inv);
+        inv.require_kubernetes_target("manifest deployer", "reconcile")?;
+        let (item_name, job_id) = inv.name_and_job();
         let step = status
             .progress
             .as_ref()
@@ -385,46 +317,34 @@ impl Deployer for ManifestDeployer {
             Some(raw) => config::parse(raw)?.deletion_groups,
             None => Vec::new(),
         };
-        require_target(&inv, "delete")?;
-        let (item_name, _) = item_name_and_job(&inv);
-        let fail = |e: DeployerError| DeployerError {
-            operation: "delete".into(),
-            reason: "DeleteWithUninstall".into(),
-            message: format!("failed deleting managed resources: {}", e.message),
-            ..e
-        };
-        let to_delete = deletion::prepare(ctx, &item_name, &status.managed_resources, &OPTIONS)
-            .map_err(fail)?;
-        let remaining = deletion::delete_in_groups(ctx, to_delete, &groups).map_err(fail)?;
+        inv.require_kubernetes_target("manifest deployer", "delete")?;
+        let (item_name, _) = inv.name_and_job();
         status.progress = None;
-        if remaining.is_empty() {
-            status.managed_resources = Vec::new();
-            return Ok(Response {
-                provider_status: Some(status.to_json()),
-                ..Default::default()
-            });
-        }
-        let left: Vec<String> = remaining
-            .iter()
-            .map(|m| {
-                format!(
-                    "{} {}{}",
-                    m.resource.kind,
-                    m.resource.display(),
-                    m.cluster().suffix()
-                )
-            })
-            .collect();
-        status.managed_resources = remaining;
-        let mut r = waiting(
+        match deletion::uninstall(
             ctx,
-            &status,
-            "WaitingForDeletion",
-            format!("waiting for deletion of {}", left.join(", ")),
-            fail(deletion_timeout()),
-        )?;
-        r.phase = Some(phase::DELETING);
-        Ok(r)
+            &item_name,
+            &status.managed_resources,
+            &groups,
+            &OPTIONS,
+        )? {
+            Uninstall::Done => {
+                status.managed_resources = Vec::new();
+                Ok(Response {
+                    provider_status: Some(status.to_json()),
+                    ..Default::default()
+                })
+            }
+            Uninstall::Waiting {
+                remaining,
+                message,
+                timeout,
+            } => {
+                status.managed_resources = remaining;
+                let mut r = waiting(ctx, &status, "WaitingForDeletion", message, timeout)?;
+                r.phase = Some(phase::DELETING);
+                Ok(r)
+            }
+        }
     }
 }
 

@@ -84,6 +84,70 @@ pub fn prepare(
     Ok(out)
 }
 
+/// The error of a deletion group whose objects are still there at the progressing timeout.
+pub fn group_timeout() -> DeployerError {
+    let e = DeployerError::progressing_timeout(CP_DELETE);
+    DeployerError {
+        message: format!("timeout during processing deletiongroup: {}", e.message),
+        ..e
+    }
+}
+
+/// Where an uninstall stands after one pass of [`uninstall`].
+#[derive(Debug)]
+pub enum Uninstall {
+    /// Every managed object is gone.
+    Done,
+    /// Objects are still being deleted: persist `remaining` as the managed list and call
+    /// again; `message` says which; `timeout` is the error once the progressing timeout has
+    /// come.
+    Waiting {
+        remaining: Vec<ManagedResource>,
+        message: String,
+        timeout: DeployerError,
+    },
+}
+
+/// One uninstall pass (contract 6.6): the managed objects [`prepare`]d (policies,
+/// before-delete annotations and patches) and deleted by `groups` ([`delete_in_groups`]).
+/// Errors: operation `delete`, reason `DeleteWithUninstall`, "failed deleting managed
+/// resources: …".
+pub fn uninstall(
+    ctx: &Ctx,
+    item_name: &str,
+    managed: &[ManagedResource],
+    groups: &[DeletionGroup],
+    opts: &Options,
+) -> Result<Uninstall, DeployerError> {
+    let fail = |e: DeployerError| DeployerError {
+        operation: "delete".into(),
+        reason: "DeleteWithUninstall".into(),
+        message: format!("failed deleting managed resources: {}", e.message),
+        ..e
+    };
+    let to_delete = prepare(ctx, item_name, managed, opts).map_err(fail)?;
+    let remaining = delete_in_groups(ctx, to_delete, groups).map_err(fail)?;
+    if remaining.is_empty() {
+        return Ok(Uninstall::Done);
+    }
+    let left: Vec<String> = remaining
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {}{}",
+                m.resource.kind,
+                m.resource.display(),
+                m.cluster().suffix()
+            )
+        })
+        .collect();
+    Ok(Uninstall::Waiting {
+        remaining,
+        message: format!("waiting for deletion of {}", left.join(", ")),
+        timeout: fail(group_timeout()),
+    })
+}
+
 fn default_groups() -> Vec<DeletionGroup> {
     ["namespaced-resources", "cluster-scoped-resources", "crds"]
         .into_iter()

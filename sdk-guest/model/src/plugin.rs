@@ -6,7 +6,9 @@
 //! Must not touch: WIT bindings (see [`crate::wire`]) or any host/runtime concern.
 
 use crate::codes;
-use crate::resources::{Context, DeployItem, Phase, ResolvedTarget, provider_config_of};
+use crate::resources::{
+    Context, DeployItem, KUBERNETES_CLUSTER_TARGET_TYPE, Phase, ResolvedTarget, provider_config_of,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
@@ -120,6 +122,51 @@ impl Invocation {
                 format!("invalid provider configuration: {e}"),
             )
         })
+    }
+
+    /// `metadata.name` and `status.jobID` of the DeployItem (empty strings if unset).
+    pub fn name_and_job(&self) -> (String, String) {
+        let s = |p: &str| {
+            self.deploy_item
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        (s("/metadata/name"), s("/status/jobID"))
+    }
+
+    /// Checks that the item has a resolved Target of type
+    /// `landscaper.gardener.cloud/kubernetes-cluster`, as the manifest and helm deployers need:
+    /// none is retried (reason `NoTarget`; it may appear), another type is
+    /// `ERR_CONFIGURATION_PROBLEM` (reason `TargetType`). `deployer` names the deployer in
+    /// the message, e.g. `helm deployer`.
+    pub fn require_kubernetes_target(
+        &self,
+        deployer: &str,
+        operation: &str,
+    ) -> Result<(), DeployerError> {
+        let Some(target) = &self.target else {
+            return Err(DeployerError::retryable(
+                "NoTarget",
+                format!(
+                    "no target defined: the DeployItem needs a Target of type {KUBERNETES_CLUSTER_TARGET_TYPE}"
+                ),
+            )
+            .with_operation(operation));
+        };
+        let type_ = &target.target.spec.type_;
+        if type_ != KUBERNETES_CLUSTER_TARGET_TYPE {
+            return Err(DeployerError::configuration(
+                "TargetType",
+                format!(
+                    "Target {:?} has type {type_:?}; the {deployer} needs a Target of type {KUBERNETES_CLUSTER_TARGET_TYPE:?}",
+                    target.target.metadata.name.as_deref().unwrap_or_default(),
+                ),
+            )
+            .with_operation(operation));
+        }
+        Ok(())
     }
 
     /// `status.phase` of the DeployItem ([`Phase::Empty`] if unset).
