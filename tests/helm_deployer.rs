@@ -77,6 +77,13 @@ async fn wait_phase(h: &Harness, name: &str, phase: Phase) -> DeployItem {
     .await
 }
 
+/// Replaces the item's configuration (the simulated Landscaper starts a new job) and waits
+/// until that job has finished.
+async fn reconfigure(h: &Harness, name: &str, config: Value) -> DeployItem {
+    let old = set_config(h, name, &helm_item(name, config)["spec"]["config"]).await;
+    wait_next_job(h, name, &old).await
+}
+
 /// The release Secrets of `release` in `namespace`: (revision, status) by revision.
 async fn release_secrets(h: &Harness, namespace: &str, release: &str) -> Vec<(i64, String)> {
     let secrets = manifest::api(&h.client, "v1", "Secret", Some(namespace));
@@ -291,16 +298,12 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     }
 
     // When the values change: revision 2, the previous one superseded, the removed object gone.
-    let old = set_config(
+    let item = reconfigure(
         &h,
         "web",
-        &helm_item(
-            "web",
-            web_config("web", "web-apps", json!({"message": "ho"})),
-        )["spec"]["config"],
+        web_config("web", "web-apps", json!({"message": "ho"})),
     )
     .await;
-    let item = wait_next_job(&h, "web", &old).await;
     assert_eq!(
         item.status().phase,
         Phase::Succeeded,
@@ -362,16 +365,12 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
         assert_eq!(cm["data"]["message"], "ho");
 
         // And the plugin upgrades what real Helm wrote.
-        let old = set_config(
+        let item = reconfigure(
             &h,
             "web",
-            &helm_item(
-                "web",
-                web_config("web", "web-apps", json!({"message": "again"})),
-            )["spec"]["config"],
+            web_config("web", "web-apps", json!({"message": "again"})),
         )
         .await;
-        let item = wait_next_job(&h, "web", &old).await;
         assert_eq!(
             item.status().phase,
             Phase::Succeeded,
@@ -770,8 +769,7 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
         json!({"jobHook": true, "message": "new"}),
     );
     config["helmDeploymentConfig"] = json!({"upgrade": {"atomic": true, "timeout": "3s"}});
-    let old = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
-    let item = wait_next_job(&h, "atomic", &old).await;
+    let item = reconfigure(&h, "atomic", config).await;
     assert_eq!(item.status().phase, Phase::Failed, "{}", status_of(&item));
     let e = item.status().last_error.unwrap();
     assert!(
@@ -804,8 +802,7 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     )
     .await;
     let config = web_config("atomic", "atomic", json!({"adopt": "foreign"}));
-    let old = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
-    let item = wait_next_job(&h, "atomic", &old).await;
+    let item = reconfigure(&h, "atomic", config).await;
     assert_eq!(item.status().phase, Phase::Failed);
     let e = item.status().last_error.unwrap();
     assert!(
@@ -825,8 +822,7 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     // takeOwnership adopts it.
     let mut config = web_config("atomic", "atomic", json!({"adopt": "foreign"}));
     config["helmDeploymentConfig"] = json!({"upgrade": {"takeOwnership": true}});
-    let old = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
-    let item = wait_next_job(&h, "atomic", &old).await;
+    let item = reconfigure(&h, "atomic", config).await;
     assert_eq!(
         item.status().phase,
         Phase::Succeeded,
