@@ -216,7 +216,10 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
                 "values": {"message": "hi", "extra": true},
                 "readinessChecks": {"disableDefault": true},
                 "exports": {"exports": [{"key": "greeting", "jsonPath": ".Values.message"},
-                                        {"key": "replicas", "jsonPath": ".Values.replicas"}]},
+                                        {"key": "replicas", "jsonPath": ".Values.replicas"},
+                                        {"key": "live.revision", "jsonPath": ".data.revision",
+                                         "fromResource": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                          "name": "web-config", "namespace": "web-apps"}}]},
             }),
         ),
     )
@@ -278,7 +281,7 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     assert_eq!(managed[0]["resource"]["kind"], "Deployment");
     assert_eq!(
         export_config(&h, &item).await,
-        json!({"greeting": "hi", "replicas": 1})
+        json!({"greeting": "hi", "replicas": 1, "live": {"revision": "1"}})
     );
 
     // Real Helm sees the release.
