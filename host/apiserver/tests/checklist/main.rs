@@ -14,6 +14,7 @@ mod noop;
 mod observability;
 mod patches;
 mod persistence;
+mod rbac;
 mod simulate;
 mod status_subresource;
 mod watch;
