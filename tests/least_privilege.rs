@@ -1,10 +1,10 @@
-//! Least privilege, proven on real kube-apiservers with `--authorization-mode=RBAC`: the host
-//! runs with ServiceAccount tokens bound to exactly the RBAC it ships (`charts/wasm-deployer/rbac/`, which the chart templates read), and
-//! every part of the contract works — pickup, finish, export Secret, finalizer, Events,
-//! locking with dead-owner checks, orphan cleanup, deletion — in one cluster and fenced (the
-//! Landscaper cluster and the host cluster are two servers with two identities).
-//!
-//! Only on the real backend: the embedded server does not enforce RBAC (yet).
+//! Least privilege, proven on API servers that enforce RBAC — real kube-apiservers with
+//! `--authorization-mode=RBAC`, and the embedded server with `Options::rbac` served on loopback:
+//! the host runs with ServiceAccount tokens (TokenRequest) bound to exactly the RBAC it ships
+//! (`charts/wasm-deployer/rbac/`, which the chart templates read), and every part of the
+//! contract works — pickup, finish, export Secret, finalizer, Events, locking with dead-owner
+//! checks, orphan cleanup, deletion — in one cluster and fenced (the Landscaper cluster and the
+//! host cluster are two servers with two identities); a rule less fails.
 
 mod support;
 
@@ -21,6 +21,60 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use support::RealApiServer;
+
+/// An API server enforcing RBAC, reached over HTTP with an admin kubeconfig: a real one, or the
+/// embedded one (`Options::rbac`) on a loopback port. Stops when dropped.
+struct RbacServer {
+    url: String,
+    /// Admin kubeconfig (the `system:masters` token).
+    kubeconfig: String,
+    _real: Option<RealApiServer>,
+    _embedded: Option<(
+        embedded_apiserver::ApiServer,
+        tokio::sync::oneshot::Sender<()>,
+    )>,
+}
+
+impl RbacServer {
+    async fn start() -> Self {
+        if support::backend() == support::Backend::Real {
+            let real = RealApiServer::start("RBAC");
+            return RbacServer {
+                url: real.url.clone(),
+                kubeconfig: real.kubeconfig.clone(),
+                _real: Some(real),
+                _embedded: None,
+            };
+        }
+        let server = embedded_apiserver::ApiServer::new(embedded_apiserver::Options {
+            rbac: true,
+            ..Default::default()
+        })
+        .expect("embedded API server");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = server.clone();
+        tokio::spawn(async move {
+            serving
+                .serve(listener, async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        RbacServer {
+            kubeconfig: embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
+            url,
+            _real: None,
+            _embedded: Some((server, stop)),
+        }
+    }
+
+    /// A client with the admin token.
+    async fn client(&self) -> Client {
+        support::client_for(&self.kubeconfig).await
+    }
+}
 
 const NAMESPACE: &str = "landscaper-system";
 const SA: &str = "wasm-deployer";
@@ -46,7 +100,7 @@ where
 
 /// Namespace and ServiceAccount `landscaper-system/wasm-deployer` on `server`, and a
 /// kubeconfig with a token minted for it (TokenRequest).
-async fn service_account(server: &RealApiServer, admin: &Client) -> String {
+async fn service_account(server: &RbacServer, admin: &Client) -> String {
     let namespaces: Api<Namespace> = Api::all(admin.clone());
     if namespaces.get_opt(NAMESPACE).await.unwrap().is_none() {
         create(&namespaces, json!({"metadata": {"name": NAMESPACE}})).await;
@@ -223,7 +277,7 @@ async fn wait(
 }
 
 /// Landscaper's CRDs and the default Target (admin kubeconfig) and Context.
-async fn landscaper_cluster(server: &RealApiServer) -> Client {
+async fn landscaper_cluster(server: &RbacServer) -> Client {
     let admin = server.client().await;
     deployer_host::dev::install_landscaper_crds(&admin)
         .await
@@ -236,8 +290,7 @@ async fn landscaper_cluster(server: &RealApiServer) -> Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
-    skip_on_embedded!("it does not enforce RBAC");
-    let server = RealApiServer::start("RBAC");
+    let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
     let kubeconfig = service_account(&server, &admin).await;
     let me = support::client_for(&kubeconfig).await;
@@ -250,6 +303,22 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
     );
     grant_landscaper_cluster(&admin).await;
     grant_host_cluster(&admin).await;
+    // What the shipped roles leave out stays refused: DeployItems are never deleted or
+    // created by the host, Secrets never listed.
+    let refused = items
+        .delete("anything", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403 && s.message.contains("cannot delete resource \"deployitems\" in API group \"landscaper.gardener.cloud\"")),
+        "{refused}"
+    );
+    let secrets: Api<Secret> = Api::namespaced(me.clone(), "default");
+    let refused = secrets.list(&ListParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused}"
+    );
 
     let (_deployer, task) = start_host(me.clone(), me.clone()).await;
     run_items(&admin).await;
@@ -262,10 +331,9 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_fenced_setup_then_each_cluster_needs_only_its_own_role() {
-    skip_on_embedded!("it does not enforce RBAC");
     // The Landscaper cluster and the cluster the host runs in are two servers.
-    let ls_server = RealApiServer::start("RBAC");
-    let host_server = RealApiServer::start("RBAC");
+    let ls_server = RbacServer::start().await;
+    let host_server = RbacServer::start().await;
     let ls_admin = landscaper_cluster(&ls_server).await;
     let host_admin = host_server.client().await;
     let ls_me = support::client_for(&service_account(&ls_server, &ls_admin).await).await;
@@ -287,8 +355,7 @@ async fn given_a_fenced_setup_then_each_cluster_needs_only_its_own_role() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_only_the_shipped_rbac_then_container_items_run_and_their_pods_need_only_the_runner_role()
  {
-    skip_on_embedded!("it does not enforce RBAC");
-    let server = RealApiServer::start("RBAC");
+    let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
     let me = support::client_for(&service_account(&server, &admin).await).await;
     grant_landscaper_cluster(&admin).await;
@@ -411,8 +478,7 @@ mkdir -p "$(dirname "$EXPORTS_PATH")"; echo "{\"runs\": $n}" > "$EXPORTS_PATH""#
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps() {
-    skip_on_embedded!("it does not enforce RBAC");
-    let server = RealApiServer::start("RBAC");
+    let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
     deployer_host::dev::install_own_crds(&admin).await.unwrap();
     let me = support::client_for(&service_account(&server, &admin).await).await;

@@ -3,7 +3,9 @@
 //! (`kubectl create namespace|configmap|secret`) send these; everything else
 //! kubectl and kube-rs send is JSON. Supported: the `k8s\0` + `runtime.Unknown`
 //! envelope, `ObjectMeta` (names, labels, annotations, finalizers), Namespace,
-//! ConfigMap, Secret and DeleteOptions. Other kinds get 415.
+//! ConfigMap, Secret and DeleteOptions, and the specs of what `kubectl auth` and
+//! `kubectl create token` send (SelfSubjectAccessReview, SelfSubjectRulesReview,
+//! SelfSubjectReview, TokenRequest). Other kinds get 415.
 
 use crate::status::ApiError;
 use serde_json::{Map, Value, json};
@@ -222,6 +224,21 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
                 data.insert(k, v);
             }
             ("ConfigMap" | "Secret", _, _) => {}
+            (
+                "SelfSubjectAccessReview" | "SelfSubjectRulesReview" | "TokenRequest",
+                2,
+                Field::Bytes(b),
+            ) => {
+                obj["spec"] = review_spec(&kind, b).ok_or_else(bad)?;
+            }
+            (
+                "SelfSubjectAccessReview"
+                | "SelfSubjectRulesReview"
+                | "TokenRequest"
+                | "SelfSubjectReview",
+                _,
+                _,
+            ) => {}
             (other, _, _) => return Err(unsupported(other)),
         }
     }
@@ -232,6 +249,61 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
         obj["binaryData"] = Value::Object(binary);
     }
     Ok(obj)
+}
+
+/// The string fields of a message, by field number → JSON name.
+fn string_fields(b: &[u8], names: &[(u64, &str)]) -> Option<Value> {
+    let mut m = Map::new();
+    for (n, f) in fields(b)? {
+        if let Some((_, name)) = names.iter().find(|(x, _)| *x == n) {
+            m.insert(name.to_string(), json!(s(&f)?));
+        }
+    }
+    Some(Value::Object(m))
+}
+
+/// The `spec` of the authentication/authorization objects kubectl sends as protobuf.
+fn review_spec(kind: &str, b: &[u8]) -> Option<Value> {
+    let mut spec = Map::new();
+    for (n, f) in fields(b)? {
+        let Field::Bytes(inner) = f else {
+            if let (("TokenRequest", 4), Field::Varint(v)) = ((kind, n), &f) {
+                spec.insert("expirationSeconds".into(), json!(*v as i64));
+            }
+            continue;
+        };
+        match (kind, n) {
+            ("SelfSubjectAccessReview", 1) => {
+                let names = [
+                    (1, "namespace"),
+                    (2, "verb"),
+                    (3, "group"),
+                    (4, "version"),
+                    (5, "resource"),
+                    (6, "subresource"),
+                    (7, "name"),
+                ];
+                spec.insert("resourceAttributes".into(), string_fields(inner, &names)?);
+            }
+            ("SelfSubjectAccessReview", 2) => {
+                let names = [(1, "path"), (2, "verb")];
+                spec.insert(
+                    "nonResourceAttributes".into(),
+                    string_fields(inner, &names)?,
+                );
+            }
+            ("SelfSubjectRulesReview", 1) => {
+                spec.insert("namespace".into(), json!(std::str::from_utf8(inner).ok()?));
+            }
+            ("TokenRequest", 1) => {
+                let a = spec.entry("audiences").or_insert_with(|| json!([]));
+                a.as_array_mut()?
+                    .push(json!(std::str::from_utf8(inner).ok()?));
+            }
+            _ => {}
+        }
+    }
+    Some(Value::Object(spec))
 }
 
 /// Decode a protobuf DeleteOptions body into its JSON form.

@@ -148,12 +148,10 @@ impl Attributes {
             }
             .to_string();
         }
-        if parts[0] == "namespaces" {
-            if parts.len() > 1 {
-                a.namespace = parts[1].to_string();
-                if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
-                    parts.drain(..2);
-                }
+        if parts[0] == "namespaces" && parts.len() > 1 {
+            a.namespace = parts[1].to_string();
+            if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
+                parts.drain(..2);
             }
         }
         if parts.len() >= 3 && a.verb != "proxy" {
@@ -301,8 +299,7 @@ pub fn rule_allows(a: &Attributes, rule: &PolicyRule) -> bool {
                 && r.starts_with("*/")
                 && r.ends_with(a.subresource.as_str()))
     });
-    resource_ok
-        && (rule.resource_names.is_empty() || rule.resource_names.iter().any(|n| *n == a.name))
+    resource_ok && (rule.resource_names.is_empty() || rule.resource_names.contains(&a.name))
 }
 
 /// The outcome of [`Policy::authorize`].
@@ -845,10 +842,22 @@ mod tests {
         Attributes::from_request(user, method, p, watch, fs)
     }
 
+    /// method, url, verb, group, resource, subresource, namespace, name
+    type UrlCase = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+    );
+
     #[test]
     fn attributes_are_derived_from_the_url_as_kubernetes_does() {
         let u = sa();
-        let cases: &[(&str, &str, &str, &str, &str, &str, &str, &str)] = &[
+        let cases: &[UrlCase] = &[
             // method, url, verb, group, resource, subresource, namespace, name
             (
                 "GET",

@@ -334,7 +334,19 @@ async fn serve_with_kubectl(
     tokio::sync::oneshot::Sender<()>,
     Serving,
 ) {
-    let server = ApiServer::new(Options::default()).unwrap();
+    serve_with_kubectl_options(bin, Options::default()).await
+}
+
+async fn serve_with_kubectl_options(
+    bin: PathBuf,
+    options: Options,
+) -> (
+    ApiServer,
+    Kubectl,
+    tokio::sync::oneshot::Sender<()>,
+    Serving,
+) {
+    let server = ApiServer::new(options).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -757,4 +769,157 @@ async fn kubectl_explains_built_in_kinds_and_its_client_side_apply_merges_lists_
         env, "A B",
         "the env var the other writer added survived the re-apply"
     );
+}
+
+/// The server's API on another loopback port, every request carrying `Authorization: Bearer
+/// <token>`; returns its URL.
+async fn serve_with_token(server: &ApiServer, token: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let value = http::HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+    let app = server.router().layer(tower::util::MapRequestLayer::new(
+        move |mut req: axum::extract::Request| {
+            req.headers_mut()
+                .insert(http::header::AUTHORIZATION, value.clone());
+            req
+        },
+    ));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+impl Kubectl {
+    /// kubectl with another kubeconfig file of the same directory: (exit code, stdout, stderr).
+    async fn run_as(&self, kubeconfig: &str, args: &[&str]) -> (i32, String, String) {
+        let mut c = Command::new(&self.bin);
+        c.arg("--kubeconfig")
+            .arg(self.dir.path().join(kubeconfig))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .env("KUBECACHEDIR", self.dir.path().join("cache"))
+            .env_remove("KUBECONFIG");
+        let out = tokio::task::spawn_blocking(move || c.output().unwrap())
+            .await
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// RBAC on: the admin kubeconfig creates a ServiceAccount, mints its token (`kubectl create
+/// token`) and grants it a Role; `kubectl auth can-i` (as the account with its own kubeconfig,
+/// and `--as` through impersonation), `auth can-i --list`, `auth whoami`, and a forbidden
+/// `get` answer as on a real cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_with_rbac() {
+    let Some(bin) = kubectl_binary() else {
+        skip("kubectl not installed");
+        return;
+    };
+    let options = Options {
+        rbac: true,
+        ..Options::default()
+    };
+    let (server, k, _stop, _serving) = serve_with_kubectl_options(bin, options).await;
+    // kubectl sends credentials only over TLS (client-go drops a kubeconfig's token for an
+    // http:// server), and the embedded server speaks plain HTTP: each identity gets its own
+    // loopback endpoint that adds its bearer token, as TLS would let kubectl send it.
+    let plain = std::fs::read_to_string(k.dir.path().join("kubeconfig")).unwrap();
+    k.file("plain-kubeconfig", &plain);
+    let (code, _, err) = k.run_as("plain-kubeconfig", &["get", "namespaces"]).await;
+    assert_ne!(code, 0);
+    // Anonymous: not even discovery (kubectl reports the 403 it got as `Forbidden: unknown`).
+    assert!(err.contains("Error from server (Forbidden)"), "{err}");
+    let admin_url = serve_with_token(&server, embedded_apiserver::auth::ADMIN_TOKEN).await;
+    k.file("kubeconfig", &ApiServer::kubeconfig_yaml(&admin_url));
+    k.run(&["create", "namespace", "team"]).await;
+    let sa = k.file(
+        "sa.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n  namespace: team\n",
+    );
+    k.run(&["apply", "-f", &sa]).await;
+    let token = k.run(&["create", "token", "sa", "-n", "team"]).await;
+    let token = token.trim();
+    assert!(!token.is_empty());
+    let sa_url = serve_with_token(&server, token).await;
+    k.file(
+        "sa-kubeconfig",
+        &ApiServer::kubeconfig_yaml(&sa_url).replace("embedded-apiserver-accepts-any-token", token),
+    );
+    let as_sa = "--as=system:serviceaccount:team:sa";
+    let (code, out, _) = k
+        .run_as(
+            "kubeconfig",
+            &["auth", "can-i", "list", "configmaps", "-n", "team", as_sa],
+        )
+        .await;
+    assert_eq!((code, out.trim()), (1, "no"));
+    let (code, out, _) = k
+        .run_as(
+            "sa-kubeconfig",
+            &["auth", "can-i", "list", "configmaps", "-n", "team"],
+        )
+        .await;
+    assert_eq!((code, out.trim()), (1, "no"));
+    let (code, _, err) = k
+        .run_as("sa-kubeconfig", &["get", "configmaps", "-n", "team"])
+        .await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(r#"Error from server (Forbidden): configmaps is forbidden: User "system:serviceaccount:team:sa" cannot list resource "configmaps" in API group "" in the namespace "team""#),
+        "{err}"
+    );
+
+    let rbac = k.file(
+        "rbac.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: cm-reader\n  namespace: team\nrules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get, list]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: sa-reads\n  namespace: team\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: cm-reader\nsubjects:\n- kind: ServiceAccount\n  name: sa\n  namespace: team\n",
+    );
+    k.run(&["apply", "-f", &rbac]).await;
+    let (code, out, err) = k
+        .run_as(
+            "kubeconfig",
+            &["auth", "can-i", "list", "configmaps", "-n", "team", as_sa],
+        )
+        .await;
+    assert_eq!((code, out.trim()), (0, "yes"), "{err}");
+    let (code, out, _) = k
+        .run_as(
+            "sa-kubeconfig",
+            &["auth", "can-i", "list", "configmaps", "-n", "team"],
+        )
+        .await;
+    assert_eq!((code, out.trim()), (0, "yes"));
+    let (code, out, _) = k
+        .run_as(
+            "sa-kubeconfig",
+            &["auth", "can-i", "delete", "configmaps", "-n", "team"],
+        )
+        .await;
+    assert_eq!((code, out.trim()), (1, "no"));
+    let (code, out, _) = k
+        .run_as(
+            "sa-kubeconfig",
+            &["auth", "can-i", "list", "configmaps", "-n", "default"],
+        )
+        .await;
+    assert_eq!((code, out.trim()), (1, "no"));
+    let (code, _, err) = k
+        .run_as("sa-kubeconfig", &["get", "configmaps", "-n", "team"])
+        .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = k
+        .run_as("sa-kubeconfig", &["auth", "can-i", "--list", "-n", "team"])
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("configmaps ") && l.contains("[get list]")),
+        "{out}"
+    );
+    let (code, out, err) = k.run_as("sa-kubeconfig", &["auth", "whoami"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("system:serviceaccount:team:sa"), "{out}");
 }

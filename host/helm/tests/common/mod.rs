@@ -68,11 +68,101 @@ pub const CASES: &[Case] = &[
         chart: "../shared/charts/ingress-nginx",
         values: r#"{}"#,
     },
+    // Charts copied into `tests/helm/corpus/` (see each chart's NOTICE for source and commit).
+    Case {
+        id: "node-exporter",
+        chart: "tests/helm/corpus/prometheus-node-exporter",
+        values: r#"{"commonLabels":{"foo":"bar","baz":"{{ include \"prometheus-node-exporter.fullname\" . }}"},"podLabels":{"baz":"{{ .Chart.AppVersion }}"},"networkPolicy":{"enabled":true,"ingress":[{"ports":[{"port":9100}]}]},"prometheus":{"monitor":{"enabled":true}},"kubeRBACProxy":{"enabled":true},"verticalPodAutoscaler":{"enabled":true}}"#,
+    },
+    Case {
+        id: "kube-state-metrics",
+        chart: "tests/helm/corpus/kube-state-metrics",
+        values: r#"{"selfMonitor":{"enabled":true},"prometheus":{"monitor":{"enabled":true,"additionalLabels":{"release":"prometheus"},"http":{"interval":"30s","honorLabels":true,"relabelings":[{"sourceLabels":["__meta_kubernetes_pod_node_name"],"targetLabel":"node"}]}}},"customResourceState":{"enabled":true,"config":{"spec":{"resources":[{"groupVersionKind":{"group":"apiextensions.k8s.io","version":"v1","kind":"CustomResourceDefinition"},"metricNamePrefix":"ksm_ci_crd","metrics":[{"name":"info","help":"Info metric.","each":{"type":"Info","info":{"labelsFromPath":{"name":["metadata","name"]}}}}]}]}}},"networkPolicy":{"enabled":true},"podDisruptionBudget":{"minAvailable":1},"kubeRBACProxy":{"enabled":true}}"#,
+    },
+    Case {
+        id: "pushgateway",
+        chart: "tests/helm/corpus/prometheus-pushgateway",
+        values: r#"{"runAsStatefulSet":true,"persistentVolume":{"enabled":true,"size":"1Gi"},"persistentVolumeLabels":{"foo":"bar"},"podLabels":{"foo":"bar"},"serviceMonitor":{"enabled":true},"ingress":{"enabled":true,"hosts":["pushgateway.example.com"]},"route":{"main":{"enabled":true,"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}]}},"networkPolicy":{"allowAll":true},"podDisruptionBudget":{"maxUnavailable":1},"extraManifests":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pushgateway-extra"},"data":{"name":"{{ include \"prometheus-pushgateway.fullname\" . }}"}}]}"#,
+    },
+    Case {
+        id: "blackbox-exporter",
+        chart: "tests/helm/corpus/prometheus-blackbox-exporter",
+        values: r#"{"myDomain":"tpl.com","configReloader":{"enabled":true},"ingress":{"enabled":true},"networkPolicy":{"enabled":true},"podDisruptionBudget":{"maxUnavailable":1},"serviceMonitor":{"enabled":true,"targets":[{"name":"example-tpl","url":"http://example.{{ .Values.myDomain }}/healthz"},{"name":"example-non-tpl","url":"http://example.non-tpl.com/healthz"}]},"prometheusRule":{"enabled":true,"rules":[{"alert":"BlackboxProbeFailed","expr":"probe_success == 0","for":"5m"}]},"extraEnv":[{"name":"NO_PROXY","value":"localhost"}]}"#,
+    },
+    Case {
+        id: "alertmanager",
+        chart: "tests/helm/corpus/alertmanager",
+        values: r#"{"configmapReload":{"enabled":true},"ingress":{"enabled":true,"labels":{"foo":"bar"}},"serviceMonitor":{"enabled":true,"additionalLabels":{"release":"prometheus"}},"podDisruptionBudget":{"maxUnavailable":1},"servicePerReplica":{"enabled":true},"replicaCount":2,"route":{"main":{"enabled":true,"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}]}}}"#,
+    },
+    Case {
+        id: "metrics-server",
+        chart: "tests/helm/corpus/metrics-server",
+        values: r#"{"args":["--kubelet-insecure-tls"],"apiService":{"insecureSkipTLSVerify":false},"tls":{"type":"cert-manager"},"metrics":{"enabled":true},"serviceMonitor":{"enabled":true},"podDisruptionBudget":{"enabled":true,"minAvailable":1},"addonResizer":{"enabled":true}}"#,
+    },
+    Case {
+        id: "node-exporter-tls",
+        chart: "tests/helm/corpus/prometheus-node-exporter",
+        // upstream ci/: kube-rbac-proxy-tlssecret-values.yaml, service-labels-values.yaml, serviceport-values.yaml (extraManifests: a small string manifest instead of the test certificate)
+        values: r#"{"fullnameOverride":"prometheus-node-exporter","kubeRBACProxy":{"enabled":true,"tls":{"enabled":true,"tlsClientAuth":true}},"tlsSecret":{"enabled":true,"caItem":"client-ca.crt","secretName":"{{ include \"prometheus-node-exporter.fullname\" . }}-tls","volumeName":"{{ include \"prometheus-node-exporter.fullname\" . }}-tls"},"extraManifests":["apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: '{{ include \"prometheus-node-exporter.fullname\" . }}-extra'\ndata:\n  app: {{ .Chart.AppVersion | quote }}\n"],"service":{"servicePort":80}}"#,
+    },
+    Case {
+        id: "ksm-crs-only",
+        chart: "tests/helm/corpus/kube-state-metrics",
+        // upstream ci/: 02-custom-resource-state-only-values.yaml
+        values: r#"{"collectors":[],"extraArgs":["--custom-resource-state-only=true"],"customResourceState":{"enabled":true,"config":{"spec":{"resources":[{"groupVersionKind":{"group":"apiextensions.k8s.io","version":"v1","kind":"CustomResourceDefinition"},"metricNamePrefix":"ksm_ci_crd","metrics":[{"name":"info","help":"Info metric for CustomResourceDefinition objects.","each":{"type":"Info","info":{"labelsFromPath":{"name":["metadata","name"]}}}}]}]}}}}"#,
+    },
+    Case {
+        id: "pushgateway-deploy",
+        chart: "tests/helm/corpus/prometheus-pushgateway",
+        // upstream ci/: persistence-values.yaml, extramanifests-values.yaml, lifecycle-values.yaml, httproute-values.yaml, automount-sa-token-values.yaml
+        values: r#"{"persistentVolume":{"enabled":true,"size":"1Gi"},"persistentVolumeLabels":{"foo":"bar","baz":"qux"},"extraManifests":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"foo":"bar"},"name":"pushgateway-extra-cm-first"},"data":{"FOO":"bar"}},{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"baz":"qux"},"name":"pushgateway-extra-cm-second"},"data":{"pushgateway.txt":"{{ include \"prometheus-pushgateway.fullname\" . }}"},"immutable":true}],"lifecycle":{"preStop":{"exec":{"command":["/bin/sh","-c","sleep 10"]}}},"route":{"main":{"enabled":true,"labels":{"foo":"bar","baz":"qux"},"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}],"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"additionalRules":[{"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"remove":["x-request-id"]}}]}]}},"automountServiceAccountToken":false}"#,
+    },
+    Case {
+        id: "blackbox-daemonset",
+        chart: "tests/helm/corpus/prometheus-blackbox-exporter",
+        // upstream ci/: daemonset-values.yml, secret-values.yaml, hostAliases.yml, httproute-values.yml
+        values: r#"{"kind":"DaemonSet","secretConfig":true,"hostAliases":[{"ip":"192.168.1.1","hostNames":["test.example.com","another.example.net"]},{"ip":"192.168.1.2","hostNames":["test2.example.com","another2.example.net"]}],"route":{"main":{"enabled":true,"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}],"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"additionalRules":[{"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"remove":["x-request-id"]}}]}]}}}"#,
+    },
+    Case {
+        id: "alertmanager-routes",
+        chart: "tests/helm/corpus/alertmanager",
+        // upstream ci/: 05-ingress-and-gateway-routes-values.yaml, config-reload-values.yaml
+        values: r#"{"route":{"http":{"enabled":true,"apiVersion":"gateway.networking.k8s.io/v1","parentRefs":[{"name":"gateway-1","namespace":"gateway-1","sectionName":"http"}],"hostnames":["alertmanager.example.com"],"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"httpsRedirect":true},"https":{"enabled":true,"apiVersion":"gateway.networking.k8s.io/v1","parentRefs":[{"name":"gateway-1","namespace":"gateway-1","sectionName":"https"}],"hostnames":["alertmanager.example.com"],"matches":[{"path":{"type":"PathPrefix","value":"/"}}]}},"configmapReload":{"enabled":true,"extraArgs":{"listen-address":":8080"},"livenessProbe":{"httpGet":{"path":"/healthz","port":8080,"scheme":"HTTP"}},"readinessProbe":{"httpGet":{"path":"/healthz","port":8080,"scheme":"HTTP"}}}}"#,
+    },
+    Case {
+        id: "metrics-server-secret",
+        chart: "tests/helm/corpus/metrics-server",
+        // upstream ci/: tls-existingSecret-values.yaml
+        values: r#"{"args":["--kubelet-insecure-tls"],"tls":{"type":"existingSecret","existingSecret":{"name":"metrics-server-existing"}}}"#,
+    },
+    Case {
+        id: "grafana",
+        chart: "tests/helm/corpus/grafana",
+        values: r#"{"adminPassword":"adminpass"}"#,
+    },
+    Case {
+        id: "grafana-features",
+        chart: "tests/helm/corpus/grafana",
+        // upstream ci/: with-nondefault-values.yaml, with-dashboard-values.yaml, with-persistence.yaml,
+        // with-extraconfigmapmounts-values.yaml, plus a fixed admin password and the ServiceMonitor
+        values: r#"{"global":{"environment":"prod"},"ingress":{"enabled":true,"hosts":["monitoring-{{ .Values.global.environment }}.example.com"]},"route":{"main":{"enabled":true,"labels":{"app":"monitoring-prometheus"},"hostnames":["*.example.com","{{ .Values.global.environment }}.example.com"],"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"additionalRules":[{"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"matches":[{"path":{"type":"PathPrefix","value":"/foo/"}}]}]}},"dashboards":{"my-provider":{"my-awesome-dashboard":{"gnetId":10000,"revision":1,"datasource":"Prometheus"}}},"dashboardProviders":{"dashboardproviders.yaml":{"apiVersion":1,"providers":[{"name":"my-provider","orgId":1,"folder":"","type":"file","updateIntervalSeconds":10,"disableDeletion":true,"editable":true,"options":{"path":"/var/lib/grafana/dashboards/my-provider"}}]}},"persistence":{"type":"pvc","enabled":true},"extraConfigmapMounts":[{"name":"{{ include \"grafana.fullname\" . }}","configMap":"{{ include \"grafana.fullname\" . }}","mountPath":"/var/lib/grafana/dashboards/test-dashboard.json","subPath":"grafana.ini","readOnly":true}],"adminPassword":"adminpass","serviceMonitor":{"enabled":true}}"#,
+    },
 ];
 
-/// The repository root (`host/helm/../..`).
+/// Whether the case's chart is on disk (`../shared/charts` lives outside the repository; the
+/// charts under `tests/helm/corpus/` are always there).
+pub fn available(case: &Case) -> bool {
+    repo_root().join(case.chart).exists()
+}
+
+/// The repository root: the workspace directory above the crate that includes this file
+/// (helm-engine's tests and benches, and the host's helm benchmark).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").exists())
+        .expect("a workspace root with Cargo.lock")
+        .to_path_buf()
 }
 
 fn python() -> PathBuf {
@@ -98,8 +188,16 @@ fn fnv(s: &str) -> u64 {
 
 /// Runs (or reads cached) oracle results for all cases; `None` means SKIP (reason printed).
 pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
+    for c in CASES.iter().filter(|c| !available(c)) {
+        skip(format!(
+            "corpus chart {} not found at {}",
+            c.id,
+            repo_root().join(c.chart).display()
+        ));
+    }
     let jobs: Vec<serde_json::Value> = CASES
         .iter()
+        .filter(|c| available(c))
         .map(|c| {
             serde_json::json!({
                 "id": c.id,
@@ -111,11 +209,7 @@ pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
             })
         })
         .collect();
-    if !repo_root().join(CASES[0].chart).exists() {
-        skip(format!(
-            "corpus charts not found under {}",
-            repo_root().join("../shared/charts").display()
-        ));
+    if jobs.is_empty() {
         return None;
     }
     let input = serde_json::to_string(&jobs).unwrap();
