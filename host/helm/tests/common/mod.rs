@@ -221,7 +221,7 @@ pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
     {
         return Some(v);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/render.py");
+    let script = repo_root().join("host/helm/tests/oracle/render.py");
     let child = Command::new(python())
         .arg(&script)
         .stdin(Stdio::piped())
