@@ -64,6 +64,11 @@ fn web_config(release: &str, namespace: &str, values: Value) -> Value {
     })
 }
 
+/// Asserts the item's job succeeded; otherwise shows its phase and last error.
+fn assert_succeeded(item: &DeployItem) {
+    assert_eq!(item.status().phase, Phase::Succeeded, "{}", status_of(item));
+}
+
 fn status_of(item: &DeployItem) -> String {
     let s = item.status();
     format!("{:?} {:?}", s.phase, s.last_error)
@@ -225,12 +230,7 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     )
     .await;
     let item = wait_done(&h, "web").await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
 
     // Then: release v1 deployed, stored as Helm stores it; objects carry Helm's ownership.
     assert_eq!(
@@ -307,12 +307,7 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
         web_config("web", "web-apps", json!({"message": "ho"})),
     )
     .await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
     assert_eq!(
         release_secrets(&h, "web-apps", "web").await,
         [(1, "superseded".into()), (2, "deployed".into())]
@@ -374,12 +369,7 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
             web_config("web", "web-apps", json!({"message": "again"})),
         )
         .await;
-        assert_eq!(
-            item.status().phase,
-            Phase::Succeeded,
-            "{}",
-            status_of(&item)
-        );
+        assert_succeeded(&item);
         let status = helm
             .ok(json!({"op": "status", "name": "web", "namespace": "web-apps"}))
             .await
@@ -429,12 +419,7 @@ async fn given_a_release_real_helm_installed_when_an_item_names_it_then_the_plug
     )
     .await;
     let item = wait_done(&h, "legacy").await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
     let hist = helm
         .ok(json!({"op": "history", "name": "legacy", "namespace": "legacy"}))
         .await
@@ -511,12 +496,7 @@ async fn given_a_chart_repository_with_credentials_when_two_items_use_one_versio
         )
         .await;
         let item = wait_done(&h, name).await;
-        assert_eq!(
-            item.status().phase,
-            Phase::Succeeded,
-            "{}",
-            status_of(&item)
-        );
+        assert_succeeded(&item);
     }
     // `~0.1 || ^0.2` picks the newest match, 0.2.0 (not 1.0.0).
     let secret = get(
@@ -601,12 +581,7 @@ async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_
     )
     .await;
     let item = wait_done(&h, "oci").await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
     assert_eq!(
         release_secrets(&h, "oci", "oci").await,
         [(1, "deployed".into())]
@@ -639,12 +614,7 @@ async fn given_helm_deployment_false_when_reconciled_then_the_objects_are_applie
     config["helmDeployment"] = json!(false);
     create(&h, &helm_item("tpl", config)).await;
     let item = wait_done(&h, "tpl").await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
     assert!(
         release_secrets(&h, "tpl", "tpl").await.is_empty(),
         "no release Secret"
@@ -706,12 +676,7 @@ async fn given_chart_hooks_when_installed_and_uninstalled_then_they_run_in_order
     )
     .await;
     let item = wait_done(&h, "hooks").await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
     let pre = get(&h, "v1", "ConfigMap", Some("hooks"), "hooks-pre-install").await;
     assert_eq!(
         pre.expect("pre-install hook ran")["data"]["ran"],
@@ -755,12 +720,7 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     )
     .await;
     let item = wait_done(&h, "atomic").await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
     // atomic implies wait, for the rollback too: the Deployment is up (as a controller says).
     deployment_ready(&h, "atomic", "atomic").await;
 
@@ -826,12 +786,7 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     let mut config = web_config("atomic", "atomic", json!({"adopt": "foreign"}));
     config["helmDeploymentConfig"] = json!({"upgrade": {"takeOwnership": true}});
     let item = reconfigure(&h, "atomic", config).await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
     let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "foreign")
         .await
         .unwrap();
@@ -922,10 +877,5 @@ async fn given_bad_input_when_reconciled_then_the_item_fails_saying_what_is_wron
     )
     .await;
     let item = wait_done(&h, "good").await;
-    assert_eq!(
-        item.status().phase,
-        Phase::Succeeded,
-        "{}",
-        status_of(&item)
-    );
+    assert_succeeded(&item);
 }
