@@ -715,6 +715,90 @@ mod tests {
         );
     }
 
+    /// A loopback HTTP server with `/small` (1 KiB), `/big` (2 MiB); anything else 404.
+    async fn serve() -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let app = axum::Router::new()
+            .route("/small", axum::routing::get(|| async { vec![b'a'; 1024] }))
+            .route("/big", axum::routing::get(|| async { vec![b'b'; 2 << 20] }));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (url, task)
+    }
+
+    fn item_fetch(config: &str) -> ItemFetch {
+        let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
+        ItemFetch {
+            fetcher: Arc::new(Fetcher::new(serde_yaml::from_str(config).unwrap()).unwrap()),
+            client: server.client(),
+            namespace: "default".into(),
+            context: None,
+        }
+    }
+
+    fn get(url: String, expected_digest: Option<String>) -> FetchRequest {
+        FetchRequest::Http {
+            url,
+            expected_digest,
+        }
+    }
+
+    #[tokio::test]
+    async fn downloads_are_allowed_capped_checked_and_cached_by_digest() {
+        let (url, task) = serve().await;
+        let fetch = item_fetch("allow: [127.0.0.1]\nmaxMib: 1\n");
+
+        let first = fetch
+            .fetch(get(format!("{url}/small"), None))
+            .await
+            .unwrap();
+        assert_eq!(first.data.len(), 1024);
+        assert!(!first.cached);
+        let again = fetch
+            .fetch(get(format!("{url}/small"), Some(first.digest.clone())))
+            .await
+            .unwrap();
+        assert!(again.cached, "a known digest is served from the cache");
+        assert_eq!(again.data, first.data);
+        assert_eq!(
+            fetch
+                .fetcher
+                .downloads
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+
+        let e = fetch
+            .fetch(get(format!("{url}/big"), None))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, "TooLarge");
+        assert!(e.has_code(codes::CONFIGURATION_PROBLEM), "{e:?}");
+        let e = fetch
+            .fetch(get(format!("{url}/gone"), None))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, "NotFound", "{e:?}");
+        let wrong = format!("sha256:{}", "0".repeat(64));
+        let e = fetch
+            .fetch(get(format!("{url}/small?x"), Some(wrong)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, "DigestMismatch", "{e:?}");
+
+        let denied = item_fetch("allow: [charts.example.com]\n");
+        let e = denied
+            .fetch(get(format!("{url}/small"), None))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, "FetchNotAllowed");
+        assert!(e.message.contains("charts.example.com"), "{}", e.message);
+        assert_eq!(e.operation, "fetch");
+        task.abort();
+    }
+
     #[test]
     fn digests_compare_with_or_without_the_algorithm() {
         assert!(digest_matches("ABCD", "sha256:abcd"));
