@@ -31,3 +31,7 @@ export const secondaryTargets = {
   get: (...a) => call('secondary.get', ...a), list: (...a) => call('secondary.list', ...a),
   delete: (...a) => call('secondary.delete', ...a),
 };
+// WIT 1.2 `fetch` (the world imports it; the helper does not use it yet).
+export const fetch = {
+  httpGet: (...a) => call('fetch.httpGet', ...a), ociPull: (...a) => call('fetch.ociPull', ...a),
+};
