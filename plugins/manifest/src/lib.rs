@@ -263,13 +263,8 @@ impl Deployer for ManifestDeployer {
 
         if step == STEP_APPLIED {
             ctx.checkpoint(CP_BEFORE_READINESS)?;
-            let mut round = Ok(());
-            if !config.readiness.disable_default {
-                round = readiness::default_check(ctx, &status.managed_resources, &OPTIONS)?;
-            }
-            if round.is_ok() {
-                round = readiness::custom_checks(ctx, &config.readiness.custom, &OPTIONS)?;
-            }
+            let round =
+                readiness::check_all(ctx, &config.readiness, &status.managed_resources, &OPTIONS)?;
             if let Err(pending) = round {
                 let timeout = readiness::timeout(pending.timeout());
                 return waiting(ctx, &status, "WaitingForReadiness", pending.why, timeout);

@@ -231,6 +231,23 @@ pub fn requirement_holds(obj: &Value, req: &Requirement) -> Result<(), String> {
     Ok(())
 }
 
+/// The default check (unless `checks.disable_default`) and then the custom checks, as every
+/// deployer that applies manifests runs them: `Ok(Err(pending))` while something is not ready.
+pub fn check_all(
+    ctx: &Ctx,
+    checks: &crate::spec::ReadinessChecks,
+    managed: &[ManagedResource],
+    opts: &Options,
+) -> Result<Round, DeployerError> {
+    if !checks.disable_default {
+        let round = default_check(ctx, managed, opts)?;
+        if round.is_err() {
+            return Ok(round);
+        }
+    }
+    custom_checks(ctx, &checks.custom, opts)
+}
+
 /// Custom checks, in order.
 pub fn custom_checks(
     ctx: &Ctx,
