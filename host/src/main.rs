@@ -39,6 +39,15 @@ enum Command {
         /// Keep every object in this directory across restarts.
         #[arg(long, env = "APISERVER_DATA_DIR")]
         data_dir: Option<PathBuf>,
+        /// Authenticate requests and authorize them with RBAC, as kube-apiserver
+        /// `--authorization-mode=RBAC`; serves HTTPS (implies `--tls`) and writes a kubeconfig
+        /// with a random administrator token.
+        #[arg(long, env = "APISERVER_RBAC")]
+        rbac: bool,
+        /// Serve HTTPS with a CA and certificate generated at start; the kubeconfig carries the
+        /// CA (`certificate-authority-data`), also written as `ca.crt` beside it.
+        #[arg(long, env = "APISERVER_TLS")]
+        tls: bool,
         #[command(flatten)]
         faults: FaultArgs,
     },
@@ -77,6 +86,11 @@ enum Command {
         /// only).
         #[arg(long, env = "DEV_RUN_PODS")]
         run_pods: bool,
+        /// Authenticate requests and authorize them with RBAC; the API server then serves HTTPS
+        /// (kubectl sends tokens only over TLS) and the kubeconfig carries its CA and a random
+        /// administrator token.
+        #[arg(long, env = "DEV_RBAC")]
+        rbac: bool,
         #[command(flatten)]
         faults: FaultArgs,
     },
@@ -490,11 +504,16 @@ async fn main() -> anyhow::Result<()> {
             listen,
             kubeconfig_out,
             data_dir,
+            rbac,
+            tls,
             faults,
         } => {
             let options = embedded_apiserver::Options {
                 data_dir,
                 faults: faults.config()?,
+                rbac,
+                tls: tls || rbac,
+                admin_token: rbac.then(dev::random_token),
                 ..Default::default()
             };
             embedded_apiserver::run_standalone(listen, &kubeconfig_out, options).await
@@ -509,6 +528,7 @@ async fn main() -> anyhow::Result<()> {
             apply,
             no_simulate_workloads,
             run_pods,
+            rbac,
             faults,
         } => {
             let config = load_config(config.as_ref(), plugins)?;
@@ -522,6 +542,7 @@ async fn main() -> anyhow::Result<()> {
                     simulate_workloads: !no_simulate_workloads,
                     faults: faults.config()?,
                     run_pods,
+                    rbac,
                 },
                 config,
             )

@@ -40,6 +40,8 @@ enum Token {
 #[derive(Debug, Default)]
 pub(crate) struct Tokens {
     map: Mutex<HashMap<String, Token>>,
+    /// The administrator's token when it is not [`ADMIN_TOKEN`] ([`crate::Options::admin_token`]).
+    admin: Option<String>,
 }
 
 /// A bearer token that names a ServiceAccount: valid while that ServiceAccount (same uid) exists.
@@ -50,6 +52,19 @@ pub(crate) struct BoundServiceAccount<'a> {
 }
 
 impl Tokens {
+    /// A table whose administrator token is `admin` (`None`: the well-known [`ADMIN_TOKEN`]).
+    pub(crate) fn with_admin(admin: Option<String>) -> Self {
+        Tokens {
+            map: Mutex::default(),
+            admin: admin.filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// The administrator's bearer token.
+    pub(crate) fn admin_token(&self) -> &str {
+        self.admin.as_deref().unwrap_or(ADMIN_TOKEN)
+    }
+
     pub(crate) fn add(&self, token: &str, user: UserInfo) {
         self.lock().insert(token.to_string(), Token::User(user));
     }
@@ -91,7 +106,7 @@ impl Tokens {
         token: &str,
         sa_alive: impl FnOnce(BoundServiceAccount<'_>) -> bool,
     ) -> Option<UserInfo> {
-        if token == ADMIN_TOKEN {
+        if token == self.admin_token() {
             return Some(UserInfo::admin());
         }
         let entry = self.lock().get(token).cloned()?;
@@ -243,6 +258,13 @@ mod tests {
         assert_eq!(t.user(&tok, |_| false), None, "account deleted");
         let (old, _) = t.mint("ns", "sa", "uid-1", Duration::ZERO);
         assert_eq!(t.user(&old, |_| true), None, "expired");
+        let own = Tokens::with_admin(Some("s3cret".into()));
+        assert_eq!(own.user("s3cret", |_| false), Some(UserInfo::admin()));
+        assert_eq!(
+            own.user(ADMIN_TOKEN, |_| false),
+            None,
+            "only the configured one"
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! [`schema`] (CRD validation, pruning, defaulting), [`builtin`] (built-in
 //! kinds' defaults and validation), [`simulate`] (dev-mode workload status),
 //! [`auth`] (authentication, only with [`Options::rbac`]), [`rbac`] (the RBAC authorizer),
-//! [`reviews`] (TokenRequest, access and rules reviews).
+//! [`reviews`] (TokenRequest, access and rules reviews), [`tls`] (HTTPS with a generated
+//! certificate, [`Options::tls`]).
 
 pub mod apply;
 pub mod auth;
@@ -34,6 +35,7 @@ pub mod simulate;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod tls;
 pub mod views;
 pub mod watch;
 
@@ -69,6 +71,14 @@ pub struct Options {
     /// `--authorization-mode=RBAC` does (see `docs/apiserver.md`, *Authentication and RBAC*).
     /// Off by default: any token (or none) may do anything.
     pub rbac: bool,
+    /// [`run_standalone`] serves HTTPS with a CA and serving certificate generated at start
+    /// (see [`tls`]) and writes the CA into the kubeconfig and `ca.crt` beside it. kubectl sends
+    /// bearer tokens only over TLS, so this is what makes [`Options::rbac`] usable from kubectl.
+    /// Off by default (plain HTTP). In-process users serve HTTPS with [`ApiServer::serve_tls`].
+    pub tls: bool,
+    /// The administrator's bearer token (`system:admin`, `system:masters`) instead of the
+    /// well-known [`auth::ADMIN_TOKEN`], which is then refused. `None` by default.
+    pub admin_token: Option<String>,
 }
 
 impl Default for Options {
@@ -80,6 +90,8 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(10),
             simulate_workloads: false,
             rbac: false,
+            tls: false,
+            admin_token: None,
         }
     }
 }
@@ -196,7 +208,7 @@ impl ApiServer {
                 stats: Mutex::new(Stats::default()),
                 audit_on: AtomicBool::new(false),
                 audit: Mutex::new(Vec::new()),
-                tokens: auth::Tokens::default(),
+                tokens: auth::Tokens::with_admin(opts.admin_token.clone()),
                 opts,
             }),
             stop: None,
@@ -227,6 +239,11 @@ impl ApiServer {
     /// Whether requests are authenticated and authorized ([`Options::rbac`]).
     pub fn rbac_enabled(&self) -> bool {
         self.shared.opts.rbac
+    }
+
+    /// The administrator's bearer token ([`Options::admin_token`], else [`auth::ADMIN_TOKEN`]).
+    pub fn admin_token(&self) -> &str {
+        self.shared.tokens.admin_token()
     }
 
     /// Registers a bearer token for a client identity (used when [`Options::rbac`] is on):
@@ -374,6 +391,30 @@ impl ApiServer {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
+        self.serve_on(listener, shutdown).await
+    }
+
+    /// [`serve`](Self::serve) over HTTPS with `cert` (e.g. [`tls::ServingCert::generate`]);
+    /// clients trust [`tls::ServingCert::ca_pem`] (see [`ApiServer::kubeconfig_yaml_tls`]).
+    pub async fn serve_tls(
+        &self,
+        listener: tokio::net::TcpListener,
+        cert: &tls::ServingCert,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let listener = tls::TlsListener::new(listener, cert.server_config()?)?;
+        self.serve_on(listener, shutdown).await
+    }
+
+    async fn serve_on<L>(
+        &self,
+        listener: L,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()>
+    where
+        L: axum::serve::Listener,
+        L::Addr: std::fmt::Debug,
+    {
         let (tx, rx) = tokio::sync::watch::channel(false);
         let me = ApiServer {
             shared: self.shared.clone(),
@@ -391,8 +432,23 @@ impl ApiServer {
     /// A kubeconfig (cluster, user and context all named `embedded`) with the admin token
     /// ([`auth::ADMIN_TOKEN`]; any token is accepted unless [`Options::rbac`] is on).
     pub fn kubeconfig_yaml(server_url: &str) -> String {
+        Self::kubeconfig_yaml_tls(server_url, None, auth::ADMIN_TOKEN)
+    }
+
+    /// A kubeconfig like [`kubeconfig_yaml`](Self::kubeconfig_yaml) with `token` and, for an
+    /// `https://` server, the CA to trust (`certificate-authority-data`, base64 of the PEM).
+    pub fn kubeconfig_yaml_tls(server_url: &str, ca_pem: Option<&str>, token: &str) -> String {
+        use base64::Engine as _;
+        let ca = ca_pem
+            .map(|pem| {
+                format!(
+                    "    certificate-authority-data: {}\n",
+                    base64::engine::general_purpose::STANDARD.encode(pem)
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {server_url}\nusers:\n- name: embedded\n  user:\n    token: embedded-apiserver-accepts-any-token\ncontexts:\n- name: embedded\n  context:\n    cluster: embedded\n    user: embedded\n    namespace: default\ncurrent-context: embedded\npreferences: {{}}\n"
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {server_url}\n{ca}users:\n- name: embedded\n  user:\n    token: {token}\ncontexts:\n- name: embedded\n  context:\n    cluster: embedded\n    user: embedded\n    namespace: default\ncurrent-context: embedded\npreferences: {{}}\n"
         )
     }
 
@@ -651,6 +707,7 @@ pub async fn run_standalone_until(
         .faults
         .validate()
         .map_err(|e| anyhow::anyhow!("fault injection: {e}"))?;
+    let https = options.tls;
     let server = ApiServer::new(options)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -659,23 +716,47 @@ pub async fn run_standalone_until(
     if addr.ip().is_unspecified() {
         addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
-    let url = format!("http://{addr}");
-    if let Some(parent) = kubeconfig_out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    std::fs::write(kubeconfig_out, ApiServer::kubeconfig_yaml(&url))
-        .with_context(|| format!("writing {}", kubeconfig_out.display()))?;
+    let cert = https
+        .then(|| tls::ServingCert::generate(&[listen.ip().to_string()]))
+        .transpose()?;
+    let url = format!("{}://{addr}", if https { "https" } else { "http" });
+    write_kubeconfig(
+        kubeconfig_out,
+        &url,
+        cert.as_ref().map(tls::ServingCert::ca_pem),
+        server.admin_token(),
+    )?;
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         writeln!(out, "ready {url}")?;
         out.flush()?;
     }
-    server.serve(listener, shutdown).await?;
+    match &cert {
+        Some(cert) => server.serve_tls(listener, cert, shutdown).await?,
+        None => server.serve(listener, shutdown).await?,
+    }
     server.flush().await?;
     Ok(())
+}
+
+/// Writes the kubeconfig for `url` (creating its directory) with the admin `token`; with a CA
+/// (HTTPS), also writes the CA as `ca.crt` beside it.
+pub fn write_kubeconfig(
+    path: &Path,
+    url: &str,
+    ca_pem: Option<&str>,
+    token: &str,
+) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = dir {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    if let Some(pem) = ca_pem {
+        let ca = dir.unwrap_or(Path::new(".")).join("ca.crt");
+        std::fs::write(&ca, pem).with_context(|| format!("writing {}", ca.display()))?;
+    }
+    std::fs::write(path, ApiServer::kubeconfig_yaml_tls(url, ca_pem, token))
+        .with_context(|| format!("writing {}", path.display()))
 }

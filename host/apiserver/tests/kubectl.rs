@@ -1,6 +1,10 @@
-//! kubectl smoke test against the server on 127.0.0.1:0. Skips (saying so)
-//! when kubectl is not installed.
+//! What a kubectl user sees, against the server on 127.0.0.1:0 (plain HTTP, or HTTPS with
+//! RBAC). Skips (saying so) when kubectl is not installed. With `DEPLOYER_TEST_BACKEND=real`
+//! the same stories run against a real kube-apiserver 1.20 with the same expectations; what
+//! only the embedded server has (namespace finalization without a controller-manager, OpenAPI
+//! v3, `kubectl auth whoami`, ClusterRole aggregation) is skipped there, saying why.
 
+use embedded_apiserver::tls::ServingCert;
 use embedded_apiserver::{ApiServer, Options};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -65,8 +69,8 @@ async fn kubectl_smoke() {
         skip("kubectl not installed");
         return;
     };
-    let (server, k, stop_tx, serving) = serve_with_kubectl(bin).await;
-    let client = server.client();
+    let c = Cluster::start(bin, Options::default()).await;
+    let (k, client) = (&c.k, c.client.clone());
 
     // create namespace
     assert!(
@@ -108,6 +112,13 @@ async fn kubectl_smoke() {
             .await
             .contains("created")
     );
+    k.run(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/deployitems.landscaper.gardener.cloud",
+        "--timeout=30s",
+    ])
+    .await;
     let di = k.file("di.yaml", "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata:\n  name: di1\n  namespace: smoke\nspec:\n  type: landscaper.gardener.cloud/mock\n");
     assert!(
         k.run(&["apply", "-f", &di])
@@ -300,19 +311,19 @@ async fn kubectl_smoke() {
     );
 
     // Deleting the namespace deletes its content; kubectl waits until it is gone.
+    if on_real_backend() {
+        eprintln!(
+            "SKIP on the real API server: namespace deletion (its namespace controller runs in the controller-manager, which the test server lacks)"
+        );
+        return;
+    }
     assert!(
         k.run(&["delete", "namespace", "smoke", "--timeout=30s"])
             .await
             .contains("namespace \"smoke\" deleted")
     );
     assert!(cms.get("gen").await.is_err());
-
-    let _ = stop_tx.send(());
-    tokio::time::timeout(Duration::from_secs(10), serving)
-        .await
-        .expect("server stops")
-        .unwrap()
-        .unwrap();
+    c.shut_down().await;
 }
 
 /// A missing tool: SKIP locally, a failure in CI (`CI=true`), where `.ci/run` installs it.
@@ -323,62 +334,242 @@ fn skip(reason: impl std::fmt::Display) {
     println!("SKIP: {reason}");
 }
 
-/// Loopback server with a kubectl pointed at it; stops when the returned sender drops.
+/// Which API server the stories run against: `DEPLOYER_TEST_BACKEND=real` is a real
+/// kube-apiserver 1.20 + etcd per story (`../shared/tools/real-apiserver`, as the host's stories
+/// use; `cargo xtask test --backends embedded,real` runs this binary there too), anything else
+/// the embedded server.
+fn on_real_backend() -> bool {
+    match std::env::var("DEPLOYER_TEST_BACKEND").as_deref() {
+        Ok("real") => true,
+        Ok("embedded") | Ok("") | Err(_) => false,
+        Ok(other) => panic!("DEPLOYER_TEST_BACKEND={other:?}: expected `embedded` or `real`"),
+    }
+}
+
+/// Returns from the story, saying why, on the real API server.
+macro_rules! skip_on_real {
+    ($why:literal) => {
+        if on_real_backend() {
+            eprintln!("SKIP on the real API server: {}", $why);
+            return;
+        }
+    };
+}
+
+/// A real kube-apiserver + etcd (`../shared/tools/real-apiserver`), stopped when dropped.
+struct RealApiServer {
+    dir: tempfile::TempDir,
+    url: String,
+    /// Admin kubeconfig (a `system:masters` token; TLS verification off: self-signed).
+    kubeconfig: String,
+}
+
+impl RealApiServer {
+    fn tool() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/tools/real-apiserver/real-apiserver")
+    }
+
+    /// `--authorization-mode=<authz>` (`AlwaysAllow` or `RBAC`). The tool picks free ports
+    /// and then binds them; a parallel start can take one in between: start again.
+    fn start(authz: &str) -> Self {
+        for attempt in 1.. {
+            let dir = tempfile::Builder::new()
+                .prefix("real-apiserver-")
+                .tempdir()
+                .unwrap();
+            let out = Command::new(Self::tool())
+                .arg("start")
+                .arg(dir.path())
+                .env("REAL_APISERVER_AUTHZ", authz)
+                .env(
+                    "REAL_APISERVER_ARGS",
+                    "--disable-admission-plugins=ServiceAccount",
+                )
+                .output()
+                .unwrap_or_else(|e| panic!("running {}: {e}", Self::tool().display()));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if let Some(url) = stdout.lines().find_map(|l| l.strip_prefix("ready ")) {
+                let kubeconfig = std::fs::read_to_string(dir.path().join("kubeconfig")).unwrap();
+                return RealApiServer {
+                    url: url.to_string(),
+                    dir,
+                    kubeconfig,
+                };
+            }
+            let log = std::fs::read_to_string(dir.path().join("apiserver.log")).unwrap_or_default()
+                + &std::fs::read_to_string(dir.path().join("etcd.log")).unwrap_or_default();
+            let _ = Command::new(Self::tool())
+                .arg("stop")
+                .arg(dir.path())
+                .output();
+            assert!(
+                attempt < 4 && log.contains("address already in use"),
+                "real-apiserver did not start: {stdout}{}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+            );
+            eprintln!("real-apiserver: port taken by a parallel start, retrying ({attempt})");
+        }
+        unreachable!()
+    }
+}
+
+impl Drop for RealApiServer {
+    fn drop(&mut self) {
+        let _ = Command::new(Self::tool())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+/// Serving the embedded server on loopback; stops when `stop` is sent (or dropped).
 type Serving = tokio::task::JoinHandle<anyhow::Result<()>>;
 
-async fn serve_with_kubectl(
-    bin: PathBuf,
-) -> (
-    ApiServer,
-    Kubectl,
-    tokio::sync::oneshot::Sender<()>,
-    Serving,
-) {
-    serve_with_kubectl_options(bin, Options::default()).await
+/// One story's API server with a kubectl pointed at it (`kubeconfig`: the administrator) and
+/// an administrator client for the story's own checks.
+struct Cluster {
+    k: Kubectl,
+    client: kube::Client,
+    url: String,
+    /// The CA an HTTPS embedded server was started with.
+    ca_pem: Option<String>,
+    /// The embedded server (`None` on the real backend).
+    server: Option<ApiServer>,
+    _real: Option<RealApiServer>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    serving: Option<Serving>,
 }
 
-async fn serve_with_kubectl_options(
-    bin: PathBuf,
-    options: Options,
-) -> (
-    ApiServer,
-    Kubectl,
-    tokio::sync::oneshot::Sender<()>,
-    Serving,
-) {
-    let server = ApiServer::new(options).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let srv = server.clone();
-    let serving = tokio::spawn(async move {
-        srv.serve(listener, async {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
-    let k = Kubectl {
-        bin,
-        dir: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(
-        k.dir.path().join("kubeconfig"),
-        ApiServer::kubeconfig_yaml(&url),
-    )
-    .unwrap();
-    (server, k, stop_tx, serving)
-}
+impl Cluster {
+    /// The backend's server; on the real one, `options.rbac` chooses `--authorization-mode`
+    /// (RBAC or AlwaysAllow) and the other options do not apply (it is always HTTPS).
+    async fn start(bin: PathBuf, options: Options) -> Self {
+        let k = Kubectl {
+            bin,
+            dir: tempfile::tempdir().unwrap(),
+        };
+        if on_real_backend() {
+            let authz = if options.rbac { "RBAC" } else { "AlwaysAllow" };
+            let real = tokio::task::spawn_blocking(move || RealApiServer::start(authz))
+                .await
+                .unwrap();
+            std::fs::write(k.dir.path().join("kubeconfig"), &real.kubeconfig).unwrap();
+            return Cluster {
+                k,
+                client: client_for(&real.kubeconfig).await,
+                url: real.url.clone(),
+                ca_pem: None,
+                server: None,
+                _real: Some(real),
+                stop: None,
+                serving: None,
+            };
+        }
+        let tls = options.tls;
+        let server = ApiServer::new(options).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let cert = tls.then(|| ServingCert::generate(&[]).unwrap());
+        let scheme = if tls { "https" } else { "http" };
+        let url = format!("{scheme}://{}", listener.local_addr().unwrap());
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let srv = server.clone();
+        let ca_pem = cert.as_ref().map(|c| c.ca_pem().to_string());
+        let serving = tokio::spawn(async move {
+            let stopped = async {
+                let _ = stop_rx.await;
+            };
+            match cert {
+                Some(cert) => srv.serve_tls(listener, &cert, stopped).await,
+                None => srv.serve(listener, stopped).await,
+            }
+        });
+        let c = Cluster {
+            k,
+            client: server.client(),
+            url,
+            ca_pem,
+            server: Some(server),
+            _real: None,
+            stop: Some(stop_tx),
+            serving: Some(serving),
+        };
+        let admin = c.kubeconfig_with_token(c.server.as_ref().unwrap().admin_token());
+        c.k.file("kubeconfig", &admin);
+        c
+    }
 
-/// The DeployItem CRD the host ships.
-fn install_deployitem_crd(server: &ApiServer) {
-    server
-        .install_yaml_documents(
-            &std::fs::read_to_string(
-                "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
-            )
-            .unwrap(),
+    /// A kubeconfig for this server with `token` (none if empty) — what a ServiceAccount's
+    /// user or an anonymous one gets.
+    fn kubeconfig_with_token(&self, token: &str) -> String {
+        if self._real.is_some() {
+            return format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u, namespace: default}}\ncurrent-context: c\n",
+                self.url
+            );
+        }
+        ApiServer::kubeconfig_yaml_tls(&self.url, self.ca_pem.as_deref(), token)
+    }
+
+    /// Creates the objects of a YAML stream: in-process on the embedded server, with
+    /// `kubectl apply` on the real one.
+    async fn install_yaml(&self, yaml: &str) {
+        match &self.server {
+            Some(server) => server.install_yaml_documents(yaml).unwrap(),
+            None => {
+                let f = self.k.file("install.yaml", yaml);
+                self.k.run(&["apply", "-f", &f]).await;
+            }
+        }
+    }
+
+    /// The DeployItem CRD the host ships, established.
+    async fn install_deployitem_crd(&self) {
+        let crd = std::fs::read_to_string(
+            "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
         )
         .unwrap();
+        self.install_yaml(&crd).await;
+        self.k
+            .run(&[
+                "wait",
+                "--for=condition=Established",
+                "crd/deployitems.landscaper.gardener.cloud",
+                "--timeout=30s",
+            ])
+            .await;
+    }
+
+    /// Stops serving (embedded) and waits until the server has stopped.
+    async fn shut_down(mut self) {
+        if let (Some(stop), Some(serving)) = (self.stop.take(), self.serving.take()) {
+            let _ = stop.send(());
+            tokio::time::timeout(Duration::from_secs(10), serving)
+                .await
+                .expect("server stops")
+                .unwrap()
+                .unwrap();
+        }
+    }
+}
+
+/// A kube-rs client for a kubeconfig text.
+async fn client_for(kubeconfig: &str) -> kube::Client {
+    let parsed = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(parsed, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// kubectl's texts with runs of spaces as one (its column padding differs between the OpenAPI
+/// v3 and v2 code paths, i.e. between current servers and 1.20).
+fn squeezed(s: &str) -> String {
+    s.split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The header line and the line of `name` in kubectl's table output.
@@ -397,10 +588,10 @@ async fn kubectl_get_prints_the_columns_the_server_defines() {
         skip("kubectl not installed");
         return;
     };
-    let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
-    install_deployitem_crd(&server);
-    server
-        .install_yaml_documents(
+    let c = Cluster::start(bin, Options::default()).await;
+    let k = &c.k;
+    c.install_deployitem_crd().await;
+    c.install_yaml(
             "apiVersion: v1\nkind: Namespace\nmetadata: {name: cols}\n---\n\
              apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: di1, namespace: cols}\n\
              spec: {type: landscaper.gardener.cloud/mock}\n---\n\
@@ -410,7 +601,7 @@ async fn kubectl_get_prints_the_columns_the_server_defines() {
              spec: {replicas: 2, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, \
              spec: {containers: [{name: nginx, image: 'nginx:1.27'}]}}}\n",
         )
-        .unwrap();
+        .await;
     k.run(&[
         "patch",
         "deployitem",
@@ -525,8 +716,9 @@ async fn kubectl_apply_validates_lists_explains_crd_fields_and_diffs_by_server_d
         skip("kubectl not installed");
         return;
     };
-    let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
-    install_deployitem_crd(&server);
+    let c = Cluster::start(bin, Options::default()).await;
+    let k = &c.k;
+    c.install_deployitem_crd().await;
     // A `kind: List` with client-side validation on (kubectl reads /openapi/v2 for it).
     let list = k.file(
         "list.yaml",
@@ -540,25 +732,31 @@ async fn kubectl_apply_validates_lists_explains_crd_fields_and_diffs_by_server_d
         out.contains("deployitem.landscaper.gardener.cloud/d created"),
         "{out}"
     );
-    // A field the schema does not have is refused by server-side field validation.
-    let bad = k.file(
-        "bad.yaml",
-        "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: e, namespace: default}\n\
-         spec: {type: example.dev/x, typo: 1}\n",
-    );
-    let mut c = k.cmd(&["apply", "-f", &bad]);
-    let refused = tokio::task::spawn_blocking(move || c.output().unwrap())
-        .await
-        .unwrap();
-    assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("typo"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    // A field the schema does not have is refused by server-side field validation (Kubernetes
+    // 1.25 on; 1.20 prunes it silently).
+    if on_real_backend() {
+        eprintln!("SKIP on the real API server: server-side field validation (1.25+)");
+    } else {
+        let bad = k.file(
+            "bad.yaml",
+            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: e, namespace: default}\n\
+             spec: {type: example.dev/x, typo: 1}\n",
+        );
+        let mut c = k.cmd(&["apply", "-f", &bad]);
+        let refused = tokio::task::spawn_blocking(move || c.output().unwrap())
+            .await
+            .unwrap();
+        assert!(!refused.status.success());
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("typo"),
+            "{}",
+            String::from_utf8_lossy(&refused.stderr)
+        );
+    }
     // `kubectl explain` answers from the CRD's schema.
-    let out = k.run(&["explain", "deployitem.spec"]).await;
-    assert!(out.contains("KIND:       DeployItem"), "{out}");
+    // (A real server publishes a new CRD's schema in its OpenAPI a few seconds later.)
+    let out = squeezed(&k.run_eventually(&["explain", "deployitem.spec"]).await);
+    assert!(out.contains("KIND: DeployItem"), "{out}");
     assert!(
         out.contains("DeployItemSpec contains the definition"),
         "{out}"
@@ -597,14 +795,14 @@ async fn kubectl_wait_server_side_apply_conflicts_and_raw_discovery() {
         skip("kubectl not installed");
         return;
     };
-    let (server, k, _stop, _serving) = serve_with_kubectl(bin).await;
-    install_deployitem_crd(&server);
-    server
-        .install_yaml_documents(
-            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: w, namespace: default}\n\
+    let c = Cluster::start(bin, Options::default()).await;
+    let k = &c.k;
+    c.install_deployitem_crd().await;
+    c.install_yaml(
+        "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: w, namespace: default}\n\
              spec: {type: example.dev/x}\n",
-        )
-        .unwrap();
+    )
+    .await;
     // `kubectl wait --for=jsonpath` returns once the status says so (written while it waits).
     let mut c = k.cmd(&[
         "wait",
@@ -698,12 +896,14 @@ async fn kubectl_explains_built_in_kinds_and_its_client_side_apply_merges_lists_
         skip("kubectl not installed");
         return;
     };
-    let (_server, k, _stop, _serving) = serve_with_kubectl(bin).await;
+    let c = Cluster::start(bin, Options::default()).await;
+    let k = &c.k;
     // Built-in kinds' schemas (with what they reference) are served: explain walks into them.
-    let out = k
-        .run(&["explain", "deployment.spec.template.spec.containers.image"])
-        .await;
-    assert!(out.contains("KIND:       Deployment"), "{out}");
+    let out = squeezed(
+        &k.run(&["explain", "deployment.spec.template.spec.containers.image"])
+            .await,
+    );
+    assert!(out.contains("KIND: Deployment"), "{out}");
     assert!(out.contains("FIELD: image <string>"), "{out}");
     let out = k.run(&["explain", "configmap.data"]).await;
     assert!(
@@ -711,18 +911,23 @@ async fn kubectl_explains_built_in_kinds_and_its_client_side_apply_merges_lists_
         "{out}"
     );
 
-    // The served schemas carry the strategic-merge metadata a real server publishes.
-    let raw = k.run(&["get", "--raw", "/openapi/v3/apis/apps/v1"]).await;
-    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
-    let containers =
-        &doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
-    assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
-    assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
-    assert_eq!(
-        doc["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"]
-            [0]["kind"],
-        "Deployment"
-    );
+    // The served schemas carry the strategic-merge metadata a real server publishes (OpenAPI
+    // v3 is served by Kubernetes 1.27 on, not by the 1.20 test server).
+    if on_real_backend() {
+        eprintln!("SKIP on the real API server: /openapi/v3 (1.20 serves v2 only)");
+    } else {
+        let raw = k.run(&["get", "--raw", "/openapi/v3/apis/apps/v1"]).await;
+        let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        let containers =
+            &doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(
+            doc["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"]
+                [0]["kind"],
+            "Deployment"
+        );
+    }
 
     // Client-side apply sends a strategic merge patch and the server merges containers by
     // name, so an env var another writer added survives a re-apply.
@@ -765,30 +970,31 @@ async fn kubectl_explains_built_in_kinds_and_its_client_side_apply_merges_lists_
             "jsonpath={.spec.template.spec.containers[0].env[*].name}",
         ])
         .await;
+    // (In which order: a real server honours the `$setElementOrder` directive of kubectl's
+    // patch and puts B first; the embedded one keeps the stored order.)
+    let mut names: Vec<&str> = env.split_whitespace().collect();
+    names.sort();
     assert_eq!(
-        env, "A B",
-        "the env var the other writer added survived the re-apply"
+        names,
+        ["A", "B"],
+        "the env var the other writer added survived the re-apply: {env}"
     );
 }
 
-/// The server's API on another loopback port, every request carrying `Authorization: Bearer
-/// <token>`; returns its URL.
-async fn serve_with_token(server: &ApiServer, token: &str) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let value = http::HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
-    let app = server.router().layer(tower::util::MapRequestLayer::new(
-        move |mut req: axum::extract::Request| {
-            req.headers_mut()
-                .insert(http::header::AUTHORIZATION, value.clone());
-            req
-        },
-    ));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    url
-}
-
 impl Kubectl {
+    /// [`Kubectl::run`], retried for up to 30 s until it succeeds.
+    async fn run_eventually(&self, args: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (code, out, err) = self.run_as("kubeconfig", args).await;
+            if code == 0 {
+                return out;
+            }
+            assert!(Instant::now() < deadline, "kubectl {args:?} failed: {err}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// kubectl with another kubeconfig file of the same directory: (exit code, stdout, stderr).
     async fn run_as(&self, kubeconfig: &str, args: &[&str]) -> (i32, String, String) {
         let mut c = Command::new(&self.bin);
@@ -809,10 +1015,12 @@ impl Kubectl {
     }
 }
 
-/// RBAC on: the admin kubeconfig creates a ServiceAccount, mints its token (`kubectl create
-/// token`) and grants it a Role; `kubectl auth can-i` (as the account with its own kubeconfig,
-/// and `--as` through impersonation), `auth can-i --list`, `auth whoami`, and a forbidden
-/// `get` answer as on a real cluster.
+/// RBAC on, over HTTPS (kubectl sends a kubeconfig's token only over TLS; the embedded server
+/// serves a certificate generated at start, its CA in the kubeconfig): the admin kubeconfig
+/// creates a ServiceAccount, mints its token (`kubectl create token`) and grants it a Role;
+/// `kubectl auth can-i` (as the account with its own kubeconfig, and `--as` through
+/// impersonation), `auth can-i --list`, `auth whoami`, a forbidden `get`, and a kubeconfig
+/// without a token (anonymous) answer as on a real cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_auth_can_i_with_rbac() {
     let Some(bin) = kubectl_binary() else {
@@ -821,20 +1029,42 @@ async fn kubectl_auth_can_i_with_rbac() {
     };
     let options = Options {
         rbac: true,
+        tls: true,
+        admin_token: Some("an-admin-token-for-this-story".into()),
         ..Options::default()
     };
-    let (server, k, _stop, _serving) = serve_with_kubectl_options(bin, options).await;
-    // kubectl sends credentials only over TLS (client-go drops a kubeconfig's token for an
-    // http:// server), and the embedded server speaks plain HTTP: each identity gets its own
-    // loopback endpoint that adds its bearer token, as TLS would let kubectl send it.
-    let plain = std::fs::read_to_string(k.dir.path().join("kubeconfig")).unwrap();
-    k.file("plain-kubeconfig", &plain);
-    let (code, _, err) = k.run_as("plain-kubeconfig", &["get", "namespaces"]).await;
-    assert_ne!(code, 0);
-    // Anonymous: not even discovery (kubectl reports the 403 it got as `Forbidden: unknown`).
-    assert!(err.contains("Error from server (Forbidden)"), "{err}");
-    let admin_url = serve_with_token(&server, embedded_apiserver::auth::ADMIN_TOKEN).await;
-    k.file("kubeconfig", &ApiServer::kubeconfig_yaml(&admin_url));
+    let c = Cluster::start(bin, options).await;
+    let k = &c.k;
+    if !on_real_backend() {
+        assert!(c.url.starts_with("https://"), "{}", c.url);
+        // Only the configured administrator token is the administrator.
+        k.file(
+            "well-known-kubeconfig",
+            &c.kubeconfig_with_token(embedded_apiserver::auth::ADMIN_TOKEN),
+        );
+        let (code, _, err) = k
+            .run_as("well-known-kubeconfig", &["get", "namespaces"])
+            .await;
+        assert_ne!(code, 0);
+        // A 401, in kubectl's words for it.
+        assert!(err.contains("You must be logged in to the server"), "{err}");
+    }
+    // Anonymous (no token): not even discovery. (kubectl itself would prompt for a password
+    // over HTTPS without credentials: a kube-rs client trusting the kubeconfig's CA asks.)
+    let anonymous = client_for(&c.kubeconfig_with_token("")).await;
+    let refused = anonymous
+        .request_text(http::Request::get("/api").body(Vec::new()).unwrap())
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(status.code, 403, "{status:?}");
+    assert_eq!(
+        status.message, r#"forbidden: User "system:anonymous" cannot get path "/api""#,
+        "{status:?}"
+    );
+    // The administrator's kubeconfig works.
     k.run(&["create", "namespace", "team"]).await;
     let sa = k.file(
         "sa.yaml",
@@ -844,11 +1074,7 @@ async fn kubectl_auth_can_i_with_rbac() {
     let token = k.run(&["create", "token", "sa", "-n", "team"]).await;
     let token = token.trim();
     assert!(!token.is_empty());
-    let sa_url = serve_with_token(&server, token).await;
-    k.file(
-        "sa-kubeconfig",
-        &ApiServer::kubeconfig_yaml(&sa_url).replace("embedded-apiserver-accepts-any-token", token),
-    );
+    k.file("sa-kubeconfig", &c.kubeconfig_with_token(token));
     let as_sa = "--as=system:serviceaccount:team:sa";
     let (code, out, _) = k
         .run_as(
@@ -919,6 +1145,7 @@ async fn kubectl_auth_can_i_with_rbac() {
             .any(|l| l.starts_with("configmaps ") && l.contains("[get list]")),
         "{out}"
     );
+    skip_on_real!("`kubectl auth whoami` (SelfSubjectReview is served from 1.28 on)");
     let (code, out, err) = k.run_as("sa-kubeconfig", &["auth", "whoami"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("system:serviceaccount:team:sa"), "{out}");

@@ -61,6 +61,10 @@ pub struct DevOptions {
     pub faults: embedded_apiserver::FaultConfig,
     /// Run the container deployer's pods as local processes ([`kubelet::ProcessKubelet`]).
     pub run_pods: bool,
+    /// Authenticate and authorize with RBAC, serving HTTPS (kubectl sends tokens only over TLS)
+    /// with a certificate generated at start; the kubeconfig written carries its CA and a
+    /// random administrator token.
+    pub rbac: bool,
 }
 
 /// A running dev environment (also used by tests, which skip the HTTP listener).
@@ -75,13 +79,21 @@ impl DevEnvironment {
     /// Creates the API server with CRDs, namespace, Target and Context. `server_url` is what
     /// the `default` Target's kubeconfig points at.
     pub async fn bootstrap(server: ApiServer, server_url: &str) -> anyhow::Result<Self> {
+        Self::bootstrap_with(server, ApiServer::kubeconfig_yaml(server_url)).await
+    }
+
+    /// [`DevEnvironment::bootstrap`] with the `default` Target's kubeconfig given whole (an
+    /// HTTPS server's, with its CA and token).
+    pub async fn bootstrap_with(
+        server: ApiServer,
+        target_kubeconfig: String,
+    ) -> anyhow::Result<Self> {
         for crd in LANDSCAPER_CRDS.iter().chain(&OWN_CRDS) {
             server
                 .install_yaml_documents(crd)
                 .context("installing the CRDs")?;
         }
         let client = server.client();
-        let target_kubeconfig = ApiServer::kubeconfig_yaml(server_url);
         ensure_default_objects(&client, &target_kubeconfig).await?;
         Ok(Self {
             server,
@@ -213,19 +225,43 @@ pub fn with_dev_hooks(
     config
 }
 
+/// A bearer token nobody can guess (the administrator's of `--rbac`).
+pub fn random_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
 /// Runs dev mode until Ctrl-C / SIGTERM.
 pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> {
     let server = ApiServer::new(embedded_apiserver::Options {
         data_dir: options.data_dir.clone(),
         simulate_workloads: options.simulate_workloads,
         faults: options.faults.clone(),
+        rbac: options.rbac,
+        tls: options.rbac,
+        admin_token: options.rbac.then(random_token),
         ..Default::default()
     })?;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("binding {}", options.listen))?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let env = DevEnvironment::bootstrap(server.clone(), &url).await?;
+    let cert = options
+        .rbac
+        .then(|| embedded_apiserver::tls::ServingCert::generate(&[options.listen.ip().to_string()]))
+        .transpose()?;
+    let scheme = if cert.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr()?);
+    let ca_pem = cert
+        .as_ref()
+        .map(embedded_apiserver::tls::ServingCert::ca_pem);
+    let env = DevEnvironment::bootstrap_with(
+        server.clone(),
+        ApiServer::kubeconfig_yaml_tls(&url, ca_pem, server.admin_token()),
+    )
+    .await?;
 
     // As `run`: large plugins join after start-up instead of holding it up.
     let (registry, container, pending) = plugins::load_within(
@@ -257,11 +293,12 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         tokio::spawn(pending.arrive(catalog, loading));
     }
 
-    if let Some(parent) = options.kubeconfig_out.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(&options.kubeconfig_out, ApiServer::kubeconfig_yaml(&url))
-        .with_context(|| format!("writing {}", options.kubeconfig_out.display()))?;
+    embedded_apiserver::write_kubeconfig(
+        &options.kubeconfig_out,
+        &url,
+        ca_pem,
+        server.admin_token(),
+    )?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = move || {
@@ -273,7 +310,12 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let serve = tokio::spawn({
         let server = server.clone();
         let stopped = stopped();
-        async move { server.serve(listener, stopped).await }
+        async move {
+            match cert {
+                Some(cert) => server.serve_tls(listener, &cert, stopped).await,
+                None => server.serve(listener, stopped).await,
+            }
+        }
     });
     let controller_task = tokio::spawn(controller::run(
         deployer,
