@@ -457,7 +457,8 @@ fn go_string_map(m: Option<&Value>) -> String {
     format!("map[string]string{{{}}}", items.join(", "))
 }
 
-fn selector_matches(sel: &Value, labels: Option<&Value>) -> bool {
+/// Whether a `LabelSelector` (`matchLabels`, `matchExpressions`) matches `labels`.
+pub(crate) fn selector_matches(sel: &Value, labels: Option<&Value>) -> bool {
     let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
     if let Some(ml) = sel.get("matchLabels").and_then(Value::as_object) {
         for (k, v) in ml {

@@ -3,7 +3,8 @@
 //! (`kubectl create namespace|configmap|secret`) send these; everything else
 //! kubectl and kube-rs send is JSON. Supported: the `k8s\0` + `runtime.Unknown`
 //! envelope, `ObjectMeta` (names, labels, annotations, finalizers), Namespace,
-//! ConfigMap, Secret and DeleteOptions, and the specs of what `kubectl auth` and
+//! ConfigMap, Secret, DeleteOptions, the RBAC kinds `kubectl create
+//! role|clusterrole|rolebinding|clusterrolebinding` sends, and the specs of what `kubectl auth` and
 //! `kubectl create token` send (SelfSubjectAccessReview, SelfSubjectRulesReview,
 //! SelfSubjectReview, TokenRequest). Other kinds get 415.
 
@@ -224,6 +225,31 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
                 data.insert(k, v);
             }
             ("ConfigMap" | "Secret", _, _) => {}
+            ("Role" | "ClusterRole", 2, Field::Bytes(b)) => {
+                push(&mut obj, "rules", policy_rule(b).ok_or_else(bad)?);
+            }
+            ("ClusterRole", 3, Field::Bytes(b)) => {
+                let mut selectors = Vec::new();
+                for (n, f) in fields(b).ok_or_else(bad)? {
+                    if let (1, Field::Bytes(sel)) = (n, f) {
+                        selectors.push(label_selector(sel).ok_or_else(bad)?);
+                    }
+                }
+                obj["aggregationRule"] = json!({ "clusterRoleSelectors": selectors });
+            }
+            ("RoleBinding" | "ClusterRoleBinding", 2, Field::Bytes(b)) => {
+                let names = [(1, "kind"), (2, "apiGroup"), (3, "name"), (4, "namespace")];
+                push(
+                    &mut obj,
+                    "subjects",
+                    string_fields(b, &names).ok_or_else(bad)?,
+                );
+            }
+            ("RoleBinding" | "ClusterRoleBinding", 3, Field::Bytes(b)) => {
+                let names = [(1, "apiGroup"), (2, "kind"), (3, "name")];
+                obj["roleRef"] = string_fields(b, &names).ok_or_else(bad)?;
+            }
+            ("Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding", _, _) => {}
             (
                 "SelfSubjectAccessReview" | "SelfSubjectRulesReview" | "TokenRequest",
                 2,
@@ -249,6 +275,64 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
         obj["binaryData"] = Value::Object(binary);
     }
     Ok(obj)
+}
+
+/// Appends `v` to the array `obj[key]` (created if missing).
+fn push(obj: &mut Value, key: &str, v: Value) {
+    if !obj[key].is_array() {
+        obj[key] = json!([]);
+    }
+    if let Some(a) = obj[key].as_array_mut() {
+        a.push(v);
+    }
+}
+
+/// An `rbac/v1` PolicyRule: verbs, apiGroups, resources, resourceNames, nonResourceURLs (1–5).
+fn policy_rule(b: &[u8]) -> Option<Value> {
+    let names = [
+        "verbs",
+        "apiGroups",
+        "resources",
+        "resourceNames",
+        "nonResourceURLs",
+    ];
+    let mut rule = json!({});
+    for (n, f) in fields(b)? {
+        if let Some(name) = (1..=5).contains(&n).then(|| names[n as usize - 1]) {
+            push(&mut rule, name, json!(s(&f)?));
+        }
+    }
+    Some(rule)
+}
+
+/// A `meta/v1` LabelSelector: matchLabels (1), matchExpressions (2: key, operator, values).
+fn label_selector(b: &[u8]) -> Option<Value> {
+    let mut sel = json!({});
+    for (n, f) in fields(b)? {
+        match (n, &f) {
+            (1, _) => {
+                let (k, v) = map_entry(&f, false)?;
+                if !sel["matchLabels"].is_object() {
+                    sel["matchLabels"] = json!({});
+                }
+                sel["matchLabels"][k] = v;
+            }
+            (2, Field::Bytes(e)) => {
+                let mut req = json!({});
+                for (n, f) in fields(e)? {
+                    match n {
+                        1 => req["key"] = json!(s(&f)?),
+                        2 => req["operator"] = json!(s(&f)?),
+                        3 => push(&mut req, "values", json!(s(&f)?)),
+                        _ => {}
+                    }
+                }
+                push(&mut sel, "matchExpressions", req);
+            }
+            _ => {}
+        }
+    }
+    Some(sel)
 }
 
 /// The string fields of a message, by field number → JSON name.
@@ -373,5 +457,68 @@ mod tests {
         assert_eq!(base64(b"hi!?"), "aGkhPw==");
         assert!(decode_object(b"k8s\0\xff\xff").is_err());
         assert!(decode_object(b"nope").is_err());
+    }
+
+    #[test]
+    fn decodes_what_kubectl_create_rolebinding_and_clusterrole_send() {
+        let rb = [
+            ld(1, &ld(1, b"viewer")),
+            ld(
+                2,
+                &[ld(1, b"ServiceAccount"), ld(3, b"sa"), ld(4, b"team")].concat(),
+            ),
+            ld(
+                3,
+                &[
+                    ld(1, b"rbac.authorization.k8s.io"),
+                    ld(2, b"ClusterRole"),
+                    ld(3, b"view"),
+                ]
+                .concat(),
+            ),
+        ]
+        .concat();
+        let tm = [
+            ld(1, b"rbac.authorization.k8s.io/v1"),
+            ld(2, b"RoleBinding"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &rb)].concat();
+        let got = decode_object(&body).unwrap();
+        assert_eq!(
+            got["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "team"}])
+        );
+        assert_eq!(
+            got["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"})
+        );
+        let cr = [
+            ld(1, &ld(1, b"agg")),
+            ld(
+                2,
+                &[ld(1, b"get"), ld(1, b"list"), ld(2, b""), ld(3, b"pods")].concat(),
+            ),
+            ld(
+                3,
+                &ld(1, &ld(1, &[ld(1, b"team"), ld(2, b"true")].concat())),
+            ),
+        ]
+        .concat();
+        let tm = [
+            ld(1, b"rbac.authorization.k8s.io/v1"),
+            ld(2, b"ClusterRole"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &cr)].concat();
+        let got = decode_object(&body).unwrap();
+        assert_eq!(
+            got["rules"],
+            json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}])
+        );
+        assert_eq!(
+            got["aggregationRule"],
+            json!({"clusterRoleSelectors": [{"matchLabels": {"team": "true"}}]})
+        );
     }
 }

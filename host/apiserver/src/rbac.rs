@@ -6,8 +6,9 @@
 //! `*`), the walk over ClusterRoleBindings and the request namespace's RoleBindings
 //! ([`Policy::authorize`], [`Policy::rules_for`]), the `Forbidden` Status in the server's words
 //! ([`forbidden`]), privilege-escalation prevention for Role and binding writes
-//! ([`Policy::confirm_no_escalation`]) and the bootstrap policy a fresh cluster has
-//! ([`bootstrap_objects`]).
+//! ([`Policy::confirm_no_escalation`]), the rules of aggregated ClusterRoles
+//! ([`aggregated_rules`], what Kubernetes' clusterrole-aggregation controller writes) and the
+//! bootstrap policy a fresh cluster has ([`bootstrap_objects`]).
 //!
 //! Must not touch: the store (a [`Policy`] is a snapshot of the RBAC objects, taken by the
 //! caller), HTTP, or authentication (who the user is comes from `auth`).
@@ -269,6 +270,49 @@ impl PolicyRule {
             .map(|r| r.iter().map(PolicyRule::from_json).collect())
             .unwrap_or_default()
     }
+}
+
+/// The rules Kubernetes' clusterrole-aggregation controller writes into a ClusterRole with an
+/// `aggregationRule`: for each of its `clusterRoleSelectors` in order, the ClusterRoles the
+/// selector matches (by name, never the role itself), each of their rules once (rules equal in
+/// content count once). `None` when `role` has no `aggregationRule` or its rules are already
+/// these (nothing to write; a missing `rules` equals `[]`, as Go's semantic equality has it).
+pub fn aggregated_rules<'a>(
+    role: &Value,
+    cluster_roles: impl IntoIterator<Item = &'a Value>,
+) -> Option<Vec<Value>> {
+    let selectors = role
+        .pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)?;
+    let own = meta(role, "name");
+    let mut others: Vec<&Value> = cluster_roles
+        .into_iter()
+        .filter(|r| meta(r, "name") != own)
+        .collect();
+    others.sort_by(|a, b| meta(a, "name").cmp(meta(b, "name")));
+    let mut rules: Vec<Value> = Vec::new();
+    let mut seen: Vec<PolicyRule> = Vec::new();
+    for sel in selectors {
+        for other in &others {
+            if !crate::builtin::selector_matches(sel, other.pointer("/metadata/labels")) {
+                continue;
+            }
+            for rule in other
+                .get("rules")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let p = PolicyRule::from_json(rule);
+                if !seen.contains(&p) {
+                    seen.push(p);
+                    rules.push(rule.clone());
+                }
+            }
+        }
+    }
+    let current = PolicyRule::of_role(role);
+    (current != seen).then_some(rules)
 }
 
 fn has_or_all(list: &[String], want: &str) -> bool {
@@ -734,7 +778,9 @@ pub fn forbidden_status(group: &str, resource: &str, name: &str, err: &str) -> A
 
 /// The roles and bindings a fresh cluster with RBAC has (the part of Kubernetes' bootstrap
 /// policy that concerns API clients): `cluster-admin` for `system:masters`,
-/// `system:discovery`, `system:basic-user` and `system:public-info-viewer`.
+/// `system:discovery`, `system:basic-user` and `system:public-info-viewer`, and the
+/// user-facing aggregated roles `admin` ⊇ `edit` ⊇ `view` with the `system:aggregate-to-*`
+/// roles that feed them (see [`aggregated_roles`]).
 pub fn bootstrap_objects() -> Vec<Value> {
     let md = |name: &str| {
         json!({"name": name,
@@ -794,6 +840,219 @@ pub fn bootstrap_objects() -> Vec<Value> {
             "system:public-info-viewer",
             &[ALL_AUTHENTICATED, ALL_UNAUTHENTICATED],
         ),
+    ]
+    .into_iter()
+    .chain(aggregated_roles())
+    .collect()
+}
+
+/// Kubernetes' user-facing roles: `admin`, `edit` and `view` carry no rules of their own but an
+/// `aggregationRule` selecting `rbac.authorization.k8s.io/aggregate-to-<role>: "true"`; `edit`
+/// is itself aggregated into `admin` and `view` into `edit`; the rules come from
+/// `system:aggregate-to-admin|edit|view` (upstream's bootstrap rules for the API groups this
+/// server serves). Anyone may add a ClusterRole with such a label to extend them, as CRD
+/// authors do.
+fn aggregated_roles() -> Vec<Value> {
+    const AGG: &str = "rbac.authorization.k8s.io/aggregate-to-";
+    let read = json!(["get", "list", "watch"]);
+    let write = json!(["create", "delete", "deletecollection", "patch", "update"]);
+    let read_write = json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch"
+    ]);
+    let rule = |groups: &[&str], resources: &[&str], verbs: &Value| json!({"apiGroups": groups, "resources": resources, "verbs": verbs});
+    let role = |name: &str, labels: Value, aggregate: Option<&str>, rules: Vec<Value>| {
+        let mut labels = labels;
+        labels["kubernetes.io/bootstrapping"] = json!("rbac-defaults");
+        let mut r = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels,
+                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+            "rules": rules});
+        if let Some(to) = aggregate {
+            r["aggregationRule"] =
+                json!({"clusterRoleSelectors": [{"matchLabels": {format!("{AGG}{to}"): "true"}}]});
+        }
+        r
+    };
+    let agg = |to: &[&str]| {
+        let mut m = serde_json::Map::new();
+        for t in to {
+            m.insert(format!("{AGG}{t}"), json!("true"));
+        }
+        Value::Object(m)
+    };
+    let view_rules = vec![
+        rule(
+            &[""],
+            &[
+                "pods",
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/status",
+                "endpoints",
+                "persistentvolumeclaims",
+                "persistentvolumeclaims/status",
+                "configmaps",
+            ],
+            &read,
+        ),
+        rule(
+            &[""],
+            &[
+                "limitranges",
+                "resourcequotas",
+                "bindings",
+                "events",
+                "pods/status",
+                "resourcequotas/status",
+                "namespaces/status",
+                "replicationcontrollers/status",
+                "pods/log",
+            ],
+            &read,
+        ),
+        rule(&[""], &["namespaces"], &read),
+        rule(&["discovery.k8s.io"], &["endpointslices"], &read),
+        rule(
+            &["apps"],
+            &[
+                "controllerrevisions",
+                "statefulsets",
+                "statefulsets/scale",
+                "statefulsets/status",
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+            ],
+            &read,
+        ),
+        rule(
+            &["autoscaling"],
+            &[
+                "horizontalpodautoscalers",
+                "horizontalpodautoscalers/status",
+            ],
+            &read,
+        ),
+        rule(
+            &["batch"],
+            &["jobs", "jobs/status", "cronjobs", "cronjobs/status"],
+            &read,
+        ),
+        rule(
+            &["policy"],
+            &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+            &read,
+        ),
+        rule(
+            &["networking.k8s.io"],
+            &["ingresses", "ingresses/status", "networkpolicies"],
+            &read,
+        ),
+    ];
+    let edit_rules = vec![
+        rule(&[""], &["serviceaccounts"], &json!(["impersonate"])),
+        rule(
+            &[""],
+            &[
+                "pods",
+                "pods/attach",
+                "pods/proxy",
+                "pods/exec",
+                "pods/portforward",
+            ],
+            &write,
+        ),
+        rule(&[""], &["pods/eviction"], &json!(["create"])),
+        rule(
+            &[""],
+            &[
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/proxy",
+                "persistentvolumeclaims",
+                "configmaps",
+                "secrets",
+                "events",
+            ],
+            &write,
+        ),
+        rule(&[""], &["serviceaccounts/token"], &json!(["create"])),
+        rule(
+            &["apps"],
+            &[
+                "statefulsets",
+                "statefulsets/scale",
+                "daemonsets",
+                "deployments",
+                "deployments/rollback",
+                "deployments/scale",
+                "replicasets",
+                "replicasets/scale",
+            ],
+            &write,
+        ),
+        rule(&["autoscaling"], &["horizontalpodautoscalers"], &write),
+        rule(&["batch"], &["jobs", "cronjobs"], &write),
+        rule(&["policy"], &["poddisruptionbudgets"], &write),
+        rule(
+            &["networking.k8s.io"],
+            &["ingresses", "networkpolicies"],
+            &write,
+        ),
+        rule(&["coordination.k8s.io"], &["leases"], &read_write),
+        rule(
+            &[""],
+            &[
+                "pods/attach",
+                "pods/exec",
+                "pods/portforward",
+                "pods/proxy",
+                "secrets",
+                "services/proxy",
+            ],
+            &read,
+        ),
+    ];
+    let admin_rules = vec![
+        rule(
+            &["authorization.k8s.io"],
+            &["localsubjectaccessreviews"],
+            &json!(["create"]),
+        ),
+        rule(
+            &["rbac.authorization.k8s.io"],
+            &["rolebindings", "roles"],
+            &read_write,
+        ),
+    ];
+    vec![
+        role("admin", json!({}), Some("admin"), vec![]),
+        role("edit", agg(&["admin"]), Some("edit"), vec![]),
+        role("view", agg(&["edit"]), Some("view"), vec![]),
+        role(
+            "system:aggregate-to-admin",
+            agg(&["admin"]),
+            None,
+            admin_rules,
+        ),
+        role("system:aggregate-to-edit", agg(&["edit"]), None, edit_rules),
+        role("system:aggregate-to-view", agg(&["view"]), None, view_rules),
     ]
 }
 
@@ -1256,6 +1515,77 @@ mod tests {
         assert!(
             p.confirm_no_escalation(&UserInfo::admin(), "ns", &more)
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn aggregated_cluster_roles_get_the_rules_of_the_roles_their_selectors_match() {
+        let role = |name: &str, labels: Value, rules: Value| {
+            json!({"kind": "ClusterRole", "metadata": {"name": name, "labels": labels},
+                "rules": rules})
+        };
+        let pods = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]});
+        let cms = json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]});
+        let mut monitoring = role("monitoring", json!({}), json!([]));
+        monitoring["aggregationRule"] = json!({"clusterRoleSelectors": [
+            {"matchLabels": {"agg": "monitoring"}},
+            {"matchExpressions": [{"key": "extra", "operator": "Exists"}]}]});
+        let b = role("b", json!({"agg": "monitoring"}), json!([pods.clone()]));
+        // Matched by both selectors and carrying a rule `b` has: each rule once, by name.
+        let a = role(
+            "a",
+            json!({"agg": "monitoring", "extra": "1"}),
+            json!([cms.clone(), pods.clone()]),
+        );
+        let other = role("other", json!({"agg": "else"}), json!([{"verbs": ["*"]}]));
+        let all = [&monitoring, &b, &a, &other];
+        let rules = aggregated_rules(&monitoring, all).unwrap();
+        assert_eq!(
+            rules,
+            [cms.clone(), pods.clone()],
+            "a's rules, then b's new ones"
+        );
+        // Written once, nothing more to do; a role without an aggregationRule is left alone.
+        let mut done = monitoring.clone();
+        done["rules"] = json!(rules);
+        assert_eq!(aggregated_rules(&done, [&done, &b, &a, &other]), None);
+        assert_eq!(aggregated_rules(&b, all), None);
+        // A matching role that goes takes its rules along; none left is `[]`.
+        assert_eq!(aggregated_rules(&done, [&done, &b]).unwrap(), [pods]);
+        assert_eq!(
+            aggregated_rules(&done, [&done]).unwrap(),
+            Vec::<Value>::new()
+        );
+        assert_eq!(
+            aggregated_rules(&monitoring, [&monitoring]),
+            None,
+            "[] == no rules"
+        );
+    }
+
+    #[test]
+    fn the_bootstrap_aggregates_admin_edit_view() {
+        let objs = bootstrap_objects();
+        let named = |n: &str| {
+            objs.iter()
+                .find(|o| o["metadata"]["name"] == n && o["kind"] == "ClusterRole")
+                .unwrap()
+        };
+        assert_eq!(
+            named("edit")["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"],
+            "true"
+        );
+        assert_eq!(
+            named("view")["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"],
+            "true"
+        );
+        let roles: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "ClusterRole").collect();
+        let view = aggregated_rules(named("view"), roles.iter().copied()).unwrap();
+        assert!(!view.is_empty());
+        assert!(
+            view.iter()
+                .all(|r| r["verbs"] == json!(["get", "list", "watch"])),
+            "view only reads"
         );
     }
 

@@ -119,7 +119,12 @@ pub struct Inner {
     pub(crate) schemas: HashMap<String, Arc<CrdSchemas>>,
     /// Play kubelet/controllers for workload status (see [`crate::simulate`]).
     pub(crate) simulate: bool,
+    /// Set while [`Inner::aggregate_cluster_roles`] writes (its own writes do not recurse).
+    aggregating: bool,
 }
+
+/// Resource key of ClusterRoles (their writes re-aggregate aggregated ClusterRoles).
+const CLUSTER_ROLES_KEY: &str = "rbac.authorization.k8s.io/clusterroles";
 
 /// The store: a mutex around [`Inner`].
 pub struct Store {
@@ -144,6 +149,7 @@ impl Store {
                 tx,
                 schemas: HashMap::new(),
                 simulate: false,
+                aggregating: false,
             }),
         }
     }
@@ -284,7 +290,54 @@ impl Inner {
         if key == CRD_KEY {
             self.crd_changed(etype, &obj);
         }
+        if key == CLUSTER_ROLES_KEY && !self.aggregating {
+            self.aggregate_cluster_roles();
+        }
         obj
+    }
+
+    /// Kubernetes' clusterrole-aggregation controller, in the request that changed a
+    /// ClusterRole: every ClusterRole with an `aggregationRule` gets the rules of the
+    /// ClusterRoles its selectors match ([`crate::rbac::aggregated_rules`]), written (MODIFIED,
+    /// a new resourceVersion) only when they differ; repeated until nothing changes, so
+    /// aggregates of aggregates (`admin` ⊇ `edit` ⊇ `view`) settle in the same request.
+    pub(crate) fn aggregate_cluster_roles(&mut self) {
+        let Some(rt) = self.registry.by_key(CLUSTER_ROLES_KEY).cloned() else {
+            return;
+        };
+        self.aggregating = true;
+        let all = self.objects_of(CLUSTER_ROLES_KEY, Some(""));
+        let aggregated: Vec<String> = all
+            .iter()
+            .filter(|r| r.get("aggregationRule").is_some_and(|a| !a.is_null()))
+            .map(|r| {
+                r.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        // A chain of n aggregates settles in n passes; the bound only stops a cycle.
+        for _ in 0..=aggregated.len() {
+            let mut changed = false;
+            for name in &aggregated {
+                let all = self.objects_of(CLUSTER_ROLES_KEY, Some(""));
+                let Some(role) = self.lookup(CLUSTER_ROLES_KEY, "", name).cloned() else {
+                    continue;
+                };
+                if let Some(rules) = crate::rbac::aggregated_rules(&role, all.iter().map(|r| &**r))
+                {
+                    let mut next = (*role).clone();
+                    next["rules"] = Value::Array(rules);
+                    self.commit(&rt, "", name, Some(next));
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.aggregating = false;
     }
 
     fn index(

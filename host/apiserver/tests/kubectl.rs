@@ -1150,3 +1150,82 @@ async fn kubectl_auth_can_i_with_rbac() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("system:serviceaccount:team:sa"), "{out}");
 }
+
+/// Aggregated ClusterRoles, as the clusterrole-aggregation controller keeps them: `kubectl create
+/// rolebinding --clusterrole=view` grants what `view` aggregates, and a ClusterRole labelled
+/// `aggregate-to-view` (what a CRD's author ships) extends `view` at once, and stops to when
+/// it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_follows_aggregated_cluster_roles() {
+    skip_on_real!("ClusterRole aggregation is the controller-manager's; the test server runs none");
+    let Some(bin) = kubectl_binary() else {
+        skip("kubectl not installed");
+        return;
+    };
+    let options = Options {
+        rbac: true,
+        tls: true,
+        admin_token: Some("an-admin-token-for-this-story".into()),
+        ..Options::default()
+    };
+    let c = Cluster::start(bin, options).await;
+    let k = &c.k;
+    c.install_deployitem_crd().await;
+    k.run(&["create", "namespace", "team"]).await;
+    k.run(&["create", "serviceaccount", "sa", "-n", "team"])
+        .await;
+    k.run(&[
+        "create",
+        "rolebinding",
+        "sa-views",
+        "--clusterrole=view",
+        "--serviceaccount=team:sa",
+        "-n",
+        "team",
+    ])
+    .await;
+    let can_i = |verb: &'static str, what: &'static str| async move {
+        let (code, out, err) = k
+            .run_as(
+                "kubeconfig",
+                &[
+                    "auth",
+                    "can-i",
+                    verb,
+                    what,
+                    "-n",
+                    "team",
+                    "--as=system:serviceaccount:team:sa",
+                ],
+            )
+            .await;
+        assert!(code == 0 || code == 1, "{err}");
+        out.trim() == "yes"
+    };
+    assert!(can_i("list", "configmaps").await, "view aggregates reading");
+    assert!(can_i("watch", "deployments.apps").await);
+    assert!(
+        !can_i("list", "secrets").await,
+        "view does not read secrets"
+    );
+    assert!(!can_i("create", "configmaps").await);
+    assert!(!can_i("list", "deployitems.landscaper.gardener.cloud").await);
+
+    // A CRD's author extends `view`.
+    let extension = k.file(
+        "extension.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: deployitems-view\n  labels:\n    rbac.authorization.k8s.io/aggregate-to-view: \"true\"\nrules:\n- apiGroups: [landscaper.gardener.cloud]\n  resources: [deployitems]\n  verbs: [get, list, watch]\n",
+    );
+    k.run(&["apply", "-f", &extension]).await;
+    assert!(can_i("list", "deployitems.landscaper.gardener.cloud").await);
+    // The controller wrote the rule into `view` (and, through `edit`, into `admin`).
+    for role in ["view", "edit", "admin"] {
+        let rules = k
+            .run(&["get", "clusterrole", role, "-o", "jsonpath={.rules}"])
+            .await;
+        assert!(rules.contains("deployitems"), "{role}: {rules}");
+    }
+    k.run(&["delete", "clusterrole", "deployitems-view"]).await;
+    assert!(!can_i("list", "deployitems.landscaper.gardener.cloud").await);
+    assert!(can_i("list", "configmaps").await);
+}
