@@ -650,6 +650,14 @@ async fn resource(
             {
                 return e.into_response();
             }
+            if verb == "patch"
+                && !status_sub
+                && api.shared.opts.rbac
+                && let Err(e) =
+                    confirm_no_escalation_on_patch(&ctx, user, name.unwrap_or(""), ct, &bytes)
+            {
+                return e.into_response();
+            }
             match verb {
                 "create" => do_create(&ctx, ct, &bytes),
                 "update" => do_update(&ctx, name.unwrap_or(""), status_sub, ct, &bytes),
@@ -831,6 +839,47 @@ fn do_update(
     Ok(c.respond(200, &obj))
 }
 
+/// Escalation prevention for a PATCH of a Role, ClusterRole or binding, as kube-apiserver's
+/// RBAC storage checks the object an update (a patch is one) would store: the patch is
+/// applied as a dry run and the result must pass [`confirm_no_escalation`], unless the patch
+/// changes nothing or only what garbage collection changes (ownerReferences, finalizers).
+fn confirm_no_escalation_on_patch(
+    c: &Ctx<'_>,
+    user: &UserInfo,
+    name: &str,
+    ct: &str,
+    bytes: &[u8],
+) -> Result<(), ApiError> {
+    if c.rt.group != "rbac.authorization.k8s.io" || user.in_group(rbac::SYSTEM_MASTERS) {
+        return Ok(());
+    }
+    let Ok(old) = c.api.shared.store.lock().get(&c.rt, c.ns, name) else {
+        return Ok(()); // the patch itself answers NotFound (or creates, for apply)
+    };
+    let mut o = c.write_opts();
+    o.dry_run = true;
+    let (new, changed, _) = patched(c, name, false, ct, bytes, &o)?;
+    let without_gc_fields = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            for f in [
+                "ownerReferences",
+                "finalizers",
+                "resourceVersion",
+                "managedFields",
+                "generation",
+            ] {
+                m.remove(f);
+            }
+        }
+        v
+    };
+    if !changed || without_gc_fields(&new) == without_gc_fields(&old) {
+        return Ok(());
+    }
+    confirm_no_escalation(c.api, user, &c.rt, c.ns, &new)
+}
+
 fn do_patch(
     c: &Ctx<'_>,
     name: &str,
@@ -838,6 +887,29 @@ fn do_patch(
     ct: &str,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
+    let o = c.write_opts();
+    let (obj, changed, created) = patched(c, name, status, ct, bytes, &o)?;
+    if !o.dry_run {
+        c.audit(
+            if created { "create" } else { "patch" },
+            name,
+            status.then_some("status"),
+            &obj,
+            changed,
+        );
+    }
+    Ok(c.respond(if created { 201 } else { 200 }, &obj))
+}
+
+/// Applies a patch request (committed unless `o.dry_run`): (object, changed, created).
+fn patched(
+    c: &Ctx<'_>,
+    name: &str,
+    status: bool,
+    ct: &str,
+    bytes: &[u8],
+    o: &WriteOpts,
+) -> Result<(Obj, bool, bool), ApiError> {
     let kind = match media_type(ct).as_str() {
         "application/merge-patch+json" => PatchKind::Merge,
         "application/json-patch+json" => PatchKind::Json,
@@ -868,23 +940,11 @@ fn do_patch(
         (Some(v), _) => v.to_storage(&body),
         (None, _) => body,
     };
-    let o = c.write_opts();
-    let (obj, changed, created) = c
-        .api
+    c.api
         .shared
         .store
         .lock()
-        .patch(&c.rt, c.version, c.ns, name, kind, &body, status, &o)?;
-    if !o.dry_run {
-        c.audit(
-            if created { "create" } else { "patch" },
-            name,
-            status.then_some("status"),
-            &obj,
-            changed,
-        );
-    }
-    Ok(c.respond(if created { 201 } else { 200 }, &obj))
+        .patch(&c.rt, c.version, c.ns, name, kind, &body, status, o)
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -787,3 +787,110 @@ async fn roles_may_only_grant_what_their_writer_holds() {
     let (code, _) = call(&s, &token, "POST", uri, too_much).await;
     assert_eq!(code, 403);
 }
+
+/// A PATCH is an update: the object it would store must not grant (or bind) more than the
+/// writer holds, as kube-apiserver's RBAC storage checks, unless it changes only what
+/// garbage collection changes.
+#[tokio::test]
+async fn patches_of_roles_and_bindings_may_not_escalate_either() {
+    let s = rbac_server();
+    let token = service_account(&s, "ns", "sa").await;
+    grant(
+        &s,
+        json!([role("ns", "rbac-patcher", json!([
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "patch"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}])),
+            binding(Some("ns"), "rbac-patcher", "Role", "rbac-patcher", sa_subject("ns", "sa")),
+            role("ns", "wide", json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}])),
+            binding(Some("ns"), "bob-admin", "ClusterRole", "cluster-admin",
+                json!({"kind": "User", "name": "bob"}))]),
+    )
+    .await;
+    let (code, body) = call(
+        &s,
+        &token,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/ns/roles",
+        role(
+            "ns",
+            "held",
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let patch = |uri: &'static str, ct: &'static str, body: Value| {
+        let s = s.clone();
+        let auth = format!("Bearer {token}");
+        async move {
+            raw_with(
+                &s,
+                "PATCH",
+                uri,
+                &[("authorization", &auth), ("content-type", ct)],
+                &body.to_string(),
+            )
+            .await
+        }
+    };
+    const HELD: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/ns/roles/held";
+    const MERGE: &str = "application/merge-patch+json";
+    // Granting what the writer does not hold: refused, in the server's words, nothing stored.
+    let (code, body) = patch(
+        HELD,
+        MERGE,
+        json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "delete"]}]}),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(body["reason"], "Forbidden");
+    assert_eq!(
+        body["message"],
+        "roles.rbac.authorization.k8s.io \"held\" is forbidden: user \"system:serviceaccount:ns:sa\" (groups=[\"system:serviceaccounts\" \"system:serviceaccounts:ns\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"
+    );
+    let (_, stored) = call(&s, ADMIN, "GET", HELD, Value::Null).await;
+    assert_eq!(stored["rules"][0]["verbs"], json!(["get"]));
+    // The same with a JSON patch.
+    let (code, _) = patch(
+        HELD,
+        "application/json-patch+json",
+        json!([{"op": "add", "path": "/rules/0/verbs/-", "value": "delete"}]),
+    )
+    .await;
+    assert_eq!(code, 403);
+    // What the writer holds: allowed; a label: allowed (the rules are held).
+    let (code, body) = patch(
+        HELD,
+        MERGE,
+        json!({"metadata": {"labels": {"a": "b"}}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // A role with more than the writer holds: only GC fields may change.
+    const WIDE: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/ns/roles/wide";
+    let (code, body) = patch(
+        WIDE,
+        MERGE,
+        json!({"metadata": {"finalizers": ["example.dev/hold"]}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = patch(WIDE, MERGE, json!({"metadata": {"labels": {"a": "b"}}})).await;
+    assert_eq!(code, 403);
+    // Bindings: adding oneself to a binding of cluster-admin is binding cluster-admin.
+    let (code, body) = patch(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/ns/rolebindings/bob-admin",
+        "application/strategic-merge-patch+json",
+        json!({"subjects": [{"kind": "User", "name": "bob"},
+            {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]}),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("rolebindings.rbac.authorization.k8s.io \"bob-admin\" is forbidden: user \"system:serviceaccount:ns:sa\""),
+        "{body}"
+    );
+}
