@@ -369,7 +369,8 @@ fn guest_sdk_tests() -> Result<()> {
     Ok(())
 }
 
-/// Runs the host's integration tests again with `DEPLOYER_TEST_BACKEND=real`.
+/// Runs the host's integration tests, and the embedded API server's kubectl stories
+/// (`host/apiserver/tests/kubectl.rs`), again with `DEPLOYER_TEST_BACKEND=real`.
 ///
 /// Why not `cargo test -p deployer-host`: selecting one package changes Cargo's feature
 /// unification, so every test binary would be compiled a second time (twice the disk, which is
@@ -388,6 +389,11 @@ fn run_host_stories_on_real_backend(rest: &[String]) -> Result<()> {
         binary_args.insert(0, cargo_args.remove(0));
     }
     let host_manifest = workspace_root().join("host/Cargo.toml").canonicalize()?;
+    // The embedded API server's kubectl stories are meaningful on a real server too (each says
+    // what it skips there); its other test binaries test the embedded server itself.
+    let apiserver_manifest = workspace_root()
+        .join("host/apiserver/Cargo.toml")
+        .canonicalize()?;
     let out = Command::new(cargo())
         .current_dir(workspace_root())
         .args([
@@ -408,34 +414,38 @@ fn run_host_stories_on_real_backend(rest: &[String]) -> Result<()> {
         let Ok(msg) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        let is_host_test = msg["reason"] == "compiler-artifact"
+        let name = msg["target"]["name"].as_str().unwrap_or("?").to_string();
+        let manifest = msg["manifest_path"]
+            .as_str()
+            .and_then(|p| Path::new(p).canonicalize().ok());
+        let runs_on_real = msg["reason"] == "compiler-artifact"
             && msg["target"]["kind"]
                 .as_array()
                 .is_some_and(|k| k.iter().any(|k| k == "test"))
-            && msg["manifest_path"]
-                .as_str()
-                .and_then(|p| Path::new(p).canonicalize().ok())
-                .is_some_and(|p| p == host_manifest);
-        if let (true, Some(exe)) = (is_host_test, msg["executable"].as_str()) {
-            let name = msg["target"]["name"].as_str().unwrap_or("?").to_string();
-            executables.push((name, PathBuf::from(exe)));
+            && manifest.as_ref().is_some_and(|p| {
+                *p == host_manifest || (*p == apiserver_manifest && name == "kubectl")
+            });
+        if let (true, Some(exe), Some(manifest)) =
+            (runs_on_real, msg["executable"].as_str(), manifest)
+        {
+            let dir = manifest
+                .parent()
+                .expect("manifest has a parent")
+                .to_path_buf();
+            executables.push((name, PathBuf::from(exe), dir));
         }
     }
     if executables.is_empty() {
         bail!("no test executables of deployer-host found");
     }
     executables.sort();
-    let host_dir = host_manifest
-        .parent()
-        .expect("manifest has a parent")
-        .to_path_buf();
     let mut failed = Vec::new();
-    for (name, exe) in &executables {
+    for (name, exe, dir) in &executables {
         eprintln!("     Running [real] {name} ({})", exe.display());
         let status = Command::new(exe)
-            .current_dir(&host_dir)
+            .current_dir(dir)
             .env("DEPLOYER_TEST_BACKEND", "real")
-            .env("CARGO_MANIFEST_DIR", &host_dir)
+            .env("CARGO_MANIFEST_DIR", dir)
             .args(&binary_args)
             .status()
             .with_context(|| format!("running {}", exe.display()))?;
