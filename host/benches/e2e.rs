@@ -362,24 +362,52 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
 
-        let mut runs = Vec::new();
-        for (backend, hooks, replicas, locking) in [
+        // Rounds: every configuration once per round, in the same order, so slow phases of
+        // the machine hit all rows alike; each row reports its median round.
+        let rounds = env_usize("BENCH_ROUNDS", 3).max(1);
+        let configs = [
             (Backend::Wasm, false, 1, false),
             (Backend::Native, false, 1, false),
             (Backend::Wasm, false, 1, true),
             (Backend::Wasm, false, 3, true),
             (Backend::Wasm, true, 1, false),
-        ] {
-            let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
-            eprintln!("{backend:?} hooks={hooks} replicas={replicas} locking={locking}: {:.2}s", run.seconds);
-            runs.push(run);
+        ];
+        let mut by_config: Vec<Vec<JobsRun>> = configs.iter().map(|_| Vec::new()).collect();
+        for round in 1..=rounds {
+            for (k, &(backend, hooks, replicas, locking)) in configs.iter().enumerate() {
+                let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
+                eprintln!(
+                    "round {round}: {backend:?} hooks={hooks} replicas={replicas} locking={locking}: {:.2}s",
+                    run.seconds
+                );
+                by_config[k].push(run);
+            }
         }
+        let jobs_per_s = |r: &JobsRun| r.items as f64 / r.seconds;
+        // Per round: wasm/native and with/without hook, to show the spread.
+        let round_ratios: Vec<(f64, f64)> = (0..rounds)
+            .map(|i| {
+                (
+                    jobs_per_s(&by_config[0][i]) / jobs_per_s(&by_config[1][i]),
+                    jobs_per_s(&by_config[4][i]) / jobs_per_s(&by_config[0][i]),
+                )
+            })
+            .collect();
+        let runs: Vec<JobsRun> = by_config
+            .into_iter()
+            .map(|mut v| {
+                v.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+                v.swap_remove(v.len() / 2)
+            })
+            .collect();
+        let invocation = invocation_costs().await;
         let rss_1 = host_rss(1, dir.path()).await;
         let rss_n_kib = host_rss(rss_n, dir.path()).await;
         let (plugins, cold, warm) = start_times(dir.path()).await;
 
         let mut table = String::new();
         table.push_str(&format!("Machine: {}\n\n", machine()));
+        table.push_str(&format!("Median of {rounds} rounds, {n} jobs per row and round.\n\n"));
         table.push_str("| backend | hook | replicas | locking | jobs | seconds | jobs/s | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for r in &runs {
             let verbs = r
@@ -406,6 +434,15 @@ fn main() {
         table.push_str(&format!("\nwasm/native jobs-per-second ratio (1 replica, no locking): **{ratio:.2}**\n\n"));
         let hook_ratio = (runs[4].items as f64 / runs[4].seconds) / (runs[0].items as f64 / runs[0].seconds);
         table.push_str(&format!("with/without a ShouldReconcile hook jobs-per-second ratio (wasm, 1 replica): **{hook_ratio:.2}**\n\n"));
+        let spread = |pick: fn(&(f64, f64)) -> f64| {
+            round_ratios.iter().map(|r| format!("{:.2}", pick(r))).collect::<Vec<_>>().join(", ")
+        };
+        table.push_str(&format!(
+            "per round: wasm/native {}; with/without hook {}\n\n",
+            spread(|r| r.0),
+            spread(|r| r.1)
+        ));
+        table.push_str(&invocation);
         table.push_str("| measure | value |\n|---|---|\n");
         table.push_str(&format!("| host RSS, 1 watched item | {:.1} MiB |\n", rss_1 as f64 / 1024.0));
         table.push_str(&format!("| host RSS, {rss_n} watched items | {:.1} MiB |\n", rss_n_kib as f64 / 1024.0));
@@ -417,4 +454,94 @@ fn main() {
             write_docs_section("e2e", "", &table);
         }
     });
+}
+
+/// p50 / p99 of `n` timed calls of `f` (after `n / 10` untimed ones).
+async fn percentiles<F: AsyncFnMut()>(n: usize, mut f: F) -> (f64, f64) {
+    for _ in 0..(n / 10).max(10) {
+        f().await;
+    }
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        f().await;
+        v.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    v.sort_by(f64::total_cmp);
+    let pick = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    (pick(0.50), pick(0.99))
+}
+
+/// One plugin invocation, as the controller makes it: a fresh Store, instantiation and the
+/// call, for a small mock item and for the continuous-reconcile hook at ShouldReconcile;
+/// the native build of the mock beside it. A markdown table.
+async fn invocation_costs() -> String {
+    use plugin_runtime::{HookInput, HookPlugin, HookType, Invocation, NoopHost};
+    let n = env_usize("BENCH_CALLS", 5000);
+    let runtime = PluginRuntime::new(RuntimeConfig::default()).expect("runtime");
+    let load = |name: &str| {
+        let bytes = std::fs::read(workspace().join("target/plugins").join(name)).expect(name);
+        let runtime = runtime.clone();
+        let name = name.to_string();
+        async move { runtime.load_bytes(&name, &bytes).await.expect("load") }
+    };
+    let mock = load("mock.wasm").await;
+    let hook = load("continuous-reconcile.wasm").await;
+    let host: Arc<dyn plugin_runtime::HostServices> = Arc::new(NoopHost);
+    let mut di = serde_json::to_value(item(0)).expect("item");
+    di["status"] = serde_json::json!({"phase": "Init", "jobID": "j1"});
+    let inv = Invocation::for_item(di.clone());
+    let native = NativePlugin::<mock::Mock>::new();
+    assert_eq!(
+        mock.reconcile(inv.clone(), host.clone()).await,
+        native.reconcile(inv.clone(), host.clone()).await,
+        "wasm and native mock agree"
+    );
+    let wasm_call = percentiles(n, async || {
+        mock.reconcile(inv.clone(), host.clone())
+            .await
+            .expect("reconcile");
+    })
+    .await;
+    let instantiate = percentiles(n, async || {
+        mock.instantiate_only().await.expect("instantiate")
+    })
+    .await;
+    let native_call = percentiles(n, async || {
+        native
+            .reconcile(inv.clone(), host.clone())
+            .await
+            .expect("reconcile");
+    })
+    .await;
+    let input = HookInput {
+        hook_type: HookType::ShouldReconcile,
+        deploy_item: Some(di),
+        target: None,
+    };
+    let hook_call = percentiles(n, async || {
+        hook.run_hook(input.clone()).await.expect("hook");
+    })
+    .await;
+    let mut t =
+        format!("| one invocation ({n} calls, after warm-up) | p50 | p99 |\n|---|---|---|\n");
+    for (what, (p50, p99)) in [
+        (
+            "wasm mock reconcile: fresh Store + instantiate + call",
+            wasm_call,
+        ),
+        ("of which fresh Store + instantiate", instantiate),
+        (
+            "native mock reconcile (NativePlugin, on a blocking thread)",
+            native_call,
+        ),
+        (
+            "wasm continuous-reconcile hook at ShouldReconcile",
+            hook_call,
+        ),
+    ] {
+        t.push_str(&format!("| {what} | {p50:.1} µs | {p99:.1} µs |\n"));
+    }
+    t.push('\n');
+    t
 }

@@ -147,6 +147,15 @@ async fn run() {
         native.reconcile(inv.clone(), host.clone()).await
     );
 
+    // Profiling aid (docs/benchmarks.md, "Profiling"): only the wasm reconcile loop, so
+    // `perf record` sees nothing else.
+    if std::env::var_os("PROFILE_WASM_RECONCILE").is_some() {
+        for _ in 0..n_calls {
+            std::hint::black_box(wasm.reconcile(inv.clone(), host.clone()).await).unwrap();
+        }
+        return;
+    }
+
     let measure = async |p: &Arc<dyn DeployerPlugin>| {
         for _ in 0..(n_calls / 10).max(10) {
             p.reconcile(inv.clone(), host.clone()).await.unwrap();

@@ -124,6 +124,8 @@ pub struct RuntimeStats {
 /// 4 GiB (a plugin's own memory cap is the store limiter's job, and delivered plugins may carry
 /// larger caps than the configuration knows at start-up); slots are virtual reservations,
 /// decommitted when an instance ends.
+const KEEP_RESIDENT: usize = 4 << 20;
+
 fn pooling(slots: usize) -> wasmtime::PoolingAllocationConfig {
     let slots = u32::try_from(slots).unwrap_or(u32::MAX);
     let mut pool = wasmtime::PoolingAllocationConfig::default();
@@ -133,7 +135,10 @@ fn pooling(slots: usize) -> wasmtime::PoolingAllocationConfig {
         .total_core_instances(slots.saturating_mul(8))
         .total_memories(slots.saturating_mul(4))
         .total_tables(slots.saturating_mul(8))
-        .max_memory_size(4 << 30);
+        .max_memory_size(4 << 30)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(wasmtime::Enabled::Auto);
     pool
 }
 
@@ -170,6 +175,11 @@ impl PluginRuntime {
     pub fn new(config: RuntimeConfig) -> Result<Arc<Self>> {
         let mut cfg = Config::new();
         cfg.epoch_interruption(true);
+        // Profiling aid (docs/benchmarks.md, "Profiling"): `perf` then names the JIT-compiled
+        // plugin functions through /tmp/perf-<pid>.map.
+        if std::env::var_os("WASM_DEPLOYER_PERFMAP").is_some() {
+            cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         cfg.cranelift_opt_level(match config.opt_level {
             OptLevel::None => wasmtime::OptLevel::None,
             OptLevel::Speed => wasmtime::OptLevel::Speed,
