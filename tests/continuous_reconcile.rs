@@ -5,12 +5,14 @@
 mod manifest;
 mod support;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use deployer_host::config::{HookRegistration, HostConfig};
-use deployer_host::landscaper::Phase;
+use deployer_host::dev::landscaper::with_new_job;
+use deployer_host::landscaper::{DeployItem, Phase};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Harness, Options};
 
@@ -135,5 +137,74 @@ async fn given_an_invalid_schedule_then_the_job_fails_with_a_configuration_error
         err.message.contains("continuousReconcile.cron"),
         "{}",
         err.message
+    );
+}
+
+/// Given a ShouldReconcile hook (which keeps the host from skipping finished items unread),
+/// when a job runs to its end, then the events of the host's own status writes are decided on
+/// the objects those writes returned: the item is read once per job, for Landscaper's write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_should_reconcile_hook_then_the_hosts_own_writes_cost_no_read_of_the_item() {
+    skip_on_real!("counts requests at the embedded API server");
+    let h = Harness::start_with(Options {
+        landscaper: false,
+        config: HostConfig {
+            hooks: Some(vec![HookRegistration {
+                plugin: "continuous-reconcile".into(),
+                deploy_item_types: vec!["*".into()],
+                hook_types: Vec::new(),
+            }]),
+            ..HostConfig::default()
+        },
+        record_hooks: true,
+        ..Options::default()
+    })
+    .await;
+    let server = h.server.clone().expect("embedded");
+    let items = h.items("default");
+    let item: DeployItem = serde_yaml::from_str(&support::mock_item("counted")).expect("mock item");
+    let mut item = items.create(&PostParams::default(), &item).await.unwrap();
+    for job in 1..=3 {
+        // Landscaper's write: a new job (one write, read before the counters start).
+        let finished_before = h.deployer.stats.jobs_finished.load(Ordering::Relaxed);
+        server.reset_stats();
+        items
+            .replace_status("counted", &PostParams::default(), &with_new_job(&item))
+            .await
+            .unwrap();
+        // Wait on the host's counter, not on the API: the test itself reads nothing.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while h.deployer.stats.jobs_finished.load(Ordering::Relaxed) == finished_before {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {job} did not finish"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Let the events of the pickup and the final write arrive and be decided.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let stats = server.stats();
+        let reads = stats.count("get", "deployitems.landscaper.gardener.cloud");
+        let writes = stats.count("update", "deployitems.landscaper.gardener.cloud/status");
+        assert_eq!(
+            writes, 3,
+            "job {job}: Landscaper's write, the pickup and the finish"
+        );
+        assert_eq!(
+            reads, 1,
+            "job {job}: one read, for Landscaper's write ({stats:?})"
+        );
+        item = items.get("counted").await.unwrap();
+        assert_eq!(item.status().phase, Phase::Succeeded);
+        assert_eq!(item.status().job_id_finished, item.status().job_id);
+    }
+    let asked = h
+        .hook_types_for("counted")
+        .into_iter()
+        .filter(|t| *t == deployer_host::hooks::HookType::ShouldReconcile)
+        .count();
+    assert!(
+        asked >= 6,
+        "the hook is still asked at every event (pickup and final writes too): {asked}"
     );
 }

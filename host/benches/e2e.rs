@@ -372,6 +372,14 @@ fn main() {
             (Backend::Wasm, false, 3, true),
             (Backend::Wasm, true, 1, false),
         ];
+        // Profiling aid: `BENCH_PROFILE_ROW=0` runs only that row (0 wasm, 1 native, 4 hook), once,
+        // and nothing else, so `perf record` sees one configuration.
+        if let Some(k) = std::env::var("BENCH_PROFILE_ROW").ok().and_then(|v| v.parse::<usize>().ok()) {
+            let (backend, hooks, replicas, locking) = configs[k];
+            let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
+            eprintln!("{backend:?} hooks={hooks}: {:.2}s", run.seconds);
+            return;
+        }
         let mut by_config: Vec<Vec<JobsRun>> = configs.iter().map(|_| Vec::new()).collect();
         for round in 1..=rounds {
             for (k, &(backend, hooks, replicas, locking)) in configs.iter().enumerate() {

@@ -15,6 +15,7 @@ use super::backoff::Backoff;
 use super::events::Events;
 use super::finished::FinishedCache;
 use super::workers::WorkerCounter;
+use super::written::WrittenItems;
 use crate::capabilities::TargetClients;
 use crate::config::HostConfig;
 use crate::contract::CheckpointMode;
@@ -48,6 +49,8 @@ pub struct Deployer {
     pub locker: Option<crate::locking::Locker>,
     /// Items known finished at a resourceVersion.
     pub finished: FinishedCache,
+    /// The objects this host's item writes returned: the events of those writes need no read.
+    pub written: WrittenItems,
     /// Reconciles in flight.
     pub workers: WorkerCounter,
     /// Retry delays of items whose reconcile failed.
@@ -88,6 +91,7 @@ impl Deployer {
             events,
             locker,
             finished: FinishedCache::default(),
+            written: WrittenItems::new(),
             workers,
             backoff: Backoff::default(),
             lock_cleanup_interval: config.cleanup_interval(),

@@ -17,6 +17,7 @@ mod exports;
 mod finished;
 mod reconcile;
 mod workers;
+mod written;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -35,6 +36,7 @@ pub use deployer::{Deployer, Error, Stats};
 pub use events::Events;
 pub use finished::FinishedCache;
 pub use workers::WorkerCounter;
+pub use written::WrittenItems;
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(

@@ -72,19 +72,30 @@ pub(super) async fn admit(
 
     // An unchanged item we saw finished: nothing to read, lock or write — unless a hook may
     // take or reopen it.
+    // That includes an event of an earlier write of ours when our newest write finished it.
+    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
     if let Some(rv) = meta.metadata.resource_version.as_deref()
         && !deployer.hooks.may_reopen(annotated_type)
-        && deployer
-            .finished
-            .is_finished(meta.metadata.uid.as_deref().unwrap_or_default(), rv)
+        && (deployer.finished.is_finished(uid, rv)
+            || deployer
+                .written
+                .current_version(uid, rv)
+                .is_some_and(|newest| deployer.finished.is_finished(uid, &newest)))
     {
         return Ok(Skip(Action::await_change()));
     }
 
     // Responsibility, check 1: the type (from annotations when present).
-    let (route, prefetched) = match annotated {
-        Some(route) => (route, None),
-        None => {
+    // An event of our own write needs no read: we hold that object (or a newer one of ours).
+    let prefetched = meta
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|rv| deployer.written.current(uid, rv));
+    let (route, prefetched) = match (annotated, prefetched) {
+        (Some(route), prefetched) => (route, prefetched),
+        (None, Some(item)) => (responsibility::route_from_item(&item), Some(item)),
+        (None, None) => {
             let name = meta.metadata.name.as_deref().unwrap_or_default();
             let Some(item) = items.get_opt(name).await? else {
                 return Ok(Skip(Action::await_change()));
@@ -171,9 +182,9 @@ async fn read_item(
             match items.get_opt(name).await? {
                 Some(item) => item,
                 None => {
-                    deployer
-                        .finished
-                        .remove(meta.metadata.uid.as_deref().unwrap_or_default());
+                    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
+                    deployer.finished.remove(uid);
+                    deployer.written.forget(uid);
                     return Ok(None);
                 }
             }

@@ -110,10 +110,12 @@ impl ItemCtx {
     /// The one status write: a `PUT` of the status subresource, conditional on the item's
     /// resourceVersion (a 409 aborts the reconcile; the item is re-read and decided again).
     pub(super) async fn write_status(&self, item: &DeployItem) -> Result<DeployItem, Error> {
-        Ok(self
+        let written = self
             .items
             .replace_status(&self.name, &PostParams::default(), item)
-            .await?)
+            .await?;
+        self.deployer.written.remember(&written);
+        Ok(written)
     }
 
     pub(super) async fn add_finalizer(&self, item: &DeployItem) -> Result<DeployItem, Error> {
@@ -133,14 +135,21 @@ impl ItemCtx {
             .into_iter()
             .filter(|f| f != FINALIZER)
             .collect();
-        match self
+        let result = match self
             .patch_metadata(item, json!({ "finalizers": finalizers }))
             .await
         {
             Ok(_) => Ok(()),
             Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => Ok(()),
             Err(e) => Err(e),
+        };
+        if result.is_ok() {
+            // The object is gone or going: nothing of it needs remembering.
+            self.deployer
+                .written
+                .forget(item.metadata.uid.as_deref().unwrap_or_default());
         }
+        result
     }
 
     /// A merge patch of `metadata`, conditional on the item's resourceVersion.
@@ -152,9 +161,11 @@ impl ItemCtx {
         let mut metadata = metadata;
         metadata["resourceVersion"] = json!(item.metadata.resource_version);
         let patch = json!({ "metadata": metadata });
-        Ok(self
+        let written = self
             .items
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?)
+            .await?;
+        self.deployer.written.remember(&written);
+        Ok(written)
     }
 }
