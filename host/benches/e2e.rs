@@ -1,7 +1,7 @@
 //! End-to-end benchmark: the user's first performance questions, side by side in one run.
 //!
 //! `cargo bench -p deployer-host --bench e2e` (or `cargo xtask bench`, which builds the plugins
-//! first). Options via environment: `BENCH_ITEMS` (default 1000), `BENCH_RSS_ITEMS` (default
+//! first). Options via environment: `BENCH_ITEMS` (default 3000), `BENCH_ROUNDS` (default 3), `BENCH_RSS_ITEMS` (default
 //! 10000), `BENCH_WRITE_DOCS=1` to update `docs/benchmarks.md`.
 //!
 //! 1. N mock items, jobIDs bumped as Landscaper does; time until every job is `Succeeded`,
@@ -51,6 +51,12 @@ struct JobsRun {
     per_job: BTreeMap<String, f64>,
     writes_per_job: f64,
     settled_writes: u64,
+    /// CPU time of the whole benchmark process (API server, Landscaper and host) per job, in µs:
+    /// steadier than wall time on a shared 2-core machine.
+    cpu_us_per_job: f64,
+    /// Reconciles and hook stages per job (all replicas).
+    reconciles_per_job: f64,
+    hook_stages_per_job: f64,
 }
 
 fn item(i: usize) -> DeployItem {
@@ -156,18 +162,42 @@ async fn run_jobs(
             std::future::pending(),
         )));
     }
-    // Let the watches list the (idle) items first.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Let the watches list the (idle) items and the first reconcile of each settle: with 3,000
+    // items (and a hook at every decision) that takes longer than any fixed pause, and its reads
+    // would otherwise count as the jobs'.
+    let mut last = u64::MAX;
+    let settle_deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = server.stats().total_requests;
+        if now == last || Instant::now() > settle_deadline {
+            break;
+        }
+        last = now;
+    }
     server.reset_stats();
+    let counter = |f: fn(&controller::Stats) -> &std::sync::atomic::AtomicU64| -> u64 {
+        deployers
+            .iter()
+            .map(|d| f(&d.stats).load(Ordering::Relaxed))
+            .sum()
+    };
+    let reconciles_before = counter(|s| &s.reconciles);
+    let hook_stages_before = counter(|s| &s.hook_stages);
 
     // Landscaper: a new jobID on every item, as fast as it can write.
     let started = Instant::now();
+    let cpu_started = process_cpu_seconds();
     let landscaper_client = env.client.clone();
+    // Landscaper's own requests (a get and an update per attempt), to subtract exactly.
+    let landscaper_attempts = std::sync::atomic::AtomicU64::new(0);
     futures::stream::iter(0..n)
         .for_each_concurrent(16, |i| {
             let api: Api<DeployItem> = Api::namespaced(landscaper_client.clone(), "default");
+            let attempts = &landscaper_attempts;
             async move {
                 loop {
+                    attempts.fetch_add(1, Ordering::Relaxed);
                     let current = api.get(&format!("bench-{i}")).await.expect("get");
                     let updated = landscaper::with_new_job(&current);
                     match api
@@ -182,7 +212,6 @@ async fn run_jobs(
             }
         })
         .await;
-    let bump_stats = server.stats();
     loop {
         let finished: u64 = deployers
             .iter()
@@ -198,11 +227,19 @@ async fn run_jobs(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let cpu_us_per_job = (process_cpu_seconds() - cpu_started) * 1e6 / n as f64;
     let stats = server.stats();
-    // The Landscaper's share: one get + one update per item (plus retried conflicts), counted
-    // before the host could do much; subtract exactly what the trigger loop sent.
-    let landscaper_gets = bump_stats.count("get", "deployitems.landscaper.gardener.cloud");
-    let landscaper_updates = n as u64;
+    let reconciles_per_job = (counter(|s| &s.reconciles) - reconciles_before) as f64 / n as f64;
+    let hook_stages_per_job = (counter(|s| &s.hook_stages) - hook_stages_before) as f64 / n as f64;
+    // The Landscaper's share: one get + one update per attempt (a 409 means another attempt).
+    let landscaper_gets = landscaper_attempts.load(Ordering::Relaxed);
+    let landscaper_updates = landscaper_gets;
+    if std::env::var_os("BENCH_PROFILE_ROW").is_some() {
+        eprintln!(
+            "{:?}\nreconciles/job {reconciles_per_job:.2}, hook stages/job {hook_stages_per_job:.2}, landscaper gets {landscaper_gets}",
+            stats.requests
+        );
+    }
     let mut per_job = BTreeMap::new();
     for (verb, count) in &stats.by_verb {
         let own = match verb.as_str() {
@@ -238,7 +275,26 @@ async fn run_jobs(
         per_job,
         writes_per_job,
         settled_writes,
+        reconciles_per_job,
+        hook_stages_per_job,
+        cpu_us_per_job,
     }
+}
+
+/// User + system CPU time of this process so far (from /proc, in clock ticks of 10 ms).
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may contain spaces) start at field 3.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the command name.
+    (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
 /// RSS of a `deployer-host run` process watching `n` items served by a separate
@@ -357,7 +413,7 @@ fn main() {
             workspace().join("target/plugins/mock.wasm").exists(),
             "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
         );
-        let n = env_usize("BENCH_ITEMS", 1000);
+        let n = env_usize("BENCH_ITEMS", 3000);
         let rss_n = env_usize("BENCH_RSS_ITEMS", 10_000);
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
@@ -380,6 +436,8 @@ fn main() {
             eprintln!("{backend:?} hooks={hooks}: {:.2}s", run.seconds);
             return;
         }
+        // First, on a quiet process: one plugin invocation, wasm and native.
+        let invocation = invocation_costs().await;
         let mut by_config: Vec<Vec<JobsRun>> = configs.iter().map(|_| Vec::new()).collect();
         for round in 1..=rounds {
             for (k, &(backend, hooks, replicas, locking)) in configs.iter().enumerate() {
@@ -401,6 +459,14 @@ fn main() {
                 )
             })
             .collect();
+        let cpu_ratios: Vec<(f64, f64)> = (0..rounds)
+            .map(|i| {
+                (
+                    by_config[1][i].cpu_us_per_job / by_config[0][i].cpu_us_per_job,
+                    by_config[0][i].cpu_us_per_job / by_config[4][i].cpu_us_per_job,
+                )
+            })
+            .collect();
         let runs: Vec<JobsRun> = by_config
             .into_iter()
             .map(|mut v| {
@@ -408,7 +474,6 @@ fn main() {
                 v.swap_remove(v.len() / 2)
             })
             .collect();
-        let invocation = invocation_costs().await;
         let rss_1 = host_rss(1, dir.path()).await;
         let rss_n_kib = host_rss(rss_n, dir.path()).await;
         let (plugins, cold, warm) = start_times(dir.path()).await;
@@ -416,7 +481,7 @@ fn main() {
         let mut table = String::new();
         table.push_str(&format!("Machine: {}\n\n", machine()));
         table.push_str(&format!("Median of {rounds} rounds, {n} jobs per row and round.\n\n"));
-        table.push_str("| backend | hook | replicas | locking | jobs | seconds | jobs/s | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        table.push_str("| backend | hook | replicas | locking | jobs | seconds | jobs/s | CPU per job | reconciles/job | hook stages/job | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for r in &runs {
             let verbs = r
                 .per_job
@@ -425,7 +490,7 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join(", ");
             table.push_str(&format!(
-                "| {:?} | {} | {} | {} | {} | {:.2} | {:.0} | {} | {:.2} | {} |\n",
+                "| {:?} | {} | {} | {} | {} | {:.2} | {:.0} | {:.0} µs | {:.2} | {:.2} | {} | {:.2} | {} |\n",
                 r.backend,
                 if r.hooks { "continuous-reconcile" } else { "-" },
                 r.replicas,
@@ -433,6 +498,9 @@ fn main() {
                 r.items,
                 r.seconds,
                 r.items as f64 / r.seconds,
+                r.cpu_us_per_job,
+                r.reconciles_per_job,
+                r.hook_stages_per_job,
                 verbs,
                 r.writes_per_job,
                 r.settled_writes
@@ -442,13 +510,31 @@ fn main() {
         table.push_str(&format!("\nwasm/native jobs-per-second ratio (1 replica, no locking): **{ratio:.2}**\n\n"));
         let hook_ratio = (runs[4].items as f64 / runs[4].seconds) / (runs[0].items as f64 / runs[0].seconds);
         table.push_str(&format!("with/without a ShouldReconcile hook jobs-per-second ratio (wasm, 1 replica): **{hook_ratio:.2}**\n\n"));
+        // The same two ratios from CPU time per job (jobs per CPU-second), medians over rounds.
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let cpu_ratio = median(cpu_ratios.iter().map(|r| r.0).collect());
+        let cpu_hook_ratio = median(cpu_ratios.iter().map(|r| r.1).collect());
+        table.push_str(&format!(
+            "by CPU time per job (median of the rounds' ratios): wasm/native **{cpu_ratio:.2}**, with/without hook **{cpu_hook_ratio:.2}**\n\n"
+        ));
         let spread = |pick: fn(&(f64, f64)) -> f64| {
             round_ratios.iter().map(|r| format!("{:.2}", pick(r))).collect::<Vec<_>>().join(", ")
         };
         table.push_str(&format!(
-            "per round: wasm/native {}; with/without hook {}\n\n",
+            "per round (jobs/s): wasm/native {}; with/without hook {}\n\n",
             spread(|r| r.0),
             spread(|r| r.1)
+        ));
+        let cpu_spread = |pick: fn(&(f64, f64)) -> f64| {
+            cpu_ratios.iter().map(|r| format!("{:.2}", pick(r))).collect::<Vec<_>>().join(", ")
+        };
+        table.push_str(&format!(
+            "per round (CPU per job): wasm/native {}; with/without hook {}\n\n",
+            cpu_spread(|r| r.0),
+            cpu_spread(|r| r.1)
         ));
         table.push_str(&invocation);
         table.push_str("| measure | value |\n|---|---|\n");

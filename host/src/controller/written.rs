@@ -19,7 +19,7 @@ use crate::landscaper::DeployItem;
 const VERSIONS_PER_ITEM: usize = 4;
 
 /// Items remembered at most: a miss costs one read, so the bound only caps memory.
-const DEFAULT_CAPACITY: usize = 1024;
+const DEFAULT_CAPACITY: usize = 4096;
 
 struct Written {
     /// The resourceVersions this host's writes produced, oldest first.
@@ -28,11 +28,19 @@ struct Written {
     item: DeployItem,
 }
 
-/// The last object this host wrote, per item uid.
+/// The last object this host wrote, per item uid, until the event of that write is decided.
 #[derive(Default)]
 pub struct WrittenItems {
-    by_uid: Mutex<HashMap<String, Written>>,
+    inner: Mutex<Inner>,
     capacity: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_uid: HashMap<String, Written>,
+    /// Uids in the order they were first remembered (may name forgotten ones): the oldest
+    /// goes first when the bound is reached.
+    order: VecDeque<String>,
 }
 
 impl std::fmt::Debug for WrittenItems {
@@ -50,7 +58,7 @@ impl WrittenItems {
 
     pub fn with_capacity(capacity: usize) -> Self {
         WrittenItems {
-            by_uid: Mutex::new(HashMap::new()),
+            inner: Mutex::new(Inner::default()),
             capacity,
         }
     }
@@ -60,8 +68,8 @@ impl WrittenItems {
         let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) else {
             return;
         };
-        let mut map = self.by_uid.lock().expect("written items poisoned");
-        if let Some(w) = map.get_mut(uid) {
+        let mut inner = self.inner.lock().expect("written items poisoned");
+        if let Some(w) = inner.by_uid.get_mut(uid) {
             if w.versions.len() == VERSIONS_PER_ITEM {
                 w.versions.pop_front();
             }
@@ -69,26 +77,37 @@ impl WrittenItems {
             w.item = item.clone();
             return;
         }
-        if map.len() >= self.capacity {
-            // Any entry will do: the one dropped costs a read if its event comes.
-            if let Some(k) = map.keys().next().cloned() {
-                map.remove(&k);
-            }
+        while inner.by_uid.len() >= self.capacity.max(1) {
+            // The oldest goes: its event is the likeliest to have come and gone unclaimed.
+            let Some(oldest) = inner.order.pop_front() else {
+                break;
+            };
+            inner.by_uid.remove(&oldest);
         }
-        map.insert(
+        inner.by_uid.insert(
             uid.clone(),
             Written {
                 versions: VecDeque::from([rv.clone()]),
                 item: item.clone(),
             },
         );
+        inner.order.push_back(uid.clone());
+        // Uids forgotten or claimed since: keep the queue from outgrowing the map.
+        if inner.order.len() > 2 * self.capacity.max(1) {
+            let Inner { by_uid, order } = &mut *inner;
+            order.retain(|u| by_uid.contains_key(u));
+        }
     }
 
     /// The newest object this host wrote for `uid`, if `resource_version` is one of its writes
-    /// (the item is then at that object's version or later).
+    /// (the item is then at that object's version or later). The event of the newest write
+    /// claims the object: once it is decided, nothing of the item is kept.
     pub fn current(&self, uid: &str, resource_version: &str) -> Option<DeployItem> {
-        let map = self.by_uid.lock().expect("written items poisoned");
-        let w = map.get(uid)?;
+        let mut inner = self.inner.lock().expect("written items poisoned");
+        let w = inner.by_uid.get(uid)?;
+        if w.versions.back().is_some_and(|v| v == resource_version) {
+            return inner.by_uid.remove(uid).map(|w| w.item);
+        }
         w.versions
             .iter()
             .any(|v| v == resource_version)
@@ -98,8 +117,8 @@ impl WrittenItems {
     /// The resourceVersion of the newest write for `uid`, if `resource_version` is one of its
     /// writes.
     pub fn current_version(&self, uid: &str, resource_version: &str) -> Option<String> {
-        let map = self.by_uid.lock().expect("written items poisoned");
-        let w = map.get(uid)?;
+        let inner = self.inner.lock().expect("written items poisoned");
+        let w = inner.by_uid.get(uid)?;
         if w.versions.iter().any(|v| v == resource_version) {
             w.versions.back().cloned()
         } else {
@@ -107,16 +126,34 @@ impl WrittenItems {
         }
     }
 
+    /// The event naming `resource_version` was decided without the object (the item was known
+    /// finished): if that is the newest write, nothing of the item needs keeping.
+    pub fn decided(&self, uid: &str, resource_version: &str) {
+        let mut inner = self.inner.lock().expect("written items poisoned");
+        if inner
+            .by_uid
+            .get(uid)
+            .is_some_and(|w| w.versions.back().is_some_and(|v| v == resource_version))
+        {
+            inner.by_uid.remove(uid);
+        }
+    }
+
     /// The item is gone (or going): nothing of it is kept.
     pub fn forget(&self, uid: &str) {
-        self.by_uid
+        self.inner
             .lock()
             .expect("written items poisoned")
+            .by_uid
             .remove(uid);
     }
 
     pub fn len(&self) -> usize {
-        self.by_uid.lock().expect("written items poisoned").len()
+        self.inner
+            .lock()
+            .expect("written items poisoned")
+            .by_uid
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -139,15 +176,34 @@ mod tests {
     }
 
     #[test]
-    fn an_event_of_any_own_write_gets_the_newest_object() {
+    fn an_event_of_an_earlier_own_write_gets_the_newest_object() {
         let w = WrittenItems::new();
         w.remember(&item("u", "2", "Progressing"));
         w.remember(&item("u", "3", "Succeeded"));
-        for rv in ["2", "3"] {
-            let got = w.current("u", rv).expect("own write");
-            assert_eq!(got.metadata.resource_version.as_deref(), Some("3"));
-            assert_eq!(w.current_version("u", rv).as_deref(), Some("3"));
-        }
+        let got = w.current("u", "2").expect("own write");
+        assert_eq!(got.metadata.resource_version.as_deref(), Some("3"));
+        assert_eq!(w.current_version("u", "2").as_deref(), Some("3"));
+        assert_eq!(w.len(), 1, "still waiting for the newest write's event");
+    }
+
+    #[test]
+    fn the_event_of_the_newest_write_claims_the_object() {
+        let w = WrittenItems::new();
+        w.remember(&item("u", "2", "Progressing"));
+        w.remember(&item("u", "3", "Succeeded"));
+        let got = w.current("u", "3").expect("own write");
+        assert_eq!(got.metadata.resource_version.as_deref(), Some("3"));
+        assert!(w.is_empty(), "nothing kept once decided");
+        assert!(
+            w.current("u", "3").is_none(),
+            "a second event reads the item"
+        );
+
+        w.remember(&item("u", "4", "Succeeded"));
+        w.decided("u", "3");
+        assert_eq!(w.len(), 1, "an older version's event claims nothing");
+        w.decided("u", "4");
+        assert!(w.is_empty(), "decided without the object: nothing kept");
     }
 
     #[test]
@@ -173,12 +229,21 @@ mod tests {
     }
 
     #[test]
-    fn the_capacity_bounds_the_items_kept() {
+    fn the_capacity_bounds_the_items_kept_and_the_oldest_go_first() {
         let w = WrittenItems::with_capacity(2);
         for uid in ["a", "b", "c"] {
             w.remember(&item(uid, "1", "Succeeded"));
         }
         assert_eq!(w.len(), 2);
-        assert!(w.current("c", "1").is_some(), "the newest is kept");
+        assert!(w.current_version("a", "1").is_none(), "the oldest went");
+        assert!(w.current_version("b", "1").is_some());
+        assert!(w.current_version("c", "1").is_some());
+        // Claimed and forgotten uids do not pile up in the order queue.
+        for i in 0..100 {
+            let uid = format!("x{i}");
+            w.remember(&item(&uid, "1", "Succeeded"));
+            w.current(&uid, "1").expect("claimed");
+        }
+        assert!(w.inner.lock().unwrap().order.len() <= 4);
     }
 }

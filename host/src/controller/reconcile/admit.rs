@@ -82,6 +82,7 @@ pub(super) async fn admit(
                 .current_version(uid, rv)
                 .is_some_and(|newest| deployer.finished.is_finished(uid, &newest)))
     {
+        deployer.written.decided(uid, rv);
         return Ok(Skip(Action::await_change()));
     }
 
