@@ -391,6 +391,12 @@ impl ApiServer {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
+        use axum::serve::ListenerExt;
+        // As Go's net/http (and so kube-apiserver) does: small responses are not held back
+        // for the client's delayed ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         self.serve_on(listener, shutdown).await
     }
 
