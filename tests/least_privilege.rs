@@ -4,7 +4,8 @@
 //! (`charts/wasm-deployer/rbac/`, which the chart templates read), and every part of the
 //! contract works — pickup, finish, export Secret, finalizer, Events, locking with dead-owner
 //! checks, orphan cleanup, deletion — in one cluster and fenced (the Landscaper cluster and the
-//! host cluster are two servers with two identities); a rule less fails.
+//! host cluster are two servers with two identities); a rule less fails. A plugin's calls to
+//! its Target go with the Target's identity, never the host's.
 
 mod support;
 
@@ -570,5 +571,128 @@ async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps(
     );
     landscaper.abort();
     delivery.abort();
+    task.abort();
+}
+
+/// A kubeconfig for ServiceAccount `namespace/name` on `server` (created, token minted).
+async fn identity(server: &RbacServer, admin: &Client, namespace: &str, name: &str) -> String {
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    create(&sas, json!({"metadata": {"name": name}})).await;
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}});
+    let answer: serde_json::Value = sas
+        .create_subresource("token", name, &PostParams::default(), &request)
+        .await
+        .expect("TokenRequest");
+    let token = answer["status"]["token"].as_str().expect("token");
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{}\", insecure-skip-tls-verify: true}}\nusers:\n- name: sa\n  user: {{token: {token}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa, namespace: {namespace}}}\ncurrent-context: c\n",
+        server.url
+    )
+}
+
+/// Given a Target whose identity may manage only ConfigMaps in `default`, then the manifest
+/// plugin's Kubernetes calls go through that identity, not the host's (which may write Secrets
+/// there, for exports): its ConfigMap is applied, its Secret is refused in the API server's
+/// words naming the Target's ServiceAccount, and no Secret appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_only() {
+    let server = RbacServer::start().await;
+    let admin = landscaper_cluster(&server).await;
+    let kubeconfig = service_account(&server, &admin).await;
+    let me = support::client_for(&kubeconfig).await;
+    grant_landscaper_cluster(&admin).await;
+    grant_host_cluster(&admin).await;
+
+    let roles: Api<Role> = Api::namespaced(admin.clone(), "default");
+    create(
+        &roles,
+        json!({"metadata": {"name": "configmaps-only"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                   "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}),
+    )
+    .await;
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), "default");
+    create(&bindings, json!({"metadata": {"name": "configmaps-only"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmaps-only"},
+        "subjects": [{"kind": "ServiceAccount", "name": "deploy-bot", "namespace": "default"}]}))
+    .await;
+    let target_kubeconfig = identity(&server, &admin, "default", "deploy-bot").await;
+    let targets: Api<deployer_host::landscaper::Target> = Api::namespaced(admin.clone(), "default");
+    create(
+        &targets,
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+        "metadata": {"name": "restricted", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                 "config": {"kubeconfig": target_kubeconfig}}}),
+    )
+    .await;
+
+    let (_deployer, task) = start_host(me.clone(), me).await;
+    let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(admin.clone()));
+    let items: Api<DeployItem> = Api::namespaced(admin.clone(), "default");
+    let manifest_item = |name: &str, manifest: serde_json::Value| -> DeployItem {
+        serde_json::from_value(json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"type": "landscaper.gardener.cloud/kubernetes-manifest",
+                "target": {"name": "restricted", "namespace": "default"},
+                "config": {"apiVersion": "manifest.deployer.landscaper.gardener.cloud/v1alpha2",
+                    "kind": "ProviderConfiguration",
+                    "manifests": [{"policy": "manage", "manifest": manifest}]}}
+        }))
+        .unwrap()
+    };
+    let allowed = manifest_item(
+        "allowed",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "by-deploy-bot", "namespace": "default"}, "data": {"a": "b"}}),
+    );
+    let refused = manifest_item(
+        "refused",
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "by-deploy-bot", "namespace": "default"}, "stringData": {"a": "b"}}),
+    );
+    for item in [allowed, refused] {
+        items.create(&PostParams::default(), &item).await.unwrap();
+    }
+
+    let done = wait(&items, "allowed", |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    })
+    .await;
+    assert_eq!(
+        done.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        done.status().last_error
+    );
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(admin.clone(), "default");
+    configmaps
+        .get("by-deploy-bot")
+        .await
+        .expect("applied with the Target's identity");
+
+    let failed = wait(&items, "refused", |i| {
+        i.status()
+            .last_error
+            .is_some_and(|e| e.message.contains("forbidden"))
+    })
+    .await;
+    let message = failed.status().last_error.unwrap().message;
+    assert!(
+        message.contains("system:serviceaccount:default:deploy-bot")
+            && message.contains("resource \"secrets\""),
+        "refused as the Target's identity, in the API server's words: {message}"
+    );
+    assert_eq!(failed.status().phase, Phase::Failed);
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
+    assert!(
+        secrets.get_opt("by-deploy-bot").await.unwrap().is_none(),
+        "nothing written with the host's rights"
+    );
+    landscaper.abort();
     task.abort();
 }
