@@ -1,8 +1,9 @@
 //! End-to-end benchmark: the user's first performance questions, side by side in one run.
 //!
 //! `cargo bench -p deployer-host --bench e2e` (or `cargo xtask bench`, which builds the plugins
-//! first). Options via environment: `BENCH_ITEMS` (default 3000), `BENCH_ROUNDS` (default 5), `BENCH_RSS_ITEMS` (default
-//! 10000), `BENCH_WRITE_DOCS=1` to update `docs/benchmarks.md`.
+//! first). Options via environment: `BENCH_ITEMS` (default 3000), `BENCH_ROUNDS` (default 5),
+//! `BENCH_RSS_ITEMS` (default 10000), `BENCH_EVENTS=1` (the host records its Kubernetes Events;
+//! off by default), `BENCH_WRITE_DOCS=1` to update `docs/benchmarks.md`.
 //!
 //! 1. N mock items, jobIDs bumped as Landscaper does; time until every job is `Succeeded`,
 //!    with the wasm mock plugin and the native build of the same logic; ratio.
@@ -139,7 +140,10 @@ async fn run_jobs(
             TargetClients::default(),
         )
         .expect("deployer");
-        deployer.events = controller::Events::disabled();
+        // Kubernetes Events cost two API writes per job; `BENCH_EVENTS=1` keeps them on.
+        if std::env::var_os("BENCH_EVENTS").is_none() {
+            deployer.events = controller::Events::disabled();
+        }
         if locking {
             deployer.locker = Some(Locker::new(
                 client.clone(),
