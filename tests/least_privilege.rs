@@ -106,19 +106,7 @@ async fn service_account(server: &RbacServer, admin: &Client) -> String {
     if namespaces.get_opt(NAMESPACE).await.unwrap().is_none() {
         create(&namespaces, json!({"metadata": {"name": NAMESPACE}})).await;
     }
-    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
-    create(&sas, json!({"metadata": {"name": SA}})).await;
-    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}});
-    let answer: serde_json::Value = sas
-        .create_subresource("token", SA, &PostParams::default(), &request)
-        .await
-        .expect("TokenRequest");
-    let token = answer["status"]["token"].as_str().expect("token");
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{}\", insecure-skip-tls-verify: true}}\nusers:\n- name: sa\n  user: {{token: {token}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: sa, namespace: default}}\ncurrent-context: c\n",
-        server.url
-    )
+    identity(server, admin, NAMESPACE, SA).await
 }
 
 /// Binds the shipped Landscaper-cluster ClusterRole to the ServiceAccount.
@@ -204,11 +192,7 @@ async fn run_items(admin: &Client) {
         items.create(&PostParams::default(), &item).await.unwrap();
     }
     for name in ["mock", "manifest"] {
-        let item = wait(&items, name, |i| {
-            let s = i.status();
-            !s.job_id.is_empty() && s.job_id == s.job_id_finished
-        })
-        .await;
+        let item = wait_finished(&items, name).await;
         let s = item.status();
         assert_eq!(s.phase, Phase::Succeeded, "{name}: {:?}", s.last_error);
         assert!(item.has_finalizer(FINALIZER), "{name}");
@@ -255,6 +239,15 @@ async fn run_items(admin: &Client) {
     }
     assert!(secrets.get_opt(&export.name).await.unwrap().is_none());
     landscaper.abort();
+}
+
+/// `name` once its job is finished (`jobID == jobIDFinished`, not empty).
+async fn wait_finished(items: &Api<DeployItem>, name: &str) -> DeployItem {
+    wait(items, name, |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    })
+    .await
 }
 
 async fn wait(
@@ -410,11 +403,7 @@ mkdir -p "$(dirname "$EXPORTS_PATH")"; echo "{\"runs\": $n}" > "$EXPORTS_PATH""#
     }))
     .unwrap();
     items.create(&PostParams::default(), &item).await.unwrap();
-    let first = wait(&items, "container", |i| {
-        let s = i.status();
-        !s.job_id.is_empty() && s.job_id == s.job_id_finished
-    })
-    .await;
+    let first = wait_finished(&items, "container").await;
     assert_eq!(
         first.status().phase,
         Phase::Succeeded,
@@ -558,11 +547,7 @@ async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps(
     }))
     .unwrap();
     items.create(&PostParams::default(), &item).await.unwrap();
-    let done = wait(&items, "delivered", |i| {
-        let s = i.status();
-        !s.job_id.is_empty() && s.job_id == s.job_id_finished
-    })
-    .await;
+    let done = wait_finished(&items, "delivered").await;
     assert_eq!(
         done.status().phase,
         Phase::Succeeded,
@@ -657,11 +642,7 @@ async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_on
         items.create(&PostParams::default(), &item).await.unwrap();
     }
 
-    let done = wait(&items, "allowed", |i| {
-        let s = i.status();
-        !s.job_id.is_empty() && s.job_id == s.job_id_finished
-    })
-    .await;
+    let done = wait_finished(&items, "allowed").await;
     assert_eq!(
         done.status().phase,
         Phase::Succeeded,

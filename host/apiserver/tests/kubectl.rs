@@ -1015,6 +1015,16 @@ impl Kubectl {
     }
 }
 
+/// RBAC on, served over HTTPS (kubectl sends tokens only over TLS), with a chosen admin token.
+fn rbac_over_https() -> Options {
+    Options {
+        rbac: true,
+        tls: true,
+        admin_token: Some("an-admin-token-for-this-story".into()),
+        ..Options::default()
+    }
+}
+
 /// RBAC on, over HTTPS (kubectl sends a kubeconfig's token only over TLS; the embedded server
 /// serves a certificate generated at start, its CA in the kubeconfig): the admin kubeconfig
 /// creates a ServiceAccount, mints its token (`kubectl create token`) and grants it a Role;
@@ -1027,12 +1037,7 @@ async fn kubectl_auth_can_i_with_rbac() {
         skip("kubectl not installed");
         return;
     };
-    let options = Options {
-        rbac: true,
-        tls: true,
-        admin_token: Some("an-admin-token-for-this-story".into()),
-        ..Options::default()
-    };
+    let options = rbac_over_https();
     let c = Cluster::start(bin, options).await;
     let k = &c.k;
     if !on_real_backend() {
@@ -1162,12 +1167,7 @@ async fn kubectl_auth_can_i_follows_aggregated_cluster_roles() {
         skip("kubectl not installed");
         return;
     };
-    let options = Options {
-        rbac: true,
-        tls: true,
-        admin_token: Some("an-admin-token-for-this-story".into()),
-        ..Options::default()
-    };
+    let options = rbac_over_https();
     let c = Cluster::start(bin, options).await;
     let k = &c.k;
     c.install_deployitem_crd().await;
