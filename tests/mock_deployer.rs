@@ -381,3 +381,78 @@ async fn given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_
         "polling a running job keeps lastReconcileTime at its pickup (Landscaper sets it only when a job starts)"
     );
 }
+
+/// Given many items whose jobs are finished (as after a restart of the host), when the host
+/// starts, then it reads them with one paginated list instead of one GET per item, and a new job
+/// on one of them still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_many_finished_items_when_the_host_starts_then_it_reads_none_of_them_one_by_one() {
+    skip_on_real!("counts requests at the embedded API server");
+    let h = Harness::start_with(Options {
+        landscaper: false,
+        controller: false,
+        ..Options::default()
+    })
+    .await;
+    let server = h.server.clone().expect("embedded");
+    let items = h.items("default");
+    // More than one page of the sweep (500), all finished: Landscaper's last job is done.
+    let n = 520;
+    for i in 0..n {
+        let created = h.create_item(&mock_item(&format!("done-{i}"))).await;
+        let mut finished = deployer_host::dev::landscaper::with_new_job(&created);
+        let mut status = finished.status();
+        status.job_id_finished = status.job_id.clone();
+        status.phase = Phase::Succeeded;
+        finished.status = Some(status);
+        items
+            .replace_status(&format!("done-{i}"), &PostParams::default(), &finished)
+            .await
+            .unwrap();
+    }
+    server.reset_stats();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let controller = tokio::spawn(deployer_host::controller::run(
+        h.deployer.clone(),
+        None,
+        4,
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while h.deployer.stats.reconciles.load(Ordering::Relaxed) < n as u64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the host did not look at every item"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stats = server.stats();
+    assert_eq!(
+        stats.count("get", "deployitems.landscaper.gardener.cloud"),
+        0,
+        "no item read one by one ({stats:?})"
+    );
+    assert!(
+        stats.count("list", "deployitems.landscaper.gardener.cloud") >= 2,
+        "the sweep's two pages ({stats:?})"
+    );
+    assert_eq!(h.deployer.finished.len(), n);
+
+    // A new job on one of them is picked up as usual.
+    let current = items.get("done-7").await.unwrap();
+    items
+        .replace_status(
+            "done-7",
+            &PostParams::default(),
+            &deployer_host::dev::landscaper::with_new_job(&current),
+        )
+        .await
+        .unwrap();
+    let s = h.wait_finished("default", "done-7").await.status();
+    assert_eq!(s.phase, Phase::Succeeded);
+    assert_ne!(s.job_id, current.status().job_id);
+    stop.send(true).unwrap();
+    let _ = controller.await;
+}

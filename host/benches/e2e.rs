@@ -190,6 +190,7 @@ async fn run_jobs(
     let hook_stages_before = counter(|s| &s.hook_stages);
 
     // Landscaper: a new jobID on every item, as fast as it can write.
+    perf_control("enable");
     let started = Instant::now();
     let cpu_started = process_cpu_seconds();
     let landscaper_client = env.client.clone();
@@ -231,6 +232,7 @@ async fn run_jobs(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
+    perf_control("disable");
     let cpu_us_per_job = (process_cpu_seconds() - cpu_started) * 1e6 / n as f64;
     let stats = server.stats();
     let reconciles_per_job = (counter(|s| &s.reconciles) - reconciles_before) as f64 / n as f64;
@@ -282,6 +284,19 @@ async fn run_jobs(
         reconciles_per_job,
         hook_stages_per_job,
         cpu_us_per_job,
+    }
+}
+
+/// Profiling aid: with `BENCH_PERF_CTL=<fifo>` (perf record's `--control fifo:<fifo> -D -1`),
+/// perf samples only while jobs run, not the set-up, plugin compile or settle phases.
+fn perf_control(command: &str) {
+    use std::io::Write;
+    if let Some(path) = std::env::var_os("BENCH_PERF_CTL") {
+        let mut fifo = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("perf control fifo");
+        writeln!(fifo, "{command}").expect("perf control");
     }
 }
 
@@ -422,8 +437,8 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
 
-        // Rounds: every configuration once per round, in the same order, so slow phases of
-        // the machine hit all rows alike; each row reports its median round.
+        // Rounds: every configuration once per round, so slow phases of the machine hit all
+        // rows alike; each row reports its median round.
         let rounds = env_usize("BENCH_ROUNDS", 5).max(1);
         let configs = [
             (Backend::Wasm, false, 1, false),
@@ -432,19 +447,32 @@ fn main() {
             (Backend::Wasm, false, 3, true),
             (Backend::Wasm, true, 1, false),
         ];
+        // The order rows run in within a round, alternating each round (forward, backward) so
+        // that neither row of a compared pair (wasm beside native, wasm beside the hook row)
+        // always runs first: the process's heap and caches after one row are the next row's
+        // start.
+        let order = [1, 0, 4, 2, 3];
         // Profiling aid: `BENCH_PROFILE_ROW=0` runs only that row (0 wasm, 1 native, 4 hook), once,
         // and nothing else, so `perf record` sees one configuration.
         if let Some(k) = std::env::var("BENCH_PROFILE_ROW").ok().and_then(|v| v.parse::<usize>().ok()) {
             let (backend, hooks, replicas, locking) = configs[k];
             let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
-            eprintln!("{backend:?} hooks={hooks}: {:.2}s", run.seconds);
+            eprintln!(
+                "{backend:?} hooks={hooks}: {:.2}s, {:.0} µs CPU per job",
+                run.seconds, run.cpu_us_per_job
+            );
             return;
         }
         // First, on a quiet process: one plugin invocation, wasm and native.
         let invocation = invocation_costs().await;
         let mut by_config: Vec<Vec<JobsRun>> = configs.iter().map(|_| Vec::new()).collect();
         for round in 1..=rounds {
-            for (k, &(backend, hooks, replicas, locking)) in configs.iter().enumerate() {
+            let mut this_round = order;
+            if round % 2 == 0 {
+                this_round.reverse();
+            }
+            for k in this_round {
+                let (backend, hooks, replicas, locking) = configs[k];
                 let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
                 eprintln!(
                     "round {round}: {backend:?} hooks={hooks} replicas={replicas} locking={locking}: {:.2}s",

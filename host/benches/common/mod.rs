@@ -46,11 +46,20 @@ impl Drop for KillOnDrop {
 
 /// `deployer-host run` against `kubeconfig` with the built plugins, quiet.
 pub fn spawn_host(kubeconfig: &std::path::Path) -> KillOnDrop {
-    let host = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"));
+    command
         .args(["run", "--kubeconfig"])
         .arg(kubeconfig)
         .arg("--plugins")
-        .arg(workspace().join("target/plugins"))
+        .arg(workspace().join("target/plugins"));
+    // `BENCH_HOST_EVENTS=errors|none`: the host's `events:` setting (default `all`, two
+    // Kubernetes Events per job).
+    if let Ok(events) = std::env::var("BENCH_HOST_EVENTS") {
+        let config = kubeconfig.with_extension("host-config.yaml");
+        std::fs::write(&config, format!("events: {events}\n")).expect("host config");
+        command.arg("--config").arg(config);
+    }
+    let host = command
         .env("RUST_LOG", "error")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -6,8 +6,9 @@
 //! execution to `plugin-runtime`; the host's side of each plugin capability to
 //! [`crate::capabilities`].
 //!
-//! Owns: the metadata-only watch (kube-runtime `Controller`), the error policy (per-item
-//! exponential backoff) and the orphaned-SyncObject cleaner task.
+//! Owns: the metadata-only watch (kube-runtime `Controller`), the start-up sweep that primes
+//! the finished-item cache (`sweep`), the error policy (per-item exponential backoff) and the
+//! orphaned-SyncObject cleaner task.
 //! Must not touch: contract rules (in `crate::contract`) or plugin internals.
 
 mod backoff;
@@ -16,6 +17,7 @@ mod events;
 mod exports;
 mod finished;
 mod reconcile;
+mod sweep;
 mod workers;
 mod written;
 
@@ -35,6 +37,7 @@ pub use backoff::Backoff;
 pub use deployer::{Deployer, Error, Stats};
 pub use events::Events;
 pub use finished::FinishedCache;
+pub use sweep::{Swept, prime_finished};
 pub use workers::WorkerCounter;
 pub use written::WrittenItems;
 
@@ -70,6 +73,14 @@ pub async fn run(
         }
         _ => None,
     };
+    // One paginated list instead of a GET per idle item on the watch's first events.
+    let full: Api<DeployItem> = match namespace.as_deref() {
+        Some(ns) => Api::namespaced(deployer.client.clone(), ns),
+        None => Api::all(deployer.client.clone()),
+    };
+    if let Err(e) = prime_finished(&full, &deployer.finished).await {
+        tracing::warn!(error = %e, "start-up sweep failed; idle items are read one by one");
+    }
     let plugin_changes = deployer.plugins.changes();
     let controller = Controller::new(api, watcher::Config::default());
     // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.
