@@ -73,14 +73,21 @@ pub async fn run(
         }
         _ => None,
     };
-    // One paginated list instead of a GET per idle item on the watch's first events.
-    let full: Api<DeployItem> = match namespace.as_deref() {
-        Some(ns) => Api::namespaced(deployer.client.clone(), ns),
-        None => Api::all(deployer.client.clone()),
-    };
-    if let Err(e) = prime_finished(&full, &deployer.finished).await {
-        tracing::warn!(error = %e, "start-up sweep failed; idle items are read one by one");
-    }
+    // One paginated list instead of a GET per idle item on the watch's first events. Beside
+    // the watch, not before it: a page (500 items) is read faster than workers reconcile 500
+    // items, so the sweep overtakes the first events at once and delays no job.
+    let sweep = tokio::spawn({
+        let deployer = deployer.clone();
+        let full: Api<DeployItem> = match namespace.as_deref() {
+            Some(ns) => Api::namespaced(deployer.client.clone(), ns),
+            None => Api::all(deployer.client.clone()),
+        };
+        async move {
+            if let Err(e) = prime_finished(&full, &deployer.finished).await {
+                tracing::warn!(error = %e, "start-up sweep failed; idle items are read one by one");
+            }
+        }
+    });
     let plugin_changes = deployer.plugins.changes();
     let controller = Controller::new(api, watcher::Config::default());
     // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.
@@ -116,6 +123,7 @@ pub async fn run(
         })
         .await;
     synced.abort();
+    sweep.abort();
     deployer.stats.watch_synced.store(false, Ordering::Relaxed);
     if let Some(cleaner) = cleaner {
         cleaner.abort();

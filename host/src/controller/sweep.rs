@@ -1,8 +1,9 @@
-//! The start-up sweep: before the watch starts, one paginated list of the full DeployItems
-//! records every item whose job is finished in the [`FinishedCache`]. The watch itself is
+//! The start-up sweep: beside the watch's first list, one paginated list of the full
+//! DeployItems records every item whose job is finished in the [`FinishedCache`]. The watch itself is
 //! metadata-only, so without the sweep the first reconcile of each idle item would read it
 //! with a GET of its own: 100,000 items, 100,000 reads at every start. With it they cost
-//! 100,000 / [`PAGE`] lists, and each item's first event finds it finished, unchanged.
+//! 100,000 / [`PAGE`] lists, and each item's first event finds it finished, unchanged. (A page
+//! is read faster than the workers reconcile as many items, so the sweep runs ahead of them.)
 //!
 //! The sweep only decides what the admit stage would decide for the same resourceVersion
 //! (`jobID == jobIDFinished`, no `test-reconcile`); admit still consults the cache only when
