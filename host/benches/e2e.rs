@@ -3,7 +3,8 @@
 //! `cargo bench -p deployer-host --bench e2e` (or `cargo xtask bench`, which builds the plugins
 //! first). Options via environment: `BENCH_ITEMS` (default 3000), `BENCH_ROUNDS` (default 5),
 //! `BENCH_RSS_ITEMS` (default 10000), `BENCH_EVENTS=1` (the host records its Kubernetes Events;
-//! off by default), `BENCH_WRITE_DOCS=1` to update `docs/benchmarks.md`.
+//! off by default), `BENCH_INVOCATION_ONLY=1` (only the invocation table), `BENCH_WRITE_DOCS=1`
+//! to update `docs/benchmarks.md`.
 //!
 //! 1. N mock items, jobIDs bumped as Landscaper does; time until every job is `Succeeded`,
 //!    with the wasm mock plugin and the native build of the same logic; ratio.
@@ -465,6 +466,10 @@ fn main() {
         }
         // First, on a quiet process: one plugin invocation, wasm and native.
         let invocation = invocation_costs().await;
+        if std::env::var_os("BENCH_INVOCATION_ONLY").is_some() {
+            println!("{invocation}");
+            return;
+        }
         let mut by_config: Vec<Vec<JobsRun>> = configs.iter().map(|_| Vec::new()).collect();
         for round in 1..=rounds {
             let mut this_round = order;
@@ -615,7 +620,14 @@ async fn invocation_costs() -> String {
         async move { runtime.load_bytes(&name, &bytes).await.expect("load") }
     };
     let mock = load("mock.wasm").await;
-    let hook = load("continuous-reconcile.wasm").await;
+    let hook = match std::env::var_os("PROFILE_HOOK_WASM") {
+        // Profiling aid: a hook component built elsewhere (e.g. unstripped, for perf's names).
+        Some(path) => {
+            let bytes = std::fs::read(&path).expect("PROFILE_HOOK_WASM");
+            runtime.load_bytes("hook", &bytes).await.expect("load")
+        }
+        None => load("continuous-reconcile.wasm").await,
+    };
     let host: Arc<dyn plugin_runtime::HostServices> = Arc::new(NoopHost);
     let mut di = serde_json::to_value(item(0)).expect("item");
     di["status"] = serde_json::json!({"phase": "Init", "jobID": "j1"});
@@ -643,12 +655,42 @@ async fn invocation_costs() -> String {
             .expect("reconcile");
     })
     .await;
+    // The hook sees the item as the controller passes it after a job: a finished status.
+    di["status"] = serde_json::json!({
+        "phase": "Succeeded", "jobID": "5b0c7f7e-3c9d-4c1e-9a52-7d1f0f4f2b11",
+        "jobIDFinished": "5b0c7f7e-3c9d-4c1e-9a52-7d1f0f4f2b11", "observedGeneration": 1,
+        "lastReconcileTime": "2026-11-26T00:00:00Z",
+        "deployer": {"name": "wasm-deployer", "version": "0.1.0", "identity": "wasm-deployer-1764115200"},
+        "providerStatus": {"apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+                           "kind": "ProviderStatus", "ok": true},
+        "transitionTimes": {"initTime": "2026-11-26T00:00:00Z", "waitingTime": "2026-11-26T00:00:00Z",
+                            "finishedTime": "2026-11-26T00:00:00Z"}
+    });
     let input = HookInput {
         hook_type: HookType::ShouldReconcile,
         deploy_item: Some(di),
         target: None,
     };
+    // As the controller calls it: the item encoded once, as JSON text.
+    let item_text = input.deploy_item.as_ref().expect("item").to_string();
+    let encoded = plugin_runtime::EncodedHookInput {
+        hook_type: HookType::ShouldReconcile,
+        deploy_item: Some(&item_text),
+        target: None,
+    };
+    // Profiling aid: `PROFILE_HOOK_CALLS=1` runs only the hook loop (`BENCH_CALLS` times).
+    if std::env::var_os("PROFILE_HOOK_CALLS").is_some() {
+        perf_control("enable");
+        for _ in 0..n {
+            std::hint::black_box(hook.run_hook_encoded(encoded).await.expect("hook"));
+        }
+        std::process::exit(0);
+    }
     let hook_call = percentiles(n, async || {
+        hook.run_hook_encoded(encoded).await.expect("hook");
+    })
+    .await;
+    let hook_call_value = percentiles(n, async || {
         hook.run_hook(input.clone()).await.expect("hook");
     })
     .await;
@@ -665,8 +707,12 @@ async fn invocation_costs() -> String {
             native_call,
         ),
         (
-            "wasm continuous-reconcile hook at ShouldReconcile",
+            "wasm continuous-reconcile hook at ShouldReconcile (item as JSON text, as the controller calls it)",
             hook_call,
+        ),
+        (
+            "the same hook given the item as a `serde_json::Value` (`run_hook`)",
+            hook_call_value,
         ),
     ] {
         t.push_str(&format!("| {what} | {p50:.1} µs | {p99:.1} µs |\n"));

@@ -7,7 +7,7 @@
 //! access is whatever the controller puts behind [`HostServices::kube`].
 
 use sdk_guest::{
-    DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup,
+    DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult, HookSetup, HookType,
     Invocation, KubeOp, Response,
 };
 use std::sync::Arc;
@@ -107,6 +107,40 @@ pub trait HookPlugin: Send + Sync {
 
     /// Run the hook once. `Ok(None)` = no opinion.
     async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError>;
+
+    /// Run the hook once on input already encoded as JSON, which is what a wasm hook receives:
+    /// the controller encodes an item once for every hook that sees that version of it. The
+    /// default decodes the input and calls [`run_hook`](Self::run_hook).
+    async fn run_hook_encoded(
+        &self,
+        input: EncodedHookInput<'_>,
+    ) -> Result<Option<HookResult>, DeployerError> {
+        let decode = |what: &str, json: Option<&str>| {
+            json.map(serde_json::from_str::<serde_json::Value>)
+                .transpose()
+                .map_err(|e| {
+                    DeployerError::internal("DecodeHookInput", format!("{what}: {e}"))
+                        .with_operation(input.hook_type.as_str())
+                })
+        };
+        self.run_hook(HookInput {
+            hook_type: input.hook_type,
+            deploy_item: decode("deploy-item", input.deploy_item)?,
+            target: decode("target", input.target)?,
+        })
+        .await
+    }
+}
+
+/// The input of one hook call as JSON text (see [`HookPlugin::run_hook_encoded`]).
+#[derive(Clone, Copy, Debug)]
+pub struct EncodedHookInput<'a> {
+    /// Which point of the flow this is.
+    pub hook_type: HookType,
+    /// The DeployItem; `None` for `Start`.
+    pub deploy_item: Option<&'a str>,
+    /// The item's Target object (no credentials); `None` for `Start` or without a Target.
+    pub target: Option<&'a str>,
 }
 
 /// [`HostServices`] with no progressing timeout and no Kubernetes access (tests, benchmarks,
@@ -184,5 +218,45 @@ pub(crate) fn emit_log(plugin: &str, level: sdk_guest::LogLevel, message: &str) 
         L::Info => tracing::info!(target: "plugin", plugin, "{message}"),
         L::Warn => tracing::warn!(target: "plugin", plugin, "{message}"),
         L::Error => tracing::error!(target: "plugin", plugin, "{message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers with what it was given, to check the default `run_hook_encoded`.
+    struct Echo(HookSetup);
+
+    #[async_trait::async_trait]
+    impl HookPlugin for Echo {
+        fn setup(&self) -> &HookSetup {
+            &self.0
+        }
+        fn origin(&self) -> String {
+            "test".into()
+        }
+        async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError> {
+            Ok(Some(HookResult {
+                abort_reconcile: input.deploy_item.is_some_and(|i| i["abort"] == true),
+                ..HookResult::default()
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn encoded_input_is_decoded_for_hooks_that_take_values() {
+        let hook = Echo(HookSetup::default());
+        let input = |item| EncodedHookInput {
+            hook_type: HookType::End,
+            deploy_item: Some(item),
+            target: None,
+        };
+        let r = hook.run_hook_encoded(input(r#"{"abort": true}"#)).await;
+        assert!(r.unwrap().unwrap().abort_reconcile);
+        let e = hook.run_hook_encoded(input("{not json")).await.unwrap_err();
+        assert_eq!(e.reason, "DecodeHookInput");
+        assert_eq!(e.operation, "End");
+        assert!(e.message.starts_with("deploy-item: "), "{}", e.message);
     }
 }

@@ -55,7 +55,7 @@ mod registry;
 mod runtime;
 mod wasm;
 
-pub use api::{DeployerPlugin, HookPlugin, HostServices, Limits, NoopHost};
+pub use api::{DeployerPlugin, EncodedHookInput, HookPlugin, HostServices, Limits, NoopHost};
 pub use native::{NativeHooks, NativePlugin};
 pub use registry::PluginRegistry;
 pub use runtime::{LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats};

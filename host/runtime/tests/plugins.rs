@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use plugin_runtime::{
-    ConditionStatus, DeployerPlugin, Limits, LoadOutcome, NativePlugin, NoopHost, OptLevel,
-    PluginRegistry, PluginRuntime, RuntimeConfig, codes,
+    ConditionStatus, DeployerPlugin, EncodedHookInput, Limits, LoadOutcome, NativePlugin, NoopHost,
+    OptLevel, PluginRegistry, PluginRuntime, RuntimeConfig, codes,
 };
 use serde_json::json;
 use std::collections::HashMap;
@@ -627,6 +627,7 @@ async fn components_export_a_deployer_hooks_or_both() {
     // A scripted trap is this call's ERR_INTERNAL_PROBLEM, named after the hook type.
     let item = json!({"metadata": {"name": "x", "annotations": {
         "hooks.test.wasm-deployer.dev/script": "{\"End\": \"trap\"}"}}});
+    let text = item.to_string();
     let err = both
         .run_hook(HookInput {
             hook_type: HookType::End,
@@ -638,6 +639,42 @@ async fn components_export_a_deployer_hooks_or_both() {
     assert!(err.has_code(codes::INTERNAL_PROBLEM), "{err:?}");
     assert_eq!(err.operation, "End");
     assert!(err.message.contains("trapped"), "{}", err.message);
+    // The same call with the item as JSON text (what the controller passes) reaches the guest
+    // unchanged: the same trap.
+    let encoded = both
+        .run_hook_encoded(EncodedHookInput {
+            hook_type: HookType::End,
+            deploy_item: Some(&text),
+            target: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(encoded, err);
+    // An item that is due for a continuous reconcile: the same answer by either path.
+    let due = json!({"metadata": {"name": "x"},
+        "spec": {"config": {"continuousReconcile": {"every": "1m"}}},
+        "status": {"lastReconcileTime": "2020-01-01T00:00:00Z"}});
+    let by_value = hook_only
+        .run_hook(HookInput {
+            hook_type: HookType::ShouldReconcile,
+            deploy_item: Some(due.clone()),
+            target: None,
+        })
+        .await
+        .unwrap()
+        .expect("due: an opinion");
+    assert!(!by_value.abort_reconcile, "due: forces a reconcile");
+    let due_text = due.to_string();
+    let by_text = hook_only
+        .run_hook_encoded(EncodedHookInput {
+            hook_type: HookType::ShouldReconcile,
+            deploy_item: Some(&due_text),
+            target: None,
+        })
+        .await
+        .unwrap()
+        .expect("due: an opinion");
+    assert_eq!(by_text.abort_reconcile, by_value.abort_reconcile);
     // A hook-only component is never a deployer of the registry.
     let registry = PluginRegistry::with_hooks(
         vec![mock as Arc<dyn DeployerPlugin>],

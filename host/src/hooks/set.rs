@@ -5,8 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use anyhow::bail;
-use plugin_runtime::{DeployerError, HookInput, HookPlugin, PluginRegistry};
-use serde_json::Value;
+use plugin_runtime::{DeployerError, EncodedHookInput, HookPlugin, PluginRegistry};
 
 use super::{HookResult, HookType, aggregate};
 use crate::config::HookRegistration;
@@ -111,8 +110,8 @@ impl LiveHooks {
         &self,
         hook_type: HookType,
         deploy_item_type: Option<&str>,
-        item: Option<&Value>,
-        target: Option<&Value>,
+        item: Option<&str>,
+        target: Option<&str>,
     ) -> Result<Option<HookResult>, HookError> {
         let set = self.current();
         set.run(hook_type, deploy_item_type, item, target).await
@@ -203,13 +202,14 @@ impl HookSet {
     }
 
     /// Runs the hooks of one stage in registration order and aggregates their results. The
-    /// first error ends the stage and discards the results.
+    /// first error ends the stage and discards the results. `item` and `target` are JSON, encoded
+    /// once by the caller for every hook of every stage that sees that version of the item.
     pub async fn run(
         &self,
         hook_type: HookType,
         deploy_item_type: Option<&str>,
-        item: Option<&Value>,
-        target: Option<&Value>,
+        item: Option<&str>,
+        target: Option<&str>,
     ) -> Result<Option<HookResult>, HookError> {
         let mut results = Vec::new();
         for (index, r) in self
@@ -218,12 +218,12 @@ impl HookSet {
             .filter(|r| r.applies(deploy_item_type, hook_type))
             .enumerate()
         {
-            let input = HookInput {
+            let input = EncodedHookInput {
                 hook_type,
-                deploy_item: item.cloned(),
-                target: target.cloned(),
+                deploy_item: item,
+                target,
             };
-            match r.plugin.run_hook(input).await {
+            match r.plugin.run_hook_encoded(input).await {
                 Ok(result) => results.push(result),
                 Err(error) => {
                     return Err(HookError {
@@ -242,7 +242,7 @@ impl HookSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plugin_runtime::{HookSetup, NativeHooks};
+    use plugin_runtime::{HookInput, HookSetup, NativeHooks};
     use sdk_guest::{Ctx, Hooks};
 
     struct OnlyEnd;

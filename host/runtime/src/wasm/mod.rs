@@ -18,7 +18,8 @@ use sdk_guest::{
     DeployerError, Description, HookInput, HookResult, HookSetup, Invocation, Response,
 };
 
-use crate::api::{DeployerPlugin, HookPlugin, HostServices, Limits, Op};
+use crate::api::{DeployerPlugin, EncodedHookInput, HookPlugin, HostServices, Limits, Op};
+use bindings::exports::wasm_deployer::plugin::hooks as wit_hooks;
 use convert::{
     error_from_wit, hook_input_to_wit, hook_result_from_wit, invocation_to_wit, response_from_wit,
 };
@@ -198,7 +199,32 @@ impl HookPlugin for WasmPlugin {
     }
 
     async fn run_hook(&self, input: HookInput) -> Result<Option<HookResult>, DeployerError> {
-        let operation = input.hook_type.as_str();
+        self.call_hook(input.hook_type, hook_input_to_wit(&input))
+            .await
+    }
+
+    /// The JSON goes into the guest as it is: no decode and re-encode on the host.
+    async fn run_hook_encoded(
+        &self,
+        input: EncodedHookInput<'_>,
+    ) -> Result<Option<HookResult>, DeployerError> {
+        let wit_input = wit_hooks::HookInput {
+            hook_type: convert::hook_type_to_wit(input.hook_type),
+            deploy_item: input.deploy_item.map(str::to_string),
+            target: input.target.map(str::to_string),
+        };
+        self.call_hook(input.hook_type, wit_input).await
+    }
+}
+
+impl WasmPlugin {
+    /// One hook call on a fresh instance.
+    async fn call_hook(
+        &self,
+        hook_type: sdk_guest::HookType,
+        wit_input: wit_hooks::HookInput,
+    ) -> Result<Option<HookResult>, DeployerError> {
+        let operation = hook_type.as_str();
         let Some(indices) = &self.prepared.hooks else {
             return Err(DeployerError::internal(
                 "NotAHook",
@@ -209,7 +235,6 @@ impl HookPlugin for WasmPlugin {
         let limits = self.limits;
         let slot = self.slots.acquire().await;
         let (mut store, stdio) = new_store(&self.engine, self.name.clone(), limits, None, slot);
-        let wit_input = hook_input_to_wit(&input);
         let call = async {
             let instance = self.prepared.pre.instantiate_async(&mut store).await?;
             indices

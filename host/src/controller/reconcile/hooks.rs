@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use kube::runtime::controller::Action;
 use plugin_runtime::DeployerError;
-use serde_json::Value;
 
 use super::ItemCtx;
 use crate::contract::status::StepError;
@@ -40,12 +39,12 @@ pub(super) fn action(acc: &Accumulated, flow: Option<Duration>) -> Action {
 }
 
 /// What hooks see of one version of an item: the item and its Target object as JSON,
-/// encoded once on first use and shared by every stage run on that version. The Target's
-/// inline `config` (it may hold credentials) is never passed to hooks.
+/// encoded once on first use and shared by every hook of every stage run on that version. The
+/// Target's inline `config` (it may hold credentials) is never passed to hooks.
 pub(super) struct HookView<'a> {
     item: &'a DeployItem,
     target: Option<&'a Target>,
-    json: OnceLock<Result<(Value, Option<Value>), String>>,
+    json: OnceLock<Result<(String, Option<String>), String>>,
 }
 
 impl<'a> HookView<'a> {
@@ -57,10 +56,9 @@ impl<'a> HookView<'a> {
         }
     }
 
-    fn json(&self) -> &Result<(Value, Option<Value>), String> {
+    fn json(&self) -> &Result<(String, Option<String>), String> {
         self.json.get_or_init(|| {
-            let item =
-                super::for_plugins(serde_json::to_value(self.item).map_err(|e| e.to_string())?);
+            let item = super::item_json_for_plugins(self.item).map_err(|e| e.to_string())?;
             let target = self
                 .target
                 .map(|t| {
@@ -68,7 +66,7 @@ impl<'a> HookView<'a> {
                     if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
                         spec.remove("config");
                     }
-                    Ok::<_, serde_json::Error>(v)
+                    Ok::<_, serde_json::Error>(v.to_string())
                 })
                 .transpose()
                 .map_err(|e| e.to_string())?;
@@ -96,8 +94,8 @@ pub(super) async fn run_stage(
         .run(
             hook_type,
             Some(deploy_item_type),
-            Some(item_json),
-            target_json.as_ref(),
+            Some(item_json.as_str()),
+            target_json.as_deref(),
         )
         .await
 }
