@@ -73,7 +73,8 @@ impl Hooks for ContinuousReconcile {
             return Ok(None);
         };
         if item
-            .pointer("/metadata/annotations")
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(ACTIVE_ANNOTATION))
             .and_then(Value::as_str)
             == Some("false")
@@ -120,9 +121,15 @@ pub fn evaluate(schedule: &Schedule, last: i64, now: i64) -> Option<HookResult> 
     })
 }
 
+/// The value at `path` (object keys). `Value::pointer` would do, but it allocates two strings
+/// per segment to unescape `~0`/`~1`, on every call of a hook that runs at every decision.
+fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, key| v.get(key))
+}
+
 /// `status.lastReconcileTime` as Unix seconds (truncated); `None` if absent.
 fn last_reconcile_time(item: &Value) -> Result<Option<i64>, DeployerError> {
-    match item.pointer("/status/lastReconcileTime") {
+    match at(item, &["status", "lastReconcileTime"]) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => parse_rfc3339(s)
             .map(Some)
@@ -147,7 +154,7 @@ fn bad_last_reconcile_time(detail: &str) -> DeployerError {
 /// [`REASON_VALIDATE`] and a message naming the field path (all problems, like Kubernetes'
 /// aggregated field errors).
 pub fn schedule_of(item: &Value) -> Result<Option<Schedule>, DeployerError> {
-    let spec = match item.pointer("/spec/config/continuousReconcile") {
+    let spec = match at(item, &["spec", "config", "continuousReconcile"]) {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(spec)) => spec,
         Some(other) => {
