@@ -78,12 +78,11 @@ pub async fn run(
     // items, so the sweep overtakes the first events at once and delays no job.
     let sweep = tokio::spawn({
         let deployer = deployer.clone();
-        let full: Api<DeployItem> = match namespace.as_deref() {
-            Some(ns) => Api::namespaced(deployer.client.clone(), ns),
-            None => Api::all(deployer.client.clone()),
-        };
+        let namespace = namespace.clone();
         async move {
-            if let Err(e) = prime_finished(&full, &deployer.finished).await {
+            let swept =
+                prime_finished(&deployer.client, namespace.as_deref(), &deployer.finished).await;
+            if let Err(e) = swept {
                 tracing::warn!(error = %e, "start-up sweep failed; idle items are read one by one");
             }
         }
