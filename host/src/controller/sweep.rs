@@ -80,7 +80,7 @@ struct SweptStatus {
 
 impl SweptItem {
     /// Finished by the contract's own rule, on an item holding just the fields it reads.
-    fn is_finished(self) -> bool {
+    fn job_finished(self) -> bool {
         let mut item = DeployItem::default();
         item.metadata.annotations = self.metadata.annotations;
         item.status = self.status.map(|s| DeployItemStatus {
@@ -114,7 +114,7 @@ pub async fn prime_finished(
             if let (Some(uid), Some(rv)) = (
                 item.metadata.uid.clone(),
                 item.metadata.resource_version.clone(),
-            ) && item.is_finished()
+            ) && item.job_finished()
             {
                 cache.insert(&uid, &rv);
                 swept.finished += 1;
