@@ -79,16 +79,22 @@ struct SweptStatus {
 }
 
 impl SweptItem {
-    /// Finished by the contract's own rule, on an item holding just the fields it reads.
-    fn job_finished(self) -> bool {
+    /// The item's uid and resourceVersion if its job is finished, by the contract's own rule
+    /// (on an item holding just the fields that rule reads).
+    fn finished_version(self) -> Option<(String, String)> {
+        let SweptMeta {
+            uid,
+            resource_version,
+            annotations,
+        } = self.metadata;
         let mut item = DeployItem::default();
-        item.metadata.annotations = self.metadata.annotations;
+        item.metadata.annotations = annotations;
         item.status = self.status.map(|s| DeployItemStatus {
             job_id: s.job_id,
             job_id_finished: s.job_id_finished,
             ..DeployItemStatus::default()
         });
-        next_step(&item, false) == JobStep::Finished
+        (next_step(&item, false) == JobStep::Finished).then_some((uid?, resource_version?))
     }
 }
 
@@ -111,11 +117,7 @@ pub async fn prime_finished(
         swept.pages += 1;
         for item in page.items {
             swept.items += 1;
-            if let (Some(uid), Some(rv)) = (
-                item.metadata.uid.clone(),
-                item.metadata.resource_version.clone(),
-            ) && item.job_finished()
-            {
+            if let Some((uid, rv)) = item.finished_version() {
                 cache.insert(&uid, &rv);
                 swept.finished += 1;
             }
@@ -153,6 +155,30 @@ mod tests {
         .unwrap()
     }
 
+    /// Creates `name` with `annotations`, then gives it a status with these jobIDs.
+    async fn create(
+        api: &Api<DeployItem>,
+        name: &str,
+        annotations: &[(&str, &str)],
+        job: &str,
+        finished: &str,
+    ) -> DeployItem {
+        let mut new = item(name, "", "");
+        if !annotations.is_empty() {
+            new.metadata.annotations = Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        let mut created = api.create(&PostParams::default(), &new).await.unwrap();
+        created.status = item(name, job, finished).status;
+        api.replace_status(name, &PostParams::default(), &created)
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn records_only_finished_items_across_pages() {
         let server = ApiServer::new(Default::default()).unwrap();
@@ -164,43 +190,18 @@ mod tests {
         let n = PAGE as usize + 20;
         for i in 0..n {
             let (job, done) = if i % 2 == 0 { ("a", "a") } else { ("", "") };
-            let created = api
-                .create(&PostParams::default(), &item(&format!("i-{i}"), "", ""))
-                .await
-                .unwrap();
-            let mut with_status = created.clone();
-            with_status.status = item("x", job, done).status;
-            api.replace_status(&format!("i-{i}"), &PostParams::default(), &with_status)
-                .await
-                .unwrap();
+            create(&api, &format!("i-{i}"), &[], job, done).await;
         }
-        let pending = api
-            .create(&PostParams::default(), &item("pending", "", ""))
-            .await
-            .unwrap();
-        let mut p = pending.clone();
-        p.status = item("x", "new", "old").status;
-        let pending = api
-            .replace_status("pending", &PostParams::default(), &p)
-            .await
-            .unwrap();
-
+        let pending = create(&api, "pending", &[], "new", "old").await;
         // Finished, but `operation: test-reconcile` asks for a reconcile anyway.
-        let mut tr = item("test-reconcile", "", "");
-        tr.metadata.annotations = Some(
-            [(
-                "landscaper.gardener.cloud/operation".to_string(),
-                "test-reconcile".to_string(),
-            )]
-            .into(),
-        );
-        let tr = api.create(&PostParams::default(), &tr).await.unwrap();
-        let mut t = tr.clone();
-        t.status = item("x", "same", "same").status;
-        let tr = api
-            .replace_status("test-reconcile", &PostParams::default(), &t)
-            .await
-            .unwrap();
+        let tr = create(
+            &api,
+            "test-reconcile",
+            &[("landscaper.gardener.cloud/operation", "test-reconcile")],
+            "same",
+            "same",
+        )
+        .await;
 
         let cache = FinishedCache::default();
         let swept = prime_finished(&env.client, Some("default"), &cache)
