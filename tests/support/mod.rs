@@ -9,6 +9,7 @@
 mod backend;
 pub mod chart_repo;
 pub mod real_helm;
+pub mod real_landscaper;
 pub mod registry;
 #[allow(unused_imports)]
 pub use backend::{
@@ -104,6 +105,8 @@ pub struct Harness {
     pub container: Option<Arc<deployer_host::container::ContainerDeployer>>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The controller's namespace and worker count (for [`Harness::start_controller`]).
+    controller_scope: (Option<String>, usize),
 }
 
 pub struct Options {
@@ -260,23 +263,12 @@ impl Harness {
         .expect("deployer");
         deployer.checkpoint_mode = options.checkpoint_mode.clone();
         let deployer = Arc::new(deployer);
-        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let (stop, _) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
-        if options.controller {
-            let mut rx = stop_rx.clone();
-            tasks.push(tokio::spawn(controller::run(
-                deployer.clone(),
-                options.config.namespace.clone(),
-                options.config.workers(),
-                async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                },
-            )));
-        }
         if options.landscaper {
             tasks.push(tokio::spawn(landscaper::run(env.client.clone())));
         }
-        Self {
+        let mut harness = Self {
             server: env.embedded,
             real: env.real,
             client: env.client,
@@ -287,7 +279,27 @@ impl Harness {
             container,
             stop,
             tasks,
+            controller_scope: (options.config.namespace.clone(), options.config.workers()),
+        };
+        if options.controller {
+            harness.start_controller();
         }
+        harness
+    }
+
+    /// Starts the host's controller (once; a harness started with `controller: false` starts
+    /// it later: the host "comes up").
+    pub fn start_controller(&mut self) {
+        let mut rx = self.stop.subscribe();
+        let (namespace, workers) = self.controller_scope.clone();
+        self.tasks.push(tokio::spawn(controller::run(
+            self.deployer.clone(),
+            namespace,
+            workers,
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            },
+        )));
     }
 
     pub fn items(&self, namespace: &str) -> Api<DeployItem> {
@@ -380,7 +392,7 @@ impl Harness {
 
 impl Drop for Harness {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.stop.send_replace(true);
         for t in &self.tasks {
             t.abort();
         }

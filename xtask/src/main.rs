@@ -20,9 +20,11 @@ fn usage() -> ! {
     eprintln!(
         "usage: cargo xtask <command>\n\n\
          \x20 dev [ARGS...]              build plugins and host, start `deployer-host dev --apply examples/`\n\
-         \x20 test [--backends embedded,real] [CARGO TEST ARGS...]\n\
+         \x20 test [--backends embedded,real] [--real-landscaper] [CARGO TEST ARGS...]\n\
          \x20                            build plugins, then `cargo test --workspace` (embedded API server);\n\
-         \x20                            `real` runs the host's stories again on a real kube-apiserver\n\
+         \x20                            `real` runs the host's stories again on a real kube-apiserver;\n\
+         \x20                            `--real-landscaper` builds the real Landscaper first (cached), so the\n\
+         \x20                            stories it drives and its own integration suite run, not SKIP\n\
          \x20 image [--push REF] [--plain-http] [--out DIR]\n\
          \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
          \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
@@ -103,6 +105,7 @@ fn main() -> Result<()> {
         }
         Some("test") => {
             let mut backends = vec!["embedded".to_string()];
+            let mut real_landscaper = false;
             let mut rest = Vec::new();
             while let Some(a) = args.next() {
                 match a.as_str() {
@@ -110,8 +113,17 @@ fn main() -> Result<()> {
                         let list = args.next().unwrap_or_else(|| usage());
                         backends = list.split(',').map(str::to_string).collect();
                     }
+                    "--real-landscaper" => real_landscaper = true,
                     _ => rest.push(a),
                 }
+            }
+            if real_landscaper {
+                // The stories driven by the real Landscaper and Landscaper's own integration
+                // suite (tests/real_landscaper.rs, tests/landscaper_suite.rs) run in the
+                // embedded pass; without this build they say SKIP.
+                let tool = workspace_root().join("../shared/tools/real-landscaper/real-landscaper");
+                run(Command::new(&tool).arg("build"))
+                    .context("building the real Landscaper (../shared/tools)")?;
             }
             ensure_wasm_target()?;
             build_plugins(&[])?;

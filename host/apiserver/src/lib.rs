@@ -394,6 +394,7 @@ impl ApiServer {
         use axum::serve::ListenerExt;
         // As Go's net/http (and so kube-apiserver) does: small responses are not held back
         // for the client's delayed ACK.
+        self.publish_kubernetes_service(listener.local_addr()?)?;
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
@@ -408,8 +409,53 @@ impl ApiServer {
         cert: &tls::ServingCert,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
+        self.publish_kubernetes_service(listener.local_addr()?)?;
         let listener = tls::TlsListener::new(listener, cert.server_config()?)?;
         self.serve_on(listener, shutdown).await
+    }
+
+    /// Publishes where the API is served as kube-apiserver does: the Service `default/kubernetes`
+    /// (cluster IP `10.96.0.1`, one port named `https`) and its Endpoints. Unlike kube-apiserver,
+    /// whose Service listens on 443 and forwards to the secure port, the Service's port is the
+    /// port the server listens on, so a client that resolves `kubernetes.default` to the server's
+    /// host reaches the API at `<scheme>://kubernetes.default:<service port>` (Landscaper's
+    /// integration tests build their Targets that way). Serving again on another port moves both.
+    pub fn publish_kubernetes_service(&self, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+        let port = addr.port();
+        let current_port = self
+            .shared
+            .store
+            .lock()
+            .lookup("/services", "default", "kubernetes")
+            .and_then(|svc| svc.pointer("/spec/ports/0/port").and_then(Value::as_u64));
+        if current_port == Some(u64::from(port)) {
+            return Ok(());
+        }
+        let ip = match addr.ip() {
+            ip if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.to_string(),
+            ip => ip.to_string(),
+        };
+        let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+        self.install_object(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": "10.96.0.1",
+                "ports": [{"name": "https", "port": port, "protocol": "TCP", "targetPort": port}],
+            }
+        }))
+        .context("publishing Service default/kubernetes")?;
+        self.install_object(json!({
+            "apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+            "subsets": [{
+                "addresses": [{"ip": ip}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            }]
+        }))
+        .context("publishing Endpoints default/kubernetes")?;
+        Ok(())
     }
 
     async fn serve_on<L>(

@@ -132,10 +132,23 @@ fn export_prefix(item: &DeployItem) -> String {
     }
 }
 
-/// `<type suffix>-export-<5 characters>`, like Landscaper's `generateName: mock-export-`, but
-/// derived from the item's UID: every attempt of every job of one item names the same Secret,
-/// so a retry never leaves a second one behind.
+/// The export Secret's name, as Landscaper's Go deployers name it: `<item name>-export` (its
+/// deployer library, used by the manifest, helm and container deployers), and for mock items
+/// `mock-export-<5 characters>` (its mock deployer's `generateName: mock-export-`). Both are
+/// stable per item, so every attempt of every job names the same Secret and a retry never leaves
+/// a second one behind. An item name too long for the suffix falls back to the hashed form.
 fn export_name(item: &DeployItem) -> String {
+    const MAX_NAME: usize = 253;
+    let name = item.metadata.name.as_deref().unwrap_or_default();
+    let hashed = export_prefix(item) == "mock" || name.is_empty();
+    if !hashed && name.len() + "-export".len() <= MAX_NAME {
+        return format!("{name}-export");
+    }
+    hashed_export_name(item)
+}
+
+/// `<type suffix>-export-<5 characters>`, derived from the item's UID.
+fn hashed_export_name(item: &DeployItem) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let uid = item.metadata.uid.as_deref().unwrap_or_default();
     // FNV-1a over the UID: stable across versions of the host, no extra dependency.
@@ -176,5 +189,17 @@ mod tests {
         );
         di.metadata.uid = Some("3f2a0c4e-0000-4000-8000-000000000002".into());
         assert_ne!(export_name(&di), name, "another item, another Secret");
+    }
+
+    #[test]
+    fn other_items_export_into_their_name_with_export_as_landscapers_deployer_library_does() {
+        let mut di = DeployItem::default();
+        di.spec.type_ = "landscaper.gardener.cloud/helm".into();
+        di.metadata.name = Some("configmap-deployment".into());
+        di.metadata.uid = Some("3f2a0c4e-0000-4000-8000-000000000001".into());
+        assert_eq!(export_name(&di), "configmap-deployment-export");
+        // a name with no room for the suffix falls back to the hashed form
+        di.metadata.name = Some("n".repeat(250));
+        assert!(export_name(&di).starts_with("helm-export-"));
     }
 }

@@ -2,16 +2,32 @@
 //! a new `status.jobID` when a DeployItem is created, when its generation changes, and when it
 //! gets a deletionTimestamp (contract section 3.10, "Trigger").
 //!
-//! Stateless on purpose: every decision is made from the item alone, so a restart loses nothing.
+//! Items of one Landscaper Execution (label `execution.landscaper.gardener.cloud/managed-by`)
+//! are triggered in the order their `execution.landscaper.gardener.cloud/dependsOn` annotation
+//! gives, as Landscaper's Execution does: an item's job starts once every item it depends on has
+//! finished its own job `Succeeded` (a failed or missing one holds its dependents), and an
+//! item's delete job starts once no item that depends on it exists any more.
+//!
+//! Stateless on purpose: every decision is made from the items alone, so a restart loses nothing.
 //! It never triggers an item whose current job is unfinished (Landscaper waits too).
+
+use std::sync::Arc;
 
 use futures::TryStreamExt;
 use kube::Client;
 use kube::api::{Api, PostParams};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::clock::now;
-use crate::landscaper::DeployItem;
+use crate::landscaper::{DeployItem, Phase};
+
+/// The label Landscaper's Execution puts on the items it manages (the Execution's name).
+pub const MANAGED_BY_LABEL: &str = "execution.landscaper.gardener.cloud/managed-by";
+/// The label with the item's name in its Execution (the blueprint's `deployItems[].name`).
+pub const ITEM_NAME_LABEL: &str = "execution.landscaper.gardener.cloud/name";
+/// The annotation listing, comma-separated, the names (in the Execution) an item depends on.
+pub const DEPENDS_ON_ANNOTATION: &str = "execution.landscaper.gardener.cloud/dependsOn";
 
 /// Why an item gets a new job, if it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +37,7 @@ pub enum Trigger {
     Deleted,
 }
 
-/// Decides whether Landscaper would issue a new jobID for `item` now.
+/// Decides whether Landscaper would issue a new jobID for `item` now, looking at the item alone.
 pub fn trigger_for(item: &DeployItem) -> Option<Trigger> {
     let status = item.status.clone().unwrap_or_default();
     if status.job_id.is_empty() {
@@ -38,6 +54,61 @@ pub fn trigger_for(item: &DeployItem) -> Option<Trigger> {
     (generation != status.observed_generation).then_some(Trigger::SpecChanged)
 }
 
+/// [`trigger_for`], holding the job back while the items of the same Execution it depends on
+/// (or, for a delete, that depend on it) are not done: `siblings` are the items of its namespace
+/// (the item itself may be among them).
+pub fn trigger_among(item: &DeployItem, siblings: &[Arc<DeployItem>]) -> Option<Trigger> {
+    let trigger = trigger_for(item)?;
+    let Some(execution) = execution_of(item) else {
+        return Some(trigger);
+    };
+    let name = label(item, ITEM_NAME_LABEL).unwrap_or_default();
+    let same_execution = siblings
+        .iter()
+        .filter(|s| execution_of(s) == Some(execution) && s.metadata.uid != item.metadata.uid);
+    let ready = match trigger {
+        // Reverse order: nothing that still exists may depend on an item being deleted.
+        Trigger::Deleted => !same_execution
+            .clone()
+            .any(|s| depends_on(s).any(|d| d == name)),
+        // Every item named must exist (Landscaper creates them all first) and be done.
+        Trigger::Created | Trigger::SpecChanged => depends_on(item).all(|wanted| {
+            same_execution
+                .clone()
+                .any(|s| label(s, ITEM_NAME_LABEL) == Some(wanted) && settled(s))
+        }),
+    };
+    ready.then_some(trigger)
+}
+
+/// A dependency is done when its last job finished `Succeeded` and no new job is due for it.
+fn settled(item: &DeployItem) -> bool {
+    let s = item.status();
+    !s.job_id.is_empty()
+        && s.job_id == s.job_id_finished
+        && s.phase == Phase::Succeeded
+        && trigger_for(item).is_none()
+}
+
+fn label<'a>(item: &'a DeployItem, key: &str) -> Option<&'a str> {
+    item.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn execution_of(item: &DeployItem) -> Option<(&str, &str)> {
+    Some((
+        item.metadata.namespace.as_deref().unwrap_or_default(),
+        label(item, MANAGED_BY_LABEL)?,
+    ))
+}
+
+fn depends_on(item: &DeployItem) -> impl Iterator<Item = &str> + Clone {
+    item.annotation(DEPENDS_ON_ANNOTATION)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+}
+
 /// Writes a new job onto `item` as Landscaper does: `jobID`, `jobIDGenerationTime`,
 /// `transitionTimes = {triggerTime}` in one status write.
 pub fn with_new_job(item: &DeployItem) -> DeployItem {
@@ -48,15 +119,17 @@ pub fn with_new_job(item: &DeployItem) -> DeployItem {
     item
 }
 
-/// Watches every DeployItem and triggers jobs until the stream ends.
+/// Watches every DeployItem and triggers jobs until the stream ends. Every event decides again
+/// for the item and for the items of its Execution (one finishing may unblock another).
 pub async fn run(client: Client) {
     let api: Api<DeployItem> = Api::all(client.clone());
-    let stream = watcher(api, watcher::Config::default())
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
         .default_backoff()
-        .applied_objects();
+        .touched_objects();
     futures::pin_mut!(stream);
     loop {
-        let item = match stream.try_next().await {
+        let touched = match stream.try_next().await {
             Ok(Some(item)) => item,
             Ok(None) => return,
             Err(e) => {
@@ -64,26 +137,57 @@ pub async fn run(client: Client) {
                 continue;
             }
         };
-        let Some(trigger) = trigger_for(&item) else {
-            continue;
-        };
-        let name = item.metadata.name.clone().unwrap_or_default();
-        let namespace = item.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<DeployItem> = Api::namespaced(client.clone(), &namespace);
-        match api
-            .replace_status(&name, &PostParams::default(), &with_new_job(&item))
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(item = %format!("{namespace}/{name}"), ?trigger, "landscaper: new job")
+        for item in candidates(&store, &touched) {
+            let siblings = namespace_items(&store, &item);
+            if let Some(trigger) = trigger_among(&item, &siblings) {
+                issue(&client, &item, trigger).await;
             }
-            // A conflict usually means a newer version exists whose watch event decides again,
-            // but not always (a conflict answered by an overloaded server, a 5xx, a timeout):
-            // retry from a fresh read, or the item might never get its job.
-            Err(e) => {
-                tracing::debug!(item = %format!("{namespace}/{name}"), error = %e, "landscaper: trigger failed, retrying");
-                tokio::spawn(retry_trigger(api, name));
-            }
+        }
+    }
+}
+
+/// The items to decide for after an event on `touched`: its current version (if it still
+/// exists) and, when it belongs to an Execution, every other item of that Execution.
+fn candidates(store: &Store<DeployItem>, touched: &DeployItem) -> Vec<Arc<DeployItem>> {
+    match execution_of(touched) {
+        Some(execution) => store
+            .state()
+            .into_iter()
+            .filter(|i| execution_of(i) == Some(execution))
+            .collect(),
+        None => store
+            .get(&reflector::ObjectRef::from_obj(touched))
+            .into_iter()
+            .collect(),
+    }
+}
+
+fn namespace_items(store: &Store<DeployItem>, item: &DeployItem) -> Vec<Arc<DeployItem>> {
+    let ns = item.metadata.namespace.as_deref();
+    store
+        .state()
+        .into_iter()
+        .filter(|i| i.metadata.namespace.as_deref() == ns)
+        .collect()
+}
+
+async fn issue(client: &Client, item: &DeployItem, trigger: Trigger) {
+    let name = item.metadata.name.clone().unwrap_or_default();
+    let namespace = item.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<DeployItem> = Api::namespaced(client.clone(), &namespace);
+    match api
+        .replace_status(&name, &PostParams::default(), &with_new_job(item))
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(item = %format!("{namespace}/{name}"), ?trigger, "landscaper: new job")
+        }
+        // A conflict usually means a newer version exists whose watch event decides again,
+        // but not always (a conflict answered by an overloaded server, a 5xx, a timeout):
+        // retry from a fresh read, or the item might never get its job.
+        Err(e) => {
+            tracing::debug!(item = %format!("{namespace}/{name}"), error = %e, "landscaper: trigger failed, retrying");
+            tokio::spawn(retry_trigger(api, name));
         }
     }
 }
@@ -173,6 +277,68 @@ mod tests {
             trigger_for(&deleting(item("2", "2", Phase::DeleteFailed, 1, 1))),
             None
         );
+    }
+
+    /// An item `name` of Execution `exec` depending on `deps`.
+    fn in_execution(mut di: DeployItem, exec: &str, name: &str, deps: &str) -> Arc<DeployItem> {
+        di.metadata.namespace = Some("ns".into());
+        di.metadata.uid = Some(format!("uid-{name}"));
+        di.metadata.labels = Some(
+            [
+                (MANAGED_BY_LABEL.to_string(), exec.to_string()),
+                (ITEM_NAME_LABEL.to_string(), name.to_string()),
+            ]
+            .into(),
+        );
+        di.metadata.annotations =
+            Some([(DEPENDS_ON_ANNOTATION.to_string(), deps.to_string())].into());
+        Arc::new(di)
+    }
+
+    #[test]
+    fn an_item_waits_until_every_item_it_depends_on_succeeded() {
+        let new = || DeployItem::default();
+        let a = in_execution(new(), "e", "a", "");
+        let b = in_execution(new(), "e", "b", "a");
+        let c = in_execution(new(), "e", "c", "a, b");
+        let all = [a.clone(), b.clone(), c.clone()];
+        assert_eq!(trigger_among(&a, &all), Some(Trigger::Created));
+        assert_eq!(trigger_among(&b, &all), None, "a has not run");
+        // a running, then failed: b still waits (Landscaper stops at a failed item)
+        let a_running = in_execution(item("1", "", Phase::Progressing, 1, 1), "e", "a", "");
+        assert_eq!(trigger_among(&b, &[a_running, b.clone()]), None);
+        let a_failed = in_execution(item("1", "1", Phase::Failed, 1, 1), "e", "a", "");
+        assert_eq!(trigger_among(&b, &[a_failed, b.clone()]), None);
+        // a succeeded: b starts, c still waits for b
+        let a_done = in_execution(item("1", "1", Phase::Succeeded, 1, 1), "e", "a", "");
+        let all = [a_done.clone(), b.clone(), c.clone()];
+        assert_eq!(trigger_among(&b, &all), Some(Trigger::Created));
+        assert_eq!(trigger_among(&c, &all), None);
+        // an item of another Execution with the same name does not count
+        let other = in_execution(item("1", "1", Phase::Succeeded, 1, 1), "f", "b", "");
+        assert_eq!(trigger_among(&c, &[a_done, other, c.clone()]), None);
+        // an item outside any Execution is decided alone
+        assert_eq!(trigger_among(&new(), &all), Some(Trigger::Created));
+    }
+
+    #[test]
+    fn an_item_is_deleted_only_after_every_item_that_depends_on_it_is_gone() {
+        let done = |name: &str, deps: &str| {
+            in_execution(
+                deleting(item("1", "1", Phase::Succeeded, 1, 1)),
+                "e",
+                name,
+                deps,
+            )
+        };
+        let a = done("a", "");
+        let b = done("b", "a");
+        assert_eq!(trigger_among(&a, &[a.clone(), b.clone()]), None, "b exists");
+        assert_eq!(
+            trigger_among(&b, &[a.clone(), b.clone()]),
+            Some(Trigger::Deleted)
+        );
+        assert_eq!(trigger_among(&a, &[a.clone()]), Some(Trigger::Deleted));
     }
 
     #[test]

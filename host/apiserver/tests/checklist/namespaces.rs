@@ -155,3 +155,53 @@ async fn an_empty_namespace_goes_at_once_and_system_namespaces_cannot_be_deleted
         "namespaces \"default\" is forbidden: this namespace may not be deleted"
     );
 }
+
+/// Given a server serving on a port, then the Service `default/kubernetes` and its Endpoints say
+/// where (the port clients such as Landscaper's integration tests put into
+/// `https://kubernetes.default:<port>`), and serving again on another port moves both.
+#[tokio::test]
+async fn serving_publishes_the_kubernetes_service_with_the_port_it_listens_on() {
+    let s = server();
+    let (code, _) = raw(
+        &s,
+        "GET",
+        "/api/v1/namespaces/default/services/kubernetes",
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(code, 404, "nothing is published before the server serves");
+    for port in [31443u16, 31444] {
+        s.publish_kubernetes_service(([127, 0, 0, 1], port).into())
+            .expect("publish");
+        let (code, svc) = raw(
+            &s,
+            "GET",
+            "/api/v1/namespaces/default/services/kubernetes",
+            None,
+            "",
+        )
+        .await;
+        assert_eq!(code, 200, "{svc}");
+        assert_eq!(svc["spec"]["clusterIP"], "10.96.0.1");
+        assert_eq!(svc["spec"]["ports"].as_array().map(Vec::len), Some(1));
+        assert_eq!(svc["spec"]["ports"][0]["port"], port);
+        assert_eq!(svc["spec"]["ports"][0]["name"], "https");
+        let (code, ep) = raw(
+            &s,
+            "GET",
+            "/api/v1/namespaces/default/endpoints/kubernetes",
+            None,
+            "",
+        )
+        .await;
+        assert_eq!(code, 200, "{ep}");
+        assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "127.0.0.1");
+        assert_eq!(ep["subsets"][0]["ports"][0]["port"], port);
+    }
+    // the same port again is no write
+    let rv = s.resource_version();
+    s.publish_kubernetes_service(([127, 0, 0, 1], 31444).into())
+        .expect("publish");
+    assert_eq!(s.resource_version(), rv);
+}

@@ -1,0 +1,325 @@
+//! Landscaper's own integration tests against our host: the compiled ginkgo suite of the real
+//! Landscaper (`../shared/tools/real-landscaper path integration.test`) runs against
+//! `deployer-host dev --no-landscaper` (the embedded API server and our host as the only
+//! deployer) and the real Landscaper controller in both modes.
+//!
+//! Which specs run, and what each must do, is the table of `docs/landscaper-integration-tests.md`
+//! (one source of truth): every spec marked `passes` must pass, every spec marked `fails` must
+//! still fail (a fixed one says so, so the table stays true); `n/a` specs are not run.
+//!
+//! The suite builds its Targets to point at `<scheme>://kubernetes.default:<port of Service
+//! default/kubernetes>`. The embedded server publishes that Service with the port it listens on,
+//! and the host process (only it) resolves `kubernetes.default` to 127.0.0.1: it runs in a private
+//! mount namespace (`unshare --mount`) with its own `/etc/hosts` bind-mounted over the machine's,
+//! which stays untouched.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+use support::real_landscaper::{self, RealLandscaper};
+
+/// The suite's specs and what each must do, from the docs table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expect {
+    Passes,
+    Fails,
+    NotApplicable,
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    spec: String,
+    expect: Expect,
+    why: String,
+}
+
+fn docs_table() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/landscaper-integration-tests.md")
+}
+
+/// The rows of the table: `| `spec` | passes / fails / n/a | why |`.
+fn rows(text: &str) -> Vec<Row> {
+    text.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.trim().trim_matches('|').split(" | ").collect();
+            let [spec, result, why] = cells[..] else {
+                return None;
+            };
+            let spec = spec
+                .trim()
+                .strip_prefix('`')?
+                .strip_suffix('`')?
+                .to_string();
+            let expect = match result.trim() {
+                "passes" => Expect::Passes,
+                "fails" => Expect::Fails,
+                "n/a" => Expect::NotApplicable,
+                _ => return None,
+            };
+            Some(Row {
+                spec,
+                expect,
+                why: why.trim().to_string(),
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_docs_table_parses_and_names_each_spec_once() {
+    let text = std::fs::read_to_string(docs_table()).expect("docs/landscaper-integration-tests.md");
+    let rows = rows(&text);
+    assert!(
+        rows.len() >= 60,
+        "every spec of the suite is listed: {}",
+        rows.len()
+    );
+    let mut specs: Vec<&str> = rows.iter().map(|r| r.spec.as_str()).collect();
+    specs.sort();
+    let before = specs.len();
+    specs.dedup();
+    assert_eq!(specs.len(), before, "a spec is listed twice");
+    for r in &rows {
+        assert!(
+            r.expect == Expect::Passes || !r.why.is_empty(),
+            "{}: a spec that does not pass says why",
+            r.spec
+        );
+    }
+}
+
+/// A process killed (with its children: the host's pods) when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `deployer-host dev --no-landscaper` where only it resolves `kubernetes.default` to
+/// 127.0.0.1. Returns the process and the server's URL.
+fn start_host(dir: &Path) -> (Process, String) {
+    let hosts = dir.join("hosts");
+    let machine = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    std::fs::write(
+        &hosts,
+        format!("{machine}\n127.0.0.1 kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local\n"),
+    )
+    .unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    // root may unshare the mount namespace at once; anyone else maps themselves to root in a
+    // user namespace first (where the kernel allows unprivileged user namespaces).
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let mut cmd = Command::new("unshare");
+    if !root {
+        cmd.arg("--map-root-user");
+    }
+    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#)
+        .arg(&hosts)
+        .arg(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(["dev", "--no-landscaper", "--listen", "127.0.0.1:0"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--plugins")
+        .arg(support::plugins_dir())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("host.log")).unwrap());
+    let mut child = cmd
+        .spawn()
+        .expect("unshare (util-linux) runs deployer-host dev");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let Some(url) = line.trim().strip_prefix("ready ") else {
+        let _ = child.kill();
+        panic!(
+            "deployer-host dev did not start (expected `ready <url>`, got {line:?}):\n{}",
+            std::fs::read_to_string(dir.join("host.log")).unwrap_or_default()
+        );
+    };
+    (Process(child), url.to_string())
+}
+
+/// The suite reads its test data relative to Landscaper's repository root. The tool's tree has
+/// `test/` and `hack/`; the Manifest Deployer spec also reads an example DeployItem from
+/// `examples/deploy-items/`, which the source snapshot lacks: a copy of the tree in `dir` gets
+/// it from `../shared/landscaper/examples/` (the same file).
+fn suite_tree(suite: &Path, dir: &Path) -> PathBuf {
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("examples/deploy-items")).unwrap();
+    let built = suite.parent().unwrap().join("tree");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(built.join("test"))
+        .arg(built.join("hack"))
+        .arg(&tree)
+        .status()
+        .expect("cp");
+    assert!(status.success(), "copying {}", built.display());
+    let example = "40-DeployItem-Manifest-secret.yaml";
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/landscaper/examples")
+            .join(example),
+        tree.join("examples/deploy-items").join(example),
+    )
+    .expect("../shared/landscaper/examples");
+    tree
+}
+
+/// Escapes a spec text for `-ginkgo.focus` (Go's regexp syntax).
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The spec reports of a ginkgo JSON report: full text -> (state, failure message).
+fn outcomes(report: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for suite in report.as_array().into_iter().flatten() {
+        for spec in suite["SpecReports"].as_array().into_iter().flatten() {
+            if spec["LeafNodeType"] != "It" {
+                continue;
+            }
+            let mut parts: Vec<String> = spec["ContainerHierarchyTexts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect();
+            parts.push(spec["LeafNodeText"].as_str().unwrap_or("").to_string());
+            let failure = spec["Failure"]["Message"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            out.push((
+                parts.join(" "),
+                spec["State"].as_str().unwrap_or("").to_string(),
+                failure,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_says() {
+    if support::backend() == support::Backend::Real {
+        eprintln!(
+            "SKIP on the real API server: this Landscaper's status writes carry JSON nulls kube-apiserver 1.20 refuses"
+        );
+        return;
+    }
+    let Some(suite) = real_landscaper::built("integration.test") else {
+        return;
+    };
+    let text = std::fs::read_to_string(docs_table()).expect("docs table");
+    let rows = rows(&text);
+    let to_run: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.expect != Expect::NotApplicable)
+        .collect();
+    // `SPEC_FOCUS` (a substring of spec texts) narrows the run, e.g. to one spec while fixing it.
+    let narrow = std::env::var("SPEC_FOCUS").ok();
+    let to_run: Vec<&Row> = to_run
+        .into_iter()
+        .filter(|r| narrow.as_ref().is_none_or(|f| r.spec.contains(f.as_str())))
+        .collect();
+    assert!(!to_run.is_empty());
+
+    let dir = tempfile::Builder::new()
+        .prefix("landscaper-suite-")
+        .tempdir()
+        .unwrap();
+    let (_host, _url) = start_host(dir.path());
+    let kubeconfig = dir.path().join("kubeconfig");
+    let _landscaper = RealLandscaper::start(&kubeconfig, "10s");
+
+    let focus = to_run
+        .iter()
+        .map(|r| format!("^{}$", regex_escape(&r.spec)))
+        .collect::<Vec<_>>()
+        .join("|");
+    let report = dir.path().join("report.json");
+    let tree = suite_tree(&suite, dir.path()).join("test/integration");
+    let started = Instant::now();
+    let out = Command::new(&suite)
+        .current_dir(&tree)
+        .arg(format!("-ginkgo.focus={focus}"))
+        .arg(format!("-ginkgo.json-report={}", report.display()))
+        .args(["-ginkgo.v", "-ginkgo.timeout=60m"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "--ls-namespace",
+            "ls-system",
+            "--skip-waiting-for-system-components",
+        ])
+        .stdout(std::fs::File::create(dir.path().join("suite.log")).unwrap())
+        .stderr(Stdio::inherit())
+        .status()
+        .expect("integration.test");
+    eprintln!(
+        "suite: {} specs in {:.0?} (exit {out}); log {}",
+        to_run.len(),
+        started.elapsed(),
+        dir.path().join("suite.log").display()
+    );
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap_or_else(|e| {
+        panic!(
+            "no ginkgo report ({e}); suite log:\n{}",
+            std::fs::read_to_string(dir.path().join("suite.log")).unwrap_or_default()
+        )
+    }))
+    .unwrap();
+    let outcomes = outcomes(&report);
+
+    let mut wrong = Vec::new();
+    for row in &to_run {
+        let Some((_, state, failure)) = outcomes.iter().find(|(t, _, _)| *t == row.spec) else {
+            wrong.push(format!(
+                "{}: not run (is the text in the table exact?)",
+                row.spec
+            ));
+            continue;
+        };
+        match (&row.expect, state.as_str()) {
+            (Expect::Passes, "passed") | (Expect::Fails, "failed") => {}
+            (Expect::Passes, _) => wrong.push(format!("{}: {state}: {failure}", row.spec)),
+            (Expect::Fails, "passed") => wrong.push(format!(
+                "{}: passes now; mark it `passes` in docs/landscaper-integration-tests.md",
+                row.spec
+            )),
+            (_, other) => wrong.push(format!("{}: {other}: {failure}", row.spec)),
+        }
+    }
+    if !wrong.is_empty() {
+        // Keep the logs of a failed run for a look.
+        let kept = dir.keep();
+        panic!(
+            "{} of {} specs differ from the table (logs in {}):\n{}",
+            wrong.len(),
+            to_run.len(),
+            kept.display(),
+            wrong.join("\n\n")
+        );
+    }
+}

@@ -1,0 +1,1115 @@
+//! Driven by the real Landscaper: its controller (v0.99, both modes, from
+//! `../shared/tools/real-landscaper`) creates, triggers, waits for, times out and deletes the
+//! DeployItems of Installations, and our host is the only deployer. The Installations use inline
+//! blueprints (no component descriptor) and import a Target; their items are of every type the
+//! host serves: manifest, helm (an inline chart archive, a real Helm release), mock and container
+//! (run by the process kubelet). Runs on the embedded API server only (this Landscaper's writes
+//! carry JSON nulls that kube-apiserver 1.20 refuses); with `DEPLOYER_TEST_BACKEND=real` every
+//! story says SKIP.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use deployer_host::config::HostConfig;
+use deployer_host::dev::kubelet::ProcessKubelet;
+use deployer_host::landscaper::{DeployItem, Phase, codes};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::chart_repo::archive_raw;
+use support::real_landscaper::{
+    self as ls, RealLandscaper, apply, data_object, set_operation, wait_job_after,
+};
+use support::{Harness, Options};
+
+/// Where the Installations, their items and imports live (Context `default` is there).
+const NS: &str = "default";
+/// Where the container deployer runs its pods.
+const HOST_NS: &str = "container-host";
+/// Where the items deploy to (through the imported Target).
+const APP_NS: &str = "demo-app";
+/// The Target the Installations import.
+const TARGET: &str = "my-cluster";
+/// Generous: a cold Landscaper, four items in a row, Helm and a pod on 2 cores.
+const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The API server, our host (controller, container deployer, process kubelet), and the real
+/// Landscaper against the server's loopback URL. Dropped in field order: Landscaper first.
+struct Stage {
+    _landscaper: RealLandscaper,
+    dev: DevStage,
+    h: Harness,
+}
+
+struct StageOptions {
+    /// Our host is up when Landscaper starts (off: [`Harness::start_controller`] later).
+    host_up: bool,
+    /// Landscaper's `deployItemTimeouts.pickup`.
+    pickup_timeout: &'static str,
+}
+
+impl Default for StageOptions {
+    fn default() -> Self {
+        Self {
+            host_up: true,
+            pickup_timeout: "30s",
+        }
+    }
+}
+
+fn host_config() -> HostConfig {
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.container = serde_yaml::from_str(&format!(
+        "namespace: {HOST_NS}\nhostImage: deployer-host:test\npollInterval: 200ms\nwaitPollInterval: 100ms\n"
+    ))
+    .unwrap();
+    config
+}
+
+async fn stage(options: StageOptions) -> Stage {
+    let h = Harness::start_with(Options {
+        config: host_config(),
+        landscaper: false,
+        controller: options.host_up,
+        ..Options::default()
+    })
+    .await;
+    let dev = DevStage::start(&h).await;
+    let landscaper = tokio::task::spawn_blocking({
+        let kubeconfig = dev.kubeconfig();
+        move || RealLandscaper::start(&kubeconfig, options.pickup_timeout)
+    })
+    .await
+    .unwrap();
+    Stage {
+        _landscaper: landscaper,
+        dev,
+        h,
+    }
+}
+
+/// An Installation in [`NS`] with an inline blueprint: imports the Target `cluster` (bound to
+/// [`TARGET`]) and the data imports `data` (name -> DataObject), exports `exports` (name ->
+/// DataObject); `deploy` and `export` are the GoTemplates of its deploy and export executions.
+fn installation(
+    name: &str,
+    data: &[(&str, &str)],
+    exports: &[(&str, &str)],
+    deploy: &str,
+    export: Option<&str>,
+) -> Value {
+    let mut blueprint = json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Blueprint",
+        "jsonSchema": "https://json-schema.org/draft/2019-09/schema",
+        "imports": [{"name": "cluster", "targetType": "landscaper.gardener.cloud/kubernetes-cluster"}],
+        "exports": exports.iter().map(|(n, _)| json!({"name": n, "type": "data", "schema": {"type": "string"}})).collect::<Vec<_>>(),
+        "deployExecutions": [{"name": "default", "type": "GoTemplate", "template": deploy}],
+    });
+    for (n, _) in data {
+        blueprint["imports"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": n, "type": "data", "schema": {"type": "string"}}));
+    }
+    if let Some(export) = export {
+        blueprint["exportExecutions"] =
+            json!([{"name": "default", "type": "GoTemplate", "template": export}]);
+    }
+    json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Installation",
+        "metadata": {
+            "name": name, "namespace": NS,
+            "annotations": {"landscaper.gardener.cloud/operation": "reconcile"},
+        },
+        "spec": {
+            "imports": {
+                "targets": [{"name": "cluster", "target": TARGET}],
+                "data": data.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
+            },
+            "exports": {
+                "data": exports.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
+            },
+            "blueprint": {"inline": {"filesystem": {
+                "blueprint.yaml": serde_yaml::to_string(&blueprint).unwrap(),
+            }}},
+        },
+    })
+}
+
+/// The four-type deploy execution: `config` (manifest: a Namespace and a ConfigMap, exporting the
+/// ConfigMap's color) -> `chart` (helm: the `web` chart with the color as its message) -> `job`
+/// (container: a program that exports what it saw) -> `check` (mock).
+fn four_types_deploy_execution() -> String {
+    let chart = archive_raw("web", "0.1.0");
+    format!(
+        r#"deployItems:
+- name: config
+  type: landscaper.gardener.cloud/kubernetes-manifest
+  target: {{import: cluster}}
+  config:
+    apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2
+    kind: ProviderConfiguration
+    updateStrategy: update
+    manifests:
+    - policy: manage
+      manifest: {{apiVersion: v1, kind: Namespace, metadata: {{name: {APP_NS}}}}}
+    - policy: manage
+      manifest:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{name: settings, namespace: {APP_NS}}}
+        data: {{color: {{{{ .imports.color }}}}}}
+    exports:
+      exports:
+      - key: color
+        jsonPath: .data.color
+        fromResource: {{apiVersion: v1, kind: ConfigMap, name: settings, namespace: {APP_NS}}}
+- name: chart
+  type: landscaper.gardener.cloud/helm
+  target: {{import: cluster}}
+  dependsOn: [config]
+  config:
+    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    name: web
+    namespace: {APP_NS}
+    chart: {{archive: {{raw: "{chart}"}}}}
+    values: {{message: {{{{ .imports.color }}}}}}
+    readinessChecks: {{disableDefault: true}}
+- name: job
+  type: landscaper.gardener.cloud/container
+  target: {{import: cluster}}
+  dependsOn: [chart]
+  config:
+    apiVersion: container.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    image: alpine:3.19
+    command: [sh, -c]
+    args:
+    - |
+      mkdir -p "$(dirname "$EXPORTS_PATH")"
+      printf '{{"operation": "%s", "color": "{{{{ .imports.color }}}}"}}' "$OPERATION" > "$EXPORTS_PATH"
+- name: check
+  type: landscaper.gardener.cloud/mock
+  target: {{import: cluster}}
+  dependsOn: [job]
+  config:
+    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    phase: Succeeded
+    export: {{checked: {{{{ .imports.color }}}}}}
+"#
+    )
+}
+
+/// The items of an Installation's execution, by their blueprint name
+/// (`execution.landscaper.gardener.cloud/name`).
+async fn items(h: &Harness) -> BTreeMap<String, DeployItem> {
+    h.items(NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|i| {
+            let name = i
+                .metadata
+                .labels
+                .as_ref()?
+                .get("execution.landscaper.gardener.cloud/name")?
+                .clone();
+            Some((name, i))
+        })
+        .collect()
+}
+
+/// Waits until the Installation's item `name` (blueprint name) exists and `pred` holds.
+async fn wait_item(h: &Harness, name: &str, pred: impl Fn(&DeployItem) -> bool) -> DeployItem {
+    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+    loop {
+        let all = items(h).await;
+        if let Some(item) = all.get(name).filter(|i| pred(i)) {
+            return item.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for item {name}:\n{}",
+            describe(&all)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn describe(items: &BTreeMap<String, DeployItem>) -> String {
+    items
+        .iter()
+        .map(|(n, i)| {
+            let s = i.status();
+            format!(
+                "{n}: phase={:?} job={} finished={} lastError={:?}",
+                s.phase, s.job_id, s.job_id_finished, s.last_error
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The export of an item (the Secret `status.exportRef` names, key `config`).
+async fn export_of(h: &Harness, item: &DeployItem) -> Value {
+    let r = item.status().export_ref.expect("exportRef");
+    let secrets: Api<Secret> =
+        Api::namespaced(h.client.clone(), r.namespace.as_deref().unwrap_or(NS));
+    let s = secrets.get(&r.name).await.expect("export Secret");
+    serde_yaml::from_slice(&s.data.unwrap()["config"].0).unwrap()
+}
+
+/// When each item's job started and finished, from its `transitionTimes` (RFC 3339, Landscaper
+/// writes seconds; the host writes what it writes).
+fn times(item: &DeployItem) -> (String, String) {
+    let t = item.status().transition_times.unwrap_or_default();
+    (
+        t.trigger_time.unwrap_or_default(),
+        t.finished_time.unwrap_or_default(),
+    )
+}
+
+async fn config_map(h: &Harness, ns: &str, name: &str) -> Option<ConfigMap> {
+    Api::<ConfigMap>::namespaced(h.client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+async fn helm_releases(h: &Harness) -> Vec<(String, String)> {
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), APP_NS);
+    let mut out: Vec<(String, String)> = secrets
+        .list(&ListParams::default().labels("owner=helm,name=web"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| {
+            let l = s.metadata.labels.unwrap_or_default();
+            (l["version"].clone(), l["status"].clone())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconciles_updates_and_deletes_it_then_our_host_deploys_upgrades_and_removes_everything()
+ {
+    require_real_landscaper!();
+    let s = stage(StageOptions::default()).await;
+    let c = &s.h.client;
+
+    // Given an Installation whose deploy execution makes a manifest, a helm, a container and a
+    // mock item in a dependsOn chain, and whose export execution exports the manifest item's
+    // export.
+    apply(
+        &ls::data_objects(c, NS),
+        data_object("color", NS, json!("blue")),
+    )
+    .await;
+    let deploy = four_types_deploy_execution();
+    let export = "exports:\n  color: {{ .deployitems.config.color }}\n  checked: {{ .deployitems.check.checked }}\n";
+    apply(
+        &ls::installations(c, NS),
+        installation(
+            "demo",
+            &[("color", "color")],
+            &[("color", "exported-color"), ("checked", "exported-check")],
+            &deploy,
+            Some(export),
+        ),
+    )
+    .await;
+
+    // When Landscaper reconciles it, then it succeeds: every item Succeeded, run by our host.
+    let (inst, phase) = wait_job_after(c, NS, "demo", None, JOB_TIMEOUT).await;
+    let first = items(&s.h).await;
+    assert_eq!(
+        phase,
+        "Succeeded",
+        "{}\n{}",
+        ls::status(&inst),
+        describe(&first)
+    );
+    assert_eq!(
+        first.keys().collect::<Vec<_>>(),
+        ["chart", "check", "config", "job"]
+    );
+    for (name, item) in &first {
+        let st = item.status();
+        assert_eq!(st.phase, Phase::Succeeded, "{name}: {}", describe(&first));
+        assert_eq!(st.job_id, st.job_id_finished);
+        assert!(
+            st.deployer
+                .as_ref()
+                .is_some_and(|d| d.identity.starts_with("wasm-deployer")),
+            "{name} was run by our host: {:?}",
+            st.deployer
+        );
+        assert!(
+            item.metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == "finalizer.landscaper.gardener.cloud")
+        );
+    }
+    // ... in dependsOn order: each item was triggered only after the one before it finished.
+    for (before, after) in [("config", "chart"), ("chart", "job"), ("job", "check")] {
+        let (_, finished) = times(&first[before]);
+        let (triggered, _) = times(&first[after]);
+        assert!(
+            triggered >= finished[..19].to_string(),
+            "{after} triggered at {triggered}, before {before} finished at {finished}"
+        );
+    }
+    // ... the objects are there: the ConfigMap, a real Helm release, the container's exports.
+    let cm = config_map(&s.h, APP_NS, "settings")
+        .await
+        .expect("ConfigMap");
+    assert_eq!(cm.data.unwrap()["color"], "blue");
+    let web = config_map(&s.h, APP_NS, "web-config")
+        .await
+        .expect("the chart's ConfigMap");
+    assert_eq!(web.data.unwrap()["message"], "blue");
+    assert_eq!(helm_releases(&s.h).await, [("1".into(), "deployed".into())]);
+    assert_eq!(
+        export_of(&s.h, &first["job"]).await,
+        json!({"operation": "RECONCILE", "color": "blue"})
+    );
+    // ... and the manifest item's export reached the Installation's exported DataObject.
+    let exported = ls::data_objects(c, NS).get("exported-color").await.unwrap();
+    assert_eq!(exported.data["data"], "blue");
+    let checked = ls::data_objects(c, NS).get("exported-check").await.unwrap();
+    assert_eq!(checked.data["data"], "blue");
+
+    // When the import changes and Landscaper is asked to reconcile again,
+    apply(
+        &ls::data_objects(c, NS),
+        data_object("color", NS, json!("green")),
+    )
+    .await;
+    set_operation(c, NS, "demo", "reconcile").await;
+    let previous = ls::status(&inst)["jobID"].as_str().map(str::to_string);
+    let (inst, phase) = wait_job_after(c, NS, "demo", previous.as_deref(), JOB_TIMEOUT).await;
+    let second = items(&s.h).await;
+    assert_eq!(
+        phase,
+        "Succeeded",
+        "{}\n{}",
+        ls::status(&inst),
+        describe(&second)
+    );
+    // then every item ran a new job (the same items, updated in place),
+    for (name, item) in &second {
+        let st = item.status();
+        assert_eq!(st.phase, Phase::Succeeded, "{name}: {}", describe(&second));
+        assert_ne!(st.job_id, first[name].status().job_id, "{name}: a new job");
+        assert_eq!(
+            item.metadata.uid, first[name].metadata.uid,
+            "{name}: same item"
+        );
+    }
+    // the objects changed, the Helm release was upgraded and its old revision superseded,
+    let cm = config_map(&s.h, APP_NS, "settings").await.unwrap();
+    assert_eq!(cm.data.unwrap()["color"], "green");
+    let web = config_map(&s.h, APP_NS, "web-config").await.unwrap();
+    assert_eq!(web.data.as_ref().unwrap()["message"], "green");
+    assert_eq!(web.data.unwrap()["revision"], "2");
+    assert_eq!(
+        helm_releases(&s.h).await,
+        [
+            ("1".into(), "superseded".into()),
+            ("2".into(), "deployed".into())
+        ]
+    );
+    assert_eq!(
+        export_of(&s.h, &second["job"]).await,
+        json!({"operation": "RECONCILE", "color": "green"})
+    );
+    let exported = ls::data_objects(c, NS).get("exported-color").await.unwrap();
+    assert_eq!(exported.data["data"], "green");
+
+    // When the Installation is deleted,
+    ls::installations(c, NS)
+        .delete("demo", &DeleteParams::default())
+        .await
+        .unwrap();
+    // then our host uninstalls every item and removes its finalizer: the items, the Execution
+    // and the Installation disappear,
+    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+    loop {
+        let left_items = items(&s.h).await;
+        let left_execs = ls::executions(c, NS)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len();
+        let left_inst = ls::installations(c, NS).get_opt("demo").await.unwrap();
+        if left_items.is_empty() && left_execs == 0 && left_inst.is_none() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still there: {} executions, installation {:?}, items:\n{}",
+            left_execs,
+            left_inst.map(|i| ls::status(&i)),
+            describe(&left_items)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // and nothing is left in the target: no ConfigMap, no release, no chart objects.
+    assert!(config_map(&s.h, APP_NS, "settings").await.is_none());
+    assert!(config_map(&s.h, APP_NS, "web-config").await.is_none());
+    assert_eq!(helm_releases(&s.h).await, []);
+    let ns = Api::<Namespace>::all(c.clone())
+        .get_opt(APP_NS)
+        .await
+        .unwrap();
+    assert!(
+        ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some()),
+        "the manifest item's Namespace is deleted"
+    );
+    // the container deployer's objects are gone from the host namespace.
+    let host_secrets: Api<Secret> = Api::namespaced(c.clone(), HOST_NS);
+    let left: Vec<String> = host_secrets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .filter(|n| !n.starts_with("default-token"))
+        .collect();
+    assert!(left.is_empty(), "container Secrets left: {left:?}");
+}
+
+/// A one-item Installation `name` whose item `item` has type `ty` and configuration `config`.
+fn one_item(name: &str, ty: &str, config: Value) -> Value {
+    let deploy = serde_yaml::to_string(&json!({"deployItems": [{
+        "name": "item", "type": ty, "target": {"import": "cluster"}, "config": config,
+    }]}))
+    .unwrap();
+    installation(name, &[], &[], &deploy, None)
+}
+
+fn mock_config(phase: &str) -> Value {
+    json!({"apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+           "kind": "ProviderConfiguration", "phase": phase})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_broken_provider_config_when_landscaper_triggers_it_then_the_item_fails_with_our_last_error_and_the_installation_fails()
+ {
+    require_real_landscaper!();
+    let s = stage(StageOptions::default()).await;
+    let c = &s.h.client;
+    // Given a manifest item whose manifest is not a Kubernetes object (no kind),
+    let config = json!({
+        "apiVersion": "manifest.deployer.landscaper.gardener.cloud/v1alpha2",
+        "kind": "ProviderConfiguration",
+        "manifests": [{"policy": "manage", "manifest": {"apiVersion": "v1", "metadata": {"name": "x"}}}],
+    });
+    apply(
+        &ls::installations(c, NS),
+        one_item(
+            "broken",
+            "landscaper.gardener.cloud/kubernetes-manifest",
+            config,
+        ),
+    )
+    .await;
+    // when Landscaper triggers it, then the item finishes Failed with a lastError that says
+    // what is wrong, and the Installation says Failed.
+    let (inst, phase) = wait_job_after(c, NS, "broken", None, JOB_TIMEOUT).await;
+    let items = items(&s.h).await;
+    assert_eq!(
+        phase,
+        "Failed",
+        "{}\n{}",
+        ls::status(&inst),
+        describe(&items)
+    );
+    let st = items["item"].status();
+    assert_eq!(st.phase, Phase::Failed);
+    let err = st.last_error.expect("lastError");
+    assert!(
+        err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{err:?}"
+    );
+    assert!(err.message.contains("kind"), "names the field: {err:?}");
+    assert!(
+        st.deployer
+            .is_some_and(|d| d.identity.starts_with("wasm-deployer")),
+        "written by our host"
+    );
+    // Landscaper's Execution failed too, saying an item failed.
+    let exec = ls::executions(c, NS).get("broken").await.unwrap();
+    let exec_status = ls::status(&exec);
+    assert_eq!(exec_status["phase"], "Failed", "{exec_status}");
+    assert_eq!(
+        exec_status["lastError"]["message"], "has failed or missing deploy items",
+        "{exec_status}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_item_type_no_plugin_serves_when_landscaper_triggers_it_then_its_pickup_timeout_fails_it_and_our_host_writes_nothing()
+ {
+    require_real_landscaper!();
+    let s = stage(StageOptions {
+        pickup_timeout: "3s",
+        ..StageOptions::default()
+    })
+    .await;
+    let c = &s.h.client;
+    apply(
+        &ls::installations(c, NS),
+        one_item(
+            "unserved",
+            "example.com/not-served",
+            json!({"apiVersion": "example.com/v1", "kind": "Config"}),
+        ),
+    )
+    .await;
+    let (inst, phase) = wait_job_after(c, NS, "unserved", None, JOB_TIMEOUT).await;
+    let items = items(&s.h).await;
+    assert_eq!(
+        phase,
+        "Failed",
+        "{}\n{}",
+        ls::status(&inst),
+        describe(&items)
+    );
+    let item = &items["item"];
+    let st = item.status();
+    assert_eq!(st.phase, Phase::Failed);
+    let err = st.last_error.clone().expect("lastError");
+    assert_eq!(err.reason, "PickupTimeout", "{err:?}");
+    assert!(err.codes.iter().any(|c| c == codes::TIMEOUT), "{err:?}");
+    // Our host never wrote: no pickup, no deployer, no finalizer or field manager of its own.
+    assert!(st.last_reconcile_time.is_none(), "{st:?}");
+    assert!(
+        st.deployer.as_ref().is_none_or(|d| d.identity.is_empty()),
+        "{st:?}"
+    );
+    let managers: Vec<String> = item
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        !managers.iter().any(|m| m.contains("deployer-host")),
+        "{managers:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_our_host_is_down_when_landscaper_triggers_then_the_pickup_timeout_fails_the_job_and_after_the_host_starts_a_new_job_succeeds()
+ {
+    require_real_landscaper!();
+    let mut s = stage(StageOptions {
+        host_up: false,
+        pickup_timeout: "3s",
+    })
+    .await;
+    let c = s.h.client.clone();
+    apply(
+        &ls::installations(&c, NS),
+        one_item(
+            "late",
+            "landscaper.gardener.cloud/mock",
+            mock_config("Succeeded"),
+        ),
+    )
+    .await;
+    // Given our host is down when Landscaper triggers, the job fails by pickup timeout.
+    let (inst, phase) = wait_job_after(&c, NS, "late", None, JOB_TIMEOUT).await;
+    let first = items(&s.h).await;
+    assert_eq!(phase, "Failed", "{}", describe(&first));
+    assert_eq!(
+        first["item"].status().last_error.unwrap().reason,
+        "PickupTimeout"
+    );
+    // When our host starts, it leaves the finished job alone,
+    s.h.start_controller();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = items(&s.h).await;
+    assert_eq!(
+        still["item"].metadata.resource_version, first["item"].metadata.resource_version,
+        "a finished job is not touched"
+    );
+    // and the next job Landscaper starts succeeds.
+    set_operation(&c, NS, "late", "reconcile").await;
+    let previous = ls::status(&inst)["jobID"].as_str().map(str::to_string);
+    let (inst, phase) = wait_job_after(&c, NS, "late", previous.as_deref(), JOB_TIMEOUT).await;
+    let second = items(&s.h).await;
+    assert_eq!(
+        phase,
+        "Succeeded",
+        "{}\n{}",
+        ls::status(&inst),
+        describe(&second)
+    );
+    let st = second["item"].status();
+    assert_eq!(st.phase, Phase::Succeeded);
+    assert!(st.last_error.is_none(), "the old error is cleared: {st:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_running_job_when_the_installation_is_interrupted_then_every_unfinished_item_fails_and_our_host_does_not_overwrite_it()
+ {
+    require_real_landscaper!();
+    let s = stage(StageOptions::default()).await;
+    let c = &s.h.client;
+    // Given a container item that runs until it is told to stop, and a mock item after it,
+    let marker = s.dev.dir().join("release");
+    let deploy = format!(
+        r#"deployItems:
+- name: slow
+  type: landscaper.gardener.cloud/container
+  target: {{import: cluster}}
+  config:
+    apiVersion: container.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    image: alpine:3.19
+    command: [sh, -c, 'while [ ! -e {marker} ]; do sleep 0.2; done']
+- name: after
+  type: landscaper.gardener.cloud/mock
+  target: {{import: cluster}}
+  dependsOn: [slow]
+  config: {{apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1, kind: ProviderConfiguration, phase: Succeeded}}
+"#,
+        marker = marker.display()
+    );
+    apply(
+        &ls::installations(c, NS),
+        installation("interrupted", &[], &[], &deploy, None),
+    )
+    .await;
+    wait_item(&s.h, "slow", |i| i.status().last_reconcile_time.is_some()).await;
+    // when the Installation is interrupted,
+    set_operation(c, NS, "interrupted", "interrupt").await;
+    let (inst, phase) = wait_job_after(c, NS, "interrupted", None, JOB_TIMEOUT).await;
+    // then the Installation fails, both items are finished Failed with Landscaper's
+    // InterruptOperation error,
+    let interrupted = items(&s.h).await;
+    assert_eq!(
+        phase,
+        "Failed",
+        "{}\n{}",
+        ls::status(&inst),
+        describe(&interrupted)
+    );
+    for name in ["slow", "after"] {
+        let st = interrupted[name].status();
+        assert_eq!(st.phase, Phase::Failed, "{}", describe(&interrupted));
+        assert_eq!(st.job_id, st.job_id_finished);
+        assert_eq!(st.last_error.unwrap().reason, "InterruptOperation");
+    }
+    // and when the program ends afterwards, our host does not overwrite the finished job.
+    std::fs::write(&marker, "").unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = items(&s.h).await;
+    assert_eq!(
+        later["slow"].status().phase,
+        Phase::Failed,
+        "{}",
+        describe(&later)
+    );
+    assert_eq!(
+        later["slow"].status().last_error.unwrap().reason,
+        "InterruptOperation"
+    );
+    // A new reconcile then runs both to Succeeded.
+    set_operation(c, NS, "interrupted", "reconcile").await;
+    let previous = ls::status(&inst)["jobID"].as_str().map(str::to_string);
+    let (inst, phase) =
+        wait_job_after(c, NS, "interrupted", previous.as_deref(), JOB_TIMEOUT).await;
+    assert_eq!(
+        phase,
+        "Succeeded",
+        "{}\n{}",
+        ls::status(&inst),
+        describe(&items(&s.h).await)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_succeeded_installation_when_an_item_is_annotated_test_reconcile_then_our_host_runs_a_job_of_its_own_and_landscaper_stays_content()
+ {
+    require_real_landscaper!();
+    let s = stage(StageOptions::default()).await;
+    let c = &s.h.client;
+    apply(
+        &ls::installations(c, NS),
+        one_item(
+            "tested",
+            "landscaper.gardener.cloud/mock",
+            mock_config("Succeeded"),
+        ),
+    )
+    .await;
+    let (inst, phase) = wait_job_after(c, NS, "tested", None, JOB_TIMEOUT).await;
+    assert_eq!(phase, "Succeeded");
+    let before = items(&s.h).await.remove("item").unwrap();
+    let name = before.metadata.name.clone().unwrap();
+    // When the item is annotated test-reconcile,
+    s.h.items(NS)
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "landscaper.gardener.cloud/operation": "test-reconcile"}}})),
+        )
+        .await
+        .unwrap();
+    // then our host mints a job of its own, runs it to Succeeded and removes the annotation,
+    let after =
+        s.h.wait_for(NS, &name, JOB_TIMEOUT, |i| {
+            let st = i.status();
+            st.job_id != before.status().job_id && st.job_id == st.job_id_finished
+        })
+        .await;
+    assert_eq!(after.status().phase, Phase::Succeeded);
+    assert!(
+        after
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("landscaper.gardener.cloud/operation")
+            .is_none()
+    );
+    // and Landscaper's Installation is still Succeeded with the same job.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = ls::installations(c, NS).get("tested").await.unwrap();
+    assert_eq!(ls::status(&now)["phase"], "Succeeded");
+    assert_eq!(ls::status(&now)["jobID"], ls::status(&inst)["jobID"]);
+}
+
+/// One thing the host saw happen to an item (by its name in the Execution): a job started, a
+/// job finished with a phase, the item gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Seen {
+    Started(String),
+    Finished(String, Phase),
+    Gone(String),
+}
+
+/// Records, in the API server's order, every job start, job finish and removal of the items in
+/// [`NS`] that carry an Execution name label, until dropped.
+struct JobRecorder {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl JobRecorder {
+    fn start(client: &kube::Client) -> Self {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let api: Api<DeployItem> = Api::namespaced(client.clone(), NS);
+        let task = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                let mut last: BTreeMap<String, (String, String)> = BTreeMap::new();
+                let stream = watcher(api, watcher::Config::default());
+                futures::pin_mut!(stream);
+                while let Some(event) = stream.next().await {
+                    let (item, gone) = match event {
+                        Ok(watcher::Event::Apply(i) | watcher::Event::InitApply(i)) => (i, false),
+                        Ok(watcher::Event::Delete(i)) => (i, true),
+                        _ => continue,
+                    };
+                    let Some(name) = item
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("execution.landscaper.gardener.cloud/name"))
+                        .cloned()
+                    else {
+                        continue;
+                    };
+                    let s = item.status();
+                    let mut out = seen.lock().unwrap();
+                    let before = last
+                        .insert(name.clone(), (s.job_id.clone(), s.job_id_finished.clone()))
+                        .unwrap_or_default();
+                    if !s.job_id.is_empty() && s.job_id != before.0 {
+                        out.push(Seen::Started(name.clone()));
+                    }
+                    if !s.job_id.is_empty()
+                        && s.job_id == s.job_id_finished
+                        && (s.job_id, s.job_id_finished) != before
+                    {
+                        out.push(Seen::Finished(name.clone(), s.phase.clone()));
+                    }
+                    if gone {
+                        out.push(Seen::Gone(name));
+                        last.retain(|_, _| true);
+                    }
+                }
+            }
+        });
+        Self { seen, task }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for JobRecorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What a finished item says that a user relies on: its phase, its error, its export.
+async fn outcome(h: &Harness, item: &DeployItem) -> (Phase, Option<String>, Option<Value>) {
+    let s = item.status();
+    let export = match &s.export_ref {
+        Some(_) => Some(export_of(h, item).await),
+        None => None,
+    };
+    (s.phase, s.last_error.map(|e| e.message), export)
+}
+
+async fn wait_all_gone(h: &Harness) {
+    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+    while !items(h).await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "items left:\n{}",
+            describe(&items(h).await)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_dev_modes_stand_in_then_our_host_sees_the_same_jobs_and_the_items_end_the_same()
+ {
+    require_real_landscaper!();
+    // Through the real Landscaper: deploy, then delete the Installation.
+    let (real_seen, real_outcomes, templates) = {
+        let s = stage(StageOptions::default()).await;
+        let c = &s.h.client;
+        let recorder = JobRecorder::start(c);
+        apply(
+            &ls::data_objects(c, NS),
+            data_object("color", NS, json!("blue")),
+        )
+        .await;
+        apply(
+            &ls::installations(c, NS),
+            installation(
+                "same",
+                &[("color", "color")],
+                &[],
+                &four_types_deploy_execution(),
+                None,
+            ),
+        )
+        .await;
+        let (inst, phase) = wait_job_after(c, NS, "same", None, JOB_TIMEOUT).await;
+        let deployed = items(&s.h).await;
+        assert_eq!(
+            phase,
+            "Succeeded",
+            "{}\n{}",
+            ls::status(&inst),
+            describe(&deployed)
+        );
+        let mut outcomes = BTreeMap::new();
+        for (name, item) in &deployed {
+            outcomes.insert(name.clone(), outcome(&s.h, item).await);
+        }
+        ls::installations(c, NS)
+            .delete("same", &DeleteParams::default())
+            .await
+            .unwrap();
+        wait_all_gone(&s.h).await;
+        // The items as Landscaper made them (rendered config, labels, dependsOn), for the stand-in.
+        (recorder.seen(), outcomes, deployed)
+    };
+
+    // Through dev mode's stand-in: the same items, created directly, then deleted.
+    let h = Harness::start_with(Options {
+        config: host_config(),
+        landscaper: true,
+        ..Options::default()
+    })
+    .await;
+    let dev = {
+        // the container item's pods and the Target need the server on loopback, as above
+        let stage = DevStage::start(&h).await;
+        let recorder = JobRecorder::start(&h.client);
+        for item in templates.values() {
+            let mut copy = DeployItem {
+                metadata: kube::api::ObjectMeta {
+                    name: item.metadata.name.clone(),
+                    namespace: item.metadata.namespace.clone(),
+                    labels: item.metadata.labels.clone(),
+                    annotations: item.metadata.annotations.clone(),
+                    ..Default::default()
+                },
+                spec: item.spec.clone(),
+                status: None,
+                ..item.clone()
+            };
+            copy.metadata
+                .annotations
+                .get_or_insert_default()
+                .remove("landscaper.gardener.cloud/reconcile-time");
+            h.items(NS)
+                .create(&PostParams::default(), &copy)
+                .await
+                .unwrap();
+        }
+        let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+        let deployed = loop {
+            let all = items(&h).await;
+            let done = all.len() == templates.len()
+                && all.values().all(|i| {
+                    let s = i.status();
+                    !s.job_id.is_empty() && s.job_id == s.job_id_finished
+                });
+            if done {
+                break all;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{}", describe(&all));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let mut outcomes = BTreeMap::new();
+        for (name, item) in &deployed {
+            outcomes.insert(name.clone(), outcome(&h, item).await);
+        }
+        for item in deployed.values() {
+            h.items(NS)
+                .delete(
+                    item.metadata.name.as_deref().unwrap(),
+                    &DeleteParams::default(),
+                )
+                .await
+                .unwrap();
+        }
+        wait_all_gone(&h).await;
+        drop(stage);
+        (recorder.seen(), outcomes)
+    };
+
+    // Then our host saw the same jobs in the same order (dependsOn on deploy, reversed on
+    // delete), and the items ended the same.
+    assert_eq!(
+        dev.0, real_seen,
+        "jobs: stand-in (left) vs real Landscaper (right)"
+    );
+    assert_eq!(
+        dev.1, real_outcomes,
+        "outcomes: stand-in (left) vs real Landscaper (right)"
+    );
+    let chain = ["config", "chart", "job", "check"];
+    let starts: Vec<&str> = real_seen
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Started(n) => Some(n.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut expected: Vec<&str> = chain.to_vec();
+    expected.extend(chain.iter().rev());
+    assert_eq!(
+        starts, expected,
+        "deploy in dependsOn order, delete in reverse"
+    );
+}
+
+/// What a story needs beside the harness: the server on loopback (Landscaper, the kubelet's
+/// init and wait processes and the Target reach it there), a process kubelet for the container
+/// deployer's pods, and the Target [`TARGET`] the Installations import.
+struct DevStage {
+    stop: tokio::sync::watch::Sender<bool>,
+    dir: tempfile::TempDir,
+}
+
+impl DevStage {
+    async fn start(h: &Harness) -> Self {
+        let namespaces: Api<Namespace> = Api::all(h.client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": HOST_NS}})).unwrap(),
+            )
+            .await
+            .expect("namespace");
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let stopped = || {
+            let mut rx = stop.subscribe();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let server = h.server.clone().expect("embedded API server");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let until = stopped();
+        tokio::spawn(async move { server.serve(listener, until).await });
+        let kubeconfig_text = embedded_apiserver::ApiServer::kubeconfig_yaml(&url);
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, &kubeconfig_text).unwrap();
+        tokio::spawn(
+            ProcessKubelet {
+                client: h.client.clone(),
+                namespace: HOST_NS.into(),
+                kubeconfig,
+                binary: PathBuf::from(env!("CARGO_BIN_EXE_deployer-host")),
+                work_dir: dir.path().join("pods"),
+                mint_tokens: false,
+            }
+            .run(stopped()),
+        );
+        apply(
+            &ls::ls_api(&h.client, "Target", "targets", NS),
+            json!({
+                "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+                "metadata": {"name": TARGET, "namespace": NS},
+                "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                         "config": {"kubeconfig": kubeconfig_text}},
+            }),
+        )
+        .await;
+        Self { stop, dir }
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir().join("kubeconfig")
+    }
+}
+
+impl Drop for DevStage {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
