@@ -130,7 +130,13 @@ fn start_host(dir: &Path) -> (Process, String) {
         .arg(env!("CARGO_BIN_EXE_deployer-host"))
         // `--run-pods`: the container specs' pods (`sh -c "cp $TARGET_PATH $EXPORTS_PATH"`) run
         // as local processes.
-        .args(["dev", "--no-landscaper", "--run-pods", "--listen", "127.0.0.1:0"])
+        .args([
+            "dev",
+            "--no-landscaper",
+            "--run-pods",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .arg("--plugins")

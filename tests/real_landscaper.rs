@@ -369,10 +369,11 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     }
     // ... in dependsOn order: each item was triggered only after the one before it finished.
     for (before, after) in [("config", "chart"), ("chart", "job"), ("job", "check")] {
+        // Landscaper writes seconds: compare at that precision.
         let (_, finished) = times(&first[before]);
         let (triggered, _) = times(&first[after]);
         assert!(
-            triggered >= finished[..19].to_string(),
+            triggered.get(..19) >= finished.get(..19) && !finished.is_empty(),
             "{after} triggered at {triggered}, before {before} finished at {finished}"
         );
     }
@@ -789,12 +790,11 @@ async fn given_a_succeeded_installation_when_an_item_is_annotated_test_reconcile
         .await;
     assert_eq!(after.status().phase, Phase::Succeeded);
     assert!(
-        after
+        !after
             .metadata
             .annotations
             .unwrap_or_default()
-            .get("landscaper.gardener.cloud/operation")
-            .is_none()
+            .contains_key("landscaper.gardener.cloud/operation")
     );
     // and Landscaper's Installation is still Succeeded with the same job.
     tokio::time::sleep(Duration::from_secs(2)).await;

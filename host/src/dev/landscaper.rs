@@ -338,7 +338,10 @@ mod tests {
             trigger_among(&b, &[a.clone(), b.clone()]),
             Some(Trigger::Deleted)
         );
-        assert_eq!(trigger_among(&a, &[a.clone()]), Some(Trigger::Deleted));
+        assert_eq!(
+            trigger_among(&a, std::slice::from_ref(&a)),
+            Some(Trigger::Deleted)
+        );
     }
 
     #[test]
