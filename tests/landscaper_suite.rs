@@ -93,11 +93,22 @@ fn the_docs_table_parses_and_names_each_spec_once() {
     }
 }
 
-/// A process killed (with its children: the host's pods) when dropped.
+/// A process stopped when dropped: SIGTERM first, so the host stops its pods' processes (the
+/// process kubelet's children die with it), SIGKILL after 10 s.
 struct Process(Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -148,16 +159,25 @@ fn start_host(dir: &Path) -> (Process, String) {
         .spawn()
         .expect("unshare (util-linux) runs deployer-host dev");
     let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
+    // The first line, or nothing if the host hangs at start (a cold plugin cache takes seconds).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(180))
+        .unwrap_or_default();
+    let child = Process(child);
     let Some(url) = line.trim().strip_prefix("ready ") else {
-        let _ = child.kill();
+        drop(child);
         panic!(
             "deployer-host dev did not start (expected `ready <url>`, got {line:?}):\n{}",
             std::fs::read_to_string(dir.join("host.log")).unwrap_or_default()
         );
     };
-    (Process(child), url.to_string())
+    (child, url.to_string())
 }
 
 /// The suite reads its test data relative to Landscaper's repository root. The tool's tree has

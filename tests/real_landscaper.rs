@@ -271,16 +271,6 @@ async fn export_of(h: &Harness, item: &DeployItem) -> Value {
     serde_yaml::from_slice(&s.data.unwrap()["config"].0).unwrap()
 }
 
-/// When each item's job started and finished, from its `transitionTimes` (RFC 3339, Landscaper
-/// writes seconds; the host writes what it writes).
-fn times(item: &DeployItem) -> (String, String) {
-    let t = item.status().transition_times.unwrap_or_default();
-    (
-        t.trigger_time.unwrap_or_default(),
-        t.finished_time.unwrap_or_default(),
-    )
-}
-
 async fn config_map(h: &Harness, ns: &str, name: &str) -> Option<ConfigMap> {
     Api::<ConfigMap>::namespaced(h.client.clone(), ns)
         .get_opt(name)
@@ -315,6 +305,7 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     // Given an Installation whose deploy execution makes a manifest, a helm, a container and a
     // mock item in a dependsOn chain, and whose export execution exports the manifest item's
     // export.
+    let recorder = JobRecorder::start(c).await;
     apply(
         &ls::data_objects(c, NS),
         data_object("color", NS, json!("blue")),
@@ -367,16 +358,18 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
                 .any(|f| f == "finalizer.landscaper.gardener.cloud")
         );
     }
-    // ... in dependsOn order: each item was triggered only after the one before it finished.
-    for (before, after) in [("config", "chart"), ("chart", "job"), ("job", "check")] {
-        // Landscaper writes seconds: compare at that precision.
-        let (_, finished) = times(&first[before]);
-        let (triggered, _) = times(&first[after]);
-        assert!(
-            triggered.get(..19) >= finished.get(..19) && !finished.is_empty(),
-            "{after} triggered at {triggered}, before {before} finished at {finished}"
-        );
-    }
+    // ... in dependsOn order: each item's job started only after the one before it finished.
+    let chain = ["config", "chart", "job", "check"];
+    let expected: Vec<Seen> = chain
+        .iter()
+        .flat_map(|n| {
+            [
+                Seen::Started(n.to_string()),
+                Seen::Finished(n.to_string(), Phase::Succeeded),
+            ]
+        })
+        .collect();
+    assert_eq!(recorder.seen(), expected);
     // ... the objects are there: the ConfigMap, a real Helm release, the container's exports.
     let cm = config_map(&s.h, APP_NS, "settings")
         .await
@@ -577,6 +570,7 @@ async fn given_an_item_type_no_plugin_serves_when_landscaper_triggers_it_then_it
         ..StageOptions::default()
     })
     .await;
+    s.h.server.as_ref().unwrap().enable_audit(true);
     let c = &s.h.client;
     apply(
         &ls::installations(c, NS),
@@ -602,22 +596,29 @@ async fn given_an_item_type_no_plugin_serves_when_landscaper_triggers_it_then_it
     let err = st.last_error.clone().expect("lastError");
     assert_eq!(err.reason, "PickupTimeout", "{err:?}");
     assert!(err.codes.iter().any(|c| c == codes::TIMEOUT), "{err:?}");
-    // Our host never wrote: no pickup, no deployer, no finalizer or field manager of its own.
+    // Our host never wrote: no pickup, no deployer, and every write to the item came from
+    // Landscaper (over HTTP, with its user agent; our host's client is in-process).
     assert!(st.last_reconcile_time.is_none(), "{st:?}");
     assert!(
         st.deployer.as_ref().is_none_or(|d| d.identity.is_empty()),
         "{st:?}"
     );
-    let managers: Vec<String> = item
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|m| m.manager.clone())
-        .collect();
+    let name = item.metadata.name.as_deref().unwrap();
+    let writes: Vec<Option<String>> =
+        s.h.server
+            .as_ref()
+            .unwrap()
+            .audit_log()
+            .into_iter()
+            .filter(|e| e.resource == "deployitems.landscaper.gardener.cloud" && e.name == name)
+            .map(|e| e.user_agent)
+            .collect();
+    assert!(writes.len() >= 2, "create and pickup timeout: {writes:?}");
     assert!(
-        !managers.iter().any(|m| m.contains("deployer-host")),
-        "{managers:?}"
+        writes
+            .iter()
+            .all(|ua| ua.as_deref().is_some_and(|ua| ua.contains("landscaper"))),
+        "{writes:?}"
     );
 }
 
@@ -726,7 +727,32 @@ async fn given_a_running_job_when_the_installation_is_interrupted_then_every_unf
     }
     // and when the program ends afterwards, our host does not overwrite the finished job.
     std::fs::write(&marker, "").unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let slow = interrupted["slow"].metadata.name.clone().unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), HOST_NS);
+    let selector = format!("{}={slow}", deployer_host::container::pod::LABEL_ITEM_NAME);
+    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+    loop {
+        let running = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+            });
+        if !running {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pod never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // (the host polls the pod every 200ms: give it several polls to misbehave)
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let later = items(&s.h).await;
     assert_eq!(
         later["slow"].status().phase,
@@ -820,13 +846,17 @@ struct JobRecorder {
 }
 
 impl JobRecorder {
-    fn start(client: &kube::Client) -> Self {
+    /// Starts recording; returns once the watch's first list is done, so nothing created after
+    /// it is missed or seen out of order.
+    async fn start(client: &kube::Client) -> Self {
         use futures::StreamExt;
         use kube::runtime::watcher;
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let api: Api<DeployItem> = Api::namespaced(client.clone(), NS);
+        let (listed, is_listed) = tokio::sync::oneshot::channel();
         let task = tokio::spawn({
             let seen = seen.clone();
+            let mut listed = Some(listed);
             async move {
                 let mut last: BTreeMap<String, (String, String)> = BTreeMap::new();
                 let stream = watcher(api, watcher::Config::default());
@@ -835,6 +865,12 @@ impl JobRecorder {
                     let (item, gone) = match event {
                         Ok(watcher::Event::Apply(i) | watcher::Event::InitApply(i)) => (i, false),
                         Ok(watcher::Event::Delete(i)) => (i, true),
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(listed) = listed.take() {
+                                let _ = listed.send(());
+                            }
+                            continue;
+                        }
                         _ => continue,
                     };
                     let Some(name) = item
@@ -861,12 +897,16 @@ impl JobRecorder {
                         out.push(Seen::Finished(name.clone(), s.phase.clone()));
                     }
                     if gone {
+                        last.remove(&name);
                         out.push(Seen::Gone(name));
-                        last.retain(|_, _| true);
                     }
                 }
             }
         });
+        tokio::time::timeout(Duration::from_secs(10), is_listed)
+            .await
+            .expect("the recorder's watch lists within 10s")
+            .expect("recorder running");
         Self { seen, task }
     }
 
@@ -911,7 +951,7 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
     let (real_seen, real_outcomes, templates) = {
         let s = stage(StageOptions::default()).await;
         let c = &s.h.client;
-        let recorder = JobRecorder::start(c);
+        let recorder = JobRecorder::start(c).await;
         apply(
             &ls::data_objects(c, NS),
             data_object("color", NS, json!("blue")),
@@ -960,7 +1000,7 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
     let dev = {
         // the container item's pods and the Target need the server on loopback, as above
         let stage = DevStage::start(&h).await;
-        let recorder = JobRecorder::start(&h.client);
+        let recorder = JobRecorder::start(&h.client).await;
         for item in templates.values() {
             let mut copy = DeployItem {
                 metadata: kube::api::ObjectMeta {

@@ -107,6 +107,7 @@ pub struct Harness {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The controller's namespace and worker count (for [`Harness::start_controller`]).
     controller_scope: (Option<String>, usize),
+    controller_running: bool,
 }
 
 pub struct Options {
@@ -280,6 +281,7 @@ impl Harness {
             stop,
             tasks,
             controller_scope: (options.config.namespace.clone(), options.config.workers()),
+            controller_running: false,
         };
         if options.controller {
             harness.start_controller();
@@ -287,9 +289,11 @@ impl Harness {
         harness
     }
 
-    /// Starts the host's controller (once; a harness started with `controller: false` starts
-    /// it later: the host "comes up").
+    /// Starts the host's controller: a harness started with `controller: false` starts it later
+    /// (the host "comes up"). Panics if it runs already (two controllers would race).
     pub fn start_controller(&mut self) {
+        assert!(!self.controller_running, "the controller runs already");
+        self.controller_running = true;
         let mut rx = self.stop.subscribe();
         let (namespace, workers) = self.controller_scope.clone();
         self.tasks.push(tokio::spawn(controller::run(

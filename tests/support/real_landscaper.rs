@@ -76,29 +76,75 @@ pub struct RealLandscaper {
 }
 
 impl RealLandscaper {
-    /// Starts the controller against `kubeconfig` (a file) and waits until it serves
-    /// Installations. `pickup_timeout` is Landscaper's `deployItemTimeouts.pickup` ("30s").
+    /// Starts the controller against `kubeconfig` (a file) and waits until both modes run their
+    /// controllers. `pickup_timeout` is Landscaper's `deployItemTimeouts.pickup` ("30s").
+    ///
+    /// Both modes install Landscaper's CRDs at start; started together on an empty server, one
+    /// may lose the race (`failed to handle CRDs: ... already exists`) and exit. The tool's
+    /// `start` can say `ready` before that: so this waits for both to log "starting the
+    /// controllers", and starts again (the CRDs then exist) if one of them ended.
     pub fn start(kubeconfig: &Path, pickup_timeout: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("real-landscaper-")
             .tempdir()
             .expect("tempdir");
-        let out = Command::new(tool())
-            .arg("start")
-            .arg(dir.path())
-            .arg(kubeconfig)
-            .env("LANDSCAPER_PICKUP_TIMEOUT", pickup_timeout)
-            .output()
-            .expect("running real-landscaper start");
         let me = Self { dir };
-        assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ready"),
-            "real-landscaper start failed: {}{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            me.log_tail(30)
-        );
-        me
+        for attempt in 1..=3 {
+            let out = Command::new(tool())
+                .arg("start")
+                .arg(me.dir.path())
+                .arg(kubeconfig)
+                .env("LANDSCAPER_PICKUP_TIMEOUT", pickup_timeout)
+                .output()
+                .expect("running real-landscaper start");
+            let said_ready =
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ready");
+            if said_ready && me.wait_running(Duration::from_secs(60)) {
+                return me;
+            }
+            eprintln!(
+                "real-landscaper start, attempt {attempt}: not running; {}{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                me.log_tail(5)
+            );
+            let _ = Command::new(tool()).arg("stop").arg(me.dir.path()).status();
+        }
+        panic!("the real Landscaper did not start:\n{}", me.log_tail(30));
+    }
+
+    /// Whether both modes got to run their controllers within `timeout`, and still run.
+    fn wait_running(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let alive = ["main", "central"].iter().all(|m| {
+                std::fs::read_to_string(self.dir.path().join(format!("{m}.pid")))
+                    .ok()
+                    .is_some_and(|pid| {
+                        Path::new("/proc").join(pid.trim()).exists()
+                            && !std::fs::read_to_string(
+                                Path::new("/proc").join(pid.trim()).join("stat"),
+                            )
+                            .unwrap_or_default()
+                            .contains(") Z ")
+                    })
+            });
+            if !alive {
+                return false;
+            }
+            let started = ["main.log", "central.log"].iter().all(|l| {
+                std::fs::read_to_string(self.dir.path().join(l))
+                    .unwrap_or_default()
+                    .contains("starting the controllers")
+            });
+            if started {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The last `lines` lines of both controllers' logs (for failure messages).

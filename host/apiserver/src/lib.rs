@@ -419,22 +419,33 @@ impl ApiServer {
     /// whose Service listens on 443 and forwards to the secure port, the Service's port is the
     /// port the server listens on, so a client that resolves `kubernetes.default` to the server's
     /// host reaches the API at `<scheme>://kubernetes.default:<service port>` (Landscaper's
-    /// integration tests build their Targets that way). Serving again on another port moves both.
+    /// integration tests build their Targets that way). Serving again on another address moves
+    /// both (a persisted pair from an earlier run included). [`serve`](Self::serve) and
+    /// [`serve_tls`](Self::serve_tls) call it; call it before spawning them to have it in place
+    /// before the first request.
     pub fn publish_kubernetes_service(&self, addr: std::net::SocketAddr) -> anyhow::Result<()> {
         let port = addr.port();
-        let current_port = self
-            .shared
-            .store
-            .lock()
-            .lookup("/services", "default", "kubernetes")
-            .and_then(|svc| svc.pointer("/spec/ports/0/port").and_then(Value::as_u64));
-        if current_port == Some(u64::from(port)) {
-            return Ok(());
-        }
         let ip = match addr.ip() {
             ip if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.to_string(),
             ip => ip.to_string(),
         };
+        let published = {
+            let g = self.shared.store.lock();
+            let svc_port = g
+                .lookup("/services", "default", "kubernetes")
+                .and_then(|svc| svc.pointer("/spec/ports/0/port").and_then(Value::as_u64));
+            let ep_ip = g
+                .lookup("/endpoints", "default", "kubernetes")
+                .and_then(|ep| {
+                    ep.pointer("/subsets/0/addresses/0/ip")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                });
+            svc_port == Some(u64::from(port)) && ep_ip.as_deref() == Some(ip.as_str())
+        };
+        if published {
+            return Ok(());
+        }
         let labels = json!({"component": "apiserver", "provider": "kubernetes"});
         self.install_object(json!({
             "apiVersion": "v1", "kind": "Service",
@@ -772,6 +783,7 @@ pub async fn run_standalone_until(
         .then(|| tls::ServingCert::generate(&[listen.ip().to_string()]))
         .transpose()?;
     let url = format!("{}://{addr}", if https { "https" } else { "http" });
+    server.publish_kubernetes_service(listener.local_addr()?)?;
     write_kubeconfig(
         kubeconfig_out,
         &url,

@@ -56,7 +56,17 @@ impl ServingCert {
         let ca_cert = ca.self_signed(&ca_key).context("self-signing the CA")?;
         let issuer = Issuer::new(ca, ca_key);
 
-        let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+        // kube-apiserver's own names too: clients reach it as `kubernetes.default` (the Service
+        // `default/kubernetes` the server publishes), e.g. Landscaper's integration tests.
+        let mut names = vec![
+            "localhost".to_string(),
+            "127.0.0.1".into(),
+            "::1".into(),
+            "kubernetes".into(),
+            "kubernetes.default".into(),
+            "kubernetes.default.svc".into(),
+            "kubernetes.default.svc.cluster.local".into(),
+        ];
         for h in hosts {
             if !h.is_empty() && !names.contains(h) {
                 names.push(h.clone());

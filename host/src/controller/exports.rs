@@ -16,6 +16,9 @@ use crate::landscaper::{API_VERSION, DeployItem, ObjectReference};
 /// Data key of the export Secret.
 pub const EXPORT_KEY: &str = "config";
 
+/// Landscaper's mock deployer names its export Secrets `mock-export-<random>`.
+const MOCK_TYPE: &str = "landscaper.gardener.cloud/mock";
+
 /// Creates or updates the export Secret of `item` and returns the reference for
 /// `status.exportRef`.
 pub async fn write(
@@ -68,19 +71,20 @@ pub async fn write(
     match secrets.create(&PostParams::default(), &secret).await {
         Ok(_) => {}
         // An earlier attempt of this job created it, but its exportRef was never saved (e.g. a
-        // status write conflict): the name is stable per item, so take it over — if it is ours.
+        // status write conflict): the name is stable per item, so take it over — if it is ours,
+        // or left behind by an earlier item of the same name (deleted without uninstall, or not
+        // yet collected), as Landscaper's deployers overwrite `<item>-export`. Anything else
+        // with that name is not ours to touch.
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let found = secrets.get(&name).await?;
-            let ours = found
-                .metadata
-                .owner_references
-                .unwrap_or_default()
-                .iter()
-                .any(|o| Some(&o.uid) == item.metadata.uid.as_ref());
-            if !ours {
+            let owners = found.metadata.owner_references.unwrap_or_default();
+            if !takes_over(&owners, item) {
                 return Err(kube::Error::Api(s));
             }
-            let patch = json!({ "data": { EXPORT_KEY: data[EXPORT_KEY] } });
+            let patch = json!({
+                "metadata": { "ownerReferences": secret.metadata.owner_references },
+                "data": { EXPORT_KEY: data[EXPORT_KEY] },
+            });
             secrets
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
@@ -91,6 +95,18 @@ pub async fn write(
         name,
         namespace: Some(namespace),
     })
+}
+
+/// Whether an existing export Secret with `owners` may be written for `item`: it is owned by
+/// this item, or only by DeployItems of this item's name (earlier incarnations of it).
+fn takes_over(owners: &[OwnerReference], item: &DeployItem) -> bool {
+    let uid = item.metadata.uid.as_deref().unwrap_or_default();
+    let name = item.metadata.name.as_deref().unwrap_or_default();
+    owners.iter().any(|o| o.uid == uid)
+        || (!owners.is_empty()
+            && owners
+                .iter()
+                .all(|o| o.kind == "DeployItem" && o.name == name && o.api_version == API_VERSION))
 }
 
 /// Deletes the export Secret named by `status.exportRef`, if any.
@@ -140,7 +156,7 @@ fn export_prefix(item: &DeployItem) -> String {
 fn export_name(item: &DeployItem) -> String {
     const MAX_NAME: usize = 253;
     let name = item.metadata.name.as_deref().unwrap_or_default();
-    let hashed = export_prefix(item) == "mock" || name.is_empty();
+    let hashed = item.spec.type_ == MOCK_TYPE || name.is_empty();
     if !hashed && name.len() + "-export".len() <= MAX_NAME {
         return format!("{name}-export");
     }
@@ -189,6 +205,27 @@ mod tests {
         );
         di.metadata.uid = Some("3f2a0c4e-0000-4000-8000-000000000002".into());
         assert_ne!(export_name(&di), name, "another item, another Secret");
+    }
+
+    #[test]
+    fn an_export_secret_left_by_an_earlier_item_of_the_same_name_is_taken_over_and_no_other() {
+        let mut di = DeployItem::default();
+        di.metadata.name = Some("web".into());
+        di.metadata.uid = Some("new".into());
+        let owner = |name: &str, uid: &str| OwnerReference {
+            api_version: API_VERSION.into(),
+            kind: "DeployItem".into(),
+            name: name.into(),
+            uid: uid.into(),
+            ..Default::default()
+        };
+        assert!(takes_over(&[owner("web", "new")], &di), "ours");
+        assert!(takes_over(&[owner("web", "old")], &di), "an earlier `web`");
+        assert!(!takes_over(&[owner("other", "x")], &di), "another item's");
+        assert!(!takes_over(&[], &di), "a Secret nobody owns");
+        let mut foreign = owner("web", "x");
+        foreign.kind = "ConfigMap".into();
+        assert!(!takes_over(&[foreign], &di), "owned by something else");
     }
 
     #[test]

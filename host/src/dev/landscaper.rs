@@ -120,24 +120,29 @@ pub fn with_new_job(item: &DeployItem) -> DeployItem {
 }
 
 /// Watches every DeployItem and triggers jobs until the stream ends. Every event decides again
-/// for the item and for the items of its Execution (one finishing may unblock another).
+/// for the item and for the items of its Execution (one finishing may unblock another); the end
+/// of a (re-)list decides for every item, since the store changes only then.
 pub async fn run(client: Client) {
     let api: Api<DeployItem> = Api::all(client.clone());
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     futures::pin_mut!(stream);
     loop {
-        let touched = match stream.try_next().await {
-            Ok(Some(item)) => item,
+        let decide: Vec<Arc<DeployItem>> = match stream.try_next().await {
+            Ok(Some(watcher::Event::Apply(item) | watcher::Event::Delete(item))) => {
+                candidates(&store, &item)
+            }
+            Ok(Some(watcher::Event::InitDone)) => store.state(),
+            // Listed items reach the store only with InitDone.
+            Ok(Some(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
             Ok(None) => return,
             Err(e) => {
                 tracing::debug!(error = %e, "landscaper simulator watch error");
                 continue;
             }
         };
-        for item in candidates(&store, &touched) {
+        for item in decide {
             let siblings = namespace_items(&store, &item);
             if let Some(trigger) = trigger_among(&item, &siblings) {
                 issue(&client, &item, trigger).await;
@@ -204,7 +209,16 @@ async fn retry_trigger(api: Api<DeployItem>, name: String) {
             Ok(None) => return,
             Err(_) => continue,
         };
+        // Cheap first (usually a newer version already has its job), then as `run` decides.
         if trigger_for(&item).is_none() {
+            return;
+        }
+        let siblings: Vec<Arc<DeployItem>> = match api.list(&Default::default()).await {
+            Ok(list) => list.items.into_iter().map(Arc::new).collect(),
+            Err(_) => continue,
+        };
+        if trigger_among(&item, &siblings).is_none() {
+            // Held back by its Execution's order: a later event decides again.
             return;
         }
         if api

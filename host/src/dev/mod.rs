@@ -257,6 +257,8 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let ca_pem = cert
         .as_ref()
         .map(embedded_apiserver::tls::ServingCert::ca_pem);
+    // Before anything runs: Service default/kubernetes says where the API is.
+    server.publish_kubernetes_service(listener.local_addr()?)?;
     let env = DevEnvironment::bootstrap_with(
         server.clone(),
         ApiServer::kubeconfig_yaml_tls(&url, ca_pem, server.admin_token()),
