@@ -17,7 +17,7 @@ use deployer_host::config::HostConfig;
 use deployer_host::dev::kubelet::ProcessKubelet;
 use deployer_host::landscaper::{DeployItem, Phase, codes};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::chart_repo::archive_raw;
 use support::real_landscaper::{
@@ -231,6 +231,25 @@ async fn items(h: &Harness) -> BTreeMap<String, DeployItem> {
         .collect()
 }
 
+/// Waits until the Installation `name` in [`NS`] finished a job other than `previous`, asserts
+/// the Installation's phase, and returns it with its items.
+async fn job_ends(
+    h: &Harness,
+    name: &str,
+    previous: Option<&str>,
+    phase: &str,
+) -> (DynamicObject, BTreeMap<String, DeployItem>) {
+    let (inst, got) = wait_job_after(&h.client, NS, name, previous, JOB_TIMEOUT).await;
+    let items = items(h).await;
+    assert_eq!(got, phase, "{}\n{}", ls::status(&inst), describe(&items));
+    (inst, items)
+}
+
+/// The Installation's current jobID (to wait for the next one).
+fn job_id(inst: &DynamicObject) -> Option<String> {
+    ls::status(inst)["jobID"].as_str().map(str::to_string)
+}
+
 /// Waits until the Installation's item `name` (blueprint name) exists and `pred` holds.
 async fn wait_item(h: &Harness, name: &str, pred: impl Fn(&DeployItem) -> bool) -> DeployItem {
     let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
@@ -326,15 +345,7 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     .await;
 
     // When Landscaper reconciles it, then it succeeds: every item Succeeded, run by our host.
-    let (inst, phase) = wait_job_after(c, NS, "demo", None, JOB_TIMEOUT).await;
-    let first = items(&s.h).await;
-    assert_eq!(
-        phase,
-        "Succeeded",
-        "{}\n{}",
-        ls::status(&inst),
-        describe(&first)
-    );
+    let (inst, first) = job_ends(&s.h, "demo", None, "Succeeded").await;
     assert_eq!(
         first.keys().collect::<Vec<_>>(),
         ["chart", "check", "config", "job"]
@@ -397,16 +408,8 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     )
     .await;
     set_operation(c, NS, "demo", "reconcile").await;
-    let previous = ls::status(&inst)["jobID"].as_str().map(str::to_string);
-    let (inst, phase) = wait_job_after(c, NS, "demo", previous.as_deref(), JOB_TIMEOUT).await;
-    let second = items(&s.h).await;
-    assert_eq!(
-        phase,
-        "Succeeded",
-        "{}\n{}",
-        ls::status(&inst),
-        describe(&second)
-    );
+    let previous = job_id(&inst);
+    let (_, second) = job_ends(&s.h, "demo", previous.as_deref(), "Succeeded").await;
     // then every item ran a new job (the same items, updated in place),
     for (name, item) in &second {
         let st = item.status();
@@ -529,15 +532,7 @@ async fn given_a_broken_provider_config_when_landscaper_triggers_it_then_the_ite
     .await;
     // when Landscaper triggers it, then the item finishes Failed with a lastError that says
     // what is wrong, and the Installation says Failed.
-    let (inst, phase) = wait_job_after(c, NS, "broken", None, JOB_TIMEOUT).await;
-    let items = items(&s.h).await;
-    assert_eq!(
-        phase,
-        "Failed",
-        "{}\n{}",
-        ls::status(&inst),
-        describe(&items)
-    );
+    let (_, items) = job_ends(&s.h, "broken", None, "Failed").await;
     let st = items["item"].status();
     assert_eq!(st.phase, Phase::Failed);
     let err = st.last_error.expect("lastError");
@@ -581,15 +576,7 @@ async fn given_an_item_type_no_plugin_serves_when_landscaper_triggers_it_then_it
         ),
     )
     .await;
-    let (inst, phase) = wait_job_after(c, NS, "unserved", None, JOB_TIMEOUT).await;
-    let items = items(&s.h).await;
-    assert_eq!(
-        phase,
-        "Failed",
-        "{}\n{}",
-        ls::status(&inst),
-        describe(&items)
-    );
+    let (_, items) = job_ends(&s.h, "unserved", None, "Failed").await;
     let item = &items["item"];
     let st = item.status();
     assert_eq!(st.phase, Phase::Failed);
@@ -642,9 +629,7 @@ async fn given_our_host_is_down_when_landscaper_triggers_then_the_pickup_timeout
     )
     .await;
     // Given our host is down when Landscaper triggers, the job fails by pickup timeout.
-    let (inst, phase) = wait_job_after(&c, NS, "late", None, JOB_TIMEOUT).await;
-    let first = items(&s.h).await;
-    assert_eq!(phase, "Failed", "{}", describe(&first));
+    let (inst, first) = job_ends(&s.h, "late", None, "Failed").await;
     assert_eq!(
         first["item"].status().last_error.unwrap().reason,
         "PickupTimeout"
@@ -659,16 +644,8 @@ async fn given_our_host_is_down_when_landscaper_triggers_then_the_pickup_timeout
     );
     // and the next job Landscaper starts succeeds.
     set_operation(&c, NS, "late", "reconcile").await;
-    let previous = ls::status(&inst)["jobID"].as_str().map(str::to_string);
-    let (inst, phase) = wait_job_after(&c, NS, "late", previous.as_deref(), JOB_TIMEOUT).await;
-    let second = items(&s.h).await;
-    assert_eq!(
-        phase,
-        "Succeeded",
-        "{}\n{}",
-        ls::status(&inst),
-        describe(&second)
-    );
+    let previous = job_id(&inst);
+    let (_, second) = job_ends(&s.h, "late", previous.as_deref(), "Succeeded").await;
     let st = second["item"].status();
     assert_eq!(st.phase, Phase::Succeeded);
     assert!(st.last_error.is_none(), "the old error is cleared: {st:?}");
@@ -708,17 +685,9 @@ async fn given_a_running_job_when_the_installation_is_interrupted_then_every_unf
     wait_item(&s.h, "slow", |i| i.status().last_reconcile_time.is_some()).await;
     // when the Installation is interrupted,
     set_operation(c, NS, "interrupted", "interrupt").await;
-    let (inst, phase) = wait_job_after(c, NS, "interrupted", None, JOB_TIMEOUT).await;
     // then the Installation fails, both items are finished Failed with Landscaper's
     // InterruptOperation error,
-    let interrupted = items(&s.h).await;
-    assert_eq!(
-        phase,
-        "Failed",
-        "{}\n{}",
-        ls::status(&inst),
-        describe(&interrupted)
-    );
+    let (inst, interrupted) = job_ends(&s.h, "interrupted", None, "Failed").await;
     for name in ["slow", "after"] {
         let st = interrupted[name].status();
         assert_eq!(st.phase, Phase::Failed, "{}", describe(&interrupted));
@@ -766,16 +735,8 @@ async fn given_a_running_job_when_the_installation_is_interrupted_then_every_unf
     );
     // A new reconcile then runs both to Succeeded.
     set_operation(c, NS, "interrupted", "reconcile").await;
-    let previous = ls::status(&inst)["jobID"].as_str().map(str::to_string);
-    let (inst, phase) =
-        wait_job_after(c, NS, "interrupted", previous.as_deref(), JOB_TIMEOUT).await;
-    assert_eq!(
-        phase,
-        "Succeeded",
-        "{}\n{}",
-        ls::status(&inst),
-        describe(&items(&s.h).await)
-    );
+    let previous = job_id(&inst);
+    job_ends(&s.h, "interrupted", previous.as_deref(), "Succeeded").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -793,9 +754,8 @@ async fn given_a_succeeded_installation_when_an_item_is_annotated_test_reconcile
         ),
     )
     .await;
-    let (inst, phase) = wait_job_after(c, NS, "tested", None, JOB_TIMEOUT).await;
-    assert_eq!(phase, "Succeeded");
-    let before = items(&s.h).await.remove("item").unwrap();
+    let (inst, mut tested) = job_ends(&s.h, "tested", None, "Succeeded").await;
+    let before = tested.remove("item").unwrap();
     let name = before.metadata.name.clone().unwrap();
     // When the item is annotated test-reconcile,
     s.h.items(NS)
@@ -968,15 +928,7 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
             ),
         )
         .await;
-        let (inst, phase) = wait_job_after(c, NS, "same", None, JOB_TIMEOUT).await;
-        let deployed = items(&s.h).await;
-        assert_eq!(
-            phase,
-            "Succeeded",
-            "{}\n{}",
-            ls::status(&inst),
-            describe(&deployed)
-        );
+        let (_, deployed) = job_ends(&s.h, "same", None, "Succeeded").await;
         let mut outcomes = BTreeMap::new();
         for (name, item) in &deployed {
             outcomes.insert(name.clone(), outcome(&s.h, item).await);
