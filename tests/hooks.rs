@@ -224,10 +224,25 @@ async fn given_after_responsibility_check_aborts_then_no_job_is_picked_up() {
         json!({"AfterResponsibilityCheck": {"abortReconcile": true}}),
     ))
     .await;
-    let (_, item) = after_a_while(&h, "stopped").await;
+    after_a_while(&h, "stopped").await;
+    // The hook runs once the host sees the job; on a real API server that can take longer than
+    // `after_a_while` waits: wait for the call itself, then give the flow time to go wrong.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !h
+        .hook_types_for("stopped")
+        .contains(&AfterResponsibilityCheck)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "AfterResponsibilityCheck was never called: {:?}",
+            h.hook_types_for("stopped")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let item = h.items("default").get("stopped").await.unwrap();
     assert_eq!(item.status().phase, Phase::default());
     let types = h.hook_types_for("stopped");
-    assert!(types.contains(&AfterResponsibilityCheck));
     assert!(
         !types.contains(&ShouldReconcile),
         "the flow stopped: {types:?}"
