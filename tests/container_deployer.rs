@@ -37,15 +37,7 @@ impl Drop for Story {
 }
 
 fn config() -> HostConfig {
-    let mut config = HostConfig {
-        requeue_interval: Some("200ms".into()),
-        ..HostConfig::default()
-    };
-    config.container = serde_yaml::from_str(&format!(
-        "namespace: {HOST_NS}\nhostImage: deployer-host:test\npollInterval: 200ms\nwaitPollInterval: 100ms\n"
-    ))
-    .unwrap();
-    config
+    support::container_host_config(HOST_NS)
 }
 
 /// A harness with the container deployer and a process kubelet on `container-host`.

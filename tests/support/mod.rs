@@ -31,6 +31,20 @@ use embedded_apiserver::ApiServer;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
+/// A host configuration for stories with the container deployer: its pods in `host_ns`, quick
+/// polls, a quick requeue.
+pub fn container_host_config(host_ns: &str) -> HostConfig {
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        ..HostConfig::default()
+    };
+    config.container = serde_yaml::from_str(&format!(
+        "namespace: {host_ns}\nhostImage: deployer-host:test\npollInterval: 200ms\nwaitPollInterval: 100ms\n"
+    ))
+    .unwrap();
+    config
+}
+
 /// A mock DeployItem in `default` that succeeds (no providerStatus, no export).
 pub fn mock_item(name: &str) -> String {
     format!(
