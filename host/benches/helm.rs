@@ -231,63 +231,6 @@ fn package(dir: &Path) -> Vec<u8> {
     gz.finish().unwrap()
 }
 
-/// A chart of 30 objects: 10 ConfigMaps, 10 Services, 10 Deployments.
-fn thirty_object_chart() -> String {
-    use base64::Engine as _;
-    use std::io::Write as _;
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut add = |path: &str, text: &str| {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(text.len() as u64);
-        h.set_mode(0o644);
-        h.set_cksum();
-        tar.append_data(&mut h, format!("thirty/{path}"), text.as_bytes())
-            .unwrap();
-    };
-    add(
-        "Chart.yaml",
-        "apiVersion: v2\nname: thirty\nversion: 1.0.0\n",
-    );
-    add("values.yaml", "count: 10\nimage: nginx:1.27\n");
-    add(
-        "templates/objects.yaml",
-        r#"{{- range $i := until (int .Values.count) }}
----
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ $.Release.Name }}-cm-{{ $i }}
-data:
-  index: {{ $i | quote }}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: {{ $.Release.Name }}-svc-{{ $i }}
-spec:
-  selector: {app: {{ $.Release.Name }}-{{ $i }}}
-  ports: [{port: 80}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {{ $.Release.Name }}-deploy-{{ $i }}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: {{ $.Release.Name }}-{{ $i }}}}
-  template:
-    metadata: {labels: {app: {{ $.Release.Name }}-{{ $i }}}}
-    spec:
-      containers: [{name: c, image: {{ $.Values.image }}}]
-{{- end }}
-"#,
-    );
-    let tar = tar.into_inner().unwrap();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&tar).unwrap();
-    base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap())
-}
-
 fn helm_item(i: usize, raw: &str) -> DeployItem {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "landscaper.gardener.cloud/v1alpha1",
@@ -365,7 +308,7 @@ async fn installs(registry: Arc<PluginRegistry>, n: usize, raw: &str) -> f64 {
 }
 
 async fn install_table(n: usize) -> String {
-    let raw = thirty_object_chart();
+    let raw = common::thirty_object_chart();
     let cache = tempfile::tempdir().unwrap();
     let mut config = HostConfig::default();
     config.plugins.dir = Some(workspace().join("target/plugins"));

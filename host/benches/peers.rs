@@ -1,23 +1,35 @@
-//! Side by side with Landscaper's Go deployers: the same N DeployItems on the same API server,
-//! served by Landscaper's Go mock or manifest deployer (`../shared/tools/real-landscaper
-//! deployer KIND`, client rate limits lifted) and by our host (`deployer-host run`), at the same
-//! worker count where the peer has one (the Go mock deployer has one worker, fixed).
+//! Side by side with Landscaper's Go deployers: the same DeployItems on the same API server,
+//! served by one of Landscaper's Go deployers (`../shared/tools/real-landscaper deployer KIND`,
+//! client rate limits lifted) and by our host (`deployer-host run`), at the same worker count
+//! where the peer has one (the Go mock deployer has one worker, fixed).
 //!
 //! `cargo bench -p deployer-host --bench peers` (or `cargo xtask bench`). Environment:
-//! `BENCH_PEERS_ITEMS` (default 1000), `BENCH_PEERS_WORKERS` (default `1,5,16`), `BENCH_ROUNDS`
-//! (default 2; rows alternate their order every round), `BENCH_PEERS_KINDS` (default
-//! `mock,manifest`), `BENCH_WRITE_DOCS=1` (the table into `docs/benchmarks.md`).
+//! - `BENCH_PEERS_ITEMS` (default `1000,10000`): the item counts of the mock and manifest rows;
+//! - `BENCH_PEERS_WORKERS` (default `1,5,16`), `BENCH_PEERS_KINDS` (default
+//!   `mock,manifest,helm`), `BENCH_ROUNDS` (default 2; a pair alternates which runs first);
+//! - `BENCH_PEERS_BACKENDS` (default `embedded,real`; `real` is the real kube-apiserver 1.20 of
+//!   `../shared/tools/real-apiserver`, skipped with a note when it is not built);
+//! - `BENCH_PEERS_HELM_ITEMS` (default 40): installs of the 30-object chart per helm row;
+//! - `BENCH_WRITE_DOCS=1`: the tables into `docs/benchmarks.md`.
 //!
-//! Per row, a fresh embedded API server (in this process, served on loopback; the deployer
-//! reaches it over HTTP as it would a cluster) holds N items with no job. One item is triggered
-//! as the deployer process starts (start-up to its first finished job), then the other N-1 at
-//! once, as Landscaper triggers them: a status write of `jobID`, `jobIDGenerationTime` and
-//! `transitionTimes.triggerTime`. Measured for those N-1: jobs/s until the last finished, CPU of
-//! the deployer process per job (user + system, /proc), API requests per job (the server's
-//! counters minus the bench's own), and the process' peak RSS (VmHWM). The API server runs in
-//! this process, so it is not in the deployer's CPU figures.
+//! Per row, a fresh API server holds the items with no job. One item is triggered as the
+//! deployer process starts (start-up to its first finished job), then the others at once, as
+//! Landscaper triggers them: a status write of `jobID`, `jobIDGenerationTime` and
+//! `transitionTimes.triggerTime`. Measured for that burst: jobs/s until the last finished, the
+//! deployer process' CPU per job (user + system, /proc), API requests per job (the embedded
+//! server's counters, or the real one's `apiserver_request_total`, minus the bench's own), and
+//! the process' peak RSS (VmHWM). Every job must end `Succeeded`. The embedded API server runs
+//! in this process, so it is in no deployer's CPU figure.
+//!
+//! Last, memory: one host serving mock, manifest and helm items at once beside the three Go
+//! deployer processes an operator runs for the same items.
 
-use std::collections::HashSet;
+#[path = "../../tests/support/backend.rs"]
+#[allow(dead_code, unused_macros)]
+mod backend;
+mod common;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -25,18 +37,18 @@ use std::time::{Duration, Instant};
 use deployer_host::landscaper::DeployItem;
 use embedded_apiserver::ApiServer;
 use futures::StreamExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-mod common;
-
 use common::{KillOnDrop, env_usize, workspace, write_docs_section};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {
     Mock,
     Manifest,
+    Helm,
 }
 
 impl Kind {
@@ -44,6 +56,30 @@ impl Kind {
         match self {
             Kind::Mock => "mock",
             Kind::Manifest => "manifest",
+            Kind::Helm => "helm",
+        }
+    }
+
+    fn item_type(self) -> &'static str {
+        match self {
+            Kind::Mock => "landscaper.gardener.cloud/mock",
+            Kind::Manifest => "landscaper.gardener.cloud/kubernetes-manifest",
+            Kind::Helm => "landscaper.gardener.cloud/helm",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Embedded,
+    Real,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Real => "kube-apiserver 1.20",
         }
     }
 }
@@ -52,13 +88,6 @@ impl Kind {
 enum Deployer {
     Go,
     Ours,
-}
-
-#[derive(Clone, Debug)]
-struct Row {
-    kind: Kind,
-    workers: usize,
-    deployer: Deployer,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -70,7 +99,8 @@ struct Measured {
     first_job_s: f64,
 }
 
-fn item(i: usize, kind: Kind) -> serde_json::Value {
+/// The item `name` of `kind`; `chart` is the helm items' inline archive.
+fn item(name: &str, kind: Kind, chart: &str) -> serde_json::Value {
     let config = match kind {
         Kind::Mock => json!({
             "apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
@@ -81,20 +111,24 @@ fn item(i: usize, kind: Kind) -> serde_json::Value {
             "kind": "ProviderConfiguration", "updateStrategy": "update",
             "manifests": (0..3).map(|k| json!({"policy": "manage", "manifest": {
                 "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": format!("peer-{i}-{k}"), "namespace": "default"},
+                "metadata": {"name": format!("{name}-{k}"), "namespace": "default"},
                 "data": {"key": format!("value-{k}")},
             }})).collect::<Vec<_>>(),
         }),
-    };
-    let ty = match kind {
-        Kind::Mock => "landscaper.gardener.cloud/mock",
-        Kind::Manifest => "landscaper.gardener.cloud/kubernetes-manifest",
+        // Every release in `default`: the Go helm deployer and ours both write Helm's release
+        // Secrets there, and readiness of the 10 Deployments is checked by both.
+        Kind::Helm => json!({
+            "apiVersion": "helm.deployer.landscaper.gardener.cloud/v1alpha1",
+            "kind": "ProviderConfiguration", "name": name, "namespace": "default",
+            "chart": {"archive": {"raw": chart}},
+        }),
     };
     json!({
         "apiVersion": "landscaper.gardener.cloud/v1alpha1",
         "kind": "DeployItem",
-        "metadata": {"name": format!("peer-{i}"), "namespace": "default"},
-        "spec": {"type": ty, "target": {"name": "default", "namespace": "default"}, "config": config},
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": kind.item_type(), "target": {"name": "default", "namespace": "default"},
+                 "config": config},
     })
 }
 
@@ -128,13 +162,179 @@ fn real_landscaper() -> PathBuf {
     workspace().join("../shared/tools/real-landscaper/real-landscaper")
 }
 
-/// Starts the row's deployer against `kubeconfig`; returns the process and its pid.
-fn start_deployer(row: &Row, kubeconfig: &Path, dir: &Path) -> (Option<KillOnDrop>, u32) {
-    match row.deployer {
+/// One API server for one row, stopped when dropped.
+struct Cluster {
+    backend: Backend,
+    client: Client,
+    kubeconfig: PathBuf,
+    /// The embedded server (its request counter), and the sender that stops its serving.
+    embedded: Option<(ApiServer, tokio::sync::oneshot::Sender<()>)>,
+    _real: Option<backend::RealApiServer>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A fresh API server with Landscaper's CRDs, the `default` Target pointing at itself and
+    /// `Context/default` (the Go deployers need it).
+    async fn start(backend: Backend) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (client, kubeconfig_text, embedded, real) = match backend {
+            Backend::Embedded => {
+                // Workloads are simulated so that the helm chart's Deployments become ready.
+                let server = ApiServer::new(embedded_apiserver::Options {
+                    simulate_workloads: true,
+                    ..Default::default()
+                })
+                .expect("server");
+                for crd in deployer_host::dev::LANDSCAPER_CRDS {
+                    server.install_yaml_documents(crd).expect("CRD");
+                }
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let url = format!("http://{}", listener.local_addr().unwrap());
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                let serving = server.clone();
+                tokio::spawn(async move {
+                    serving
+                        .serve(listener, async {
+                            let _ = stopped.await;
+                        })
+                        .await
+                });
+                (
+                    server.client(),
+                    ApiServer::kubeconfig_yaml(&url),
+                    Some((server, stop)),
+                    None,
+                )
+            }
+            Backend::Real => {
+                let real = backend::RealApiServer::start("AlwaysAllow");
+                let client = real.client().await;
+                deployer_host::dev::install_landscaper_crds(&client)
+                    .await
+                    .expect("Landscaper CRDs");
+                (client, real.kubeconfig.clone(), None, Some(real))
+            }
+        };
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, &kubeconfig_text).unwrap();
+        let cluster = Cluster {
+            backend,
+            client,
+            kubeconfig,
+            embedded,
+            _real: real,
+            dir,
+        };
+        cluster
+            .create_all(vec![
+                json!({
+                    "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+                    "metadata": {"name": "default", "namespace": "default"},
+                    "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                             "config": {"kubeconfig": kubeconfig_text}},
+                }),
+                json!({
+                    "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
+                    "metadata": {"name": "default", "namespace": "default"},
+                }),
+            ])
+            .await;
+        cluster
+    }
+
+    /// Creates objects of the `landscaper.gardener.cloud/v1alpha1` group in `default`: directly
+    /// in the embedded server's store, through the API on a real one.
+    async fn create_all(&self, objects: Vec<serde_json::Value>) {
+        if let Some((server, _)) = &self.embedded {
+            for o in objects {
+                server.install_object(o).expect("object");
+            }
+            return;
+        }
+        futures::stream::iter(objects)
+            .for_each_concurrent(32, |o| async move {
+                let kind = o["kind"].as_str().unwrap().to_string();
+                let resource = kube::discovery::ApiResource {
+                    group: "landscaper.gardener.cloud".into(),
+                    version: "v1alpha1".into(),
+                    api_version: "landscaper.gardener.cloud/v1alpha1".into(),
+                    plural: format!("{}s", kind.to_lowercase()),
+                    kind,
+                };
+                let api: Api<kube::api::DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), "default", &resource);
+                let object: kube::api::DynamicObject = serde_json::from_value(o).unwrap();
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .expect("create");
+            })
+            .await;
+    }
+
+    /// Requests served so far: the embedded server's counter, or the real server's
+    /// `apiserver_request_total` (long-running requests count when they end; the scrape itself
+    /// is not in its own figure).
+    async fn requests(&self) -> u64 {
+        if let Some((server, _)) = &self.embedded {
+            return server.stats().total_requests;
+        }
+        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = self.client.request_text(request).await.expect("/metrics");
+        text.lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some((_, stop)) = self.embedded.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A deployer process of the row; stopped when dropped.
+struct Process {
+    pid: u32,
+    _child: Option<KillOnDrop>,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self._child.is_some() {
+            return; // KillOnDrop stops it
+        }
+        let _ = Command::new("kill").arg(self.pid.to_string()).status();
+        for _ in 0..50 {
+            if !Path::new(&format!("/proc/{}", self.pid)).exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = Command::new("kill")
+            .args(["-9", &self.pid.to_string()])
+            .status();
+    }
+}
+
+/// Starts a deployer against `kubeconfig`: Landscaper's Go deployer of `kind`, or our host
+/// (which serves every kind).
+fn start_deployer(
+    deployer: Deployer,
+    kind: Kind,
+    workers: usize,
+    kubeconfig: &Path,
+    dir: &Path,
+) -> Process {
+    match deployer {
         Deployer::Ours => {
             let config = dir.join("host.yaml");
-            std::fs::write(&config, format!("workers: {}\n", row.workers)).unwrap();
-            let child = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+            std::fs::write(&config, format!("workers: {workers}\n")).unwrap();
+            let mut command = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
+            command
                 .args(["run", "--kubeconfig"])
                 .arg(kubeconfig)
                 .arg("--config")
@@ -143,19 +343,28 @@ fn start_deployer(row: &Row, kubeconfig: &Path, dir: &Path) -> (Option<KillOnDro
                 .arg(workspace().join("target/plugins"))
                 .env("RUST_LOG", "error")
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("deployer-host run");
-            let pid = child.id();
-            (Some(KillOnDrop(child)), pid)
+                .stderr(std::process::Stdio::null());
+            // `BENCH_PEERS_HOST_LOG=<file>`: the host's log (level info) into that file.
+            if let Ok(log) = std::env::var("BENCH_PEERS_HOST_LOG") {
+                let level = std::env::var("BENCH_PEERS_HOST_RUST_LOG").unwrap_or("info".into());
+                command
+                    .env("RUST_LOG", level)
+                    .stderr(std::fs::File::create(log).expect("host log"));
+            }
+            let child = command.spawn().expect("deployer-host run");
+            Process {
+                pid: child.id(),
+                _child: Some(KillOnDrop(child)),
+            }
         }
         Deployer::Go => {
+            let dir = dir.join(kind.name());
             let out = Command::new(real_landscaper())
                 .arg("deployer")
-                .arg(row.kind.name())
-                .arg(dir)
+                .arg(kind.name())
+                .arg(&dir)
                 .arg(kubeconfig)
-                .arg(row.workers.to_string())
+                .arg(workers.to_string())
                 .output()
                 .expect("real-landscaper deployer");
             assert!(
@@ -163,25 +372,14 @@ fn start_deployer(row: &Row, kubeconfig: &Path, dir: &Path) -> (Option<KillOnDro
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            let pid: u32 = std::fs::read_to_string(dir.join("deployer.pid"))
+            let pid = std::fs::read_to_string(dir.join("deployer.pid"))
                 .expect("deployer.pid")
                 .trim()
                 .parse()
                 .unwrap();
-            (None, pid)
+            Process { pid, _child: None }
         }
     }
-}
-
-fn stop_pid(pid: u32) {
-    let _ = Command::new("kill").arg(pid.to_string()).status();
-    for _ in 0..50 {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
 }
 
 /// Triggers a job on `name` as Landscaper does (one status write).
@@ -200,123 +398,157 @@ async fn trigger(items: &Api<DeployItem>, name: &str) {
         .expect("trigger");
 }
 
-async fn measure(row: &Row, n: usize) -> Measured {
-    let dir = tempfile::tempdir().unwrap();
-    let server = ApiServer::new(Default::default()).expect("server");
-    for crd in deployer_host::dev::LANDSCAPER_CRDS {
-        server.install_yaml_documents(crd).expect("CRD");
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let kubeconfig_text = ApiServer::kubeconfig_yaml(&url);
-    server
-        .install_object(json!({
-            "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
-            "metadata": {"name": "default", "namespace": "default"},
-            "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
-                     "config": {"kubeconfig": kubeconfig_text}},
-        }))
-        .expect("target");
-    server
-        .install_object(json!({
-            "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
-            "metadata": {"name": "default", "namespace": "default"},
-        }))
-        .expect("context");
-    for i in 0..n {
-        server.install_object(item(i, row.kind)).expect("item");
-    }
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(listener, async {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, &kubeconfig_text).unwrap();
+/// Names of items whose job finished, as a watch sees them; panics on a job that finished in
+/// any phase but `Succeeded` (a failing deployer must not look fast).
+struct Finished {
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    watch: tokio::task::JoinHandle<()>,
+}
 
-    let client = server.client();
-    let items: Api<DeployItem> = Api::namespaced(client, "default");
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
-    let watch = tokio::spawn({
-        let items = items.clone();
-        async move {
-            let mut listed = Some(listed_tx);
-            let mut events = std::pin::pin!(watcher(items, watcher::Config::default()));
-            while let Some(Ok(event)) = events.next().await {
-                let o = match event {
-                    watcher::Event::Apply(o) | watcher::Event::InitApply(o) => o,
-                    watcher::Event::InitDone => {
-                        if let Some(l) = listed.take() {
-                            let _ = l.send(());
+impl Finished {
+    async fn watch(items: &Api<DeployItem>) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn({
+            let items = items.clone();
+            async move {
+                let mut listed = Some(listed_tx);
+                let mut seen: HashMap<String, String> = HashMap::new();
+                let mut events = std::pin::pin!(watcher(items, watcher::Config::default()));
+                while let Some(event) = events.next().await {
+                    let o = match event {
+                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(l) = listed.take() {
+                                let _ = l.send(());
+                            }
+                            continue;
                         }
+                        _ => continue,
+                    };
+                    let s = o.status.clone().unwrap_or_default();
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    if s.job_id.is_empty() || s.job_id != s.job_id_finished {
                         continue;
                     }
-                    _ => continue,
-                };
-                let s = o.status.clone().unwrap_or_default();
-                if !s.job_id.is_empty() && s.job_id == s.job_id_finished {
-                    let _ = done_tx.send(o.metadata.name.clone().unwrap_or_default());
+                    // Once per job, however often the finished object is written again.
+                    if seen.get(&name) == Some(&s.job_id) {
+                        continue;
+                    }
+                    let phase = s.phase.as_str();
+                    assert_eq!(
+                        phase, "Succeeded",
+                        "{name}: job finished {phase}: {:?}",
+                        s.last_error
+                    );
+                    seen.insert(name.clone(), s.job_id.clone());
+                    let _ = tx.send(name);
+                }
+            }
+        });
+        listed_rx.await.expect("watch listed");
+        Finished { rx, watch }
+    }
+
+    /// Waits until every name in `names` finished once.
+    async fn all(&mut self, names: impl IntoIterator<Item = String>, what: &str) {
+        let mut waiting: std::collections::HashSet<String> = names.into_iter().collect();
+        let total = waiting.len();
+        while !waiting.is_empty() {
+            let name = tokio::time::timeout(Duration::from_secs(900), self.rx.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{what}: only {} of {total} jobs finished",
+                        total - waiting.len()
+                    )
+                })
+                .unwrap_or_else(|| panic!("{what}: the watch ended (a job failed?)"));
+            waiting.remove(&name);
+        }
+    }
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+/// One row: `n` items of `kind` served by `deployer` with `workers` on a fresh `backend`.
+async fn measure(
+    backend: Backend,
+    kind: Kind,
+    deployer: Deployer,
+    workers: usize,
+    n: usize,
+) -> Measured {
+    let cluster = Cluster::start(backend).await;
+    let chart = common::thirty_object_chart();
+    let names: Vec<String> = (0..n).map(|i| format!("peer-{i}")).collect();
+    cluster
+        .create_all(names.iter().map(|name| item(name, kind, &chart)).collect())
+        .await;
+    let items: Api<DeployItem> = Api::namespaced(cluster.client.clone(), "default");
+    let mut finished = Finished::watch(&items).await;
+    let what = format!("{kind:?} {deployer:?} w={workers} on {backend:?}");
+
+    // Start-up: the first item's job is issued as the process starts.
+    trigger(&items, &names[0]).await;
+    let started = Instant::now();
+    let process = start_deployer(
+        deployer,
+        kind,
+        workers,
+        &cluster.kubeconfig,
+        cluster.dir.path(),
+    );
+    finished.all([names[0].clone()], &what).await;
+    let first_job_s = started.elapsed().as_secs_f64();
+
+    // The burst: the other n-1 jobs at once.
+    let cpu_before = cpu_ms(process.pid);
+    let requests_before = cluster.requests().await;
+    let stats_before = cluster.embedded.as_ref().map(|(s, _)| s.stats());
+    let burst = Instant::now();
+    futures::stream::iter(&names[1..])
+        .for_each_concurrent(32, |name| {
+            let items = items.clone();
+            async move { trigger(&items, name).await }
+        })
+        .await;
+    finished.all(names[1..].iter().cloned(), &what).await;
+    let elapsed = burst.elapsed().as_secs_f64();
+    let cpu = cpu_ms(process.pid) - cpu_before;
+    // The bench's own requests: one trigger per job, and on a real server one scrape (its
+    // watch is one long request, already open).
+    let own = (n as u64 - 1) + u64::from(cluster.backend == Backend::Real);
+    let requests = cluster
+        .requests()
+        .await
+        .saturating_sub(requests_before + own);
+    let peak = peak_rss_kib(process.pid);
+    drop(process);
+    let jobs = (n - 1) as f64;
+    // `BENCH_PEERS_REQUESTS=1`: which requests a job costs, by resource and verb (embedded).
+    if let (Some(before), Some((server, _)), true) = (
+        stats_before,
+        &cluster.embedded,
+        std::env::var("BENCH_PEERS_REQUESTS").is_ok(),
+    ) {
+        let after = server.stats();
+        for (resource, verbs) in &after.requests {
+            for (verb, count) in verbs {
+                let delta = count - before.count(verb, resource);
+                if delta > 0 {
+                    eprintln!(
+                        "  {what}: {resource} {verb}: {:.2}/job",
+                        delta as f64 / jobs
+                    );
                 }
             }
         }
-    });
-    listed_rx.await.expect("watch listed");
-
-    // Start-up: the first item's job is issued as the process starts.
-    trigger(&items, "peer-0").await;
-    let started = Instant::now();
-    let (child, pid) = start_deployer(row, &kubeconfig, dir.path());
-    let timeout = Duration::from_secs(600);
-    let first = tokio::time::timeout(timeout, done_rx.recv())
-        .await
-        .expect("first job within 10 minutes")
-        .expect("watch");
-    assert_eq!(first, "peer-0");
-    let first_job_s = started.elapsed().as_secs_f64();
-
-    // The burst: N-1 jobs at once.
-    let cpu_before = cpu_ms(pid);
-    let requests_before = server.stats().total_requests;
-    let burst = Instant::now();
-    futures::stream::iter(1..n)
-        .for_each_concurrent(32, |i| {
-            let items = items.clone();
-            async move { trigger(&items, &format!("peer-{i}")).await }
-        })
-        .await;
-    let mut finished = HashSet::new();
-    while finished.len() < n - 1 {
-        let name = tokio::time::timeout(timeout, done_rx.recv())
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "{row:?}: only {} of {} jobs finished",
-                    finished.len(),
-                    n - 1
-                )
-            })
-            .expect("watch");
-        if name != "peer-0" {
-            finished.insert(name);
-        }
     }
-    let elapsed = burst.elapsed().as_secs_f64();
-    let cpu = cpu_ms(pid) - cpu_before;
-    // The bench's own requests: one trigger per job (its watch is one long request, already open).
-    let requests = server.stats().total_requests - requests_before - (n as u64 - 1);
-    let peak = peak_rss_kib(pid);
-    match child {
-        Some(c) => drop(c),
-        None => stop_pid(pid),
-    }
-    watch.abort();
-    let _ = stop.send(());
-    let jobs = (n - 1) as f64;
     Measured {
         jobs_per_s: jobs / elapsed,
         cpu_ms_per_job: cpu / jobs,
@@ -326,8 +558,69 @@ async fn measure(row: &Row, n: usize) -> Measured {
     }
 }
 
-/// A compared pair (kind, workers) and its rounds: Landscaper's Go deployer, then ours.
-type PairResults = ((Kind, usize), Vec<Measured>, Vec<Measured>);
+/// Peak RSS (KiB) of one host serving every kind, and of each Go deployer process serving its
+/// kind, for the same items (mock and manifest `n` each, helm `helm_n`) triggered at once.
+async fn memory_of_all_kinds(n: usize, helm_n: usize, workers: usize) -> (u64, Vec<(Kind, u64)>) {
+    let kinds = [(Kind::Mock, n), (Kind::Manifest, n), (Kind::Helm, helm_n)];
+    let run = async |deployer: Deployer| -> Vec<(Kind, u64)> {
+        let cluster = Cluster::start(Backend::Embedded).await;
+        let chart = common::thirty_object_chart();
+        let mut names = Vec::new();
+        let mut objects = Vec::new();
+        for (kind, count) in kinds {
+            for i in 0..count {
+                let name = format!("{}-{i}", kind.name());
+                objects.push(item(&name, kind, &chart));
+                names.push(name);
+            }
+        }
+        cluster.create_all(objects).await;
+        let items: Api<DeployItem> = Api::namespaced(cluster.client.clone(), "default");
+        let mut finished = Finished::watch(&items).await;
+        let processes: Vec<(Kind, Process)> = match deployer {
+            Deployer::Ours => vec![(
+                Kind::Mock,
+                start_deployer(
+                    deployer,
+                    Kind::Mock,
+                    workers,
+                    &cluster.kubeconfig,
+                    cluster.dir.path(),
+                ),
+            )],
+            Deployer::Go => kinds
+                .iter()
+                .map(|(kind, _)| {
+                    // (the Go mock deployer has one worker whatever it is given)
+                    let p = start_deployer(
+                        deployer,
+                        *kind,
+                        workers,
+                        &cluster.kubeconfig,
+                        cluster.dir.path(),
+                    );
+                    (*kind, p)
+                })
+                .collect(),
+        };
+        futures::stream::iter(&names)
+            .for_each_concurrent(32, |name| {
+                let items = items.clone();
+                async move { trigger(&items, name).await }
+            })
+            .await;
+        finished
+            .all(names, &format!("every kind, {deployer:?}"))
+            .await;
+        processes
+            .iter()
+            .map(|(kind, p)| (*kind, peak_rss_kib(p.pid)))
+            .collect()
+    };
+    let ours = run(Deployer::Ours).await[0].1;
+    let go = run(Deployer::Go).await;
+    (ours, go)
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -337,6 +630,25 @@ fn median(mut v: Vec<f64>) -> f64 {
     } else {
         v[m]
     }
+}
+
+fn list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A compared pair and its rounds.
+struct Pair {
+    backend: Backend,
+    kind: Kind,
+    items: usize,
+    workers: usize,
+    go: Vec<Measured>,
+    ours: Vec<Measured>,
 }
 
 fn main() {
@@ -349,57 +661,87 @@ fn main() {
         workspace().join("target/plugins/mock.wasm").exists(),
         "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
     );
-    let n = env_usize("BENCH_PEERS_ITEMS", 1000).max(2);
-    let rounds = env_usize("BENCH_ROUNDS", 2).max(1);
-    let workers: Vec<usize> = std::env::var("BENCH_PEERS_WORKERS")
-        .unwrap_or_else(|_| "1,5,16".into())
-        .split(',')
-        .filter_map(|w| w.trim().parse().ok())
+    let sizes: Vec<usize> = list("BENCH_PEERS_ITEMS", "1000,10000")
+        .iter()
+        .filter_map(|s| s.parse().ok())
+        .map(|n: usize| n.max(2))
         .collect();
-    let kinds: Vec<Kind> = std::env::var("BENCH_PEERS_KINDS")
-        .unwrap_or_else(|_| "mock,manifest".into())
-        .split(',')
-        .filter_map(|k| match k.trim() {
+    let rounds = env_usize("BENCH_ROUNDS", 2).max(1);
+    let helm_items = env_usize("BENCH_PEERS_HELM_ITEMS", 40).max(2);
+    let workers: Vec<usize> = list("BENCH_PEERS_WORKERS", "1,5,16")
+        .iter()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let kinds: Vec<Kind> = list("BENCH_PEERS_KINDS", "mock,manifest,helm")
+        .iter()
+        .filter_map(|k| match k.as_str() {
             "mock" => Some(Kind::Mock),
             "manifest" => Some(Kind::Manifest),
+            "helm" => Some(Kind::Helm),
             _ => None,
         })
         .collect();
-    // The pairs compared: (kind, workers). The Go mock deployer has one worker, fixed: its
-    // rows compare with ours at 1 worker, and ours runs the other counts alone.
-    let mut pairs = Vec::new();
-    for &kind in &kinds {
-        for &w in &workers {
-            pairs.push((kind, w));
+    let real_built = real_apiserver_built();
+    let mut backends = Vec::new();
+    for b in list("BENCH_PEERS_BACKENDS", "embedded,real") {
+        match b.as_str() {
+            "embedded" => backends.push(Backend::Embedded),
+            "real" if real_built => backends.push(Backend::Real),
+            "real" => eprintln!(
+                "SKIP the kube-apiserver 1.20 rows: build it with `../shared/tools/real-apiserver/real-apiserver build`"
+            ),
+            other => panic!("BENCH_PEERS_BACKENDS: unknown backend {other:?}"),
         }
     }
+    // Helm rows: fewer items (each an install of 30 objects), on the embedded server only
+    // (1.20 runs no workloads, so the chart's Deployments would never be ready).
+    let mut pairs = Vec::new();
+    for &backend in &backends {
+        for &kind in &kinds {
+            let sizes = if kind == Kind::Helm {
+                if backend == Backend::Real {
+                    continue;
+                }
+                vec![helm_items]
+            } else {
+                sizes.clone()
+            };
+            for &items in &sizes {
+                for &w in &workers {
+                    pairs.push(Pair {
+                        backend,
+                        kind,
+                        items,
+                        workers: w,
+                        go: Vec::new(),
+                        ours: Vec::new(),
+                    });
+                }
+            }
+        }
+    }
+    // The Go mock deployer has one worker, fixed: its row compares with ours at 1 worker, and
+    // ours runs the other counts alone.
     let go_has = |kind: Kind, w: usize| kind != Kind::Mock || w == 1;
-    let mut results: Vec<PairResults> =
-        pairs.iter().map(|p| (*p, Vec::new(), Vec::new())).collect();
-    rt.block_on(async {
+    let memory = rt.block_on(async {
         for round in 0..rounds {
-            for (pair, go, ours) in &mut results {
-                let (kind, w) = *pair;
-                // Alternate which of the pair runs first.
-                let order: Vec<Deployer> = if round % 2 == 0 {
-                    vec![Deployer::Go, Deployer::Ours]
+            for pair in &mut pairs {
+                let order = if round % 2 == 0 {
+                    [Deployer::Go, Deployer::Ours]
                 } else {
-                    vec![Deployer::Ours, Deployer::Go]
+                    [Deployer::Ours, Deployer::Go]
                 };
                 for deployer in order {
-                    if deployer == Deployer::Go && !go_has(kind, w) {
+                    if deployer == Deployer::Go && !go_has(pair.kind, pair.workers) {
                         continue;
                     }
-                    let row = Row {
-                        kind,
-                        workers: w,
-                        deployer,
-                    };
-                    let m = measure(&row, n).await;
+                    let m = measure(pair.backend, pair.kind, deployer, pair.workers, pair.items).await;
                     eprintln!(
-                        "round {round} {} w={w} {:?}: {:.0} jobs/s, {:.2} ms CPU/job, {:.1} req/job, peak RSS {:.1} MiB, first job {:.2} s",
-                        kind.name(),
-                        deployer,
+                        "round {round} {} {} n={} w={} {deployer:?}: {:.0} jobs/s, {:.2} ms CPU/job, {:.1} req/job, peak RSS {:.1} MiB, first job {:.2} s",
+                        pair.backend.name(),
+                        pair.kind.name(),
+                        pair.items,
+                        pair.workers,
                         m.jobs_per_s,
                         m.cpu_ms_per_job,
                         m.requests_per_job,
@@ -407,23 +749,31 @@ fn main() {
                         m.first_job_s
                     );
                     match deployer {
-                        Deployer::Go => go.push(m),
-                        Deployer::Ours => ours.push(m),
+                        Deployer::Go => pair.go.push(m),
+                        Deployer::Ours => pair.ours.push(m),
                     }
                 }
             }
         }
+        let n = sizes.first().copied().unwrap_or(1000);
+        memory_of_all_kinds(n, helm_items, 5).await
     });
+
     let mut table = format!(
-        "{n} items per row, a fresh embedded API server per row, {rounds} rounds (medians; ratios are medians of the rounds' paired ratios).\n\n\
-         | kind | workers | deployer | jobs/s | CPU ms/job | API requests/job | peak RSS | start to first job | jobs/s vs Go | CPU/job vs Go |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n"
+        "A fresh API server per row, {rounds} rounds, medians; ratios are medians of the rounds' paired ratios \
+         (ours / Go: jobs/s above 1 and CPU below 1 are better). Helm rows install the 30-object chart \
+         (10 ConfigMaps, 10 Services, 10 Deployments, inline archive), readiness checked, one release per item.\n\n\
+         | API server | kind | items | workers | deployer | jobs/s | CPU ms/job | API requests/job | peak RSS | start to first job | jobs/s vs Go | CPU/job vs Go |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
-    let fmt_row = |kind: Kind, w: usize, who: &str, v: &[Measured], ratio: Option<(f64, f64)>| {
+    let fmt_row = |pair: &Pair, who: &str, v: &[Measured], ratio: Option<(f64, f64)>| {
         let med = |f: fn(&Measured) -> f64| median(v.iter().map(f).collect());
         format!(
-            "| {} | {w} | {who} | {:.0} | {:.2} | {:.1} | {:.1} MiB | {:.2} s | {} | {} |\n",
-            kind.name(),
+            "| {} | {} | {} | {} | {who} | {:.0} | {:.2} | {:.1} | {:.1} MiB | {:.2} s | {} | {} |\n",
+            pair.backend.name(),
+            pair.kind.name(),
+            pair.items,
+            pair.workers,
             med(|m| m.jobs_per_s),
             med(|m| m.cpu_ms_per_job),
             med(|m| m.requests_per_job),
@@ -433,28 +783,48 @@ fn main() {
             ratio.map_or("".into(), |r| format!("**{:.2}×**", r.1)),
         )
     };
-    for ((kind, w), go, ours) in &results {
-        if !go.is_empty() {
-            table.push_str(&fmt_row(*kind, *w, "Landscaper (Go)", go, None));
+    for pair in &pairs {
+        if !pair.go.is_empty() {
+            table.push_str(&fmt_row(pair, "Landscaper (Go)", &pair.go, None));
         }
-        let ratio = (!go.is_empty()).then(|| {
-            let pairs = go.iter().zip(ours);
+        let ratio = (!pair.go.is_empty()).then(|| {
+            let paired = pair.go.iter().zip(&pair.ours);
             (
                 median(
-                    pairs
+                    paired
                         .clone()
                         .map(|(g, o)| o.jobs_per_s / g.jobs_per_s)
                         .collect(),
                 ),
                 median(
-                    pairs
+                    paired
                         .map(|(g, o)| o.cpu_ms_per_job / g.cpu_ms_per_job)
                         .collect(),
                 ),
             )
         });
-        table.push_str(&fmt_row(*kind, *w, "wasm-deployer", ours, ratio));
+        table.push_str(&fmt_row(pair, "wasm-deployer", &pair.ours, ratio));
     }
+    let (ours, go) = memory;
+    let mib = |k: u64| k as f64 / 1024.0;
+    let largest = go.iter().map(|(_, k)| *k).max().unwrap_or(0);
+    let sum: u64 = go.iter().map(|(_, k)| *k).sum();
+    table.push_str(&format!(
+        "\nMemory of every kind at once ({} mock, {} manifest and {helm_items} helm items, triggered together, 5 workers, embedded API server): \
+         one wasm-deployer host **{:.1} MiB** peak RSS; Landscaper's Go deployers {} (largest {:.1} MiB, together {:.1} MiB); \
+         ours / largest **{:.2}×**, ours / together **{:.2}×**.\n",
+        sizes.first().copied().unwrap_or(1000),
+        sizes.first().copied().unwrap_or(1000),
+        mib(ours),
+        go.iter()
+            .map(|(k, v)| format!("{} {:.1} MiB", k.name(), mib(*v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        mib(largest),
+        mib(sum),
+        ours as f64 / largest.max(1) as f64,
+        ours as f64 / sum.max(1) as f64,
+    ));
     println!("{table}");
     if std::env::var("BENCH_WRITE_DOCS").is_ok() {
         write_docs_section(
@@ -463,4 +833,15 @@ fn main() {
             &table,
         );
     }
+}
+
+/// Whether `../shared/tools/real-apiserver` has built its binaries (it caches them in
+/// `~/.cache/real-apiserver`, or `REAL_APISERVER_CACHE`).
+fn real_apiserver_built() -> bool {
+    let cache = std::env::var("REAL_APISERVER_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/real-apiserver")
+        });
+    cache.join("kube-apiserver").exists()
 }

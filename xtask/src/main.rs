@@ -28,7 +28,8 @@ fn usage() -> ! {
          \x20 image [--push REF] [--plain-http] [--out DIR]\n\
          \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
          \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
-         \x20 bench                      build plugins, run the end-to-end, scale, language and helm benchmarks, update docs/benchmarks.md\n\
+         \x20 bench                      build plugins (and the real Landscaper and kube-apiserver), run the\n\
+         \x20                            end-to-end, scale, language, helm and peer benchmarks, update docs/benchmarks.md\n\
          \x20 build-plugins [-p <plugin>]...\n\
          \x20                            build every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`)\n\
          \x20                            into <target-dir>/plugins/ (test-only plugins: <target-dir>/test-plugins/)"
@@ -158,9 +159,17 @@ fn main() -> Result<()> {
             ensure_wasm_target()?;
             build_plugins(&[])?;
             build_polyglot(&[])?;
-            // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language.
+            // The peer benchmark runs Landscaper's Go deployers, and its rows on a real
+            // kube-apiserver 1.20: both tools are built first (cached after the first time).
+            for tool in ["real-landscaper", "real-apiserver"] {
+                let path = workspace_root().join(format!("../shared/tools/{tool}/{tool}"));
+                run(Command::new(&path).arg("build"))
+                    .with_context(|| format!("building {tool} (../shared/tools)"))?;
+            }
+            // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language,
+            // helm, and side by side with Landscaper's Go deployers.
             let args: Vec<String> = args.collect();
-            for bench in ["e2e", "scale", "languages", "helm"] {
+            for bench in ["e2e", "scale", "languages", "helm", "peers"] {
                 run(Command::new(cargo())
                     .current_dir(workspace_root())
                     .env("BENCH_WRITE_DOCS", "1")

@@ -709,6 +709,25 @@ fn do_get(c: &Ctx<'_>, name: &str, accept: &str) -> Result<Response, ApiError> {
     Ok(c.respond(200, &obj))
 }
 
+/// A continue token: `<resourceVersion of the first page>:<namespace>/<name of the last item
+/// served>`. Opaque to clients, as in Kubernetes.
+fn parse_continue(token: Option<&str>) -> Result<(Option<u64>, Option<&str>), ApiError> {
+    match token.filter(|t| !t.is_empty()) {
+        None => Ok((None, None)),
+        Some(t) => {
+            let (rv, start) = t
+                .split_once(':')
+                .and_then(|(rv, start)| Some((rv.parse::<u64>().ok()?, start)))
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "continue: Invalid value: {t:?}: not a continue token of this server"
+                    ))
+                })?;
+            Ok((Some(rv), Some(start)))
+        }
+    }
+}
+
 fn selector(q: &Query) -> Result<Selector, ApiError> {
     Selector::parse(q.get("labelSelector"), q.get("fieldSelector"))
 }
@@ -722,11 +741,20 @@ fn do_list(c: &Ctx<'_>, ns: Option<&str>, accept: &str) -> Result<Response, ApiE
         ),
         _ => None,
     };
+    // A paginated list reports one resourceVersion on every page: the first page's, carried
+    // in the continue token. A client watches from the last page's resourceVersion (kube-rs'
+    // watcher, client-go's reflector); were it the store's current one, a change made to an
+    // item of an earlier page while later pages were read would be in neither the list nor
+    // the watch, and that client would never hear of it. Later pages hold the items as they
+    // are now (not a snapshot): the watch from the first page's version replays what changed
+    // since, so the client ends up current either way.
+    let (list_rv, start) = parse_continue(c.q.get("continue"))?;
     let (items, next, rv) = {
         let g = c.api.shared.store.lock();
-        let (items, next) = g.list(&c.rt, ns, &sel, limit, c.q.get("continue"));
-        (items, next, g.rv)
+        let (items, next) = g.list(&c.rt, ns, &sel, limit, start);
+        (items, next, list_rv.unwrap_or(g.rv))
     };
+    let next = next.map(|start| format!("{rv}:{start}"));
     let meta_only = wants_meta(accept, "PartialObjectMetadataList");
     let mut md = json!({ "resourceVersion": rv.to_string() });
     if let Some(n) = next {

@@ -146,3 +146,64 @@ async fn controller_with_finalizer_and_status_patch_against_a_landscaper_crd() {
     assert_eq!(ctx.cleanups.load(Ordering::SeqCst), 1);
     handle.abort();
 }
+
+/// Given items listed page by page, when an item of the first page changes while later pages
+/// are read, then a client that watches from the list's resourceVersion (as kube-rs' watcher and
+/// client-go's reflector do: the last page's) still hears of that change. Before the fix every
+/// page reported the store's current version, and a controller started during a burst of
+/// writes never reconciled such items.
+#[tokio::test]
+async fn a_change_during_a_paginated_list_reaches_the_watch_that_follows_it() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{ListParams, WatchEvent, WatchParams};
+    let server = ApiServer::new(Options::default()).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for name in ["a", "b", "c"] {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "1"}}))
+                .unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let first = cms.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(first.items.len(), 2);
+    let list_rv = first.metadata.resource_version.clone().unwrap();
+    let token = first.metadata.continue_.clone().expect("a second page");
+    // `a` (on the first page) changes between the pages.
+    let patch = json!({"data": {"v": "2"}});
+    cms.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let second = cms
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(second.items.len(), 1);
+    assert_eq!(
+        second.metadata.resource_version.as_deref(),
+        Some(list_rv.as_str()),
+        "every page reports the first page's resourceVersion"
+    );
+    let mut events = cms
+        .watch(&WatchParams::default().timeout(5), &list_rv)
+        .await
+        .unwrap()
+        .boxed();
+    let event = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("an event")
+        .expect("stream open")
+        .unwrap();
+    match event {
+        WatchEvent::Modified(cm) => {
+            assert_eq!(cm.metadata.name.as_deref(), Some("a"));
+            assert_eq!(cm.data.unwrap()["v"], "2");
+        }
+        other => panic!("expected a's modification, got {other:?}"),
+    }
+    // A token this server did not write is refused, not read as a name.
+    let err = cms
+        .list(&ListParams::default().limit(2).continue_token("default/a"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("continue"), "{err}");
+}
