@@ -150,32 +150,56 @@ async fn install_crds(client: &Client, texts: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How often one set-up request is tried before dev mode gives up (with waits of 20 ms
+/// doubling to 1 s: about 25 s). Enough to ride out fault rates far above those of
+/// `docs/reliability.md`; a server that refuses for good (403, 422, …) fails at once.
+pub const SETUP_ATTEMPTS: u32 = 30;
+
 /// Creates the `default` Target (pointing at `kubeconfig`) and Context in namespace `default`
-/// unless they exist.
+/// unless they exist. Each object is tried again on a transient answer (a busy server, an
+/// injected fault: [`crate::apierrors::transient`]) — get, then create, so a create the server
+/// applied before it timed out is found the next time.
 pub async fn ensure_default_objects(client: &Client, kubeconfig: &str) -> anyhow::Result<()> {
-    let targets: Api<Target> = Api::namespaced(client.clone(), "default");
-    if targets.get_opt("default").await?.is_none() {
-        let target: Target = serde_json::from_value(json!({
-            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-            "kind": "Target",
-            "metadata": { "name": "default", "namespace": "default" },
-            "spec": {
-                "type": KUBERNETES_CLUSTER_TARGET_TYPE,
-                "config": { "kubeconfig": kubeconfig }
-            }
-        }))?;
-        targets.create(&PostParams::default(), &target).await?;
-    }
-    let contexts: Api<crate::landscaper::Context> = Api::namespaced(client.clone(), "default");
-    if contexts.get_opt("default").await?.is_none() {
-        let context = serde_json::from_value(json!({
-            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-            "kind": "Context",
-            "metadata": { "name": "default", "namespace": "default" }
-        }))?;
-        contexts.create(&PostParams::default(), &context).await?;
-    }
+    let target: Target = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Target",
+        "metadata": { "name": "default", "namespace": "default" },
+        "spec": {
+            "type": KUBERNETES_CLUSTER_TARGET_TYPE,
+            "config": { "kubeconfig": kubeconfig }
+        }
+    }))?;
+    ensure_object(&Api::namespaced(client.clone(), "default"), &target)
+        .await
+        .context("creating Target default/default")?;
+    let context: crate::landscaper::Context = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Context",
+        "metadata": { "name": "default", "namespace": "default" }
+    }))?;
+    ensure_object(&Api::namespaced(client.clone(), "default"), &context)
+        .await
+        .context("creating Context default/default")?;
     Ok(())
+}
+
+/// Creates `obj` unless an object of its name exists, riding out transient errors.
+async fn ensure_object<K>(api: &Api<K>, obj: &K) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    crate::apierrors::retry_transient(&name, SETUP_ATTEMPTS, || async {
+        if api.get_opt(&name).await?.is_some() {
+            return Ok(());
+        }
+        match api.create(&PostParams::default(), obj).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && s.reason == "AlreadyExists" => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await
 }
 
 /// Creates the objects of a YAML file, or of every `.yaml`/`.yml` file of a directory (sorted).
