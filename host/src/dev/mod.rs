@@ -249,6 +249,36 @@ pub fn with_dev_hooks(
     config
 }
 
+/// Dev mode's first try works: unless the configuration gives `fetch.allow` (even empty), plugins
+/// may download from anywhere (`*`) — a chart from a repository or an OCI registry installs
+/// without a configuration file. `deployer-host run` keeps the default of nothing. Returns the
+/// configuration and whether the dev default was taken.
+pub fn with_dev_fetch(mut config: HostConfig) -> (HostConfig, bool) {
+    let defaulted = config.fetch.allow.is_none();
+    if defaulted {
+        config.fetch.allow = Some(vec!["*".to_string()]);
+    }
+    (config, defaulted)
+}
+
+/// What dev mode says at start about downloads.
+pub fn describe_fetch(config: &HostConfig, dev_default: bool) -> String {
+    let allow = config.fetch.allow();
+    if dev_default {
+        "plugins may download from anywhere (fetch.allow: [\"*\"], dev mode's default; \
+         `deployer-host run` allows nothing until fetch.allow lists it): set fetch.allow in \
+         --config to restrict"
+            .to_string()
+    } else if allow.is_empty() {
+        "plugins may download nothing (fetch.allow: [] in --config)".to_string()
+    } else {
+        format!(
+            "plugins may download from {} (fetch.allow in --config)",
+            allow.join(", ")
+        )
+    }
+}
+
 /// A bearer token nobody can guess (the administrator's of `--rbac`).
 pub fn random_token() -> String {
     format!(
@@ -297,6 +327,8 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     )
     .await?;
     let config = with_dev_hooks(config, &registry);
+    let (config, dev_fetch) = with_dev_fetch(config);
+    tracing::info!("dev mode: {}", describe_fetch(&config, dev_fetch));
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
     let deployer = Arc::new(Deployer::new(
@@ -403,4 +435,54 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     serve.await??;
     server.flush().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHART_REPO: &str = "http://127.0.0.1:8879/charts/nginx-1.0.0.tgz";
+    const OCI_CHART: &str = "127.0.0.1:5000/charts/nginx:1.0.0";
+
+    fn config(yaml: &str) -> HostConfig {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn without_a_fetch_config_dev_allows_downloads_and_run_does_not() {
+        // `run` takes the configuration as it is: nothing may be downloaded.
+        let run = HostConfig::default();
+        assert!(!run.fetch.allows(CHART_REPO));
+        assert!(!run.fetch.allows(OCI_CHART));
+        // `dev` allows every download and says so.
+        let (dev, defaulted) = with_dev_fetch(HostConfig::default());
+        assert!(defaulted);
+        assert!(dev.fetch.allows(CHART_REPO));
+        assert!(dev.fetch.allows(OCI_CHART));
+        assert!(
+            dev.fetch
+                .allows("https://charts.example.com/stable/index.yaml")
+        );
+        assert!(describe_fetch(&dev, defaulted).contains("from anywhere"));
+        // A configuration without a fetch section is the same.
+        let (dev, defaulted) = with_dev_fetch(config("workers: 2\n"));
+        assert!(defaulted && dev.fetch.allows(CHART_REPO));
+    }
+
+    #[test]
+    fn a_fetch_allow_list_given_is_kept_in_dev_even_when_empty() {
+        let (dev, defaulted) = with_dev_fetch(config("fetch: {allow: [charts.example.com]}\n"));
+        assert!(!defaulted);
+        assert!(!dev.fetch.allows(CHART_REPO));
+        assert!(dev.fetch.allows("https://charts.example.com/x.tgz"));
+        assert_eq!(
+            describe_fetch(&dev, defaulted),
+            "plugins may download from charts.example.com (fetch.allow in --config)"
+        );
+        let (dev, defaulted) = with_dev_fetch(config("fetch: {allow: []}\n"));
+        assert!(!defaulted && !dev.fetch.allows(CHART_REPO));
+        // Other fetch settings without `allow`: the dev default still applies.
+        let (dev, defaulted) = with_dev_fetch(config("fetch: {maxMib: 8}\n"));
+        assert!(defaulted && dev.fetch.allows(OCI_CHART));
+    }
 }
