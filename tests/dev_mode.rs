@@ -291,6 +291,7 @@ async fn dev_mode_installs_the_helm_example_as_a_release_and_uninstalls_it() {
 /// HTTP: a second or two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_heavy_injected_faults_when_dev_sets_up_many_times_then_it_starts_every_time() {
+    skip_on_real!("dev mode's set-up is on the embedded server, whatever the backend");
     use deployer_host::dev::DevEnvironment;
     use embedded_apiserver::{ApiServer, FaultConfig};
     let faults = FaultConfig {

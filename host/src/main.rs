@@ -819,6 +819,16 @@ async fn run_command() -> anyhow::Result<()> {
             if let Ok(pod) = std::env::var("MY_POD_NAME") {
                 tracing::info!(pod = %pod, "replica identity");
             }
+            // WasmPlugins live in the host's cluster: so does their CRD.
+            if config.crd_management.deploy_crd() {
+                let outcome = deployer_host::crds::ensure_wasm_plugin_crd(&host_client)
+                    .await
+                    .context(
+                        "keeping the WasmPlugin CRD up to date (crdManagement.deployCrd: false \
+                         leaves it to you)",
+                    )?;
+                tracing::info!(?outcome, "WasmPlugin CRD");
+            }
             // Large plugins (Python, JavaScript: seconds to compile cold) do not hold up
             // start-up: after this window the host serves what has loaded, the rest joins
             // when ready (hook plugins the configuration names are always waited for).

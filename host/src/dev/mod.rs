@@ -26,24 +26,24 @@ use crate::plugins;
 /// The Landscaper CRDs, installed into the embedded API server.
 pub const LANDSCAPER_CRDS: [&str; 5] = [
     include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml"
-    ),
-    include_str!("../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_targets.yaml"),
-    include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_contexts.yaml"
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_deployitems.yaml"
     ),
     include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_syncobjects.yaml"
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_targets.yaml"
     ),
     include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_lshealthchecks.yaml"
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_contexts.yaml"
+    ),
+    include_str!(
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_syncobjects.yaml"
+    ),
+    include_str!(
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_lshealthchecks.yaml"
     ),
 ];
 
 /// The project's own CRDs (plugin delivery's `WasmPlugin`).
-pub const OWN_CRDS: [&str; 1] = [include_str!(
-    "../../../charts/wasm-deployer/files/crds/wasm-deployer.dev_wasmplugins.yaml"
-)];
+pub const OWN_CRDS: [&str; 1] = [crate::crds::WASM_PLUGIN_CRD];
 
 /// Options of `deployer-host dev`.
 #[derive(Clone, Debug)]
