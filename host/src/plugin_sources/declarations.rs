@@ -114,13 +114,7 @@ impl Declarations {
                     Ok(spec) => catalog.sync(&name, &spec, generation).await,
                     Err(e) => {
                         let mut s = catalog.status(&name).await.unwrap_or_default();
-                        s.last_error = format!("spec: {e}");
-                        s.conditions = vec![super::catalog::Condition {
-                            type_: "Ready".into(),
-                            status: "False".into(),
-                            reason: "InvalidSpec".into(),
-                            message: s.last_error.clone(),
-                        }];
+                        s.refuse_spec(format!("spec: {e}"));
                         s
                     }
                 };
