@@ -114,32 +114,54 @@ pub fn render_status(s: &kube::core::Status) -> String {
 }
 
 /// An error and its causes on one line, `: `-separated, as a terminal shows it: API errors as
-/// [`render_status`] (kube-client's `Display` carries a debug dump of the whole `Status`), and a
-/// cause whose text its parent already said left out.
+/// [`render_status`] (kube-client's `Display` carries a debug dump of the whole `Status`, also
+/// where a wrapping error quoted it), and a cause whose text its parent already said left out.
 pub fn render_chain(e: &anyhow::Error) -> String {
+    render_causes(&e.chain().collect::<Vec<_>>())
+}
+
+/// [`render_chain`] for any error (and its `source()` chain): what log lines show.
+pub fn render_error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = Vec::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        chain.push(c);
+        cause = c.source();
+    }
+    render_causes(&chain)
+}
+
+fn render_causes(chain: &[&(dyn std::error::Error + 'static)]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut skip_status = false;
-    for cause in e.chain() {
-        let text = if let Some(k) = cause.downcast_ref::<kube::Error>() {
-            match k {
-                kube::Error::Api(s) => {
-                    skip_status = true;
-                    render_status(s)
+    for cause in chain {
+        let status = match cause.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(s)) => {
+                skip_status = true;
+                Some(&**s)
+            }
+            Some(_) => None,
+            None => match cause.downcast_ref::<kube::core::Status>().or_else(|| {
+                cause
+                    .downcast_ref::<Box<kube::core::Status>>()
+                    .map(|b| &**b)
+            }) {
+                // kube-client's `Api` error names its `Status` as its source: said already.
+                Some(_) if std::mem::take(&mut skip_status) => continue,
+                other => other,
+            },
+        };
+        let text = match status {
+            Some(s) => {
+                let rendered = render_status(s);
+                // A wrapper that quoted kube-client's text says the rendered one instead.
+                let raw = cause.to_string();
+                for part in &mut parts {
+                    *part = part.replace(&raw, &rendered);
                 }
-                other => other.to_string(),
+                rendered
             }
-        } else if let Some(s) = cause.downcast_ref::<kube::core::Status>().or_else(|| {
-            cause
-                .downcast_ref::<Box<kube::core::Status>>()
-                .map(|b| &**b)
-        }) {
-            // kube-client's `Api` error names its `Status` as its source: said already.
-            if std::mem::take(&mut skip_status) {
-                continue;
-            }
-            render_status(s)
-        } else {
-            cause.to_string()
+            None => cause.to_string(),
         };
         if parts.last().is_some_and(|last| last.contains(&text)) {
             continue;
@@ -212,6 +234,26 @@ mod tests {
             .context("writing x: disk full")
             .context("saving");
         assert_eq!(render_chain(&e), "saving: writing x: disk full");
+    }
+
+    #[test]
+    fn an_error_that_quotes_a_kube_error_reads_as_the_servers_message_too() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("step failed: {0}")]
+        struct Wrapper(#[source] kube::Error);
+        let e = Wrapper(api_error(503, "ServiceUnavailable"));
+        assert!(
+            e.to_string().contains("Status {"),
+            "the raw text dumps the Status"
+        );
+        assert_eq!(
+            render_error(&e),
+            "step failed: the API server refused the request: m (503 ServiceUnavailable)"
+        );
+        assert_eq!(
+            render_error(&api_error(409, "Conflict")),
+            "the API server refused the request: m (409 Conflict)"
+        );
     }
 
     #[test]
