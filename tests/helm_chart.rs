@@ -333,9 +333,14 @@ fn given_the_blueprint_when_landscaper_renders_its_deploy_execution_then_one_hel
         deployment["spec"]["template"]["spec"]["containers"][0]["image"],
         "registry.example.com/wasm-deployer/deployer-host:0.1.0"
     );
-    assert!(
-        find(&docs, "ClusterRole").is_empty(),
-        "fenced: no ClusterRole here"
+    let cluster_roles: Vec<&str> = find(&docs, "ClusterRole")
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        cluster_roles,
+        vec!["wasm-deployer-ls-system-crd"],
+        "fenced: no Landscaper-cluster ClusterRole here, only the one for the host's own CRD"
     );
     assert!(find(&docs, "HorizontalPodAutoscaler").len() == 1);
     let config: deployer_host::config::HostConfig =
@@ -394,11 +399,11 @@ async fn start_server() -> Server {
 
 /// A kubeconfig with a token of the chart's ServiceAccount (real server), or the embedded
 /// server's (which does not authenticate).
-async fn host_kubeconfig(server: &Server, sa: &str) -> String {
+async fn host_kubeconfig(server: &Server, sa: &str, namespace: &str) -> String {
     let Some(real) = &server.real else {
         return server.kubeconfig.clone();
     };
-    let sas: Api<ServiceAccount> = Api::namespaced(server.admin.clone(), NAMESPACE);
+    let sas: Api<ServiceAccount> = Api::namespaced(server.admin.clone(), namespace);
     let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}});
     let answer: Value = sas
@@ -433,6 +438,16 @@ impl Drop for HostProcess {
 }
 
 async fn run_as_deployment(server: &Server, deployment: &Deployment) -> HostProcess {
+    run_release(server, deployment, RELEASE, NAMESPACE).await
+}
+
+/// [`run_as_deployment`] for the release `release` in `namespace`.
+async fn run_release(
+    server: &Server,
+    deployment: &Deployment,
+    release: &str,
+    namespace: &str,
+) -> HostProcess {
     let pod = deployment
         .spec
         .as_ref()
@@ -443,9 +458,9 @@ async fn run_as_deployment(server: &Server, deployment: &Deployment) -> HostProc
         .unwrap();
     let container = &pod.containers[0];
     let sa = pod.service_account_name.clone().unwrap();
-    let secrets: Api<Secret> = Api::namespaced(server.admin.clone(), NAMESPACE);
+    let secrets: Api<Secret> = Api::namespaced(server.admin.clone(), namespace);
     let secret = secrets
-        .get(&format!("{RELEASE}-wasm-deployer-config"))
+        .get(&format!("{release}-wasm-deployer-config"))
         .await
         .unwrap();
     let config = &secret.data.unwrap()["config.yaml"].0;
@@ -458,7 +473,11 @@ async fn run_as_deployment(server: &Server, deployment: &Deployment) -> HostProc
     let config_path = dir.path().join("config.yaml");
     std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
     let kubeconfig_path = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig_path, host_kubeconfig(server, &sa).await).unwrap();
+    std::fs::write(
+        &kubeconfig_path,
+        host_kubeconfig(server, &sa, namespace).await,
+    )
+    .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -483,8 +502,8 @@ async fn run_as_deployment(server: &Server, deployment: &Deployment) -> HostProc
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
     cmd.args(&args)
         .env("KUBECONFIG", &kubeconfig_path)
-        .env("MY_POD_NAME", "wd-wasm-deployer-0")
-        .env("MY_POD_NAMESPACE", NAMESPACE)
+        .env("MY_POD_NAME", format!("{release}-wasm-deployer-0"))
+        .env("MY_POD_NAMESPACE", namespace)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("host.log")).unwrap());
     for env in container.env.clone().unwrap_or_default() {
@@ -600,7 +619,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
         assert_eq!(status.available_replicas, Some(1), "{status:?}");
     }
     Api::<ClusterRole>::all(server.admin.clone())
-        .get("wd-wasm-deployer")
+        .get("wd-wasm-deployer-ls-system")
         .await
         .unwrap();
     Api::<Role>::namespaced(server.admin.clone(), NAMESPACE)
@@ -700,7 +719,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
     );
     assert!(
         Api::<ClusterRole>::all(server.admin.clone())
-            .get_opt("wd-wasm-deployer")
+            .get_opt("wd-wasm-deployer-ls-system")
             .await
             .unwrap()
             .is_none()
@@ -845,7 +864,7 @@ async fn given_the_blueprints_helm_item_when_our_helm_plugin_deploys_it_then_the
     // Landscaper would create this DeployItem with the imported Target; dev mode's Target
     // `default` is the cluster itself.
     let mut options = support::Options::default();
-    options.config.fetch.allow = vec!["127.0.0.1".into()];
+    options.config.fetch.allow = Some(vec!["127.0.0.1".into()]);
     options.config.fetch.plain_http = vec![registry.addr.clone()];
     let h = support::Harness::start_with(options).await;
     h.server.as_ref().unwrap().set_simulate_workloads(true);
@@ -915,4 +934,135 @@ async fn given_the_blueprints_helm_item_when_our_helm_plugin_deploys_it_then_the
             .is_some(),
         "a real Helm release"
     );
+}
+
+/// Issue #36: after `helm uninstall`, installing the chart again under another name failed on
+/// the kept CRD's ownership. The CRDs now come from Helm's `crds/` (no release owns them) and
+/// the host keeps its own CRD up to date: install, uninstall, install under another name, two
+/// releases side by side, and an older CRD upgraded by the newer host — never by Helm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_chart_when_installed_uninstalled_reinstalled_and_twice_side_by_side_then_every_install_succeeds_and_the_host_upgrades_an_older_crd()
+ {
+    const WP: &str = "wasmplugins.wasm-deployer.dev";
+    const DI: &str = "deployitems.landscaper.gardener.cloud";
+    let server = start_server().await;
+    let job = |op: &str, name: &str, namespace: &str, values: Value| {
+        json!({"op": op, "chart": chart(), "name": name, "namespace": namespace,
+            "values": values, "kubeconfig": server.kubeconfig, "wait": false})
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(server.admin.clone());
+    let helm_owned = |crd: &CustomResourceDefinition| {
+        crd.annotations()
+            .keys()
+            .any(|k| k.starts_with("meta.helm.sh/"))
+    };
+    let with_landscaper = json!({"crds": {"landscaper": true}});
+
+    // Given the chart installed with its default values, then the WasmPlugin CRD is there and
+    // no release owns it; Landscaper's CRDs are not (crds.landscaper is off by default).
+    let Some(first) = helm(job("install", "wasm-deployer", NAMESPACE, json!({}))) else {
+        return;
+    };
+    assert_eq!(ok(first)["status"], "deployed");
+    let crd = crds.get(WP).await.unwrap();
+    assert!(!helm_owned(&crd), "{:?}", crd.annotations());
+    assert!(crds.get_opt(DI).await.unwrap().is_none());
+
+    // When it is uninstalled and installed again under another name, then the install
+    // succeeds (the kept CRD no longer names the first release) ...
+    ok(helm(job("uninstall", "wasm-deployer", NAMESPACE, json!({}))).unwrap());
+    assert!(crds.get_opt(WP).await.unwrap().is_some(), "the CRD is kept");
+    let second = ok(helm(job("install", "wd2", NAMESPACE, with_landscaper.clone())).unwrap());
+    assert_eq!(second["status"], "deployed", "{second}");
+    // ... with Landscaper's CRDs when asked, owned by no release either.
+    let di = crds.get(DI).await.expect("crds.landscaper installs them");
+    assert!(!helm_owned(&di));
+    // And a second release of the first name beside it, in another namespace (one host per
+    // fenced environment), installs too.
+    let beside = ok(helm(job(
+        "install",
+        "wasm-deployer",
+        "env-b",
+        with_landscaper.clone(),
+    ))
+    .unwrap());
+    assert_eq!(beside["status"], "deployed", "{beside}");
+    for (name, namespace) in [("wd2", NAMESPACE), ("wasm-deployer", "env-b")] {
+        let status = ok(helm(job("status", name, namespace, json!({}))).unwrap());
+        assert_eq!(status["status"], "deployed", "{name} in {namespace}");
+    }
+
+    // Given an older WasmPlugin CRD in the cluster (as a chart of old left it: no revision, a
+    // release's ownership, fewer printer columns) ...
+    let bundled = deployer_host::crds::bundled().unwrap();
+    let bundled_revision = deployer_host::crds::revision(&bundled);
+    let mut old = crds.get(WP).await.unwrap();
+    let annotations = old.metadata.annotations.get_or_insert_default();
+    annotations.remove(deployer_host::crds::REVISION_ANNOTATION);
+    annotations.insert("meta.helm.sh/release-name".into(), "wasm-deployer".into());
+    annotations.insert("meta.helm.sh/release-namespace".into(), NAMESPACE.into());
+    old.spec.versions[0]
+        .additional_printer_columns
+        .get_or_insert_default()
+        .retain(|c| c.name != "Up-to-date");
+    crds.replace(WP, &PostParams::default(), &old)
+        .await
+        .unwrap();
+    // ... when Helm upgrades a release, then Helm leaves the CRD as it is (it never upgrades
+    // crds/) ...
+    ok(helm(job("upgrade", "wd2", NAMESPACE, with_landscaper.clone())).unwrap());
+    assert_eq!(
+        deployer_host::crds::revision(&crds.get(WP).await.unwrap()),
+        0
+    );
+    // ... and when the release's host starts — under the chart's ServiceAccount, which on the
+    // real server has only the chart's RBAC — then it replaces the CRD with its own revision
+    // and drops the old release's ownership.
+    let deployments: Api<Deployment> = Api::namespaced(server.admin.clone(), NAMESPACE);
+    let deployment = deployments.get("wd2-wasm-deployer").await.unwrap();
+    let host = run_release(&server, &deployment, "wd2", NAMESPACE).await;
+    eventually(
+        "the host upgrades the CRD",
+        Duration::from_secs(60),
+        || async {
+            deployer_host::crds::revision(&crds.get(WP).await.unwrap()) == bundled_revision
+        },
+    )
+    .await;
+    drop(host);
+    let upgraded = crds.get(WP).await.unwrap();
+    assert!(!helm_owned(&upgraded), "{:?}", upgraded.annotations());
+    let columns: Vec<String> = upgraded.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.clone())
+        .collect();
+    assert!(columns.contains(&"Up-to-date".to_string()), "{columns:?}");
+
+    // Given a newer CRD (a newer host shares the cluster), an older host leaves it alone.
+    let mut newer = upgraded.clone();
+    newer.metadata.annotations.get_or_insert_default().insert(
+        deployer_host::crds::REVISION_ANNOTATION.into(),
+        (bundled_revision + 1).to_string(),
+    );
+    crds.replace(WP, &PostParams::default(), &newer)
+        .await
+        .unwrap();
+    let outcome = deployer_host::crds::ensure_wasm_plugin_crd(&server.admin)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        deployer_host::crds::CrdOutcome::Newer {
+            installed: bundled_revision + 1,
+            bundled: bundled_revision
+        }
+    );
+
+    // When both releases are uninstalled, the CRDs stay.
+    ok(helm(job("uninstall", "wd2", NAMESPACE, json!({}))).unwrap());
+    ok(helm(job("uninstall", "wasm-deployer", "env-b", json!({}))).unwrap());
+    assert!(crds.get_opt(WP).await.unwrap().is_some());
+    assert!(crds.get_opt(DI).await.unwrap().is_some());
 }

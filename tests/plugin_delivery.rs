@@ -230,7 +230,8 @@ async fn given_a_plugin_in_a_configmap_then_it_serves_and_new_versions_swap_in_w
         s.last_error.contains("core WebAssembly module")
     })
     .await;
-    assert!(!core.is_ready());
+    assert!(core.is_ready(), "v1 serves on: {core:#?}");
+    assert!(!core.is_up_to_date());
 
     // A good new version: swapped in.
     put_configmap(
@@ -696,12 +697,124 @@ async fn given_a_hook_plugin_declared_with_its_wiring_then_its_hooks_run_for_the
         .await
         .unwrap();
     let bad = status_when(&h, "continuous", |s| !s.last_error.is_empty()).await;
-    assert_eq!(
-        bad.condition(deployer_host::plugin_sources::catalog::Stage::Ready)
-            .unwrap()
-            .reason,
-        "HookWiring"
-    );
+    assert_eq!(bad.up_to_date().unwrap().reason, "HookWiring");
+    assert!(bad.is_ready(), "the old wiring serves on: {bad:#?}");
     assert!(bad.last_error.contains("End"), "{}", bad.last_error);
     assert!(hooks.has(Some(MOCK_TYPE), sdk_guest::HookType::ShouldReconcile));
+}
+
+/// `kubectl get wasmplugins` as the server answers it (a Table from the CRD's printer
+/// columns): name -> column -> cell.
+async fn wasmplugin_table(h: &Harness) -> BTreeMap<String, BTreeMap<String, String>> {
+    let request =
+        http::Request::get("/apis/wasm-deployer.dev/v1alpha1/namespaces/default/wasmplugins")
+            .header(
+                "Accept",
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            )
+            .body(Vec::new())
+            .unwrap();
+    let table: Value = h.client.request(request).await.unwrap();
+    let columns: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a Table: {table}"))
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let cells: BTreeMap<String, String> = columns
+                .iter()
+                .zip(row["cells"].as_array().unwrap())
+                .map(|(c, v)| {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    (c.clone(), text)
+                })
+                .collect();
+            (cells["Name"].clone(), cells)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_serving_plugin_when_its_newest_version_is_refused_then_it_reads_ready_and_not_up_to_date()
+ {
+    let (h, _catalog, _dir) = harness().await;
+    let (v1, v2) = mock_versions();
+    // Given the mock plugin serving v1: Ready and up to date.
+    deliver_mock(&h, v1.clone()).await;
+    let row = &wasmplugin_table(&h).await["mock"];
+    assert_eq!(
+        (
+            row["Ready"].as_str(),
+            row["Up-to-date"].as_str(),
+            row["Plugin"].as_str()
+        ),
+        ("True", "True", "mock"),
+        "{row:?}"
+    );
+
+    // When a new version is refused (not WebAssembly), then the plugin still serves — Ready
+    // stays True — and UpToDate says the newest version was refused, and why.
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), b"not wasm".to_vec())]),
+    )
+    .await;
+    let refused = status_when(&h, "mock", |s| !s.is_up_to_date()).await;
+    assert!(refused.is_ready(), "{refused:#?}");
+    let ready = refused
+        .condition(deployer_host::plugin_sources::catalog::Stage::Ready)
+        .unwrap();
+    assert_eq!(ready.reason, "LastGoodVersionServing");
+    assert!(
+        ready.message.contains(&trust::digest_of(&v1)),
+        "{}",
+        ready.message
+    );
+    let up_to_date = refused.up_to_date().unwrap();
+    assert_eq!(up_to_date.reason, "NotWasm");
+    assert!(
+        up_to_date.message.contains("not WebAssembly"),
+        "{}",
+        up_to_date.message
+    );
+    let row = &wasmplugin_table(&h).await["mock"];
+    assert_eq!(
+        (
+            row["Ready"].as_str(),
+            row["Up-to-date"].as_str(),
+            row["Reason"].as_str()
+        ),
+        ("True", "False", "NotWasm"),
+        "{row:?}"
+    );
+    mock_succeeds(&h, "served-by-the-last-good-version").await;
+
+    // When a good version arrives, then it serves and the plugin is up to date again.
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), v2.clone())]),
+    )
+    .await;
+    let swapped = status_when(&h, "mock", |s| {
+        s.is_up_to_date() && s.digest == trust::digest_of(&v2)
+    })
+    .await;
+    assert!(swapped.is_ready() && swapped.last_error.is_empty());
+    let row = &wasmplugin_table(&h).await["mock"];
+    assert_eq!(
+        (row["Ready"].as_str(), row["Up-to-date"].as_str()),
+        ("True", "True"),
+        "{row:?}"
+    );
 }

@@ -6,6 +6,11 @@
 //! `404 page not found`, not with a JSON `Status` `NotFound`. kube-client reports that as a 404
 //! whose reason is not `NotFound`, and `get_opt` returns it as an error. [`get`] tells the two
 //! apart, so "the object is missing" and "the cluster does not serve the kind" each get handled.
+//!
+//! Also here: which answers are worth another try ([`transient`], [`retry_transient`]: set-up
+//! steps ride out a busy or faulty server as the controller does), and how an error reads on a
+//! terminal ([`render_chain`]: the server's message, never kube-client's debug dump of the
+//! `Status`).
 
 use kube::Api;
 use serde::de::DeserializeOwned;
@@ -48,6 +53,124 @@ pub fn message(e: &kube::Error) -> String {
     }
 }
 
+/// Whether `e` is worth another try: the server was busy or unavailable, timed out, answered
+/// a write with a conflict (not an `AlreadyExists`) or an internal error, or the connection
+/// failed. Everything else (refusals, validation, missing objects) fails for good.
+pub fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => {
+            matches!(s.code, 429 | 500 | 502 | 503 | 504)
+                || (s.code == 409 && s.reason != "AlreadyExists")
+        }
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
+}
+
+/// Whether any cause in `e`'s chain is a [`transient`] API error.
+pub fn transient_in(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| c.downcast_ref::<kube::Error>().is_some_and(transient))
+}
+
+/// Runs `step` until it succeeds, fails for good (not [`transient_in`]), or `attempts` tries are
+/// used; waits 20 ms, then twice as long each time (at most 1 s). The step must be safe to
+/// repeat (get-then-create, create-or-replace): a 504 may come after the write was applied.
+pub async fn retry_transient<T, F, Fut>(what: &str, attempts: u32, mut step: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut wait = std::time::Duration::from_millis(20);
+    let mut attempt = 1;
+    loop {
+        match step().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < attempts && transient_in(&e) => {
+                tracing::debug!(step = what, attempt, error = %render_chain(&e), "transient error, trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(std::time::Duration::from_secs(1));
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One API error for a human: `the API server refused the request: <message> (<code> <reason>)`.
+pub fn render_status(s: &kube::core::Status) -> String {
+    let message = if s.message.is_empty() {
+        "no message"
+    } else {
+        s.message.as_str()
+    };
+    match (s.code, s.reason.as_str()) {
+        (0, "") => format!("the API server refused the request: {message}"),
+        (code, "") => format!("the API server refused the request: {message} ({code})"),
+        (code, reason) => {
+            format!("the API server refused the request: {message} ({code} {reason})")
+        }
+    }
+}
+
+/// An error and its causes on one line, `: `-separated, as a terminal shows it: API errors as
+/// [`render_status`] (kube-client's `Display` carries a debug dump of the whole `Status`, also
+/// where a wrapping error quoted it), and a cause whose text its parent already said left out.
+pub fn render_chain(e: &anyhow::Error) -> String {
+    render_causes(&e.chain().collect::<Vec<_>>())
+}
+
+/// [`render_chain`] for any error (and its `source()` chain): what log lines show.
+pub fn render_error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = Vec::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        chain.push(c);
+        cause = c.source();
+    }
+    render_causes(&chain)
+}
+
+fn render_causes(chain: &[&(dyn std::error::Error + 'static)]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut skip_status = false;
+    for cause in chain {
+        let status = match cause.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(s)) => {
+                skip_status = true;
+                Some(&**s)
+            }
+            Some(_) => None,
+            None => match cause.downcast_ref::<kube::core::Status>().or_else(|| {
+                cause
+                    .downcast_ref::<Box<kube::core::Status>>()
+                    .map(|b| &**b)
+            }) {
+                // kube-client's `Api` error names its `Status` as its source: said already.
+                Some(_) if std::mem::take(&mut skip_status) => continue,
+                other => other,
+            },
+        };
+        let text = match status {
+            Some(s) => {
+                let rendered = render_status(s);
+                // A wrapper that quoted kube-client's text says the rendered one instead.
+                let raw = cause.to_string();
+                for part in &mut parts {
+                    *part = part.replace(&raw, &rendered);
+                }
+                rendered
+            }
+            None => cause.to_string(),
+        };
+        if parts.last().is_some_and(|last| last.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    parts.join(": ")
+}
+
 /// GETs `name`, with "missing" and "kind not served" as answers rather than errors.
 pub async fn get<K>(api: &Api<K>, name: &str) -> Result<Lookup<K>, kube::Error>
 where
@@ -88,6 +211,96 @@ mod tests {
         );
         assert_eq!(not_found(&api_error(403, "Forbidden")), None);
         assert_eq!(not_found(&api_error(409, "Conflict")), None);
+    }
+
+    #[test]
+    fn a_chain_with_an_api_error_reads_as_the_servers_message_without_a_debug_dump() {
+        // As dev mode's set-up failed under an injected 504 before it retried.
+        let status =
+            kube::core::Status::failure("injected fault: the request timed out", "Timeout")
+                .with_code(504);
+        let e =
+            anyhow::Error::new(kube::Error::Api(status.boxed())).context("creating Target default");
+        let text = render_chain(&e);
+        assert_eq!(
+            text,
+            "creating Target default: the API server refused the request: injected fault: the request timed out (504 Timeout)"
+        );
+        assert!(!text.contains("Status {"), "{text}");
+        assert!(!text.contains("Some("), "{text}");
+        // Plain causes are joined; a cause its parent already quoted is said once.
+        let io = std::io::Error::other("disk full");
+        let e = anyhow::Error::new(io)
+            .context("writing x: disk full")
+            .context("saving");
+        assert_eq!(render_chain(&e), "saving: writing x: disk full");
+    }
+
+    #[test]
+    fn an_error_that_quotes_a_kube_error_reads_as_the_servers_message_too() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("step failed: {0}")]
+        struct Wrapper(#[source] kube::Error);
+        let e = Wrapper(api_error(503, "ServiceUnavailable"));
+        assert!(
+            e.to_string().contains("Status {"),
+            "the raw text dumps the Status"
+        );
+        assert_eq!(
+            render_error(&e),
+            "step failed: the API server refused the request: m (503 ServiceUnavailable)"
+        );
+        assert_eq!(
+            render_error(&api_error(409, "Conflict")),
+            "the API server refused the request: m (409 Conflict)"
+        );
+    }
+
+    #[test]
+    fn conflicts_timeouts_and_unavailability_are_transient_refusals_are_not() {
+        for (code, reason) in [
+            (409, "Conflict"),
+            (500, "InternalError"),
+            (503, "ServiceUnavailable"),
+            (504, "Timeout"),
+            (429, "TooManyRequests"),
+        ] {
+            assert!(transient(&api_error(code, reason)), "{code} {reason}");
+        }
+        for (code, reason) in [
+            (409, "AlreadyExists"),
+            (403, "Forbidden"),
+            (404, "NotFound"),
+            (422, "Invalid"),
+        ] {
+            assert!(!transient(&api_error(code, reason)), "{code} {reason}");
+        }
+        let wrapped = anyhow::Error::new(api_error(504, "Timeout")).context("step");
+        assert!(transient_in(&wrapped));
+    }
+
+    #[tokio::test]
+    async fn retry_transient_retries_transient_errors_only() {
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let v = retry_transient("test", 5, || async {
+            let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n < 2 {
+                Err(anyhow::Error::new(api_error(503, "ServiceUnavailable")))
+            } else {
+                Ok(n)
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(v, 2);
+        calls.store(0, std::sync::atomic::Ordering::SeqCst);
+        let e = retry_transient("test", 5, || async {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err::<(), _>(anyhow::Error::new(api_error(403, "Forbidden")))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1, "{e}");
     }
 
     #[test]

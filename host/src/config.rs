@@ -68,6 +68,24 @@ pub struct HostConfig {
     /// plain-HTTP and insecure registries, size limit, timeout, cache.
     #[serde(default)]
     pub fetch: crate::capabilities::FetchConfig,
+    /// The host's own CRD (`WasmPlugin`), kept up to date at start (`crate::crds`).
+    #[serde(default)]
+    pub crd_management: CrdManagement,
+}
+
+/// `crdManagement:` — as Landscaper's `crdManagement` (`docs/install.md`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CrdManagement {
+    /// `deployer-host run` creates the WasmPlugin CRD when missing and replaces it when the
+    /// installed one has a lower revision. Default: true.
+    pub deploy_crd: Option<bool>,
+}
+
+impl CrdManagement {
+    pub fn deploy_crd(&self) -> bool {
+        self.deploy_crd.unwrap_or(true)
+    }
 }
 
 /// One entry of `hooks:`: run a hook plugin for some DeployItem types.

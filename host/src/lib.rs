@@ -12,6 +12,7 @@ pub mod config;
 pub mod container;
 pub mod contract;
 pub mod controller;
+pub mod crds;
 pub mod dev;
 pub mod hooks;
 pub mod image;

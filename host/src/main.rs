@@ -1,4 +1,6 @@
-//! `deployer-host`: parses the command line and starts one of the modes. Nothing else.
+//! `deployer-host`: parses the command line and starts one of the modes. Nothing else — but
+//! the error that ends a command is printed here, as the API server's message (never a debug
+//! dump of its `Status`: [`deployer_host::apierrors::render_chain`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -496,7 +498,17 @@ async fn client_from(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Clien
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    match run_command().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {}", deployer_host::apierrors::render_chain(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_command() -> anyhow::Result<()> {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     match cli.command {
@@ -806,6 +818,16 @@ async fn main() -> anyhow::Result<()> {
             };
             if let Ok(pod) = std::env::var("MY_POD_NAME") {
                 tracing::info!(pod = %pod, "replica identity");
+            }
+            // WasmPlugins live in the host's cluster: so does their CRD.
+            if config.crd_management.deploy_crd() {
+                let outcome = deployer_host::crds::ensure_wasm_plugin_crd(&host_client)
+                    .await
+                    .context(
+                        "keeping the WasmPlugin CRD up to date (crdManagement.deployCrd: false \
+                         leaves it to you)",
+                    )?;
+                tracing::info!(?outcome, "WasmPlugin CRD");
             }
             // Large plugins (Python, JavaScript: seconds to compile cold) do not hold up
             // start-up: after this window the host serves what has loaded, the rest joins

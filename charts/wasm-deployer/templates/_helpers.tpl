@@ -17,6 +17,12 @@
 {{- end }}
 {{- end }}
 
+{{- /* Cluster-scoped objects (ClusterRoles, their bindings): the full name and the release
+       namespace, so releases of one name in two namespaces never claim the same object. */}}
+{{- define "wasm-deployer.clusterScopedName" -}}
+{{- printf "%s-%s" (include "wasm-deployer.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "wasm-deployer.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "wasm-deployer.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -105,6 +111,7 @@ are written: the host refuses unknown keys and nulls where it expects a section.
 {{- $_ := set $container "namespace" (include "wasm-deployer.containerNamespace" .) }}
 {{- $_ := set $container "hostImage" (default (include "wasm-deployer.image" .) $v.container.hostImage) }}
 {{- $_ := set $c "container" $container }}
+{{- $_ := set $c "crdManagement" (dict "deployCrd" $v.crds.wasmPlugin) }}
 {{- $c = mergeOverwrite $c (deepCopy $v.extraConfig) }}
 {{- toYaml $c }}
 {{- end }}

@@ -146,7 +146,7 @@ fn main() {
         row("patch (merge patch ConfigMap)", n, rate, el);
 
         // Status updates on a CRD with a status subresource.
-        s.install_yaml_documents(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml")).unwrap()).unwrap();
+        s.install_yaml_documents(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_deployitems.yaml")).unwrap()).unwrap();
         let base = "/apis/landscaper.gardener.cloud/v1alpha1/namespaces/default/deployitems";
         let (rate, el) = timed(n, {
             let r = r.clone();

@@ -397,7 +397,8 @@ fn crd_cell(obj: &Value, path: &str, ty: &str) -> Value {
     }
 }
 
-/// The simple JSONPaths printer columns use: `.a.b`, `.a[0].b`, `{.a.b}`, `.a['b.c']`.
+/// The simple JSONPaths printer columns use: `.a.b`, `.a[0].b`, `{.a.b}`, `.a['b.c']`, and
+/// the filter `.a[?(@.k=="v")].b` (conditions by type; the first match, as a column shows it).
 pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let p = path.trim();
     let p = p
@@ -411,6 +412,14 @@ pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
             let end = r.find("']")?;
             cur = cur.get(&r[..end])?;
             rest = &r[end + 2..];
+        } else if let Some(r) = rest.strip_prefix("[?(") {
+            let end = r.find(")]")?;
+            let (field, want) = filter(&r[..end])?;
+            cur = cur
+                .as_array()?
+                .iter()
+                .find(|e| json_path(e, field).and_then(Value::as_str) == Some(want))?;
+            rest = &r[end + 2..];
         } else if let Some(r) = rest.strip_prefix('[') {
             let end = r.find(']')?;
             cur = cur.get(r[..end].parse::<usize>().ok()?)?;
@@ -423,6 +432,18 @@ pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
         rest = rest.strip_prefix('.').unwrap_or(rest);
     }
     Some(cur)
+}
+
+/// `@.k=="v"` (or `'v'`) of a JSONPath filter: the path under `@` and the value.
+fn filter(expr: &str) -> Option<(&str, &str)> {
+    let (left, right) = expr.split_once("==")?;
+    let field = left.trim().strip_prefix('@')?;
+    let right = right.trim();
+    let value = right
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .or_else(|| right.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))?;
+    Some((field, value))
 }
 
 fn str_or_none(v: Option<&Value>) -> Value {
@@ -692,6 +713,21 @@ mod tests {
             Some(&json!("v"))
         );
         assert_eq!(json_path(&o, ".status.exportRef.name"), None);
+        // Conditions by type, as the WasmPlugin CRD's columns read them.
+        let o = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True"}, {"type": "UpToDate", "status": "False", "reason": "NotWasm"}]}});
+        assert_eq!(
+            json_path(&o, r#".status.conditions[?(@.type=="UpToDate")].reason"#),
+            Some(&json!("NotWasm"))
+        );
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type=='Ready')].status"),
+            Some(&json!("True"))
+        );
+        assert_eq!(
+            json_path(&o, r#".status.conditions[?(@.type=="Gone")].status"#),
+            None
+        );
     }
 
     #[test]

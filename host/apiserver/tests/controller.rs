@@ -73,7 +73,7 @@ async fn controller_with_finalizer_and_status_patch_against_a_landscaper_crd() {
     let s = ApiServer::new(Options::default()).unwrap();
     let client = s.client();
     let yaml = std::fs::read_to_string(
-        "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+        "../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_deployitems.yaml",
     )
     .unwrap();
     let crd: CustomResourceDefinition = serde_yaml::from_str(&yaml).unwrap();

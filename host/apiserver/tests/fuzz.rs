@@ -172,7 +172,7 @@ fn fuzz_server() -> ApiServer {
     let server = ApiServer::new(Options::default()).expect("server");
     for kind in ["deployitems", "targets", "contexts"] {
         let crd = std::fs::read_to_string(format!(
-            "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_{kind}.yaml"
+            "../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_{kind}.yaml"
         ))
         .expect("CRD");
         server.install_yaml_documents(&crd).expect("install CRD");

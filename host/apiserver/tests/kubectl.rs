@@ -104,7 +104,7 @@ async fn kubectl_smoke() {
 
     // The DeployItem CRD, then a DeployItem (discovery is refreshed by kubectl).
     let crd = std::fs::canonicalize(
-        "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+        "../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_deployitems.yaml",
     )
     .unwrap();
     assert!(
@@ -527,7 +527,7 @@ impl Cluster {
     /// The DeployItem CRD the host ships, established.
     async fn install_deployitem_crd(&self) {
         let crd = std::fs::read_to_string(
-            "../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml",
+            "../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_deployitems.yaml",
         )
         .unwrap();
         self.install_yaml(&crd).await;

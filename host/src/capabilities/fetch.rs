@@ -32,9 +32,10 @@ use crate::plugin_sources::oci as registry;
 pub struct FetchConfig {
     /// What plugins may download: URL prefixes (`https://charts.example.com/stable/`), hosts
     /// (`charts.example.com`, `127.0.0.1` = any port, `127.0.0.1:5000`) and registry paths
-    /// (`registry.example.com/charts/`); `*` allows everything. Empty (default): nothing.
-    #[serde(default)]
-    pub allow: Vec<String>,
+    /// (`registry.example.com/charts/`); `*` allows everything. Not given: nothing (`run`), or
+    /// everything in `deployer-host dev` ([`crate::dev::with_dev_fetch`]); given, even empty,
+    /// it is what it says.
+    pub allow: Option<Vec<String>>,
     /// OCI registries (`host[:port]`) spoken to over plain HTTP (like Landscaper's
     /// `deployer.oci.allowPlainHttp`, but per registry).
     #[serde(default)]
@@ -55,6 +56,16 @@ pub struct FetchConfig {
 }
 
 impl FetchConfig {
+    /// The allow list in force: as given, else empty (nothing may be downloaded).
+    pub fn allow(&self) -> &[String] {
+        self.allow.as_deref().unwrap_or_default()
+    }
+
+    /// Whether `location` (a URL, or an OCI reference without scheme) is allowed.
+    pub fn allows(&self, location: &str) -> bool {
+        allowed(self.allow(), location)
+    }
+
     /// Checks the durations and sizes.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.timeout()?;
@@ -125,7 +136,7 @@ impl Fetcher {
 
     /// Whether `location` (a URL, or an OCI reference without scheme) is allowed.
     pub fn allowed(&self, location: &str) -> bool {
-        allowed(&self.config.allow, location)
+        self.config.allows(location)
     }
 
     fn insecure(&self, host: &str) -> bool {
@@ -169,10 +180,10 @@ impl ItemFetch {
                 "FetchNotAllowed",
                 format!(
                     "{location} is not allowed by the host's fetch.allow list ({}); ask the operator to allow it",
-                    if self.fetcher.config.allow.is_empty() {
+                    if self.fetcher.config.allow().is_empty() {
                         "empty: nothing may be downloaded".to_string()
                     } else {
-                        self.fetcher.config.allow.join(", ")
+                        self.fetcher.config.allow().join(", ")
                     }
                 ),
             ));

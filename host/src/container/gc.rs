@@ -66,7 +66,7 @@ impl GarbageCollector {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "container deployer: garbage collection failed")
+                    tracing::warn!(error = %crate::apierrors::render_chain(&e), "container deployer: garbage collection failed")
                 }
             }
             tokio::select! {

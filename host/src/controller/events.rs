@@ -99,7 +99,7 @@ impl Events {
         };
         tokio::spawn(async move {
             if let Err(e) = recorder.publish(key, regarding).await {
-                tracing::debug!(error = %e, "publishing event failed");
+                tracing::debug!(error = %crate::apierrors::render_error(&e), "publishing event failed");
             }
         });
     }

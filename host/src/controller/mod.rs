@@ -83,7 +83,7 @@ pub async fn run(
             let swept =
                 prime_finished(&deployer.client, namespace.as_deref(), &deployer.finished).await;
             if let Err(e) = swept {
-                tracing::warn!(error = %e, "start-up sweep failed; idle items are read one by one");
+                tracing::warn!(error = %crate::apierrors::render_error(&e), "start-up sweep failed; idle items are read one by one");
             }
         }
     });
@@ -117,7 +117,7 @@ pub async fn run(
         .run(reconcile, error_policy, deployer.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
-                tracing::debug!(error = %e, "reconcile error");
+                tracing::debug!(error = %crate::apierrors::render_error(&e), "reconcile error");
             }
         })
         .await;
@@ -160,7 +160,7 @@ fn error_policy(
         Action::requeue(Duration::from_millis(50))
     } else {
         let after = deployer.backoff.failed(&item);
-        tracing::warn!(%item, error = %error, retry_in = ?after, "reconcile failed, backing off");
+        tracing::warn!(%item, error = %crate::apierrors::render_error(error), retry_in = ?after, "reconcile failed, backing off");
         Action::requeue(after)
     }
 }

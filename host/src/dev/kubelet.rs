@@ -105,7 +105,7 @@ impl ProcessKubelet {
                         tokio::spawn(async move {
                             let name = pod.name_any();
                             if let Err(e) = me.run_pod(pod).await {
-                                tracing::warn!(pod = %name, error = %e, "process kubelet: pod run failed");
+                                tracing::warn!(pod = %name, error = %crate::apierrors::render_chain(&e), "process kubelet: pod run failed");
                             }
                         });
                     }

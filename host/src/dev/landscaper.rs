@@ -138,7 +138,7 @@ pub async fn run(client: Client) {
             Ok(Some(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
             Ok(None) => return,
             Err(e) => {
-                tracing::debug!(error = %e, "landscaper simulator watch error");
+                tracing::debug!(error = %crate::apierrors::render_error(&e), "landscaper simulator watch error");
                 continue;
             }
         };
@@ -191,7 +191,7 @@ async fn issue(client: &Client, item: &DeployItem, trigger: Trigger) {
         // but not always (a conflict answered by an overloaded server, a 5xx, a timeout):
         // retry from a fresh read, or the item might never get its job.
         Err(e) => {
-            tracing::debug!(item = %format!("{namespace}/{name}"), error = %e, "landscaper: trigger failed, retrying");
+            tracing::debug!(item = %format!("{namespace}/{name}"), error = %crate::apierrors::render_error(&e), "landscaper: trigger failed, retrying");
             tokio::spawn(retry_trigger(api, name));
         }
     }

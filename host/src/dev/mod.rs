@@ -26,24 +26,24 @@ use crate::plugins;
 /// The Landscaper CRDs, installed into the embedded API server.
 pub const LANDSCAPER_CRDS: [&str; 5] = [
     include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_deployitems.yaml"
-    ),
-    include_str!("../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_targets.yaml"),
-    include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_contexts.yaml"
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_deployitems.yaml"
     ),
     include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_syncobjects.yaml"
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_targets.yaml"
     ),
     include_str!(
-        "../../../charts/wasm-deployer/files/crds/landscaper.gardener.cloud_lshealthchecks.yaml"
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_contexts.yaml"
+    ),
+    include_str!(
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_syncobjects.yaml"
+    ),
+    include_str!(
+        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_lshealthchecks.yaml"
     ),
 ];
 
 /// The project's own CRDs (plugin delivery's `WasmPlugin`).
-pub const OWN_CRDS: [&str; 1] = [include_str!(
-    "../../../charts/wasm-deployer/files/crds/wasm-deployer.dev_wasmplugins.yaml"
-)];
+pub const OWN_CRDS: [&str; 1] = [crate::crds::WASM_PLUGIN_CRD];
 
 /// Options of `deployer-host dev`.
 #[derive(Clone, Debug)]
@@ -150,32 +150,56 @@ async fn install_crds(client: &Client, texts: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How often one set-up request is tried before dev mode gives up (with waits of 20 ms
+/// doubling to 1 s: about 25 s). Enough to ride out fault rates far above those of
+/// `docs/reliability.md`; a server that refuses for good (403, 422, …) fails at once.
+pub const SETUP_ATTEMPTS: u32 = 30;
+
 /// Creates the `default` Target (pointing at `kubeconfig`) and Context in namespace `default`
-/// unless they exist.
+/// unless they exist. Each object is tried again on a transient answer (a busy server, an
+/// injected fault: [`crate::apierrors::transient`]) — get, then create, so a create the server
+/// applied before it timed out is found the next time.
 pub async fn ensure_default_objects(client: &Client, kubeconfig: &str) -> anyhow::Result<()> {
-    let targets: Api<Target> = Api::namespaced(client.clone(), "default");
-    if targets.get_opt("default").await?.is_none() {
-        let target: Target = serde_json::from_value(json!({
-            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-            "kind": "Target",
-            "metadata": { "name": "default", "namespace": "default" },
-            "spec": {
-                "type": KUBERNETES_CLUSTER_TARGET_TYPE,
-                "config": { "kubeconfig": kubeconfig }
-            }
-        }))?;
-        targets.create(&PostParams::default(), &target).await?;
-    }
-    let contexts: Api<crate::landscaper::Context> = Api::namespaced(client.clone(), "default");
-    if contexts.get_opt("default").await?.is_none() {
-        let context = serde_json::from_value(json!({
-            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-            "kind": "Context",
-            "metadata": { "name": "default", "namespace": "default" }
-        }))?;
-        contexts.create(&PostParams::default(), &context).await?;
-    }
+    let target: Target = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Target",
+        "metadata": { "name": "default", "namespace": "default" },
+        "spec": {
+            "type": KUBERNETES_CLUSTER_TARGET_TYPE,
+            "config": { "kubeconfig": kubeconfig }
+        }
+    }))?;
+    ensure_object(&Api::namespaced(client.clone(), "default"), &target)
+        .await
+        .context("creating Target default/default")?;
+    let context: crate::landscaper::Context = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Context",
+        "metadata": { "name": "default", "namespace": "default" }
+    }))?;
+    ensure_object(&Api::namespaced(client.clone(), "default"), &context)
+        .await
+        .context("creating Context default/default")?;
     Ok(())
+}
+
+/// Creates `obj` unless an object of its name exists, riding out transient errors.
+async fn ensure_object<K>(api: &Api<K>, obj: &K) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    crate::apierrors::retry_transient(&name, SETUP_ATTEMPTS, || async {
+        if api.get_opt(&name).await?.is_some() {
+            return Ok(());
+        }
+        match api.create(&PostParams::default(), obj).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && s.reason == "AlreadyExists" => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await
 }
 
 /// Creates the objects of a YAML file, or of every `.yaml`/`.yml` file of a directory (sorted).
@@ -223,6 +247,36 @@ pub fn with_dev_hooks(
         }]);
     }
     config
+}
+
+/// Dev mode's first try works: unless the configuration gives `fetch.allow` (even empty), plugins
+/// may download from anywhere (`*`) — a chart from a repository or an OCI registry installs
+/// without a configuration file. `deployer-host run` keeps the default of nothing. Returns the
+/// configuration and whether the dev default was taken.
+pub fn with_dev_fetch(mut config: HostConfig) -> (HostConfig, bool) {
+    let defaulted = config.fetch.allow.is_none();
+    if defaulted {
+        config.fetch.allow = Some(vec!["*".to_string()]);
+    }
+    (config, defaulted)
+}
+
+/// What dev mode says at start about downloads.
+pub fn describe_fetch(config: &HostConfig, dev_default: bool) -> String {
+    let allow = config.fetch.allow();
+    if dev_default {
+        "plugins may download from anywhere (fetch.allow: [\"*\"], dev mode's default; \
+         `deployer-host run` allows nothing until fetch.allow lists it): set fetch.allow in \
+         --config to restrict"
+            .to_string()
+    } else if allow.is_empty() {
+        "plugins may download nothing (fetch.allow: [] in --config)".to_string()
+    } else {
+        format!(
+            "plugins may download from {} (fetch.allow in --config)",
+            allow.join(", ")
+        )
+    }
 }
 
 /// A bearer token nobody can guess (the administrator's of `--rbac`).
@@ -273,6 +327,8 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     )
     .await?;
     let config = with_dev_hooks(config, &registry);
+    let (config, dev_fetch) = with_dev_fetch(config);
+    tracing::info!("dev mode: {}", describe_fetch(&config, dev_fetch));
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
     let deployer = Arc::new(Deployer::new(
@@ -379,4 +435,54 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     serve.await??;
     server.flush().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHART_REPO: &str = "http://127.0.0.1:8879/charts/nginx-1.0.0.tgz";
+    const OCI_CHART: &str = "127.0.0.1:5000/charts/nginx:1.0.0";
+
+    fn config(yaml: &str) -> HostConfig {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn without_a_fetch_config_dev_allows_downloads_and_run_does_not() {
+        // `run` takes the configuration as it is: nothing may be downloaded.
+        let run = HostConfig::default();
+        assert!(!run.fetch.allows(CHART_REPO));
+        assert!(!run.fetch.allows(OCI_CHART));
+        // `dev` allows every download and says so.
+        let (dev, defaulted) = with_dev_fetch(HostConfig::default());
+        assert!(defaulted);
+        assert!(dev.fetch.allows(CHART_REPO));
+        assert!(dev.fetch.allows(OCI_CHART));
+        assert!(
+            dev.fetch
+                .allows("https://charts.example.com/stable/index.yaml")
+        );
+        assert!(describe_fetch(&dev, defaulted).contains("from anywhere"));
+        // A configuration without a fetch section is the same.
+        let (dev, defaulted) = with_dev_fetch(config("workers: 2\n"));
+        assert!(defaulted && dev.fetch.allows(CHART_REPO));
+    }
+
+    #[test]
+    fn a_fetch_allow_list_given_is_kept_in_dev_even_when_empty() {
+        let (dev, defaulted) = with_dev_fetch(config("fetch: {allow: [charts.example.com]}\n"));
+        assert!(!defaulted);
+        assert!(!dev.fetch.allows(CHART_REPO));
+        assert!(dev.fetch.allows("https://charts.example.com/x.tgz"));
+        assert_eq!(
+            describe_fetch(&dev, defaulted),
+            "plugins may download from charts.example.com (fetch.allow in --config)"
+        );
+        let (dev, defaulted) = with_dev_fetch(config("fetch: {allow: []}\n"));
+        assert!(!defaulted && !dev.fetch.allows(CHART_REPO));
+        // Other fetch settings without `allow`: the dev default still applies.
+        let (dev, defaulted) = with_dev_fetch(config("fetch: {maxMib: 8}\n"));
+        assert!(defaulted && dev.fetch.allows(OCI_CHART));
+    }
 }

@@ -37,7 +37,7 @@ pub async fn cleanup_once(
                 format!("{prefix}-{uid}") != lock_name
             }
             Err(e) => {
-                tracing::debug!(lock = %lock_name, error = %e, "cannot check lock owner object; keeping it");
+                tracing::debug!(lock = %lock_name, error = %crate::apierrors::render_error(&e), "cannot check lock owner object; keeping it");
                 false
             }
         };
@@ -76,7 +76,7 @@ pub async fn run(
     tokio::time::sleep(initial_delay).await;
     loop {
         if let Err(e) = cleanup_once(&client, &prefix, namespace.as_deref()).await {
-            tracing::warn!(error = %e, "SyncObject cleanup failed");
+            tracing::warn!(error = %crate::apierrors::render_error(&e), "SyncObject cleanup failed");
         }
         tokio::time::sleep(interval).await;
     }

@@ -175,10 +175,12 @@ impl Locker {
                     ..DeleteParams::default()
                 };
                 if let Err(e) = api.delete(&name, &params).await {
-                    tracing::debug!(lock = %name, error = %e, "unlock by delete failed");
+                    tracing::debug!(lock = %name, error = %crate::apierrors::render_error(&e), "unlock by delete failed");
                 }
             }
-            Err(e) => tracing::debug!(lock = %name, error = %e, "unlock failed"),
+            Err(e) => {
+                tracing::debug!(lock = %name, error = %crate::apierrors::render_error(&e), "unlock failed")
+            }
         }
     }
 

@@ -1,7 +1,14 @@
 //! The catalog of dynamic plugins: for each declared plugin (a `WasmPlugin` object or an entry
 //! of `plugins.sources`) it fetches, verifies and compiles the component when its source
 //! changed, keeps the last good version, and swaps the host's serving set ([`LivePlugins`])
-//! when the set of good plugins changed. Conditions: `Fetched`, `Verified`, `Compiled`, `Ready`.
+//! when the set of good plugins changed.
+//!
+//! Conditions, as a Deployment separates `Available` from `Progressing`: `Ready` says whether
+//! the plugin serves (a version of it — the newest, or the last good one); `UpToDate` whether
+//! the newest version is the one serving (`False`, with the refusal's reason and message,
+//! when it was refused). `Fetched`, `Verified` and `Compiled` follow the newest version on its
+//! way in: `False` at the step that refused it, `Unknown` after. So a refused update of a
+//! serving plugin reads `Ready=True, UpToDate=False` in `kubectl get wasmplugins`.
 //!
 //! Owns: the state of every declared plugin and the swap. Must not touch: the DeployItem
 //! contract; a plugin in flight finishes on the version it started with.
@@ -46,6 +53,9 @@ impl Stage {
     }
 }
 
+/// Condition type: the newest declared version is the one serving.
+pub const UP_TO_DATE: &str = "UpToDate";
+
 /// A condition of a `WasmPlugin`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,37 +99,72 @@ impl PluginStatus {
         self.conditions.iter().find(|c| c.type_ == stage.as_str())
     }
 
+    /// A version of the plugin serves (condition `Ready`).
     pub fn is_ready(&self) -> bool {
         self.condition(Stage::Ready)
             .is_some_and(|c| c.status == "True")
     }
 
-    /// All stages up to `failed` True, `failed` False with `message`, later ones Unknown.
-    fn set(&mut self, failed: Option<(Stage, &str, String)>) {
-        self.conditions = Stage::ALL
+    /// The condition `UpToDate`.
+    pub fn up_to_date(&self) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == UP_TO_DATE)
+    }
+
+    /// The newest version serves (condition `UpToDate`).
+    pub fn is_up_to_date(&self) -> bool {
+        self.up_to_date().is_some_and(|c| c.status == "True")
+    }
+
+    /// The conditions after a sync: `failed` is the newest version's refusal (`None`: it
+    /// serves), `serving` whether a version of the plugin serves (the last good one, if the
+    /// newest was refused).
+    fn set(&mut self, failed: Option<(Stage, &str, String)>, serving: bool) {
+        let condition = |type_: &str, status: &str, reason: &str, message: String| Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+        };
+        let mut conditions: Vec<Condition> = [Stage::Fetched, Stage::Verified, Stage::Compiled]
             .iter()
             .map(|&stage| match &failed {
-                Some((at, reason, message)) if *at == stage => Condition {
-                    type_: stage.as_str().into(),
-                    status: "False".into(),
-                    reason: (*reason).into(),
-                    message: message.clone(),
-                },
-                Some((at, ..)) if *at < stage => Condition {
-                    type_: stage.as_str().into(),
-                    status: "Unknown".into(),
-                    reason: "NotReached".into(),
-                    message: String::new(),
-                },
-                _ => Condition {
-                    type_: stage.as_str().into(),
-                    status: "True".into(),
-                    reason: stage.as_str().into(),
-                    message: String::new(),
-                },
+                Some((at, reason, message)) if *at == stage => {
+                    condition(stage.as_str(), "False", reason, message.clone())
+                }
+                Some((at, ..)) if *at < stage => {
+                    condition(stage.as_str(), "Unknown", "NotReached", String::new())
+                }
+                _ => condition(stage.as_str(), "True", stage.as_str(), String::new()),
             })
             .collect();
+        conditions.push(match (&failed, serving) {
+            (None, _) => condition("Ready", "True", "Serving", String::new()),
+            (Some(_), true) => condition(
+                "Ready",
+                "True",
+                "LastGoodVersionServing",
+                format!(
+                    "{} {} ({}) serves; the newest version was refused (see UpToDate)",
+                    self.plugin_name, self.version, self.digest
+                ),
+            ),
+            (Some((_, reason, message)), false) => {
+                condition("Ready", "False", reason, message.clone())
+            }
+        });
+        conditions.push(match &failed {
+            None => condition(UP_TO_DATE, "True", "NewestVersionServing", String::new()),
+            Some((_, reason, message)) => condition(UP_TO_DATE, "False", reason, message.clone()),
+        });
+        self.conditions = conditions;
         self.last_error = failed.map(|(_, _, m)| m).unwrap_or_default();
+    }
+
+    /// The declaration's spec cannot be read: the newest version is refused before it is
+    /// fetched; what served before (if anything) serves on.
+    pub fn refuse_spec(&mut self, message: String) {
+        let serving = self.is_ready();
+        self.set(Some((Stage::Fetched, "InvalidSpec", message)), serving);
     }
 }
 
@@ -315,7 +360,7 @@ impl Catalog {
                         self.metrics.loaded.fetch_add(1, Ordering::Relaxed);
                         let entry = entries.get_mut(name).expect("entry");
                         describe_into(&mut entry.status, &plugin);
-                        entry.status.set(None);
+                        entry.status.set(None, true);
                         tracing::info!(plugin = name, digest = %entry.status.digest, "plugin serving");
                     }
                     Err(clash) => {
@@ -331,14 +376,20 @@ impl Catalog {
                         } else {
                             "TypeConflict"
                         };
-                        entry.status.set(Some((Stage::Ready, reason, clash)));
+                        let serving = entry.good.is_some();
+                        entry
+                            .status
+                            .set(Some((Stage::Ready, reason, clash)), serving);
                         tracing::warn!(plugin = name, error = %entry.status.last_error, "plugin refused");
                     }
                 }
             }
             Err(r) => {
                 self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                entry.status.set(Some((r.stage, r.reason, r.message)));
+                let serving = entry.good.is_some();
+                entry
+                    .status
+                    .set(Some((r.stage, r.reason, r.message)), serving);
                 tracing::warn!(plugin = name, error = %entry.status.last_error, "plugin refused; the last good version (if any) keeps serving");
             }
         }
@@ -637,4 +688,75 @@ fn describe_into(status: &mut PluginStatus, plugin: &WasmPlugin) {
         })
         .unwrap_or_default();
     status.wit_version = plugin.wit_version().unwrap_or_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond<'a>(s: &'a PluginStatus, t: &str) -> (&'a str, &'a str) {
+        let c = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap_or_else(|| panic!("no {t}"));
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn a_serving_plugin_whose_newest_version_is_refused_stays_ready_and_is_not_up_to_date() {
+        let mut s = PluginStatus {
+            plugin_name: "mock".into(),
+            version: "0.1.0".into(),
+            digest: "sha256:ab".into(),
+            ..Default::default()
+        };
+        s.set(None, true);
+        assert!(s.is_ready() && s.is_up_to_date());
+        assert_eq!(cond(&s, "Ready"), ("True", "Serving"));
+
+        s.set(
+            Some((Stage::Compiled, "NotWasm", "not WebAssembly".into())),
+            true,
+        );
+        assert!(s.is_ready(), "the last good version serves");
+        assert!(!s.is_up_to_date());
+        assert_eq!(cond(&s, "Ready"), ("True", "LastGoodVersionServing"));
+        assert_eq!(cond(&s, UP_TO_DATE), ("False", "NotWasm"));
+        assert_eq!(s.up_to_date().unwrap().message, "not WebAssembly");
+        assert_eq!(cond(&s, "Fetched"), ("True", "Fetched"));
+        assert_eq!(cond(&s, "Compiled"), ("False", "NotWasm"));
+        assert!(
+            s.condition(Stage::Ready)
+                .unwrap()
+                .message
+                .contains("mock 0.1.0 (sha256:ab)")
+        );
+        assert_eq!(s.last_error, "not WebAssembly");
+    }
+
+    #[test]
+    fn a_plugin_that_never_served_is_neither_ready_nor_up_to_date() {
+        let mut s = PluginStatus::default();
+        s.set(
+            Some((Stage::Verified, "Unsigned", "has no signature".into())),
+            false,
+        );
+        assert!(!s.is_ready() && !s.is_up_to_date());
+        assert_eq!(cond(&s, "Ready"), ("False", "Unsigned"));
+        assert_eq!(cond(&s, "Compiled"), ("Unknown", "NotReached"));
+        // An unreadable spec: the same, before anything is fetched.
+        s.refuse_spec("spec: missing field `source`".into());
+        assert_eq!(cond(&s, "Ready"), ("False", "InvalidSpec"));
+        assert_eq!(cond(&s, UP_TO_DATE), ("False", "InvalidSpec"));
+    }
+
+    #[test]
+    fn an_unreadable_spec_of_a_serving_plugin_keeps_it_ready() {
+        let mut s = PluginStatus::default();
+        s.set(None, true);
+        s.refuse_spec("spec: bad".into());
+        assert!(s.is_ready());
+        assert_eq!(cond(&s, UP_TO_DATE), ("False", "InvalidSpec"));
+    }
 }

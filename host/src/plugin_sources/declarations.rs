@@ -91,7 +91,7 @@ impl Declarations {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "listing plugin ConfigMaps failed; keeping every plugin as it is");
+                    tracing::warn!(error = %crate::apierrors::render_error(&e), "listing plugin ConfigMaps failed; keeping every plugin as it is");
                     return;
                 }
             }
@@ -102,7 +102,7 @@ impl Declarations {
                 // No WasmPlugin CRD installed: only the static list.
                 Err(e) if apierrors::not_found(&e).is_some() => Vec::new(),
                 Err(e) => {
-                    tracing::warn!(error = %e, "listing WasmPlugins failed; keeping every plugin as it is");
+                    tracing::warn!(error = %crate::apierrors::render_error(&e), "listing WasmPlugins failed; keeping every plugin as it is");
                     return;
                 }
             };
@@ -114,13 +114,7 @@ impl Declarations {
                     Ok(spec) => catalog.sync(&name, &spec, generation).await,
                     Err(e) => {
                         let mut s = catalog.status(&name).await.unwrap_or_default();
-                        s.last_error = format!("spec: {e}");
-                        s.conditions = vec![super::catalog::Condition {
-                            type_: "Ready".into(),
-                            status: "False".into(),
-                            reason: "InvalidSpec".into(),
-                            message: s.last_error.clone(),
-                        }];
+                        s.refuse_spec(format!("spec: {e}"));
                         s
                     }
                 };
@@ -146,7 +140,7 @@ impl Declarations {
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            tracing::warn!(plugin = %name, error = %e, "writing the WasmPlugin status failed");
+            tracing::warn!(plugin = %name, error = %crate::apierrors::render_error(&e), "writing the WasmPlugin status failed");
         }
         let was_error = current.map(|c| c.last_error).unwrap_or_default();
         if !status.last_error.is_empty() && status.last_error != was_error {
@@ -186,7 +180,7 @@ impl Declarations {
         if let Ok(event) = event
             && let Err(e) = events.create(&PostParams::default(), &event).await
         {
-            tracing::debug!(error = %e, "recording a plugin Event failed");
+            tracing::debug!(error = %crate::apierrors::render_error(&e), "recording a plugin Event failed");
         }
     }
 

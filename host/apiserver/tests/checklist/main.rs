@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tower::ServiceExt;
 
-pub const LANDSCAPER_CRDS: &str = "../../charts/wasm-deployer/files/crds";
+pub const LANDSCAPER_CRDS: &str = "../../charts/wasm-deployer/charts/landscaper-crds/crds";
 
 pub fn server() -> ApiServer {
     ApiServer::new(Options::default()).expect("server")
