@@ -250,4 +250,22 @@ mod tests {
         let d = split_manifests("---apiVersion: v1\nkind: X\n", SplitMode::LineAnchored);
         assert_eq!(d, vec!["apiVersion: v1\nkind: X\n".to_string()]);
     }
+
+    /// bitnami redis/valkey `scripts-configmap.yaml` ends its last script with `\n---` (an
+    /// empty document follows). Helm ≤ 4.2.3 and Helm 3 (the legacy separator eats the
+    /// newline) give the script no trailing newline; Helm ≥ 4.2.4 keeps it. Expected values:
+    /// the split code of Helm v4.2.4 and v4.2.3 (`pkg/release/v1/util/manifest.go`) run by Go;
+    /// the legacy one is also what helm-python-sdk 0.2.2 (Helm 4.2.3) stores for redis.
+    #[test]
+    fn trailing_separator_after_a_block_scalar() {
+        let src = "data:\n  start.sh: |\n    exec redis-server\n---\n";
+        assert_eq!(
+            split_manifests(src, SplitMode::LineAnchored),
+            vec!["data:\n  start.sh: |\n    exec redis-server\n".to_string()]
+        );
+        assert_eq!(
+            split_manifests(src, SplitMode::Legacy),
+            vec!["data:\n  start.sh: |\n    exec redis-server".to_string()]
+        );
+    }
 }

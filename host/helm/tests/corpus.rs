@@ -7,10 +7,17 @@
 //! `target/helm-oracle/`. Without Python/helm-python-sdk the test prints `SKIP:` and passes.
 //! `HELM_ORACLE_PYTHON` selects the interpreter (default: `target/helm-venv/bin/python`, then
 //! `python3`); `CORPUS_DIFF=<chart>` prints the first differing documents.
+//!
+//! `corpus_defaults_match_helm` also renders, with its default values, every chart found under
+//! the corpus roots (`../shared/charts/*`, `../shared/charts/bitnami/*`, `tests/helm/corpus/*`
+//! and, with `HELM_CORPUS_EXTRA=<dir>`, every chart in `<dir>` with its dependencies vendored
+//! from its siblings, e.g. a bitnami snapshot's `bitnami/`), and fails if any chart Helm renders
+//! differs. Helm renders each chart twice: what differs between its two renders (random
+//! passwords, generated certificates, bcrypt salts, `now`) is masked, the rest must be identical.
 
 mod common;
 
-use common::{CASES, oracle, repo_root};
+use common::{CASES, discover, fingerprint, oracle, repo_root, run_oracle};
 use helm_engine::sort::{SplitMode, sort_manifests};
 use helm_engine::{Chart, RenderOptions, render};
 
@@ -53,6 +60,8 @@ fn corpus_matches_helm() {
             .as_object()
             .map(|m| {
                 m.iter()
+                    // Helm's install drops NOTES.txt before sorting
+                    .filter(|(k, _)| !k.ends_with("NOTES.txt"))
                     .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
                     .collect()
             })
@@ -60,7 +69,7 @@ fn corpus_matches_helm() {
         let want_docs = docs(want_manifest);
         let want_hooks = sort_manifests(&want_files, SplitMode::Legacy)
             .map(|(h, _)| h)
-            .unwrap_or_default();
+            .expect("Helm's rendered files sort");
         let n = want_docs.len() + want_hooks.len();
         let (ok, stream_same) = match &mine {
             Ok(r) => {
@@ -124,4 +133,239 @@ fn corpus_matches_helm() {
         "corpus pass rate {rate:.3} below {}",
         common::CORPUS_MIN_RATE
     );
+}
+
+/// The release manifest Helm stores for sorted manifests (`Rendered::manifest` without CRDs).
+fn manifest_of(files: &serde_json::Value) -> Option<(String, Vec<helm_engine::sort::Hook>)> {
+    let files: Vec<(String, String)> = files
+        .as_object()?
+        .iter()
+        // Helm's install drops NOTES.txt before sorting
+        .filter(|(k, _)| !k.ends_with("NOTES.txt"))
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    let (hooks, manifests) = sort_manifests(&files, SplitMode::Legacy).ok()?;
+    let mut b = String::new();
+    for m in &manifests {
+        b.push_str(&format!("---\n# Source: {}\n{}\n", m.name, m.content));
+    }
+    Some((b, hooks))
+}
+
+/// Whether `c` can be part of a random token (password, base64 data and its padding, which
+/// follows the random length of a generated key, hash).
+fn random_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=')
+}
+
+/// `got` equals `want` where Helm's two renders `want` and `want2` agree; a line on which they
+/// differ matches when `got` has the same text before and after the random token(s) (the
+/// common prefix and suffix of the two, cut back to a non-token character).
+fn same_masked(want: &str, want2: &str, got: &str) -> bool {
+    if want == got {
+        return true;
+    }
+    if want == want2 {
+        return false;
+    }
+    let (a, b, g): (Vec<&str>, Vec<&str>, Vec<&str>) = (
+        want.split('\n').collect(),
+        want2.split('\n').collect(),
+        got.split('\n').collect(),
+    );
+    if a.len() != b.len() {
+        // a random value spanning a varying number of lines (a PEM block): same line count range
+        return g.len() >= a.len().min(b.len()) && g.len() <= a.len().max(b.len());
+    }
+    if g.len() != a.len() {
+        return false;
+    }
+    a.iter().zip(&b).zip(&g).all(|((a, b), g)| {
+        if a == b {
+            return a == g;
+        }
+        let mut p = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+        while p > 0 && (!a.is_char_boundary(p) || random_char(a[..p].chars().last().unwrap())) {
+            p -= 1;
+        }
+        let max_s = a.len().min(b.len()) - p;
+        let mut s = a
+            .bytes()
+            .rev()
+            .zip(b.bytes().rev())
+            .take(max_s)
+            .take_while(|(x, y)| x == y)
+            .count();
+        while s > 0
+            && (!a.is_char_boundary(a.len() - s)
+                || random_char(a[a.len() - s..].chars().next().unwrap()))
+        {
+            s -= 1;
+        }
+        g.len() >= p + s && g.starts_with(&a[..p]) && g.ends_with(&a[a.len() - s..])
+    })
+}
+
+/// Documents whose parsed objects differ when the same render is split the Helm ≥ 4.2.4 way
+/// (`SplitMode::LineAnchored`, the engine's default) instead of Helm 3 / ≤ 4.2.3's (the
+/// oracle's): a block scalar that ends right before a `---` keeps its final newline in 4.2.4.
+fn split_mode_object_diffs(r: &helm_engine::Rendered) -> Vec<String> {
+    use helm_engine::yaml::parse;
+    let files: Vec<(String, String)> = r
+        .files
+        .iter()
+        .filter(|(k, _)| !k.ends_with("NOTES.txt"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let Ok((_, anchored)) = sort_manifests(&files, SplitMode::LineAnchored) else {
+        return vec!["<LineAnchored split fails>".into()];
+    };
+    let mut out = Vec::new();
+    for (a, l) in anchored.iter().zip(&r.manifests) {
+        if a.content != l.content && parse(&a.content).ok() != parse(&l.content).ok() {
+            out.push(a.name.clone());
+        }
+    }
+    if anchored.len() != r.manifests.len() {
+        out.push("<document count>".into());
+    }
+    out
+}
+
+#[test]
+fn corpus_defaults_match_helm() {
+    let found = discover();
+    let jobs: Vec<serde_json::Value> = found
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "id": f.id,
+                "chart": f.dir.display().to_string(),
+                "name": "release-name",
+                "namespace": "default",
+                "values": {},
+                "repeat": 1,
+                "files2": true,
+            })
+        })
+        .collect();
+    let dirs: Vec<&std::path::Path> = found.iter().map(|f| f.dir.as_path()).collect();
+    let Some(results) = run_oracle(&jobs, true, &fingerprint(&dirs)) else {
+        return;
+    };
+    let show = std::env::var("CORPUS_DIFF").ok();
+    let (mut identical, mut rendered, mut bad) = (0usize, 0usize, Vec::new());
+    let mut helm_errors = Vec::new();
+    let mut split_differs: Vec<(String, Vec<String>)> = Vec::new();
+    println!("{:<36} {:>7} {:>7}  result", "chart", "objects", "same");
+    for f in &found {
+        let res = &results[&f.id];
+        let chart = Chart::load_dir(&f.dir);
+        let opts = RenderOptions {
+            split_mode: SplitMode::Legacy,
+            ..Default::default()
+        };
+        let only = std::env::var("CORPUS_ONLY").ok();
+        if only.as_deref().is_some_and(|o| !f.id.contains(o)) {
+            continue;
+        }
+        // deep `include` chains need more than a test thread's default stack in debug builds
+        let mine = std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || {
+                chart
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| render(&c, &opts).map_err(|e| e.to_string()))
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        if let Some(err) = res["error"].as_str() {
+            let ours = match &mine {
+                Ok(_) => "we render".to_string(),
+                Err(e) => format!("we fail too: {e}"),
+            };
+            println!("{:<36} oracle-error: {err} ({ours})", f.id);
+            helm_errors.push(f.id.clone());
+            continue;
+        }
+        rendered += 1;
+        let want = res["manifest"].as_str().unwrap_or_default();
+        let (Some((want2, hooks2)), Some((_, hooks))) =
+            (manifest_of(&res["files2"]), manifest_of(&res["files"]))
+        else {
+            println!("{:<36} differs: Helm's files do not sort", f.id);
+            bad.push(f.id.clone());
+            continue;
+        };
+        let r = match mine {
+            Ok(r) => r,
+            Err(e) => {
+                println!("{:<36} differs: render error: {e}", f.id);
+                bad.push(f.id.clone());
+                continue;
+            }
+        };
+        let by_split = split_mode_object_diffs(&r);
+        if !by_split.is_empty() {
+            split_differs.push((f.id.clone(), by_split));
+        }
+        let (wd, wd2, gd) = (docs(want), docs(&want2), docs(&r.manifest()));
+        let n = wd.len() + hooks.len();
+        let mut ok = 0;
+        let mut masked = false;
+        for (i, w) in wd.iter().enumerate() {
+            let w2 = wd2.get(i).map(String::as_str).unwrap_or(w);
+            let g = gd.get(i).map(String::as_str).unwrap_or("<none>");
+            if same_masked(w, w2, g) {
+                ok += 1;
+                masked |= w != g;
+            } else if show.as_deref() == Some(f.id.as_str()) {
+                println!("--- want[{i}]\n{w}\n--- got[{i}]\n{g}");
+            }
+        }
+        for (i, w) in hooks.iter().enumerate() {
+            let w2 = hooks2
+                .get(i)
+                .filter(|h| h.path == w.path)
+                .map(|h| h.manifest.as_str())
+                .unwrap_or(&w.manifest);
+            let hit = r
+                .hooks
+                .iter()
+                .find(|h| h.path == w.path && same_masked(&w.manifest, w2, &h.manifest));
+            if let Some(h) = hit {
+                ok += 1;
+                masked |= h.manifest != w.manifest;
+            } else if show.as_deref() == Some(f.id.as_str()) {
+                println!("--- want hook {}\n{}", w.path, w.manifest);
+            }
+        }
+        let same = ok == n && gd.len() == wd.len() && r.hooks.len() == hooks.len();
+        let verdict = match (same, masked) {
+            (true, false) => "identical",
+            (true, true) => "identical (random values masked)",
+            _ => "differs",
+        };
+        println!("{:<36} {n:>7} {ok:>7}  {verdict}", f.id);
+        if same {
+            identical += 1;
+        } else {
+            bad.push(f.id.clone());
+        }
+    }
+    println!(
+        "defaults: {identical}/{rendered} charts identical; Helm cannot render {}: {:?}",
+        helm_errors.len(),
+        helm_errors
+    );
+    // not a failure: Helm ≥ 4.2.4 really gives these objects (the oracle embeds Helm 4.2.3)
+    println!(
+        "objects that differ between Helm ≤ 4.2.3 and ≥ 4.2.4 splitting (SplitMode::Legacy vs the default LineAnchored): {} charts",
+        split_differs.len()
+    );
+    for (id, files) in &split_differs {
+        println!("  {id}: {}", files.join(", "));
+    }
+    assert!(bad.is_empty(), "charts differing from Helm: {bad:?}");
 }

@@ -177,11 +177,11 @@ fn include(ex: &mut Exec, a: &[Value]) -> FR {
 fn tpl(ex: &mut Exec, a: &[Value]) -> FR {
     want("tpl", a, 2)?;
     let src = arg_str(&a[0])?.to_string();
-    let replaced = ex
+    let (replaced, body) = ex
         .eng
         .add_scoped("gotpl", &src)
         .map_err(|e| FuncError::call(format!("cannot parse template {src:?}: {e}")))?;
-    let r = ex.execute_named("gotpl", &a[1]);
+    let r = ex.execute_template(body, &a[1]);
     ex.eng.restore(replaced);
     match r {
         Ok(s) => Ok(Value::from(s.replace("<no value>", ""))),
@@ -242,4 +242,43 @@ fn to_toml(v: &Value) -> String {
         toml_table(&mut out, "", &m.borrow());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Chart;
+    use crate::render::{RenderOptions, render};
+
+    /// argo-workflows (bitnami): its `tpl` of a values string includes a helper that calls
+    /// `tpl ""`. Go's `t.New("gotpl").Parse("")` does not replace the outer `gotpl` in the set
+    /// (an empty tree never replaces a non-empty one) but executes its own empty tree, so the
+    /// inner `tpl` renders "", where executing the set's `gotpl` recursed until "unable to
+    /// execute". Expected files are Helm 4.2.3's (helm-python-sdk 0.2.2) output.
+    #[test]
+    fn tpl_of_an_empty_text_inside_tpl_renders_it_as_helm() {
+        let chart = Chart::load_files(vec![
+            (
+                "Chart.yaml".into(),
+                b"apiVersion: v2\nname: tplc\nversion: 0.1.0\n".to_vec(),
+            ),
+            (
+                "values.yaml".into(),
+                b"outer: \"a{{ tpl .Values.inner . }}b\"\ninner: \"\"\n".to_vec(),
+            ),
+            (
+                "templates/cm.yaml".into(),
+                br#"x: {{ tpl .Values.outer . | quote }}
+y: {{ tpl "{{ tpl \"\" . }}z{{ tpl \"  \" . }}" . | quote }}
+z: {{ tpl "{{ define \"d\" }}D{{ end }}" . | quote }}
+"#
+                .to_vec(),
+            ),
+        ])
+        .unwrap();
+        let out = render(&chart, &RenderOptions::default()).unwrap();
+        assert_eq!(
+            out.files["tplc/templates/cm.yaml"],
+            "x: \"ab\"\ny: \"z  \"\nz: \"\"\n"
+        );
+    }
 }

@@ -55,6 +55,12 @@ impl<'e> Exec<'e> {
                 "template: no template {name:?} associated with template \"gotpl\""
             ))
         })?;
+        self.execute_template(t, data)
+    }
+
+    /// Executes the template `t` (for `tpl`, whose body need not be the one in the set) into a
+    /// new string, with a fresh variable scope.
+    pub(crate) fn execute_template(&mut self, t: Rc<Template>, data: &Value) -> R<String> {
         if self.depth >= MAX_DEPTH {
             return Err(TemplateError::Plain(
                 "exceeded maximum template depth".into(),

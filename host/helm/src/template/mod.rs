@@ -191,14 +191,21 @@ impl Engine {
     /// Parses `src` as template `name` (and its `define`s) into the set. Later definitions
     /// replace earlier ones unless they are empty.
     pub fn add(&self, name: &str, src: &str) -> Result<(), TemplateError> {
-        let replaced = self.add_scoped(name, src)?;
+        let (replaced, _) = self.add_scoped(name, src)?;
         drop(replaced);
         Ok(())
     }
 
     /// Like [`Engine::add`] but returns the templates that were replaced, so a caller (`tpl`)
-    /// can restore them.
-    pub(crate) fn add_scoped(&self, name: &str, src: &str) -> Result<Replaced, TemplateError> {
+    /// can restore them, and the template parsed from `src`'s body. That body is what Go's
+    /// `t.New(name).Parse(src)` executes even when it is empty and so does not replace an
+    /// existing non-empty template of that name in the set (`AddParseTree` sets `t.Tree` when
+    /// `associate` declines): a `tpl ""` inside a `tpl` renders "", not the outer text again.
+    pub(crate) fn add_scoped(
+        &self,
+        name: &str,
+        src: &str,
+    ) -> Result<(Replaced, Rc<Template>), TemplateError> {
         let out = parse::parse(src).map_err(|e| e.with_name(name))?;
         let src: Rc<str> = Rc::from(src);
         let parse_name: Rc<str> = Rc::from(name);
@@ -215,16 +222,17 @@ impl Engine {
                 && t.is_empty_tree()
                 && !old.is_empty_tree()
             {
-                return;
+                return t;
             }
-            let prev = set.insert(tname.clone(), t);
+            let prev = set.insert(tname.clone(), t.clone());
             replaced.push((tname, prev));
+            t
         };
         for (dname, body) in out.defines {
             install(Rc::from(dname.as_str()), body);
         }
-        install(parse_name.clone(), out.body);
-        Ok(replaced)
+        let main = install(parse_name.clone(), out.body);
+        Ok((replaced, main))
     }
 
     /// Restores templates replaced by [`Engine::add_scoped`].

@@ -209,14 +209,27 @@ pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
             })
         })
         .collect();
+    run_oracle(&jobs, repeat == 1, "")
+}
+
+/// Runs the oracle on `jobs` (see `tests/oracle/render.py`); with `cache`, the result is kept
+/// under `target/helm-oracle/`, keyed by the jobs and `fingerprint` (e.g. the charts' contents).
+/// `None` means SKIP (reason printed).
+pub fn run_oracle(
+    jobs: &[serde_json::Value],
+    cache: bool,
+    fingerprint: &str,
+) -> Option<serde_json::Value> {
     if jobs.is_empty() {
         return None;
     }
     let input = serde_json::to_string(&jobs).unwrap();
+    let repeat = jobs[0]["repeat"].as_u64().unwrap_or(1);
     let cache_dir = repo_root().join("target/helm-oracle");
-    let cache = cache_dir.join(format!("{:016x}-r{repeat}.json", fnv(&input)));
-    if repeat == 1
-        && let Ok(s) = std::fs::read_to_string(&cache)
+    let key = fnv(&format!("{input}{fingerprint}"));
+    let cache_file = cache_dir.join(format!("{key:016x}-r{repeat}.json"));
+    if cache
+        && let Ok(s) = std::fs::read_to_string(&cache_file)
         && let Ok(v) = serde_json::from_str::<serde_json::Value>(&s)
     {
         return Some(v);
@@ -255,9 +268,137 @@ pub fn oracle(repeat: usize) -> Option<serde_json::Value> {
         ));
         return None;
     }
-    let _ = std::fs::create_dir_all(&cache_dir);
-    let _ = std::fs::write(&cache, serde_json::to_string(&v).unwrap());
+    if cache {
+        let _ = std::fs::create_dir_all(&cache_dir);
+        let _ = std::fs::write(&cache_file, serde_json::to_string(&v).unwrap());
+    }
     Some(v)
+}
+
+/// A chart found by scanning the corpus roots (rendered with its default values).
+pub struct Found {
+    /// `root/chart`, e.g. `shared/bitnami/redis` or `extra/airflow`
+    pub id: String,
+    pub dir: PathBuf,
+}
+
+/// The chart directories (a `Chart.yaml`, not a library chart) directly under `root`, sorted.
+fn charts_in(root: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("Chart.yaml").is_file())
+        .filter(|p| {
+            helm_engine::Chart::load_dir(p)
+                .map(|c| c.metadata.chart_type != "library")
+                .unwrap_or(true)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every chart under the corpus roots: `../shared/charts/*`, `../shared/charts/bitnami/*`,
+/// `tests/helm/corpus/*`, and, when `HELM_CORPUS_EXTRA=<dir>` is set, every chart in `<dir>`
+/// (e.g. a bitnami snapshot's `bitnami/`), copied to `target/helm-corpus-extra/` with its
+/// dependencies vendored from its siblings.
+pub fn discover() -> Vec<Found> {
+    let root = repo_root();
+    let mut out = Vec::new();
+    for (label, dir) in [
+        ("shared", root.join("../shared/charts")),
+        ("shared/bitnami", root.join("../shared/charts/bitnami")),
+        ("corpus", root.join("tests/helm/corpus")),
+    ] {
+        for p in charts_in(&dir) {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            let dir = p.canonicalize().unwrap_or(p);
+            out.push(Found {
+                id: format!("{label}/{name}"),
+                dir,
+            });
+        }
+    }
+    if let Ok(extra) = std::env::var("HELM_CORPUS_EXTRA") {
+        let src = PathBuf::from(extra);
+        let dst = root.join("target/helm-corpus-extra");
+        let _ = std::fs::remove_dir_all(&dst);
+        for p in charts_in(&src) {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            let to = dst.join(&name);
+            copy_dir(&p, &to).expect("copy an extra chart");
+            vendor(&to, &src).expect("vendor an extra chart's dependencies");
+            out.push(Found {
+                id: format!("extra/{name}"),
+                dir: to,
+            });
+        }
+    }
+    out
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let t = e.file_type()?;
+        let target = to.join(e.file_name());
+        if t.is_dir() {
+            copy_dir(&e.path(), &target)?;
+        } else {
+            std::fs::copy(e.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts every remote dependency of the chart at `dir` (and, recursively, theirs) into its
+/// `charts/` from the sibling chart of the same name in `siblings` (bitnami's repository does
+/// not vendor subcharts; `oci://registry-1.docker.io/bitnamicharts/<name>` is the sibling).
+/// Dependencies already in `charts/` (or `file://` ones) are left alone.
+fn vendor(dir: &Path, siblings: &Path) -> std::io::Result<()> {
+    let Ok(chart) = helm_engine::Chart::load_dir(dir) else {
+        return Ok(());
+    };
+    for d in &chart.metadata.dependencies {
+        if d.repository.starts_with("file://") || d.repository.is_empty() {
+            continue;
+        }
+        let target = dir.join("charts").join(&d.name);
+        let from = siblings.join(&d.name);
+        if target.exists() || !from.join("Chart.yaml").is_file() {
+            continue;
+        }
+        copy_dir(&from, &target)?;
+        vendor(&target, siblings)?;
+    }
+    Ok(())
+}
+
+/// A cheap content fingerprint of the files under `dirs` (paths and contents), for the cache.
+pub fn fingerprint(dirs: &[&Path]) -> String {
+    fn walk(d: &Path, h: &mut u64) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        let mut es: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        es.sort();
+        for p in es {
+            if p.is_dir() {
+                walk(&p, h);
+            } else if let Ok(b) = std::fs::read(&p) {
+                for x in p.to_string_lossy().bytes().chain(b) {
+                    *h ^= x as u64;
+                    *h = h.wrapping_mul(0x100000001b3);
+                }
+            }
+        }
+    }
+    let mut h: u64 = 0xcbf29ce484222325;
+    for d in dirs {
+        walk(d, &mut h);
+    }
+    format!("{h:016x}")
 }
 
 /// A missing tool: SKIP locally, a failure in CI (`CI=true`), where `.ci/run` installs it.

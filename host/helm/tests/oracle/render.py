@@ -8,7 +8,9 @@ Input (stdin): JSON list of jobs ``{"id", "chart", "name", "namespace", "values"
 Output (stdout): JSON object ``id -> {"manifest", "files", "notes", "error", "seconds"}`` where
 ``manifest`` is what ``helm install --dry-run=client`` stores (the ``helm template`` stream
 without hooks), ``files`` the per-template render, and ``seconds`` the best time of ``repeat``
-full renders (install dry-run).
+full renders (install dry-run). A job with ``"files2": true`` also gets ``files2``, a second
+per-template render: where ``files`` and ``files2`` differ, Helm's output is not repeatable
+(random passwords, generated certificates, bcrypt salts, ``now``).
 """
 import json
 import sys
@@ -39,6 +41,9 @@ def main() -> int:
             res["seconds"] = best
             ch = Chart.load(job["chart"])
             res["files"] = ch.render(values=job["values"], name=job["name"], namespace=job["namespace"])
+            if job.get("files2"):
+                res["files2"] = ch.render(values=job["values"], name=job["name"],
+                                          namespace=job["namespace"])
         except Exception as e:  # noqa: BLE001
             res["error"] = f"{type(e).__name__}: {e}"
         out[job["id"]] = res
