@@ -111,7 +111,7 @@ async fn given_a_target_whose_kubeconfig_uses_a_token_file_then_the_item_fails_v
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_job_then_pickup_finish_and_errors_are_kubernetes_events_on_the_item() {
-    let h = Harness::start().await;
+    let h = Harness::start_with(Options::with_all_events()).await;
     h.create_item(&mock("evented")).await;
     h.create_item(&mock("evented-bad").replace(
         "spec:\n",
@@ -463,7 +463,7 @@ async fn given_an_export_over_the_secret_size_limit_then_the_item_says_so_and_ti
 async fn given_two_jobs_then_each_job_has_events_of_its_own_that_name_it() {
     let h = Harness::start_with(Options {
         landscaper: false,
-        ..Options::default()
+        ..Options::with_all_events()
     })
     .await;
     h.create_item(&mock("twice")).await;

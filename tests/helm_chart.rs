@@ -57,7 +57,7 @@ fn value_sets() -> Vec<(&'static str, Value)> {
                    "crds": {"landscaper": true}, "image": {"digest": format!("sha256:{}", "a".repeat(64))},
                    "hooks": [{"plugin": "continuous-reconcile", "deployItemTypes": ["*"]}],
                    "imagePullSecrets": [{"name": "regcred"}], "tolerations": [{"operator": "Exists"}],
-                   "extraConfig": {"events": "errors"}, "logFormat": "text", "deployer": {"verbosityLevel": "debug"}}),
+                   "extraConfig": {"events": "all"}, "logFormat": "text", "deployer": {"verbosityLevel": "debug"}}),
         ),
     ]
 }
@@ -685,7 +685,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
     );
     assert_eq!(same.metadata.generation, deployment.metadata.generation);
     let mut changed = values.clone();
-    changed["events"] = json!("errors");
+    changed["events"] = json!("all");
     let upgraded = ok(helm(job("upgrade", &changed)).unwrap());
     assert_eq!(upgraded["revision"], 3, "{upgraded}");
     let rolled = deployments.get("wd-wasm-deployer").await.unwrap();
@@ -705,7 +705,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
         .await
         .unwrap();
     let config = String::from_utf8(secret.data.unwrap()["config.yaml"].0.clone()).unwrap();
-    assert!(config.contains("events: errors"), "{config}");
+    assert!(config.contains("events: all"), "{config}");
 
     // When Helm uninstalls, then everything it installed is gone but the CRDs (and with them
     // every DeployItem).

@@ -8,7 +8,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use support::{Harness, mock_item};
+use support::{Harness, Options, mock_item};
 
 fn kubectl() -> Option<PathBuf> {
     let found = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
@@ -45,7 +45,7 @@ fn run(kubectl: &Path, kubeconfig: &Path, args: &[&str]) -> String {
 async fn given_the_host_recorded_events_when_a_kubectl_user_asks_then_get_events_and_describe_show_them()
  {
     let Some(kubectl) = kubectl() else { return };
-    let h = Harness::start().await;
+    let h = Harness::start_with(Options::with_all_events()).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     // The embedded server of the harness listens on no socket: serve it on loopback for kubectl.

@@ -153,6 +153,8 @@ async fn grant_host_cluster(admin: &Client) {
 async fn start_host(ls: Client, host: Client) -> (Arc<Deployer>, tokio::task::JoinHandle<()>) {
     let mut config = HostConfig {
         requeue_interval: Some("200ms".into()),
+        // (the story reads the JobFinished Event: only `all` publishes it)
+        events: Some(deployer_host::config::EventMode::All),
         ..HostConfig::default()
     };
     config.plugins.dir = Some(support::plugins_dir());

@@ -5,12 +5,18 @@
 //!
 //! `cargo bench -p deployer-host --bench peers` (or `cargo xtask bench`). Environment:
 //! - `BENCH_PEERS_ITEMS` (default `1000,10000`): the item counts of the mock and manifest rows;
+//!   `BENCH_PEERS_REAL_ITEMS` (default `1000`) those on the real kube-apiserver;
 //! - `BENCH_PEERS_WORKERS` (default `1,5,16`), `BENCH_PEERS_KINDS` (default
 //!   `mock,manifest,helm`), `BENCH_ROUNDS` (default 2; a pair alternates which runs first);
 //! - `BENCH_PEERS_BACKENDS` (default `embedded,real`; `real` is the real kube-apiserver 1.20 of
 //!   `../shared/tools/real-apiserver`, skipped with a note when it is not built);
 //! - `BENCH_PEERS_HELM_ITEMS` (default 40): installs of the 30-object chart per helm row;
-//! - `BENCH_WRITE_DOCS=1`: the tables into `docs/benchmarks.md`.
+//! - `BENCH_WRITE_DOCS=1`: the tables into `docs/benchmarks.md` (section `peers`, or
+//!   `BENCH_PEERS_DOCS_MARKER`);
+//! - `BENCH_PEERS_SKIP_MEMORY=1`: no memory-of-every-kind run;
+//! - diagnostics: `BENCH_PEERS_REQUESTS=1` (requests per job by resource and verb),
+//!   `BENCH_PEERS_HOST_LOG=<file>` and `BENCH_PEERS_HOST_RUST_LOG` (the host's log),
+//!   `BENCH_PEERS_HOST_EVENTS=all|errors|none` (the host's `events:`).
 //!
 //! Per row, a fresh API server holds the items with no job. One item is triggered as the
 //! deployer process starts (start-up to its first finished job), then the others at once, as
@@ -95,6 +101,9 @@ struct Measured {
     jobs_per_s: f64,
     cpu_ms_per_job: f64,
     requests_per_job: f64,
+    /// CPU of the API server per job: the real one's kube-apiserver and etcd; for the embedded
+    /// one, this bench process (the server, and the bench's own triggers and watch).
+    server_cpu_ms_per_job: f64,
     peak_rss_kib: u64,
     first_job_s: f64,
 }
@@ -288,6 +297,21 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// CPU (ms) the API server has used so far.
+    fn server_cpu_ms(&self) -> f64 {
+        match &self._real {
+            Some(real) => ["apiserver.pid", "etcd.pid"]
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(real.dir().join(f)).ok())
+                .filter_map(|pid| pid.trim().parse().ok())
+                .map(cpu_ms)
+                .sum(),
+            None => cpu_ms(std::process::id()),
+        }
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         if let Some((_, stop)) = self.embedded.take() {
@@ -332,7 +356,11 @@ fn start_deployer(
     match deployer {
         Deployer::Ours => {
             let config = dir.join("host.yaml");
-            std::fs::write(&config, format!("workers: {workers}\n")).unwrap();
+            // `BENCH_PEERS_HOST_EVENTS=all|errors|none`: the host's `events:` (default: its own).
+            let events = std::env::var("BENCH_PEERS_HOST_EVENTS")
+                .map(|e| format!("events: {e}\n"))
+                .unwrap_or_default();
+            std::fs::write(&config, format!("workers: {workers}\n{events}")).unwrap();
             let mut command = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
             command
                 .args(["run", "--kubeconfig"])
@@ -508,6 +536,7 @@ async fn measure(
 
     // The burst: the other n-1 jobs at once.
     let cpu_before = cpu_ms(process.pid);
+    let server_cpu_before = cluster.server_cpu_ms();
     let requests_before = cluster.requests().await;
     let stats_before = cluster.embedded.as_ref().map(|(s, _)| s.stats());
     let burst = Instant::now();
@@ -520,6 +549,7 @@ async fn measure(
     finished.all(names[1..].iter().cloned(), &what).await;
     let elapsed = burst.elapsed().as_secs_f64();
     let cpu = cpu_ms(process.pid) - cpu_before;
+    let server_cpu = cluster.server_cpu_ms() - server_cpu_before;
     // The bench's own requests: one trigger per job, and on a real server one scrape (its
     // watch is one long request, already open).
     let own = (n as u64 - 1) + u64::from(cluster.backend == Backend::Real);
@@ -553,6 +583,7 @@ async fn measure(
         jobs_per_s: jobs / elapsed,
         cpu_ms_per_job: cpu / jobs,
         requests_per_job: requests as f64 / jobs,
+        server_cpu_ms_per_job: server_cpu / jobs,
         peak_rss_kib: peak,
         first_job_s,
     }
@@ -666,6 +697,12 @@ fn main() {
         .filter_map(|s| s.parse().ok())
         .map(|n: usize| n.max(2))
         .collect();
+    // 1.20 on etcd serves tens of jobs/s on this machine: 10,000 items would take an hour.
+    let real_sizes: Vec<usize> = list("BENCH_PEERS_REAL_ITEMS", "1000")
+        .iter()
+        .filter_map(|s| s.parse().ok())
+        .map(|n: usize| n.max(2))
+        .collect();
     let rounds = env_usize("BENCH_ROUNDS", 2).max(1);
     let helm_items = env_usize("BENCH_PEERS_HELM_ITEMS", 40).max(2);
     let workers: Vec<usize> = list("BENCH_PEERS_WORKERS", "1,5,16")
@@ -698,13 +735,11 @@ fn main() {
     let mut pairs = Vec::new();
     for &backend in &backends {
         for &kind in &kinds {
-            let sizes = if kind == Kind::Helm {
-                if backend == Backend::Real {
-                    continue;
-                }
-                vec![helm_items]
-            } else {
-                sizes.clone()
+            let sizes = match (kind, backend) {
+                (Kind::Helm, Backend::Real) => continue,
+                (Kind::Helm, Backend::Embedded) => vec![helm_items],
+                (_, Backend::Real) => real_sizes.clone(),
+                (_, Backend::Embedded) => sizes.clone(),
             };
             for &items in &sizes {
                 for &w in &workers {
@@ -724,6 +759,9 @@ fn main() {
     // ours runs the other counts alone.
     let go_has = |kind: Kind, w: usize| kind != Kind::Mock || w == 1;
     let memory = rt.block_on(async {
+        // One unmeasured start first: a plugin rebuilt since the last run is compiled into the
+        // host's cache then, not in the first measured row (4 s and ~100 MiB more, once).
+        measure(Backend::Embedded, Kind::Mock, Deployer::Ours, 1, 2).await;
         for round in 0..rounds {
             for pair in &mut pairs {
                 let order = if round % 2 == 0 {
@@ -737,7 +775,7 @@ fn main() {
                     }
                     let m = measure(pair.backend, pair.kind, deployer, pair.workers, pair.items).await;
                     eprintln!(
-                        "round {round} {} {} n={} w={} {deployer:?}: {:.0} jobs/s, {:.2} ms CPU/job, {:.1} req/job, peak RSS {:.1} MiB, first job {:.2} s",
+                        "round {round} {} {} n={} w={} {deployer:?}: {:.0} jobs/s, {:.2} ms CPU/job, {:.1} req/job, API server {:.2} ms CPU/job, peak RSS {:.1} MiB, first job {:.2} s",
                         pair.backend.name(),
                         pair.kind.name(),
                         pair.items,
@@ -745,6 +783,7 @@ fn main() {
                         m.jobs_per_s,
                         m.cpu_ms_per_job,
                         m.requests_per_job,
+                        m.server_cpu_ms_per_job,
                         m.peak_rss_kib as f64 / 1024.0,
                         m.first_job_s
                     );
@@ -756,20 +795,23 @@ fn main() {
             }
         }
         let n = sizes.first().copied().unwrap_or(1000);
-        memory_of_all_kinds(n, helm_items, 5).await
+        if std::env::var("BENCH_PEERS_SKIP_MEMORY").is_ok() {
+            return None;
+        }
+        Some(memory_of_all_kinds(n, helm_items, 5).await)
     });
 
     let mut table = format!(
         "A fresh API server per row, {rounds} rounds, medians; ratios are medians of the rounds' paired ratios \
          (ours / Go: jobs/s above 1 and CPU below 1 are better). Helm rows install the 30-object chart \
          (10 ConfigMaps, 10 Services, 10 Deployments, inline archive), readiness checked, one release per item.\n\n\
-         | API server | kind | items | workers | deployer | jobs/s | CPU ms/job | API requests/job | peak RSS | start to first job | jobs/s vs Go | CPU/job vs Go |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n"
+         | API server | kind | items | workers | deployer | jobs/s | CPU ms/job | API requests/job | API server CPU ms/job | peak RSS | start to first job | jobs/s vs Go | CPU/job vs Go |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let fmt_row = |pair: &Pair, who: &str, v: &[Measured], ratio: Option<(f64, f64)>| {
         let med = |f: fn(&Measured) -> f64| median(v.iter().map(f).collect());
         format!(
-            "| {} | {} | {} | {} | {who} | {:.0} | {:.2} | {:.1} | {:.1} MiB | {:.2} s | {} | {} |\n",
+            "| {} | {} | {} | {} | {who} | {:.0} | {:.2} | {:.1} | {:.2} | {:.1} MiB | {:.2} s | {} | {} |\n",
             pair.backend.name(),
             pair.kind.name(),
             pair.items,
@@ -777,6 +819,7 @@ fn main() {
             med(|m| m.jobs_per_s),
             med(|m| m.cpu_ms_per_job),
             med(|m| m.requests_per_job),
+            med(|m| m.server_cpu_ms_per_job),
             med(|m| m.peak_rss_kib as f64) / 1024.0,
             med(|m| m.first_job_s),
             ratio.map_or("".into(), |r| format!("**{:.1}×**", r.0)),
@@ -805,11 +848,11 @@ fn main() {
         });
         table.push_str(&fmt_row(pair, "wasm-deployer", &pair.ours, ratio));
     }
-    let (ours, go) = memory;
     let mib = |k: u64| k as f64 / 1024.0;
-    let largest = go.iter().map(|(_, k)| *k).max().unwrap_or(0);
-    let sum: u64 = go.iter().map(|(_, k)| *k).sum();
-    table.push_str(&format!(
+    if let Some((ours, go)) = memory {
+        let largest = go.iter().map(|(_, k)| *k).max().unwrap_or(0);
+        let sum: u64 = go.iter().map(|(_, k)| *k).sum();
+        table.push_str(&format!(
         "\nMemory of every kind at once ({} mock, {} manifest and {helm_items} helm items, triggered together, 5 workers, embedded API server): \
          one wasm-deployer host **{:.1} MiB** peak RSS; Landscaper's Go deployers {} (largest {:.1} MiB, together {:.1} MiB); \
          ours / largest **{:.2}×**, ours / together **{:.2}×**.\n",
@@ -825,10 +868,13 @@ fn main() {
         ours as f64 / largest.max(1) as f64,
         ours as f64 / sum.max(1) as f64,
     ));
+    }
     println!("{table}");
     if std::env::var("BENCH_WRITE_DOCS").is_ok() {
+        // `BENCH_PEERS_DOCS_MARKER`: another section of the page (e.g. a run with other sizes).
+        let marker = std::env::var("BENCH_PEERS_DOCS_MARKER").unwrap_or("peers".into());
         write_docs_section(
-            "peers",
+            &marker,
             "## Side by side with Landscaper's Go deployers\n\n",
             &table,
         );

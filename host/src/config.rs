@@ -22,9 +22,10 @@ pub const DEFAULT_NAME: &str = "wasm-deployer";
 #[serde(rename_all = "camelCase")]
 pub enum EventMode {
     /// Pickup, finish and errors.
-    #[default]
     All,
-    /// Only errors (Warning events), as Landscaper's deployer library does.
+    /// Only errors (Warning events), as Landscaper's deployer library does: the default, so
+    /// that replacing Landscaper's Go deployers adds no Events (and no API writes) per job.
+    #[default]
     Errors,
     /// No events.
     None,
@@ -47,7 +48,8 @@ pub struct HostConfig {
     pub workers: Option<usize>,
     /// How often an unfinished job is polled. Default: `5s` (Landscaper's value).
     pub requeue_interval: Option<String>,
-    /// Kubernetes Events on DeployItems: `all` (pickup, finish, errors; default), `errors`, `none`.
+    /// Kubernetes Events on DeployItems: `all` (pickup, finish, errors), `errors` (default: a
+    /// Warning per error, as Landscaper's deployers), `none`.
     pub events: Option<EventMode>,
     /// Plugin loading and limits.
     #[serde(default)]

@@ -171,6 +171,11 @@ impl RealApiServer {
         })
     }
 
+    /// The directory the server runs in (its logs, `apiserver.pid` and `etcd.pid`).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// A client with the admin token.
     pub async fn client(&self) -> Client {
         client_for(&self.kubeconfig).await

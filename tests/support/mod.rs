@@ -204,6 +204,16 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// The defaults, with the host's Events at pickup and at the end of every job
+    /// (`events: all`; the default publishes only errors).
+    pub fn with_all_events() -> Self {
+        let mut options = Self::default();
+        options.config.events = Some(deployer_host::config::EventMode::All);
+        options
+    }
+}
+
 impl Harness {
     pub async fn start() -> Self {
         Self::start_with(Options::default()).await

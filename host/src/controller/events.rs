@@ -10,7 +10,7 @@
 //! Events are published in the background: they never delay or fail a job, and a failed
 //! publish is only logged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,7 @@ impl Events {
                 client,
                 controller: controller.to_string(),
                 instance: instance.to_string(),
-                series: Mutex::new(HashMap::new()),
+                series: Mutex::new(Series::default()),
             })
         });
         Self { recorder, mode }
@@ -129,7 +129,60 @@ struct Recorder {
     client: kube::Client,
     controller: String,
     instance: String,
-    series: Mutex<HashMap<SeriesKey, Published>>,
+    series: Mutex<Series>,
+}
+
+/// Remembered Events, and the order they were first published in. Expiry and eviction take
+/// from the front of `order`, so a publish costs O(1) amortized: a scan of every remembered
+/// Event per publish cost 4 % of the host's CPU at 6,000 jobs (found by the peer benchmark).
+#[derive(Default)]
+struct Series {
+    by_key: HashMap<SeriesKey, Published>,
+    order: VecDeque<SeriesKey>,
+}
+
+impl Series {
+    /// Forgets expired Events from the oldest on, and the oldest past [`MAX_REMEMBERED`]. One
+    /// refreshed by a repeat stops the expiry walk (it is not expired); those behind it are
+    /// dropped later, and a repeat of one of them checks its age itself.
+    fn prune(&mut self, now: Instant) {
+        while let Some(oldest) = self.order.front() {
+            let drop = match self.by_key.get(oldest) {
+                None => true,
+                Some(p) => {
+                    now.duration_since(p.last_seen) >= SERIES_TTL
+                        || self.by_key.len() >= MAX_REMEMBERED
+                }
+            };
+            if !drop {
+                break;
+            }
+            let oldest = self.order.pop_front().expect("front exists");
+            self.by_key.remove(&oldest);
+        }
+    }
+
+    /// The live series of `key`, if it is remembered and not expired.
+    fn live(&mut self, key: &SeriesKey, now: Instant) -> Option<&mut Published> {
+        self.by_key
+            .get_mut(key)
+            .filter(|p| now.duration_since(p.last_seen) < SERIES_TTL)
+    }
+
+    fn insert(&mut self, key: SeriesKey, published: Published) {
+        if self.by_key.insert(key.clone(), published).is_none() {
+            self.order.push_back(key);
+        }
+    }
+
+    fn remove(&mut self, key: &SeriesKey) {
+        // (its place in `order` goes when it reaches the front)
+        self.by_key.remove(key);
+    }
+
+    fn get_mut(&mut self, key: &SeriesKey) -> Option<&mut Published> {
+        self.by_key.get_mut(key)
+    }
 }
 
 impl Recorder {
@@ -137,20 +190,12 @@ impl Recorder {
         let now = Instant::now();
         let repeat = {
             let mut series = self.series.lock().expect("event series lock");
-            series.retain(|_, p| now.duration_since(p.last_seen) < SERIES_TTL);
-            if series.len() >= MAX_REMEMBERED
-                && let Some(oldest) = series
-                    .iter()
-                    .min_by_key(|(_, p)| p.last_seen)
-                    .map(|(k, _)| k.clone())
-            {
-                series.remove(&oldest);
-            }
+            series.prune(now);
             let namespace = regarding
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "default".into());
-            match series.get_mut(&key) {
+            match series.live(&key, now) {
                 Some(p) => {
                     p.count += 1;
                     p.last_seen = now;
@@ -265,7 +310,61 @@ fn truncate(mut s: String, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use super::*;
+
+    fn key(i: usize) -> SeriesKey {
+        SeriesKey {
+            uid: format!("u-{i}"),
+            job_id: "j".into(),
+            type_: "Normal",
+            reason: "PickedUp".into(),
+            note: String::new(),
+        }
+    }
+
+    fn published(at: Instant) -> Published {
+        Published {
+            name: Some("e".into()),
+            namespace: "default".into(),
+            count: 1,
+            last_seen: at,
+        }
+    }
+
+    #[test]
+    fn remembered_events_are_bounded_and_the_oldest_go_first() {
+        let mut series = Series::default();
+        let now = Instant::now();
+        for i in 0..MAX_REMEMBERED + 10 {
+            series.prune(now);
+            series.insert(key(i), published(now));
+        }
+        assert_eq!(series.by_key.len(), MAX_REMEMBERED);
+        assert!(
+            series.live(&key(0), now).is_none(),
+            "the oldest is forgotten"
+        );
+        assert!(series.live(&key(MAX_REMEMBERED + 9), now).is_some());
+        assert!(series.order.len() <= MAX_REMEMBERED + 1);
+    }
+
+    #[test]
+    fn an_expired_series_is_not_continued() {
+        let mut series = Series::default();
+        let start = Instant::now();
+        series.insert(key(1), published(start));
+        series.insert(key(2), published(start));
+        // key 1 is refreshed by a repeat; key 2 is not.
+        series.get_mut(&key(1)).unwrap().last_seen = start + SERIES_TTL;
+        let later = start + SERIES_TTL + Duration::from_secs(1);
+        series.prune(later);
+        assert!(series.live(&key(1), later).is_some());
+        // key 2 sits behind the refreshed key 1 but is expired: a repeat starts a new Event.
+        assert!(series.live(&key(2), later).is_none());
+        let much_later = later + SERIES_TTL;
+        series.prune(much_later);
+        assert!(series.by_key.is_empty() && series.order.is_empty());
+    }
 
     #[test]
     fn notes_are_cut_to_the_api_servers_limit_on_a_character_boundary() {

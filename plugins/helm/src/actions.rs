@@ -498,9 +498,7 @@ pub fn default_port_protocols(object: &mut Value) {
 
 pub fn parse_manifest(manifest: &str) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
-    for doc in
-        helm_engine::sort::split_manifests(manifest, helm_engine::sort::SplitMode::LineAnchored)
-    {
+    for doc in helm_engine::sort::split_manifests(manifest, helm_engine::sort::SplitMode::Legacy) {
         let parsed = helm_engine::yaml::parse(&doc).map_err(|e| e.0)?;
         if matches!(parsed, helm_engine::value::Value::Nil) {
             continue;
@@ -925,6 +923,9 @@ pub fn install_or_upgrade(
         is_upgrade: !install,
         revision,
         skip_schema_validation: flags.skip_schema_validation,
+        // Helm 3's document split, as Landscaper's helm deployer (Helm 3) renders: a chart
+        // whose template ends in `\n---` keeps no trailing newline in its last value.
+        split_mode: helm_engine::sort::SplitMode::Legacy,
         ..Default::default()
     };
     let rendered =

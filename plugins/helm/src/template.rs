@@ -34,6 +34,8 @@ fn manifests(
         values_files: vec![config.values.to_string()],
         is_upgrade: false,
         revision: 1,
+        // Helm 3's document split, as in `actions::render`.
+        split_mode: helm_engine::sort::SplitMode::Legacy,
         ..Default::default()
     };
     let rendered = helm_engine::render(&loaded.chart, &opts).map_err(|e| {
