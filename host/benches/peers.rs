@@ -198,17 +198,7 @@ impl Cluster {
                 for crd in deployer_host::dev::LANDSCAPER_CRDS {
                     server.install_yaml_documents(crd).expect("CRD");
                 }
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                let url = format!("http://{}", listener.local_addr().unwrap());
-                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-                let serving = server.clone();
-                tokio::spawn(async move {
-                    serving
-                        .serve(listener, async {
-                            let _ = stopped.await;
-                        })
-                        .await
-                });
+                let (url, stop) = common::serve_on_loopback(&server).await;
                 (
                     server.client(),
                     ApiServer::kubeconfig_yaml(&url),

@@ -89,17 +89,7 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
         })
         .await;
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(listener, async {
-                let _ = stopped.await;
-            })
-            .await
-    });
+    let (url, stop) = common::serve_on_loopback(&server).await;
     let kubeconfig = dir.join(format!("kubeconfig-{n}"));
     std::fs::write(&kubeconfig, ApiServer::kubeconfig_yaml(&url)).unwrap();
 
