@@ -226,7 +226,10 @@ pub fn run_oracle(
     let input = serde_json::to_string(&jobs).unwrap();
     let repeat = jobs[0]["repeat"].as_u64().unwrap_or(1);
     let cache_dir = repo_root().join("target/helm-oracle");
-    let key = fnv(&format!("{input}{fingerprint}"));
+    let script = repo_root().join("host/helm/tests/oracle/render.py");
+    // a changed oracle script invalidates what it rendered before
+    let oracle = std::fs::read_to_string(&script).unwrap_or_default();
+    let key = fnv(&format!("{input}{fingerprint}{oracle}"));
     let cache_file = cache_dir.join(format!("{key:016x}-r{repeat}.json"));
     if cache
         && let Ok(s) = std::fs::read_to_string(&cache_file)
@@ -234,7 +237,6 @@ pub fn run_oracle(
     {
         return Some(v);
     }
-    let script = repo_root().join("host/helm/tests/oracle/render.py");
     let child = Command::new(python())
         .arg(&script)
         .stdin(Stdio::piped())
