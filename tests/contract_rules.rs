@@ -558,3 +558,64 @@ async fn wait_for_events(h: &Harness, item: &str, done: impl Fn(&[Event]) -> boo
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A manifest item named `name` that applies one ConfigMap through the `default` Target.
+fn manifest_on_default_target(name: &str) -> String {
+    format!(
+        "apiVersion: landscaper.gardener.cloud/v1alpha1
+kind: DeployItem
+metadata: {{name: {name}, namespace: default}}
+spec:
+  type: landscaper.gardener.cloud/kubernetes-manifest
+  target: {{name: default, namespace: default}}
+  config:
+    apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2
+    kind: ProviderConfiguration
+    manifests:
+    - policy: manage
+      manifest: {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}, namespace: default}}}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_cached_targets_when_a_target_changes_then_the_next_job_uses_the_changed_target() {
+    let h = Harness::start().await;
+    let lookups = &h.deployer.lookups;
+    support::until("the Target and Context caches", Duration::from_secs(20), || {
+        lookups.targets.is_synced() && lookups.contexts.is_synced()
+    })
+    .await;
+    // Given a job on the default Target: its Target and Context come from the caches.
+    let (target_gets, context_gets) = (
+        lookups.targets.gets.load(Ordering::Relaxed),
+        lookups.contexts.gets.load(Ordering::Relaxed),
+    );
+    h.create_item(&manifest_on_default_target("before-change"))
+        .await;
+    let s = h.wait_finished("default", "before-change").await.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
+    assert_eq!(lookups.targets.gets.load(Ordering::Relaxed), target_gets);
+    assert_eq!(lookups.contexts.gets.load(Ordering::Relaxed), context_gets);
+    assert!(lookups.targets.hits.load(Ordering::Relaxed) >= 1);
+
+    // When the Target becomes one of another type...
+    let targets: Api<Target> = Api::namespaced(h.client.clone(), "default");
+    let mut target = targets.get("default").await.unwrap();
+    target.spec.type_ = "example.com/ssh-host".into();
+    let changed = targets
+        .replace("default", &PostParams::default(), &target)
+        .await
+        .unwrap();
+    support::until("the changed Target in the cache", Duration::from_secs(10), || {
+        lookups.targets.cached_version("default", "default") == changed.metadata.resource_version
+    })
+    .await;
+
+    // ...then the next job sees the change, as it would with a GET.
+    h.create_item(&manifest_on_default_target("after-change"))
+        .await;
+    let s = h.wait_finished("default", "after-change").await.status();
+    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(s.last_error.unwrap().reason, "TargetType");
+}

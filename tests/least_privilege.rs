@@ -10,6 +10,7 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
@@ -112,6 +113,10 @@ async fn service_account(server: &RbacServer, admin: &Client) -> String {
 /// Binds the shipped Landscaper-cluster ClusterRole to the ServiceAccount.
 async fn grant_landscaper_cluster(admin: &Client) {
     let role: ClusterRole = serde_yaml::from_str(&shipped("landscaper-cluster.yaml")).unwrap();
+    grant_cluster_role(admin, role).await;
+}
+
+async fn grant_cluster_role(admin: &Client, role: ClusterRole) {
     Api::<ClusterRole>::all(admin.clone())
         .create(&PostParams::default(), &role)
         .await
@@ -316,12 +321,57 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
         "{refused}"
     );
 
-    let (_deployer, task) = start_host(me.clone(), me.clone()).await;
+    let (deployer, task) = start_host(me.clone(), me.clone()).await;
+    support::until("the Target and Context caches", Duration::from_secs(20), || {
+        deployer.lookups.targets.is_synced() && deployer.lookups.contexts.is_synced()
+    })
+    .await;
     run_items(&admin).await;
+    // The jobs read their Target and Context from the watch-fed caches, not with GETs.
+    let lookups = &deployer.lookups;
+    assert!(
+        lookups.targets.hits.load(Relaxed) >= 1 && lookups.contexts.hits.load(Relaxed) >= 1,
+        "targets {:?} / {:?}, contexts {:?} / {:?} (cache hits / GETs)",
+        lookups.targets.hits,
+        lookups.targets.gets,
+        lookups.contexts.hits,
+        lookups.contexts.gets
+    );
     // The orphan cleaner works with the same rights.
     deployer_host::locking::cleaner::cleanup_once(&me, "wasm-deployer", None)
         .await
         .expect("cleanup with the shipped rights");
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_role_that_may_only_get_targets_and_contexts_then_jobs_read_them_one_by_one() {
+    let server = RbacServer::start().await;
+    let admin = landscaper_cluster(&server).await;
+    let kubeconfig = service_account(&server, &admin).await;
+    let me = support::client_for(&kubeconfig).await;
+    // A hand-made role from before the caches: `get` only.
+    let mut role: ClusterRole = serde_yaml::from_str(&shipped("landscaper-cluster.yaml")).unwrap();
+    for rule in role.rules.iter_mut().flatten() {
+        if rule.resources.as_deref() == Some(&["targets".to_string(), "contexts".to_string()]) {
+            rule.verbs = vec!["get".into()];
+        }
+    }
+    grant_cluster_role(&admin, role).await;
+    grant_host_cluster(&admin).await;
+    let targets: Api<deployer_host::landscaper::Target> = Api::namespaced(me.clone(), "default");
+    let refused = targets.list(&ListParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused}"
+    );
+
+    let (deployer, task) = start_host(me.clone(), me.clone()).await;
+    run_items(&admin).await;
+    let lookups = &deployer.lookups;
+    assert_eq!(lookups.targets.hits.load(Relaxed), 0);
+    assert!(lookups.targets.gets.load(Relaxed) >= 1);
+    assert!(lookups.contexts.gets.load(Relaxed) >= 2);
     task.abort();
 }
 

@@ -78,6 +78,18 @@ spec:
 }
 
 /// Where the built plugins are: `$DEPLOYER_TEST_PLUGINS`, else `<workspace>/target/plugins`.
+/// Polls `pred` every 25 ms until it holds; panics naming `what` after `timeout`.
+pub async fn until(what: &str, timeout: Duration, pred: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !pred() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 pub fn plugins_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("DEPLOYER_TEST_PLUGINS") {
         return PathBuf::from(dir);

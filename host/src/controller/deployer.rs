@@ -57,6 +57,8 @@ pub struct Deployer {
     pub backoff: Backoff,
     /// Interval of the orphaned-SyncObject cleanup (only with locking); `None` = off.
     pub lock_cleanup_interval: Option<Duration>,
+    /// Targets and Contexts, from watches while the controller runs.
+    pub lookups: Arc<super::lookups::Lookups>,
     /// Downloads for plugins (WIT `fetch`): allowlist, limits, cache.
     pub fetcher: Arc<crate::capabilities::Fetcher>,
     pub stats: Stats,
@@ -95,6 +97,7 @@ impl Deployer {
             workers,
             backoff: Backoff::default(),
             lock_cleanup_interval: config.cleanup_interval(),
+            lookups: Arc::new(super::lookups::Lookups::new(client.clone())),
             host_client,
             client,
             plugins: Arc::new(crate::plugins::LivePlugins::new(plugins)),

@@ -7,7 +7,8 @@
 //! [`crate::capabilities`].
 //!
 //! Owns: the metadata-only watch (kube-runtime `Controller`), the start-up sweep that primes
-//! the finished-item cache (`sweep`), the error policy (per-item exponential backoff) and the
+//! the finished-item cache (`sweep`), the watch-fed Target and Context reads (`lookups`), the
+//! error policy (per-item exponential backoff) and the
 //! orphaned-SyncObject cleaner task.
 //! Must not touch: contract rules (in `crate::contract`) or plugin internals.
 
@@ -16,6 +17,7 @@ mod deployer;
 mod events;
 mod exports;
 mod finished;
+mod lookups;
 mod reconcile;
 mod sweep;
 mod workers;
@@ -37,6 +39,7 @@ pub use backoff::Backoff;
 pub use deployer::{Deployer, Error, Stats};
 pub use events::Events;
 pub use finished::FinishedCache;
+pub use lookups::{Cached, Lookups};
 pub use sweep::{Swept, prime_finished};
 pub use workers::WorkerCounter;
 pub use written::WrittenItems;
@@ -87,6 +90,8 @@ pub async fn run(
             }
         }
     });
+    // Targets and Contexts from watches: no GET of either per job once they are listed.
+    let _lookups = deployer.lookups.watch(namespace.as_deref());
     let plugin_changes = deployer.plugins.changes();
     let controller = Controller::new(api, watcher::Config::default());
     // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.

@@ -17,13 +17,13 @@ use plugin_runtime::DeployerPlugin;
 
 use super::TargetRef;
 use super::hooks::{Flow, HookView, action, run_stage};
-use crate::apierrors::{self, Lookup};
+use crate::apierrors::Lookup;
 use crate::contract::job::reapplicable;
 use crate::contract::responsibility::{self, ItemRoute};
 use crate::contract::{JobStep, next_step};
 use crate::controller::deployer::{Deployer, Error};
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
-use crate::landscaper::{DeployItem, Target};
+use crate::landscaper::DeployItem;
 use crate::targetselector;
 
 /// An item this deployer is responsible for and that needs work.
@@ -146,8 +146,7 @@ async fn read_target(
     let Some(target_name) = &route.target_name else {
         return Ok((TargetRef::default(), true));
     };
-    let targets: Api<Target> = Api::namespaced(deployer.client.clone(), namespace);
-    Ok(match apierrors::get(&targets, target_name).await? {
+    Ok(match deployer.lookups.targets.get(namespace, target_name).await? {
         // A cluster that does not serve Targets has none: the job fails with NoTargetFound.
         Lookup::Missing | Lookup::KindNotServed => (
             TargetRef {

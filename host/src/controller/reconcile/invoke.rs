@@ -250,7 +250,6 @@ impl ItemCtx {
         item: &DeployItem,
         call: Call,
     ) -> Result<Option<Context>, StageError> {
-        let contexts: Api<Context> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
         let name = item.context_name();
         let missing = |why: String| {
             StageError::Step(StepError::new(
@@ -259,7 +258,7 @@ impl ItemCtx {
                 why,
             ))
         };
-        let mut context = match apierrors::get(&contexts, name).await? {
+        let mut context = match self.deployer.lookups.contexts.get(&self.namespace, name).await? {
             Lookup::Found(context) => context,
             Lookup::Missing => {
                 return Err(missing(format!(
