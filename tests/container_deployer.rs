@@ -28,6 +28,8 @@ struct Story {
     /// Pod directories and the kubeconfig of the init/wait processes.
     dir: tempfile::TempDir,
     stop: tokio::sync::watch::Sender<bool>,
+    /// The embedded server on loopback, for the init and wait processes.
+    _serving: Option<embedded_apiserver::LoopbackServing>,
 }
 
 impl Drop for Story {
@@ -64,16 +66,12 @@ async fn story() -> Story {
         }
     };
     // The init and wait processes need the API server on a socket.
-    let kubeconfig = match (&h.server, &h.real) {
+    let (kubeconfig, serving) = match (&h.server, &h.real) {
         (Some(server), _) => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let url = format!("http://{}", listener.local_addr().unwrap());
-            let server = server.clone();
-            let until = stopped();
-            tokio::spawn(async move { server.serve(listener, until).await });
-            embedded_apiserver::ApiServer::kubeconfig_yaml(&url)
+            let serving = server.serve_on_loopback().await.unwrap();
+            (serving.kubeconfig(), Some(serving))
         }
-        (None, Some(real)) => real.kubeconfig.clone(),
+        (None, Some(real)) => (real.kubeconfig.clone(), None),
         _ => unreachable!(),
     };
     let kubeconfig_path = dir.path().join("kubeconfig");
@@ -87,7 +85,12 @@ async fn story() -> Story {
         mint_tokens: false,
     };
     tokio::spawn(kubelet.run(stopped()));
-    Story { h, dir, stop }
+    Story {
+        h,
+        dir,
+        stop,
+        _serving: serving,
+    }
 }
 
 /// A container item whose main container runs `script` with `sh -c`.

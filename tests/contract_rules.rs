@@ -582,9 +582,11 @@ spec:
 async fn given_cached_targets_when_a_target_changes_then_the_next_job_uses_the_changed_target() {
     let h = Harness::start().await;
     let lookups = &h.deployer.lookups;
-    support::until("the Target and Context caches", Duration::from_secs(20), || {
-        lookups.targets.is_synced() && lookups.contexts.is_synced()
-    })
+    support::until(
+        "the Target and Context caches",
+        Duration::from_secs(20),
+        || lookups.targets.is_synced() && lookups.contexts.is_synced(),
+    )
     .await;
     // Given a job on the default Target: its Target and Context come from the caches.
     let (target_gets, context_gets) = (
@@ -607,9 +609,14 @@ async fn given_cached_targets_when_a_target_changes_then_the_next_job_uses_the_c
         .replace("default", &PostParams::default(), &target)
         .await
         .unwrap();
-    support::until("the changed Target in the cache", Duration::from_secs(10), || {
-        lookups.targets.cached_version("default", "default") == changed.metadata.resource_version
-    })
+    support::until(
+        "the changed Target in the cache",
+        Duration::from_secs(10),
+        || {
+            lookups.targets.cached_version("default", "default")
+                == changed.metadata.resource_version
+        },
+    )
     .await;
 
     // ...then the next job sees the change, as it would with a GET.

@@ -357,7 +357,7 @@ struct Server {
     /// Admin kubeconfig (Helm's and the stand-in Landscaper's).
     kubeconfig: String,
     real: Option<support::RealApiServer>,
-    _stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _serving: Option<embedded_apiserver::LoopbackServing>,
 }
 
 async fn start_server() -> Server {
@@ -368,21 +368,12 @@ async fn start_server() -> Server {
                 ..Default::default()
             })
             .unwrap();
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let url = format!("http://{}", listener.local_addr().unwrap());
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let s = server.clone();
-            tokio::spawn(async move {
-                s.serve(listener, async {
-                    let _ = rx.await;
-                })
-                .await
-            });
+            let serving = server.serve_on_loopback().await.unwrap();
             Server {
                 admin: server.client(),
-                kubeconfig: ApiServer::kubeconfig_yaml(&url),
+                kubeconfig: serving.kubeconfig(),
                 real: None,
-                _stop: Some(tx),
+                _serving: Some(serving),
             }
         }
         support::Backend::Real => {
@@ -391,7 +382,7 @@ async fn start_server() -> Server {
                 admin: real.client().await,
                 kubeconfig: real.kubeconfig.clone(),
                 real: Some(real),
-                _stop: None,
+                _serving: None,
             }
         }
     }

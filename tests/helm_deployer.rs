@@ -124,7 +124,7 @@ async fn release_secrets(h: &Harness, namespace: &str, release: &str) -> Vec<(i6
 /// (SKIP locally, a failure with `CI=true`).
 struct RealHelm {
     kubeconfig: String,
-    _stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _stop: Option<embedded_apiserver::LoopbackServing>,
 }
 
 impl RealHelm {
@@ -135,20 +135,16 @@ impl RealHelm {
                 _stop: None,
             };
         }
-        let server = h.server.clone().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            server
-                .serve(listener, async {
-                    let _ = rx.await;
-                })
-                .await
-        });
+        let serving = h
+            .server
+            .as_ref()
+            .unwrap()
+            .serve_on_loopback()
+            .await
+            .unwrap();
         RealHelm {
-            kubeconfig: embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
-            _stop: Some(tx),
+            kubeconfig: serving.kubeconfig(),
+            _stop: Some(serving),
         }
     }
 

@@ -49,27 +49,17 @@ async fn given_the_host_recorded_events_when_a_kubectl_user_asks_then_get_events
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     // The embedded server of the harness listens on no socket: serve it on loopback for kubectl.
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    match &h.server {
+    let _serving = match &h.server {
         Some(server) => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let url = format!("http://{}", listener.local_addr().unwrap());
-            let server = server.clone();
-            tokio::spawn(async move {
-                server
-                    .serve(listener, async move {
-                        let _ = stopped.await;
-                    })
-                    .await
-            });
-            std::fs::write(
-                &kubeconfig,
-                embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
-            )
-            .unwrap();
+            let serving = server.serve_on_loopback().await.unwrap();
+            std::fs::write(&kubeconfig, serving.kubeconfig()).unwrap();
+            Some(serving)
         }
-        None => std::fs::write(&kubeconfig, &h.target_kubeconfig).unwrap(),
-    }
+        None => {
+            std::fs::write(&kubeconfig, &h.target_kubeconfig).unwrap();
+            None
+        }
+    };
     // One item that fails (no such Target) and one that succeeds.
     h.create_item(&mock_item("evented-bad").replace(
         "spec:\n",

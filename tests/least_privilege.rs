@@ -33,7 +33,7 @@ struct RbacServer {
     _real: Option<RealApiServer>,
     _embedded: Option<(
         embedded_apiserver::ApiServer,
-        tokio::sync::oneshot::Sender<()>,
+        embedded_apiserver::LoopbackServing,
     )>,
 }
 
@@ -53,22 +53,12 @@ impl RbacServer {
             ..Default::default()
         })
         .expect("embedded API server");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serving = server.clone();
-        tokio::spawn(async move {
-            serving
-                .serve(listener, async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let serving = server.serve_on_loopback().await.unwrap();
         RbacServer {
-            kubeconfig: embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
-            url,
+            kubeconfig: serving.kubeconfig(),
+            url: serving.url.clone(),
             _real: None,
-            _embedded: Some((server, stop)),
+            _embedded: Some((server, serving)),
         }
     }
 
@@ -322,9 +312,11 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
     );
 
     let (deployer, task) = start_host(me.clone(), me.clone()).await;
-    support::until("the Target and Context caches", Duration::from_secs(20), || {
-        deployer.lookups.targets.is_synced() && deployer.lookups.contexts.is_synced()
-    })
+    support::until(
+        "the Target and Context caches",
+        Duration::from_secs(20),
+        || deployer.lookups.targets.is_synced() && deployer.lookups.contexts.is_synced(),
+    )
     .await;
     run_items(&admin).await;
     // The jobs read their Target and Context from the watch-fed caches, not with GETs.

@@ -238,26 +238,10 @@ async fn given_a_cluster_when_a_run_is_recorded_then_it_replays_offline_and_a_ch
  {
     skip_on_real!("the recording needs a server this test starts itself");
     let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn({
-        let server = server.clone();
-        async move {
-            server
-                .serve(listener, async move {
-                    let _ = stopped.await;
-                })
-                .await
-        }
-    });
+    let serving = server.serve_on_loopback().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
-    )
-    .unwrap();
+    std::fs::write(&kubeconfig, serving.kubeconfig()).unwrap();
     let item = |cm: &str| {
         format!(
             "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {{name: mf, namespace: default}}\n\
@@ -302,8 +286,7 @@ async fn given_a_cluster_when_a_run_is_recorded_then_it_replays_offline_and_a_ch
     let exchanges: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
     assert!(!exchanges.is_empty(), "calls were recorded");
-    let _ = stop.send(());
-    serving.await.unwrap().unwrap();
+    drop(serving);
 
     // Offline, replayed: the same response without a server.
     let (ok, replayed) = run(

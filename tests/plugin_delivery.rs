@@ -818,3 +818,67 @@ async fn given_a_serving_plugin_when_its_newest_version_is_refused_then_it_reads
         "{row:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_namespace_busy_with_configmaps_then_only_plugin_configmaps_wake_the_host() {
+    // No poll to hide behind: only watches wake a pass.
+    let (h, catalog, _dir) = harness_with(|config, _| {
+        config.plugins.poll_interval = Some("1h".into());
+        config.plugins.config_map_selector = Some("wasm-deployer.dev/plugins=true".into());
+    })
+    .await;
+    let (v1, v2) = mock_versions();
+    deliver_mock(&h, v1.clone()).await;
+    let plugin_passes = || {
+        h.server.as_ref().map(|s| {
+            let stats = s.stats();
+            stats.count("list", "wasmplugins.wasm-deployer.dev")
+        })
+    };
+    // Given a settled host, when a deployer writes ConfigMaps that hold no plugin into its
+    // namespace,
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = plugin_passes();
+    let api: Api<ConfigMap> = Api::namespaced(h.client.clone(), "default");
+    for i in 0..20 {
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": format!("app-{i}")}, "data": {"k": "v"}}),
+        )
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    // then the host does not look at its plugins again (on the embedded server, which counts),
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(plugin_passes(), before, "unrelated ConfigMaps woke a pass");
+    // and a ConfigMap that does hold a plugin still wakes it at once: the declared one,
+    put_configmap(
+        &h,
+        "mock-plugin",
+        BTreeMap::from([("mock.wasm".into(), v2.clone())]),
+    )
+    .await;
+    let swapped = status_when(&h, "mock", |s| s.digest == trust::digest_of(&v2)).await;
+    assert!(swapped.is_ready());
+    // and one the selector matches.
+    let mut labelled: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "labelled", "labels": {"wasm-deployer.dev/plugins": "true"}},
+    }))
+    .unwrap();
+    labelled.binary_data = Some(BTreeMap::from([(
+        "second-mock.wasm".to_string(),
+        ByteString(v1.clone()),
+    )]));
+    api.create(&PostParams::default(), &labelled).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !catalog
+        .names()
+        .await
+        .contains(&"configmap/labelled/second-mock.wasm".to_string())
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the labelled ConfigMap's plugin was not picked up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

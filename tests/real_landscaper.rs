@@ -1031,6 +1031,8 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
 struct DevStage {
     stop: tokio::sync::watch::Sender<bool>,
     dir: tempfile::TempDir,
+    /// The embedded server on loopback, for the pods' processes.
+    _serving: embedded_apiserver::LoopbackServing,
 }
 
 impl DevStage {
@@ -1051,11 +1053,8 @@ impl DevStage {
             }
         };
         let server = h.server.clone().expect("embedded API server");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let until = stopped();
-        tokio::spawn(async move { server.serve(listener, until).await });
-        let kubeconfig_text = embedded_apiserver::ApiServer::kubeconfig_yaml(&url);
+        let serving = server.serve_on_loopback().await.unwrap();
+        let kubeconfig_text = serving.kubeconfig();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, &kubeconfig_text).unwrap();
@@ -1080,7 +1079,11 @@ impl DevStage {
             }),
         )
         .await;
-        Self { stop, dir }
+        Self {
+            stop,
+            dir,
+            _serving: serving,
+        }
     }
 
     fn dir(&self) -> &std::path::Path {

@@ -510,19 +510,8 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     // Given the embedded server on loopback with Landscaper's CRDs, a Target pointing at it,
     // the replicas' Pods, and three `deployer-host run` replicas with locking,
     let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn({
-        let server = server.clone();
-        async move {
-            let _ = server
-                .serve(listener, async {
-                    let _ = stopped.await;
-                })
-                .await;
-        }
-    });
+    let serving = server.serve_on_loopback().await.unwrap();
+    let url = serving.url.clone();
     let env = deployer_host::dev::DevEnvironment::bootstrap(server.clone(), &url)
         .await
         .unwrap();
@@ -703,5 +692,5 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     }
     landscaper.abort();
     drop(replicas);
-    let _ = stop.send(());
+    drop(serving);
 }

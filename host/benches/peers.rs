@@ -176,8 +176,8 @@ struct Cluster {
     backend: Backend,
     client: Client,
     kubeconfig: PathBuf,
-    /// The embedded server (its request counter), and the sender that stops its serving.
-    embedded: Option<(ApiServer, tokio::sync::oneshot::Sender<()>)>,
+    /// The embedded server (its request counter), served on loopback while this is held.
+    embedded: Option<(ApiServer, embedded_apiserver::LoopbackServing)>,
     _real: Option<backend::RealApiServer>,
     dir: tempfile::TempDir,
 }
@@ -198,11 +198,11 @@ impl Cluster {
                 for crd in deployer_host::dev::LANDSCAPER_CRDS {
                     server.install_yaml_documents(crd).expect("CRD");
                 }
-                let (url, stop) = common::serve_on_loopback(&server).await;
+                let serving = server.serve_on_loopback().await.unwrap();
                 (
                     server.client(),
-                    ApiServer::kubeconfig_yaml(&url),
-                    Some((server, stop)),
+                    serving.kubeconfig(),
+                    Some((server, serving)),
                     None,
                 )
             }
@@ -298,14 +298,6 @@ impl Cluster {
                 .map(cpu_ms)
                 .sum(),
             None => cpu_ms(std::process::id()),
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some((_, stop)) = self.embedded.take() {
-            let _ = stop.send(());
         }
     }
 }

@@ -248,12 +248,8 @@ type Sample = (f64, usize, f64, usize);
 /// Samples of a busy `deployer-host run`.
 async fn soak(secs: u64, n: usize, dir: &Path) -> Vec<Sample> {
     let server = ApiServer::new(Default::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn({
-        let server = server.clone();
-        async move { server.serve(listener, std::future::pending()).await }
-    });
+    let serving = server.serve_on_loopback().await.unwrap();
+    let url = serving.url.clone();
     let env = DevEnvironment::bootstrap(server.clone(), &url)
         .await
         .unwrap();

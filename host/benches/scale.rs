@@ -89,9 +89,9 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
         })
         .await;
 
-    let (url, stop) = common::serve_on_loopback(&server).await;
+    let serving = server.serve_on_loopback().await.unwrap();
     let kubeconfig = dir.join(format!("kubeconfig-{n}"));
-    std::fs::write(&kubeconfig, ApiServer::kubeconfig_yaml(&url)).unwrap();
+    std::fs::write(&kubeconfig, serving.kubeconfig()).unwrap();
 
     // Count finished jobs through a watch of the jobbed items only.
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -141,7 +141,7 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
     }
     let _ = host.0.kill();
     watch.abort();
-    let _ = stop.send(());
+    drop(serving);
     Point {
         items: n,
         jobs,

@@ -401,6 +401,28 @@ impl ApiServer {
         self.serve_on(listener, shutdown).await
     }
 
+    /// Serves HTTP on a free loopback port from a background task, as processes outside this
+    /// one (a deployer, Helm, kubectl, Landscaper) reach a cluster; serving stops when the
+    /// returned [`LoopbackServing`] is dropped. Needs a Tokio runtime.
+    pub async fn serve_on_loopback(&self) -> std::io::Result<LoopbackServing> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = self.clone();
+        tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            if let Err(e) = server.serve(listener, shutdown).await {
+                tracing::warn!(error = %e, "loopback serving ended");
+            }
+        });
+        Ok(LoopbackServing {
+            url,
+            stop: Some(stop),
+        })
+    }
+
     /// [`serve`](Self::serve) over HTTPS with `cert` (e.g. [`tls::ServingCert::generate`]);
     /// clients trust [`tls::ServingCert::ca_pem`] (see [`ApiServer::kubeconfig_yaml_tls`]).
     pub async fn serve_tls(
@@ -823,4 +845,27 @@ pub fn write_kubeconfig(
     }
     std::fs::write(path, ApiServer::kubeconfig_yaml_tls(url, ca_pem, token))
         .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The embedded server served on a loopback port ([`ApiServer::serve_on_loopback`]); serving
+/// stops when this is dropped.
+pub struct LoopbackServing {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl LoopbackServing {
+    /// An admin kubeconfig for [`Self::url`].
+    pub fn kubeconfig(&self) -> String {
+        ApiServer::kubeconfig_yaml(&self.url)
+    }
+}
+
+impl Drop for LoopbackServing {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }

@@ -34,25 +34,6 @@ pub fn open_fds(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-/// Serves `server` over HTTP on a free loopback port, as a deployer process reaches a
-/// cluster; returns its URL and the sender that stops the serving.
-pub async fn serve_on_loopback(
-    server: &embedded_apiserver::ApiServer,
-) -> (String, tokio::sync::oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(listener, async {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    (url, stop)
-}
-
 /// A child process killed (and reaped) when dropped.
 pub struct KillOnDrop(pub std::process::Child);
 

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use k8s_openapi::NamespaceResourceScope;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
@@ -86,7 +86,12 @@ pub struct Cached<K: Resource<DynamicType = (), Scope = NamespaceResourceScope> 
 impl<K> Cached<K>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     fn new(client: Client, plural: &'static str) -> Self {
         Cached {
@@ -117,7 +122,10 @@ where
 
     /// The resourceVersion of `namespace/name` in the cache, if it holds the object.
     pub fn cached_version(&self, namespace: &str, name: &str) -> Option<String> {
-        self.cached(namespace, name)?.meta().resource_version.clone()
+        self.cached(namespace, name)?
+            .meta()
+            .resource_version
+            .clone()
     }
 
     fn cached(&self, namespace: &str, name: &str) -> Option<K> {
@@ -158,7 +166,10 @@ where
             match event {
                 Ok(_) if failing => {
                     failing = false;
-                    tracing::info!(kind = self.plural, "watch works again: reads served from the cache");
+                    tracing::info!(
+                        kind = self.plural,
+                        "watch works again: reads served from the cache"
+                    );
                 }
                 Ok(_) => {}
                 Err(e) if !failing => {

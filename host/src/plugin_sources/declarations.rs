@@ -1,19 +1,23 @@
 //! The declared plugins and the loop that keeps the catalog in step with them: `WasmPlugin`
 //! objects in the host's namespace (their status written back) and the static
-//! `plugins.sources` of the configuration. It looks again when a `WasmPlugin` or a ConfigMap of
-//! the namespace changes, and every poll interval (OCI tags move without telling anyone).
+//! `plugins.sources` of the configuration. It looks again when a `WasmPlugin` changes, when a
+//! ConfigMap of the namespace that holds plugins changes (one a declaration names, or one the
+//! selector matches: other ConfigMaps of a busy namespace wake nothing), and every poll interval
+//! (OCI tags move without telling anyone).
 //!
 //! Owns: reading declarations and writing `WasmPlugin` status and Events. Must not touch: the
 //! catalog's decisions.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 
@@ -50,10 +54,23 @@ impl Declarations {
         Api::namespaced_with(self.client.clone(), &self.namespace, &resource())
     }
 
-    /// One pass: every declaration synced, removed ones forgotten, statuses written.
-    pub async fn sync_all(&self, catalog: &Catalog) {
+    /// One pass: every declaration synced, removed ones forgotten, statuses written. Returns
+    /// the ConfigMaps of the namespace the declarations read (`None`: the pass was cut short).
+    pub async fn sync_all(&self, catalog: &Catalog) -> Option<BTreeSet<String>> {
         let mut declared: Vec<String> = Vec::new();
+        let mut configmaps_read = BTreeSet::new();
+        let mut reads = |spec: &PluginSpec| {
+            if let Some(cm) = &spec.source.config_map
+                && cm
+                    .namespace
+                    .as_deref()
+                    .is_none_or(|ns| ns == self.namespace)
+            {
+                configmaps_read.insert(cm.name.clone());
+            }
+        };
         for (name, spec) in &self.static_specs {
+            reads(spec);
             catalog.sync(name, spec, None).await;
             declared.push(name.clone());
         }
@@ -82,6 +99,7 @@ impl Declarations {
                                 },
                                 ..Default::default()
                             };
+                            reads(&spec);
                             let status = catalog.sync(&name, &spec, None).await;
                             if !status.last_error.is_empty() {
                                 tracing::warn!(plugin = %name, error = %status.last_error, "plugin from ConfigMap refused");
@@ -92,7 +110,7 @@ impl Declarations {
                 }
                 Err(e) => {
                     tracing::warn!(error = %crate::apierrors::render_error(&e), "listing plugin ConfigMaps failed; keeping every plugin as it is");
-                    return;
+                    return None;
                 }
             }
         }
@@ -103,7 +121,7 @@ impl Declarations {
                 Err(e) if apierrors::not_found(&e).is_some() => Vec::new(),
                 Err(e) => {
                     tracing::warn!(error = %crate::apierrors::render_error(&e), "listing WasmPlugins failed; keeping every plugin as it is");
-                    return;
+                    return None;
                 }
             };
             for obj in objects {
@@ -111,7 +129,10 @@ impl Declarations {
                 declared.push(name.clone());
                 let generation = obj.metadata.generation;
                 let status = match serde_json::from_value::<PluginSpec>(obj.data["spec"].clone()) {
-                    Ok(spec) => catalog.sync(&name, &spec, generation).await,
+                    Ok(spec) => {
+                        reads(&spec);
+                        catalog.sync(&name, &spec, generation).await
+                    }
                     Err(e) => {
                         let mut s = catalog.status(&name).await.unwrap_or_default();
                         s.refuse_spec(format!("spec: {e}"));
@@ -126,6 +147,7 @@ impl Declarations {
                 catalog.remove(&name).await;
             }
         }
+        Some(configmaps_read)
     }
 
     async fn write_status(&self, obj: &DynamicObject, status: &PluginStatus) {
@@ -200,17 +222,57 @@ impl Declarations {
                 }
             }));
         }
+        // ConfigMaps by metadata only (plugins are megabytes of binaryData), and only those
+        // that hold plugins wake a pass: the namespace may be one where deployers write
+        // ConfigMaps all day.
+        let read: Arc<Mutex<Option<BTreeSet<String>>>> = Arc::default();
+        let holds_plugins = {
+            let read = read.clone();
+            let selector = self
+                .config_map_selector
+                .as_deref()
+                .map(|s| embedded_apiserver::selectors::Selector::parse(Some(s), None).ok());
+            move |cm: &PartialObjectMeta<ConfigMap>| {
+                let named = read.lock().ok().is_none_or(|read| {
+                    read.as_ref().is_none_or(|read| {
+                        read.contains(cm.metadata.name.as_deref().unwrap_or_default())
+                    })
+                });
+                // An unparsable selector fails the pass's list: every change is worth a look.
+                named
+                    || selector.as_ref().is_some_and(|s| {
+                        s.as_ref().is_none_or(|s| {
+                            s.matches(&json!({"metadata": {"labels": cm.metadata.labels}}))
+                        })
+                    })
+            }
+        };
         let w = wake.clone();
-        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        let configmaps: Api<PartialObjectMeta<ConfigMap>> =
+            Api::namespaced(self.client.clone(), &self.namespace);
         watchers.push(tokio::spawn(async move {
             let stream = watcher(configmaps, watcher::Config::default()).default_backoff();
             let mut stream = std::pin::pin!(stream);
-            while stream.next().await.is_some() {
-                w.notify_one();
+            while let Some(event) = stream.next().await {
+                let wakes = match &event {
+                    Ok(watcher::Event::Apply(cm) | watcher::Event::Delete(cm)) => holds_plugins(cm),
+                    // (re)listed: whatever changed while the watch was down
+                    Ok(watcher::Event::InitDone) => true,
+                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) | Err(_) => false,
+                };
+                if wakes {
+                    w.notify_one();
+                }
             }
         }));
         loop {
-            self.sync_all(&catalog).await;
+            let configmaps_read = self.sync_all(&catalog).await;
+            if let Ok(mut read) = read.lock() {
+                // (a pass cut short keeps the last complete pass' names)
+                if configmaps_read.is_some() {
+                    *read = configmaps_read;
+                }
+            }
             tokio::select! {
                 _ = &mut stop => break,
                 _ = wake.notified() => {}

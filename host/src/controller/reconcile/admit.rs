@@ -146,26 +146,28 @@ async fn read_target(
     let Some(target_name) = &route.target_name else {
         return Ok((TargetRef::default(), true));
     };
-    Ok(match deployer.lookups.targets.get(namespace, target_name).await? {
-        // A cluster that does not serve Targets has none: the job fails with NoTargetFound.
-        Lookup::Missing | Lookup::KindNotServed => (
-            TargetRef {
-                object: None,
-                missing: true,
-            },
-            true,
-        ),
-        Lookup::Found(t) => {
-            let responsible = targetselector::matches_any(&deployer.target_selectors, &t)?;
-            (
+    Ok(
+        match deployer.lookups.targets.get(namespace, target_name).await? {
+            // A cluster that does not serve Targets has none: the job fails with NoTargetFound.
+            Lookup::Missing | Lookup::KindNotServed => (
                 TargetRef {
-                    object: Some(t),
-                    missing: false,
+                    object: None,
+                    missing: true,
                 },
-                responsible,
-            )
-        }
-    })
+                true,
+            ),
+            Lookup::Found(t) => {
+                let responsible = targetselector::matches_any(&deployer.target_selectors, &t)?;
+                (
+                    TargetRef {
+                        object: Some(t),
+                        missing: false,
+                    },
+                    responsible,
+                )
+            }
+        },
+    )
 }
 
 /// The full item (the one read for check 1 if there was one). `None`: it is gone.

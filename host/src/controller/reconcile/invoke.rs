@@ -258,7 +258,13 @@ impl ItemCtx {
                 why,
             ))
         };
-        let mut context = match self.deployer.lookups.contexts.get(&self.namespace, name).await? {
+        let mut context = match self
+            .deployer
+            .lookups
+            .contexts
+            .get(&self.namespace, name)
+            .await?
+        {
             Lookup::Found(context) => context,
             Lookup::Missing => {
                 return Err(missing(format!(
