@@ -424,9 +424,10 @@ spec:
 async fn given_an_export_over_the_secret_size_limit_then_the_item_says_so_and_times_out() {
     let h = Harness::start().await;
     let big = "x".repeat(1_100_000);
+    // (long enough that a loaded machine reaches the export write before the timeout)
     h.create_item(
         &mock("big-export")
-            .replace("spec:\n", "spec:\n  timeout: 2s\n")
+            .replace("spec:\n", "spec:\n  timeout: 6s\n")
             .replace(
                 "phase: Succeeded\n",
                 &format!("phase: Succeeded\n    export: {{blob: {big}}}\n"),
