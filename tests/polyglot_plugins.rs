@@ -240,7 +240,11 @@ fn toolchain_env(lang: &str) -> Option<Vec<(&'static str, PathBuf)>> {
         "go" => {
             let go = tc.join("go-venv/bin/go");
             let tool = target.join("debug/go-componentize");
-            let needed = if go.exists() { tool.clone() } else { go.clone() };
+            let needed = if go.exists() {
+                tool.clone()
+            } else {
+                go.clone()
+            };
             (
                 needed,
                 vec![

@@ -105,7 +105,10 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
                 include_str!("../../sdk-guest/templates/go/go.mod.tmpl"),
             ),
             ("sdk/go.mod", include_str!("../../sdk-guest/go/go.mod")),
-            ("sdk/plugin.go", include_str!("../../sdk-guest/go/plugin.go")),
+            (
+                "sdk/plugin.go",
+                include_str!("../../sdk-guest/go/plugin.go"),
+            ),
             ("sdk/ctx.go", include_str!("../../sdk-guest/go/ctx.go")),
             (
                 "sdk/invocation.go",
