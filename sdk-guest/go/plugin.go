@@ -251,11 +251,18 @@ func panicError(v any, operation string) *Error {
 	where := ""
 	for _, line := range strings.Split(string(debug.Stack()), "\n") {
 		line = strings.TrimSpace(line)
-		// The first frame of plugin code below the runtime's and this helper's.
-		if strings.HasPrefix(line, "/") && !strings.Contains(line, "/runtime/") && !strings.Contains(line, "wasm-deployer.dev/plugin") && !strings.Contains(line, "sdk-guest/go/") {
-			where = " at " + line
-			break
+		// The first frame of plugin code below the runtime's and this helper's
+		// ("wasm-deployer.dev/examples/echo/main.go:41 +0x1f" with -trimpath).
+		if !strings.Contains(line, ".go:") || strings.HasPrefix(line, "runtime/") ||
+			strings.Contains(line, "/runtime/") || strings.Contains(line, "wasm-deployer.dev/plugin/") ||
+			strings.Contains(line, "wasm-deployer.dev/plugin@") || strings.Contains(line, "sdk-guest/go/") {
+			continue
 		}
+		if i := strings.Index(line, " +0x"); i > 0 {
+			line = line[:i]
+		}
+		where = " at " + line
+		break
 	}
 	e := &Error{
 		Codes:     []string{ErrInternalProblem},
