@@ -288,9 +288,12 @@ fn build_polyglot(only: &[String]) -> Result<()> {
     // resolution as `cargo test --workspace`, so nothing is compiled twice.
     for (lang, tool) in [("c", "c-componentize"), ("go", "go-componentize")] {
         if only.is_empty() || only.iter().any(|l| l == lang) {
-            run(Command::new(cargo())
-                .current_dir(&root)
-                .args(["build", "--workspace", "--bin", tool]))?;
+            run(Command::new(cargo()).current_dir(&root).args([
+                "build",
+                "--workspace",
+                "--bin",
+                tool,
+            ]))?;
         }
     }
     for lang in POLYGLOT {
@@ -461,9 +464,12 @@ fn gofmt_path(tc: &Path) -> PathBuf {
 /// `cargo xtask go-bindgen`: regenerates (or with `check`, checks) sdk-guest/go/internal/wit.
 fn go_bindgen(check: bool) -> Result<()> {
     let root = workspace_root();
-    run(Command::new(cargo())
-        .current_dir(&root)
-        .args(["build", "--workspace", "--bin", "go-componentize"]))?;
+    run(Command::new(cargo()).current_dir(&root).args([
+        "build",
+        "--workspace",
+        "--bin",
+        "go-componentize",
+    ]))?;
     let tc = target_dir()?.join("guest-toolchains");
     let mut cmd = Command::new(target_dir()?.join("debug/go-componentize"));
     cmd.arg("bindgen")

@@ -21,9 +21,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, Result, bail};
 use wit_parser::abi::{AbiVariant, WasmType};
-use wit_parser::{
-    Function, InterfaceId, Resolve, Type, TypeDefKind, TypeId, WorldItem, WorldKey,
-};
+use wit_parser::{Function, InterfaceId, Resolve, Type, TypeDefKind, TypeId, WorldItem, WorldKey};
 
 /// The Go module path of the SDK (`sdk-guest/go/go.mod`).
 pub const MODULE: &str = "wasm-deployer.dev/plugin";
@@ -116,9 +114,7 @@ impl<'a> Gen<'a> {
             Type::String => (8, 4),
             Type::Id(id) => match self.def(id) {
                 TypeDefKind::List(_) => (8, 4),
-                TypeDefKind::Record(r) => {
-                    self.record_layout(r.fields.iter().map(|f| &f.ty))?.1
-                }
+                TypeDefKind::Record(r) => self.record_layout(r.fields.iter().map(|f| &f.ty))?.1,
                 TypeDefKind::Enum(e) => {
                     if e.cases.len() > 256 {
                         bail!("enum with more than 256 cases")
@@ -164,13 +160,9 @@ impl<'a> Gen<'a> {
 
     fn flat(&self, ty: &Type) -> Result<Vec<Flat>> {
         Ok(match self.resolved(ty) {
-            Type::Bool
-            | Type::U8
-            | Type::S8
-            | Type::U16
-            | Type::S16
-            | Type::U32
-            | Type::S32 => vec![Flat::I32],
+            Type::Bool | Type::U8 | Type::S8 | Type::U16 | Type::S16 | Type::U32 | Type::S32 => {
+                vec![Flat::I32]
+            }
             Type::U64 | Type::S64 => vec![Flat::I64],
             Type::String => vec![Flat::I32, Flat::I32],
             Type::Id(id) => match self.def(id) {
@@ -214,7 +206,9 @@ impl<'a> Gen<'a> {
                 TypeDefKind::List(_) => true,
                 TypeDefKind::Record(r) => r.fields.iter().any(|f| self.has_memory(&f.ty)),
                 TypeDefKind::Option(t) => self.has_memory(t),
-                TypeDefKind::Result(r) => [r.ok, r.err].iter().flatten().any(|t| self.has_memory(t)),
+                TypeDefKind::Result(r) => {
+                    [r.ok, r.err].iter().flatten().any(|t| self.has_memory(t))
+                }
                 _ => false,
             },
             _ => false,
@@ -310,12 +304,14 @@ impl<'a> Gen<'a> {
                     let mut body = format!("var {v} {}\n", self.go_type(ty)?);
                     body += &format!("if {q}Ld8({addr}) == 0 {{\n");
                     if let Some(t) = &r.ok {
-                        body += &format!("{v}.Ok = {}\n", self.load(t, &format!("({addr})+{off}"))?);
+                        body +=
+                            &format!("{v}.Ok = {}\n", self.load(t, &format!("({addr})+{off}"))?);
                     }
                     body += "} else {\n";
                     body += &format!("{v}.IsErr = true\n");
                     if let Some(t) = &r.err {
-                        body += &format!("{v}.Err = {}\n", self.load(t, &format!("({addr})+{off}"))?);
+                        body +=
+                            &format!("{v}.Err = {}\n", self.load(t, &format!("({addr})+{off}"))?);
                     }
                     body += "}\n";
                     format!("func() {} {{\n{body}return {v}\n}}()", self.go_type(ty)?)
@@ -331,7 +327,9 @@ impl<'a> Gen<'a> {
     fn store(&mut self, ty: &Type, addr: &str, val: &str, c: &str) -> Result<String> {
         let q = self.q;
         Ok(match ty {
-            Type::Bool => format!("if {val} {{\n{q}St8({addr}, 1)\n}} else {{\n{q}St8({addr}, 0)\n}}\n"),
+            Type::Bool => {
+                format!("if {val} {{\n{q}St8({addr}, 1)\n}} else {{\n{q}St8({addr}, 0)\n}}\n")
+            }
             Type::U8 | Type::S8 => format!("{q}St8({addr}, uint8({val}))\n"),
             Type::U16 | Type::S16 => format!("{q}St16({addr}, uint16({val}))\n"),
             Type::U32 | Type::S32 => format!("{q}St32({addr}, uint32({val}))\n"),
@@ -352,13 +350,12 @@ impl<'a> Gen<'a> {
                 TypeDefKind::List(t) => {
                     let (p, n) = (self.fresh("p"), self.fresh("n"));
                     let lower = self.lower_list(t, val, c)?;
-                    format!(
-                        "{p}, {n} := {lower}\n{q}St32({addr}, {p})\n{q}St32(({addr})+4, {n})\n"
-                    )
+                    format!("{p}, {n} := {lower}\n{q}St32({addr}, {p})\n{q}St32(({addr})+4, {n})\n")
                 }
                 TypeDefKind::Option(t) => {
                     let (off, _) = self.variant_layout(&[None, Some(*t)])?;
-                    let payload = self.store(t, &format!("({addr})+{off}"), &format!("(*{val})"), c)?;
+                    let payload =
+                        self.store(t, &format!("({addr})+{off}"), &format!("(*{val})"), c)?;
                     format!(
                         "if {val} == nil {{\n{q}St8({addr}, 0)\n}} else {{\n{q}St8({addr}, 1)\n{payload}}}\n"
                     )
@@ -366,11 +363,15 @@ impl<'a> Gen<'a> {
                 TypeDefKind::Result(r) => {
                     let (off, _) = self.variant_layout(&[r.ok, r.err])?;
                     let ok = match &r.ok {
-                        Some(t) => self.store(t, &format!("({addr})+{off}"), &format!("{val}.Ok"), c)?,
+                        Some(t) => {
+                            self.store(t, &format!("({addr})+{off}"), &format!("{val}.Ok"), c)?
+                        }
                         None => String::new(),
                     };
                     let err = match &r.err {
-                        Some(t) => self.store(t, &format!("({addr})+{off}"), &format!("{val}.Err"), c)?,
+                        Some(t) => {
+                            self.store(t, &format!("({addr})+{off}"), &format!("{val}.Err"), c)?
+                        }
                         None => String::new(),
                     };
                     format!(
@@ -398,16 +399,32 @@ impl<'a> Gen<'a> {
 
     /// Go statements assigning the flat lowering of `val` to the variables `slots` (declared by
     /// the caller with the slots' Go types, zero-initialised).
-    fn lower_flat(&mut self, ty: &Type, val: &str, c: &str, slots: &[(String, Flat)]) -> Result<String> {
-        let set = |slot: &(String, Flat), expr: &str| format!("{} = {}({expr})\n", slot.0, slot.1.go());
+    fn lower_flat(
+        &mut self,
+        ty: &Type,
+        val: &str,
+        c: &str,
+        slots: &[(String, Flat)],
+    ) -> Result<String> {
+        let set =
+            |slot: &(String, Flat), expr: &str| format!("{} = {}({expr})\n", slot.0, slot.1.go());
         Ok(match ty {
             Type::Bool => format!("if {val} {{\n{} = 1\n}}\n", slots[0].0),
-            Type::U8 | Type::S8 | Type::U16 | Type::S16 | Type::U32 | Type::S32 | Type::U64 | Type::S64 => {
-                set(&slots[0], val)
-            }
+            Type::U8
+            | Type::S8
+            | Type::U16
+            | Type::S16
+            | Type::U32
+            | Type::S32
+            | Type::U64
+            | Type::S64 => set(&slots[0], val),
             Type::String => {
                 let (p, n) = (self.fresh("p"), self.fresh("n"));
-                format!("{p}, {n} := {c}.Str({val})\n{}{}", set(&slots[0], &p), set(&slots[1], &n))
+                format!(
+                    "{p}, {n} := {c}.Str({val})\n{}{}",
+                    set(&slots[0], &p),
+                    set(&slots[1], &n)
+                )
             }
             Type::Id(id) => match self.def(*id) {
                 TypeDefKind::Type(t) => self.lower_flat(t, val, c, slots)?,
@@ -415,14 +432,23 @@ impl<'a> Gen<'a> {
                 TypeDefKind::List(t) => {
                     let (p, n) = (self.fresh("p"), self.fresh("n"));
                     let lower = self.lower_list(t, val, c)?;
-                    format!("{p}, {n} := {lower}\n{}{}", set(&slots[0], &p), set(&slots[1], &n))
+                    format!(
+                        "{p}, {n} := {lower}\n{}{}",
+                        set(&slots[0], &p),
+                        set(&slots[1], &n)
+                    )
                 }
                 TypeDefKind::Record(r) => {
                     let mut out = String::new();
                     let mut at = 0;
                     for f in &r.fields {
                         let k = self.flat(&f.ty)?.len();
-                        out += &self.lower_flat(&f.ty, &format!("{val}.{}", camel(&f.name)), c, &slots[at..at + k])?;
+                        out += &self.lower_flat(
+                            &f.ty,
+                            &format!("{val}.{}", camel(&f.name)),
+                            c,
+                            &slots[at..at + k],
+                        )?;
                         at += k;
                     }
                     out
@@ -440,7 +466,10 @@ impl<'a> Gen<'a> {
                         Some(t) => self.lower_flat(t, &format!("{val}.Err"), c, &slots[1..])?,
                         None => String::new(),
                     };
-                    format!("if {val}.IsErr {{\n{} = 1\n{err}}} else {{\n{ok}}}\n", slots[0].0)
+                    format!(
+                        "if {val}.IsErr {{\n{} = 1\n{err}}} else {{\n{ok}}}\n",
+                        slots[0].0
+                    )
                 }
                 other => bail!("unsupported WIT type {}", other.as_str()),
             },
@@ -506,7 +535,8 @@ impl<'a> Gen<'a> {
                 }
                 TypeDefKind::Result(r) => {
                     let v = self.fresh("r");
-                    let mut body = format!("var {v} {}\nif {} == 0 {{\n", self.go_type(ty)?, slots[0].0);
+                    let mut body =
+                        format!("var {v} {}\nif {} == 0 {{\n", self.go_type(ty)?, slots[0].0);
                     if let Some(t) = &r.ok {
                         body += &format!("{v}.Ok = {}\n", self.lift_flat(t, &slots[1..])?);
                     }
@@ -531,7 +561,11 @@ impl<'a> Gen<'a> {
         let mut out = String::new();
         let doc = |d: &Option<String>, indent: &str| {
             d.as_deref()
-                .map(|d| d.lines().map(|l| format!("{indent}// {l}\n").replace("// \n", "//\n")).collect::<String>())
+                .map(|d| {
+                    d.lines()
+                        .map(|l| format!("{indent}// {l}\n").replace("// \n", "//\n"))
+                        .collect::<String>()
+                })
                 .unwrap_or_default()
         };
         match &def.kind {
@@ -544,18 +578,37 @@ impl<'a> Gen<'a> {
                     writeln!(out, "\t{} {}", camel(&f.name), self.go_type(&f.ty)?)?;
                 }
                 out += "}\n\n";
-                let (offsets, (size, align)) = self.record_layout(r.fields.iter().map(|f| &f.ty))?;
-                writeln!(out, "// Size and alignment of {name} in linear memory.\nconst (\n\tSize{name} = {size}\n\tAlign{name} = {align}\n)\n")?;
+                let (offsets, (size, align)) =
+                    self.record_layout(r.fields.iter().map(|f| &f.ty))?;
+                writeln!(
+                    out,
+                    "// Size and alignment of {name} in linear memory.\nconst (\n\tSize{name} = {size}\n\tAlign{name} = {align}\n)\n"
+                )?;
                 let mut body = String::new();
                 for (f, off) in r.fields.iter().zip(&offsets) {
-                    body += &format!("{}: {},\n", camel(&f.name), self.load(&f.ty, &format!("p+{off}"))?);
+                    body += &format!(
+                        "{}: {},\n",
+                        camel(&f.name),
+                        self.load(&f.ty, &format!("p+{off}"))?
+                    );
                 }
-                writeln!(out, "// Load{name} reads a {name} at p.\nfunc Load{name}(p uint32) {name} {{\nreturn {name}{{\n{body}}}\n}}\n")?;
+                writeln!(
+                    out,
+                    "// Load{name} reads a {name} at p.\nfunc Load{name}(p uint32) {name} {{\nreturn {name}{{\n{body}}}\n}}\n"
+                )?;
                 let mut body = String::new();
                 for (f, off) in r.fields.iter().zip(&offsets) {
-                    body += &self.store(&f.ty, &format!("p+{off}"), &format!("v.{}", camel(&f.name)), "c")?;
+                    body += &self.store(
+                        &f.ty,
+                        &format!("p+{off}"),
+                        &format!("v.{}", camel(&f.name)),
+                        "c",
+                    )?;
                 }
-                writeln!(out, "// Store{name} writes v at p; c keeps its strings and lists alive.\nfunc Store{name}(c *Call, p uint32, v {name}) {{\n{body}}}\n")?;
+                writeln!(
+                    out,
+                    "// Store{name} writes v at p; c keeps its strings and lists alive.\nfunc Store{name}(c *Call, p uint32, v {name}) {{\n{body}}}\n"
+                )?;
             }
             TypeDefKind::Enum(e) => {
                 out += &doc(&def.docs.contents, "");
@@ -570,13 +623,22 @@ impl<'a> Gen<'a> {
                     }
                 }
                 out += ")\n\n";
-                writeln!(out, "// String is the WIT name of the case.\nfunc (v {name}) String() string {{\nswitch v {{")?;
+                writeln!(
+                    out,
+                    "// String is the WIT name of the case.\nfunc (v {name}) String() string {{\nswitch v {{"
+                )?;
                 for c in &e.cases {
                     writeln!(out, "case {name}{}:\nreturn \"{}\"", camel(&c.name), c.name)?;
                 }
                 writeln!(out, "}}\nreturn \"{wit_name}(?)\"\n}}\n")?;
-                writeln!(out, "// Load{name} reads a {name} at p.\nfunc Load{name}(p uint32) {name} {{\nreturn {name}(Ld8(p))\n}}\n")?;
-                writeln!(out, "// Store{name} writes v at p.\nfunc Store{name}(_ *Call, p uint32, v {name}) {{\nSt8(p, uint8(v))\n}}\n")?;
+                writeln!(
+                    out,
+                    "// Load{name} reads a {name} at p.\nfunc Load{name}(p uint32) {name} {{\nreturn {name}(Ld8(p))\n}}\n"
+                )?;
+                writeln!(
+                    out,
+                    "// Store{name} writes v at p.\nfunc Store{name}(_ *Call, p uint32, v {name}) {{\nSt8(p, uint8(v))\n}}\n"
+                )?;
             }
             _ => {}
         }
@@ -584,7 +646,11 @@ impl<'a> Gen<'a> {
     }
 
     /// Compares our flattening of `func` with wit-parser's.
-    fn check_signature(&self, func: &Function, import: bool) -> Result<(Vec<Flat>, bool, Vec<Flat>)> {
+    fn check_signature(
+        &self,
+        func: &Function,
+        import: bool,
+    ) -> Result<(Vec<Flat>, bool, Vec<Flat>)> {
         let mut params = Vec::new();
         for p in &func.params {
             params.extend(self.flat(&p.ty)?);
@@ -595,7 +661,11 @@ impl<'a> Gen<'a> {
         };
         let indirect_params = params.len() > 16;
         let sig = self.resolve.wasm_signature(
-            if import { AbiVariant::GuestImport } else { AbiVariant::GuestExport },
+            if import {
+                AbiVariant::GuestImport
+            } else {
+                AbiVariant::GuestExport
+            },
             func,
         );
         let conv = |w: &WasmType| match w {
@@ -605,7 +675,11 @@ impl<'a> Gen<'a> {
         };
         let theirs_params: Vec<Flat> = sig.params.iter().map(conv).collect::<Result<_>>()?;
         let theirs_results: Vec<Flat> = sig.results.iter().map(conv).collect::<Result<_>>()?;
-        let mut ours_params = if indirect_params { vec![Flat::I32] } else { params.clone() };
+        let mut ours_params = if indirect_params {
+            vec![Flat::I32]
+        } else {
+            params.clone()
+        };
         let ours_results = if results.len() > 1 {
             if import {
                 ours_params.push(Flat::I32);
@@ -616,7 +690,10 @@ impl<'a> Gen<'a> {
         } else {
             results.clone()
         };
-        if ours_params != theirs_params || ours_results != theirs_results || indirect_params != sig.indirect_params {
+        if ours_params != theirs_params
+            || ours_results != theirs_results
+            || indirect_params != sig.indirect_params
+        {
             bail!(
                 "{}: flattening differs from wit-parser's ({ours_params:?} -> {ours_results:?} vs {theirs_params:?} -> {theirs_results:?})",
                 func.name
@@ -643,8 +720,17 @@ impl<'a> Gen<'a> {
         if retptr {
             core_params.push("ret uint32".into());
         }
-        let core_result = if results.len() == 1 { format!(" {}", results[0].go()) } else { String::new() };
-        writeln!(out, "//go:wasmimport {iface_name} {}\nfunc {raw}({}){core_result}\n", func.name, core_params.join(", "))?;
+        let core_result = if results.len() == 1 {
+            format!(" {}", results[0].go())
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "//go:wasmimport {iface_name} {}\nfunc {raw}({}){core_result}\n",
+            func.name,
+            core_params.join(", ")
+        )?;
         // The Go wrapper.
         let mut go_params = Vec::new();
         for p in &func.params {
@@ -655,7 +741,12 @@ impl<'a> Gen<'a> {
             None => String::new(),
         };
         out += &self.docs(&func.docs.contents);
-        writeln!(out, "//\n// WIT: `{iface_name}#{}`.\nfunc {go_name}({}){go_result} {{", func.name, go_params.join(", "))?;
+        writeln!(
+            out,
+            "//\n// WIT: `{iface_name}#{}`.\nfunc {go_name}({}){go_result} {{",
+            func.name,
+            go_params.join(", ")
+        )?;
         let mut body = String::from("c := new(Call)\n");
         let mut args = Vec::new();
         if indirect {
@@ -666,7 +757,11 @@ impl<'a> Gen<'a> {
             }
             args.push("args".to_string());
         } else if !params.is_empty() {
-            let slots: Vec<(String, Flat)> = params.iter().enumerate().map(|(i, f)| (format!("f{i}"), *f)).collect();
+            let slots: Vec<(String, Flat)> = params
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (format!("f{i}"), *f))
+                .collect();
             for (name, f) in &slots {
                 body += &format!("var {name} {}\n", f.go());
             }
@@ -695,7 +790,10 @@ impl<'a> Gen<'a> {
             }
             (Some(t), false) => {
                 body += &format!("raw := {raw}({})\n", args.join(", "));
-                body += &format!("r := {}\n", self.lift_flat(t, &[("raw".into(), results[0])])?);
+                body += &format!(
+                    "r := {}\n",
+                    self.lift_flat(t, &[("raw".into(), results[0])])?
+                );
             }
             (None, _) => body += &format!("{raw}({})\n", args.join(", ")),
         }
@@ -723,7 +821,12 @@ impl<'a> Gen<'a> {
             Some(t) => format!(" {}", self.go_type(t)?),
             None => String::new(),
         };
-        let method = format!("{}\t// WIT: `{iface_name}#{}`.\n\t{go_name}({}){go_result}\n", self.docs(&func.docs.contents).replace("//", "\t//"), func.name, go_params.join(", "));
+        let method = format!(
+            "{}\t// WIT: `{iface_name}#{}`.\n\t{go_name}({}){go_result}\n",
+            self.docs(&func.docs.contents).replace("//", "\t//"),
+            func.name,
+            go_params.join(", ")
+        );
         let q = self.q;
         let mut out = String::new();
         let mut core_params = Vec::new();
@@ -740,26 +843,44 @@ impl<'a> Gen<'a> {
             _ => " uint32".into(),
         };
         let export_name = format!("{iface_name}#{}", func.name);
-        writeln!(out, "//go:wasmexport {export_name}\nfunc export{go_name}({}){core_result} {{", core_params.join(", "))?;
+        writeln!(
+            out,
+            "//go:wasmexport {export_name}\nfunc export{go_name}({}){core_result} {{",
+            core_params.join(", ")
+        )?;
         let mut body = format!("{q}BeginExport()\n");
         if indirect {
             let (offsets, _) = self.record_layout(func.params.iter().map(|p| &p.ty))?;
             for (p, off) in func.params.iter().zip(offsets) {
-                body += &format!("{} := {}\n", go_param(&p.name), self.load(&p.ty, &format!("args+{off}"))?);
+                body += &format!(
+                    "{} := {}\n",
+                    go_param(&p.name),
+                    self.load(&p.ty, &format!("args+{off}"))?
+                );
             }
         } else {
-            let slots: Vec<(String, Flat)> = params.iter().enumerate().map(|(i, f)| (format!("f{i}"), *f)).collect();
+            let slots: Vec<(String, Flat)> = params
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (format!("f{i}"), *f))
+                .collect();
             let mut at = 0;
             for p in &func.params {
                 let k = self.flat(&p.ty)?.len();
-                body += &format!("{} := {}\n", go_param(&p.name), self.lift_flat(&p.ty, &slots[at..at + k])?);
+                body += &format!(
+                    "{} := {}\n",
+                    go_param(&p.name),
+                    self.lift_flat(&p.ty, &slots[at..at + k])?
+                );
                 at += k;
             }
         }
         body += &format!("{q}ArgsLifted()\n");
         let call_args: Vec<String> = func.params.iter().map(|p| go_param(&p.name)).collect();
         match (&func.result, results.len()) {
-            (None, _) => body += &format!("Impl.{go_name}({})\n{q}EndExport()\n", call_args.join(", ")),
+            (None, _) => {
+                body += &format!("Impl.{go_name}({})\n{q}EndExport()\n", call_args.join(", "))
+            }
             (Some(t), 1) => {
                 body += &format!("r := Impl.{go_name}({})\n", call_args.join(", "));
                 let c = "c";
@@ -779,14 +900,32 @@ impl<'a> Gen<'a> {
         out += &body;
         out += "}\n\n";
         if !core_result.is_empty() {
-            writeln!(out, "//go:wasmexport cabi_post_{export_name}\nfunc post{go_name}({}) {{\n{q}PostReturn()\n}}\n", if results.len() == 1 { format!("_ {}", results[0].go()) } else { "_ uint32".into() })?;
+            writeln!(
+                out,
+                "//go:wasmexport cabi_post_{export_name}\nfunc post{go_name}({}) {{\n{q}PostReturn()\n}}\n",
+                if results.len() == 1 {
+                    format!("_ {}", results[0].go())
+                } else {
+                    "_ uint32".into()
+                }
+            )?;
         }
         Ok((method, out))
     }
 
     fn docs(&self, d: &Option<String>) -> String {
         d.as_deref()
-            .map(|d| d.lines().map(|l| if l.trim().is_empty() { "//\n".to_string() } else { format!("// {l}\n") }).collect())
+            .map(|d| {
+                d.lines()
+                    .map(|l| {
+                        if l.trim().is_empty() {
+                            "//\n".to_string()
+                        } else {
+                            format!("// {l}\n")
+                        }
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -795,7 +934,40 @@ impl<'a> Gen<'a> {
 fn go_param(name: &str) -> String {
     let c = camel(name);
     let mut s = c[..1].to_ascii_lowercase() + &c[1..];
-    if matches!(s.as_str(), "type" | "func" | "range" | "map" | "chan" | "go" | "select" | "default" | "package" | "import" | "var" | "const" | "interface" | "struct" | "switch" | "case" | "break" | "continue" | "return" | "for" | "if" | "else" | "goto" | "defer" | "fallthrough" | "c" | "r" | "ret" | "args" | "mark" | "raw") {
+    if matches!(
+        s.as_str(),
+        "type"
+            | "func"
+            | "range"
+            | "map"
+            | "chan"
+            | "go"
+            | "select"
+            | "default"
+            | "package"
+            | "import"
+            | "var"
+            | "const"
+            | "interface"
+            | "struct"
+            | "switch"
+            | "case"
+            | "break"
+            | "continue"
+            | "return"
+            | "for"
+            | "if"
+            | "else"
+            | "goto"
+            | "defer"
+            | "fallthrough"
+            | "c"
+            | "r"
+            | "ret"
+            | "args"
+            | "mark"
+            | "raw"
+    ) {
         s.push('_');
     }
     s
@@ -813,7 +985,9 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
     let mut exports: BTreeSet<InterfaceId> = BTreeSet::new();
     for (_, world) in &resolve.worlds {
         for (key, item) in &world.imports {
-            if let (WorldKey::Interface(_) | WorldKey::Name(_), WorldItem::Interface { id, .. }) = (key, item) {
+            if let (WorldKey::Interface(_) | WorldKey::Name(_), WorldItem::Interface { id, .. }) =
+                (key, item)
+            {
                 imports.insert(*id);
             }
         }
@@ -830,7 +1004,11 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
             type_ifaces.insert(id);
         }
     }
-    let mut g = Gen { resolve: &resolve, n: 0, q: "" };
+    let mut g = Gen {
+        resolve: &resolve,
+        n: 0,
+        q: "",
+    };
     let mut files = Files::new();
 
     // Package wit: types and imports.
@@ -856,7 +1034,9 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
         let iname = resolve.id_of(*iface).context("unnamed interface")?;
         let iface_go = camel(i.name.as_deref().unwrap_or_default());
         for func in i.functions.values() {
-            out += &g.import_func(&iname, &iface_go, func).with_context(|| format!("import {iname}#{}", func.name))?;
+            out += &g
+                .import_func(&iname, &iface_go, func)
+                .with_context(|| format!("import {iname}#{}", func.name))?;
         }
     }
     files.insert("internal/wit/bindings.go".into(), out);
@@ -867,11 +1047,17 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
         let iname = resolve.id_of(*iface).context("unnamed interface")?;
         let short = i.name.as_deref().unwrap_or_default().replace('-', "");
         let pkg_name = format!("export{short}");
-        let mut g = Gen { resolve: &resolve, n: 0, q: "wit." };
+        let mut g = Gen {
+            resolve: &resolve,
+            n: 0,
+            q: "wit.",
+        };
         let mut methods = String::new();
         let mut funcs = String::new();
         for func in i.functions.values() {
-            let (m, f) = g.export_func(&iname, func).with_context(|| format!("export {iname}#{}", func.name))?;
+            let (m, f) = g
+                .export_func(&iname, func)
+                .with_context(|| format!("export {iname}#{}", func.name))?;
             methods += &m;
             funcs += &f;
         }
@@ -893,7 +1079,11 @@ pub fn gofmt(files: &mut Files, gofmt: &std::path::Path) -> Result<()> {
             .spawn()
             .with_context(|| format!("running {}", gofmt.display()))?;
         use std::io::Write;
-        child.stdin.take().expect("stdin").write_all(text.as_bytes())?;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())?;
         let out = child.wait_with_output()?;
         if !out.status.success() {
             bail!("gofmt failed on {name}");
