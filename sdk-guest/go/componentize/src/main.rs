@@ -202,7 +202,7 @@ mod tests {
         let files = glue::generate(&dir).unwrap();
         let text = normalized(&files["internal/wit/bindings.go"]);
         // abort(1) requeue(1) pad option<u64>(16 at 8) -> note at 24, size 32.
-        assert!(text.contains("NoteString"), "{text}");
+        assert!(text.contains("Notestring"), "{text}");
         assert!(text.contains("Note:LiftString(Ld32(p+24),Ld32((p+24)+4)),"));
         assert!(text.contains("SizeHookResult=32"));
         std::fs::remove_dir_all(&dir).unwrap();
