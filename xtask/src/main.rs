@@ -1,12 +1,13 @@
 //! `cargo xtask` — repository automation (install-free: it only calls `cargo`).
 //!
 //! Owns: `cargo xtask dev` (the README's run command), `cargo xtask test` (the README's test
-//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), `cargo xtask image` (the container image), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
+//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), `cargo xtask image` (the container image), `cargo xtask build-polyglot` (the example plugins in Python, JavaScript, C and Go), `cargo xtask go-bindgen` (the Go SDK's canonical-ABI glue from `wit/`, or `--check` it), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
 //! `wasm32-wasip2` with `--profile plugin` and copies the components to
 //! `<target-dir>/plugins/<name>.wasm` (test-only plugins, marked with
 //! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`;
 //! `dir = "…"` names another directory).
-//! Must not touch: sources, the host build, or anything outside the target directory.
+//! Must not touch: sources (except `go-bindgen`, which rewrites the generated
+//! `sdk-guest/go/internal/wit/`), the host build, or anything outside the target directory.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
