@@ -1,5 +1,11 @@
 //! Contract stories with the mock deployer plugin (Landscaper contract sections 3 and 8, cases
 //! of 12.1 and 12.2), run against the embedded API server with the simulated Landscaper.
+//!
+//! Every story runs twice: against the Rust mock (`plugins/mock`) and against its Go port
+//! (`plugins/go/mock`, built by `cargo xtask build-polyglot go` into
+//! `target/polyglot-plugins/go/go-mock.wasm`). Locally the Go runs are skipped when it was not
+//! built; under `CI=true` a missing build is a failure. On the real API server only the Rust
+//! mock's stories run.
 
 mod support;
 
@@ -14,6 +20,36 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Harness, Options};
 
+/// A harness whose `landscaper.gardener.cloud/mock` plugin is the one in `lang` (`rust`: the
+/// host's own plugins directory; `go`: the Go plugins), or `None` (skip) when the Go plugins
+/// were not built outside CI.
+async fn start(lang: &str, mut options: Options) -> Option<Harness> {
+    if lang == "go" {
+        if support::backend() == support::Backend::Real {
+            // The backend's side is covered by the Rust mock's run there; the Go port is about
+            // the plugin, and CI's time is better spent elsewhere.
+            eprintln!("SKIP on the real API server: the Go mock runs on the embedded one");
+            return None;
+        }
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/polyglot-plugins/go");
+        if !dir.join("go-mock.wasm").is_file() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no Go mock in {} (CI=true): `cargo xtask build-polyglot go` builds it",
+                dir.display()
+            );
+            eprintln!(
+                "skipped: no Go mock in {} (run `cargo xtask build-polyglot go`)",
+                dir.display()
+            );
+            return None;
+        }
+        options.config.plugins.dir = Some(dir);
+    }
+    Some(Harness::start_with(options).await)
+}
+
 /// The mock item of the support module, plus a providerStatus and an export.
 fn mock_item(name: &str) -> String {
     support::mock_item(name)
@@ -26,9 +62,12 @@ fn mock_item(name: &str) -> String {
 "
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_with_exports() {
-    let h = Harness::start().await;
+async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_with_exports(
+    lang: &str,
+) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(&mock_item("exports")).await;
 
     let item = h.wait_finished("default", "exports").await;
@@ -90,9 +129,10 @@ async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_wit
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_succeeded_item_when_it_is_deleted_then_it_and_its_export_disappear() {
-    let h = Harness::start().await;
+async fn given_a_succeeded_item_when_it_is_deleted_then_it_and_its_export_disappear(lang: &str) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(&mock_item("to-delete")).await;
     let item = h.wait_finished("default", "to-delete").await;
     let export = item.status().export_ref.unwrap().name;
@@ -110,9 +150,10 @@ async fn given_a_succeeded_item_when_it_is_deleted_then_it_and_its_export_disapp
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_delete_without_uninstall_when_deleted_then_only_the_finalizer_goes() {
-    let h = Harness::start().await;
+async fn given_delete_without_uninstall_when_deleted_then_only_the_finalizer_goes(lang: &str) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(&mock_item("keep")).await;
     h.wait_finished("default", "keep").await;
     let patch = json!({"metadata": {"annotations": {"landscaper.gardener.cloud/delete-without-uninstall": "true"}}});
@@ -135,9 +176,12 @@ async fn given_delete_without_uninstall_when_deleted_then_only_the_finalizer_goe
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_spec_change_when_landscaper_issues_a_new_job_then_the_new_config_is_applied() {
-    let h = Harness::start().await;
+async fn given_a_spec_change_when_landscaper_issues_a_new_job_then_the_new_config_is_applied(
+    lang: &str,
+) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(&mock_item("changed")).await;
     let first = h.wait_finished("default", "changed").await;
 
@@ -162,9 +206,10 @@ async fn given_a_spec_change_when_landscaper_issues_a_new_job_then_the_new_confi
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_malformed_config_then_the_item_fails_with_a_configuration_problem() {
-    let h = Harness::start().await;
+async fn given_a_malformed_config_then_the_item_fails_with_a_configuration_problem(lang: &str) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(
         r#"
 apiVersion: landscaper.gardener.cloud/v1alpha1
@@ -195,9 +240,10 @@ spec:
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_no_provider_configuration_then_the_item_fails() {
-    let h = Harness::start().await;
+async fn given_no_provider_configuration_then_the_item_fails(lang: &str) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(
         "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\nmetadata: {name: empty, namespace: default}\nspec: {type: landscaper.gardener.cloud/mock}\n",
     )
@@ -209,9 +255,10 @@ async fn given_no_provider_configuration_then_the_item_fails() {
     assert_eq!(err.codes, vec![codes::CONFIGURATION_PROBLEM.to_string()]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_missing_target_then_the_item_fails_with_no_target_found() {
-    let h = Harness::start().await;
+async fn given_a_missing_target_then_the_item_fails_with_no_target_found(lang: &str) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(&mock_item("no-target").replace(
         "spec:\n",
         "spec:\n  target: {name: does-not-exist, namespace: default}\n",
@@ -226,9 +273,10 @@ async fn given_a_missing_target_then_the_item_fails_with_no_target_found() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_missing_context_then_the_job_stays_unfinished_and_is_retried() {
-    let h = Harness::start().await;
+async fn given_a_missing_context_then_the_job_stays_unfinished_and_is_retried(lang: &str) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(&mock_item("no-context").replace("spec:\n", "spec:\n  context: nope\n"))
         .await;
     let item = h
@@ -245,8 +293,7 @@ async fn given_a_missing_context_then_the_job_stays_unfinished_and_is_retried() 
     assert_eq!(s.last_error.unwrap().reason, "GetLandscaperContext");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_items_that_are_not_ours_then_they_are_never_written() {
+async fn given_items_that_are_not_ours_then_they_are_never_written(lang: &str) {
     let mut config = HostConfig {
         requeue_interval: Some("200ms".into()),
         ..HostConfig::default()
@@ -259,11 +306,17 @@ async fn given_items_that_are_not_ours_then_they_are_never_written() {
         }],
         ..Default::default()
     }];
-    let h = Harness::start_with(Options {
-        config,
-        ..Options::default()
-    })
-    .await;
+    let Some(h) = start(
+        lang,
+        Options {
+            config,
+            ..Options::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
     // An item of another type, and a mock item whose Target does not match the selector.
     h.create_item(
         &mock_item("foreign").replace("landscaper.gardener.cloud/mock", "example.com/other"),
@@ -315,13 +368,18 @@ async fn given_items_that_are_not_ours_then_they_are_never_written() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_an_item_without_a_jobid_change_then_the_host_writes_nothing() {
-    let h = Harness::start_with(Options {
-        landscaper: false,
-        ..Options::default()
-    })
-    .await;
+async fn given_an_item_without_a_jobid_change_then_the_host_writes_nothing(lang: &str) {
+    let Some(h) = start(
+        lang,
+        Options {
+            landscaper: false,
+            ..Options::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
     let created = h.create_item(&mock_item("idle")).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let now = h.items("default").get("idle").await.unwrap();
@@ -331,10 +389,12 @@ async fn given_an_item_without_a_jobid_change_then_the_host_writes_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_provider_status_without_api_version_and_kind_then_the_item_fails_with_a_clear_error()
- {
-    let h = Harness::start().await;
+async fn given_a_provider_status_without_api_version_and_kind_then_the_item_fails_with_a_clear_error(
+    lang: &str,
+) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(&mock_item("bad-status").replace(
         "      apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1\n      kind: ProviderStatus\n",
         "",
@@ -351,9 +411,12 @@ async fn given_a_provider_status_without_api_version_and_kind_then_the_item_fail
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_timeout() {
-    let h = Harness::start().await;
+async fn given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_timeout(
+    lang: &str,
+) {
+    let Some(h) = start(lang, Options::default()).await else {
+        return;
+    };
     h.create_item(
         &mock_item("initial")
             .replace("spec:\n", "spec:\n  timeout: 2s\n")
@@ -385,16 +448,22 @@ async fn given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_
 /// Given many items whose jobs are finished (as after a restart of the host), when the host
 /// starts, then it reads them with a paginated list instead of one GET per item, and a new job
 /// on one of them still runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_many_finished_items_when_the_host_starts_then_it_lists_them_instead_of_reading_each()
-{
+async fn given_many_finished_items_when_the_host_starts_then_it_lists_them_instead_of_reading_each(
+    lang: &str,
+) {
     skip_on_real!("counts requests at the embedded API server");
-    let h = Harness::start_with(Options {
-        landscaper: false,
-        controller: false,
-        ..Options::default()
-    })
-    .await;
+    let Some(h) = start(
+        lang,
+        Options {
+            landscaper: false,
+            controller: false,
+            ..Options::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
     let server = h.server.clone().expect("embedded");
     let items = h.items("default");
     // More than one page of the sweep (500), all finished: Landscaper's last job is done.
@@ -459,3 +528,77 @@ async fn given_many_finished_items_when_the_host_starts_then_it_lists_them_inste
     stop.send(true).unwrap();
     let _ = controller.await;
 }
+
+/// The stories above, once per implementation of the mock.
+macro_rules! mock_stories {
+    ($($module:ident: $lang:expr),*) => {$(
+        mod $module {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_with_exports() {
+            super::given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_with_exports($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_a_succeeded_item_when_it_is_deleted_then_it_and_its_export_disappear() {
+            super::given_a_succeeded_item_when_it_is_deleted_then_it_and_its_export_disappear($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_delete_without_uninstall_when_deleted_then_only_the_finalizer_goes() {
+            super::given_delete_without_uninstall_when_deleted_then_only_the_finalizer_goes($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_a_spec_change_when_landscaper_issues_a_new_job_then_the_new_config_is_applied() {
+            super::given_a_spec_change_when_landscaper_issues_a_new_job_then_the_new_config_is_applied($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_a_malformed_config_then_the_item_fails_with_a_configuration_problem() {
+            super::given_a_malformed_config_then_the_item_fails_with_a_configuration_problem($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_no_provider_configuration_then_the_item_fails() {
+            super::given_no_provider_configuration_then_the_item_fails($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_a_missing_target_then_the_item_fails_with_no_target_found() {
+            super::given_a_missing_target_then_the_item_fails_with_no_target_found($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_a_missing_context_then_the_job_stays_unfinished_and_is_retried() {
+            super::given_a_missing_context_then_the_job_stays_unfinished_and_is_retried($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_items_that_are_not_ours_then_they_are_never_written() {
+            super::given_items_that_are_not_ours_then_they_are_never_written($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_an_item_without_a_jobid_change_then_the_host_writes_nothing() {
+            super::given_an_item_without_a_jobid_change_then_the_host_writes_nothing($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_a_provider_status_without_api_version_and_kind_then_the_item_fails_with_a_clear_error() {
+            super::given_a_provider_status_without_api_version_and_kind_then_the_item_fails_with_a_clear_error($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_timeout() {
+            super::given_an_initial_phase_then_the_item_stays_in_it_until_its_progressing_timeout($lang).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn given_many_finished_items_when_the_host_starts_then_it_lists_them_instead_of_reading_each() {
+            super::given_many_finished_items_when_the_host_starts_then_it_lists_them_instead_of_reading_each($lang).await
+        }
+        }
+    )*};
+}
+
+mock_stories!(rust: "rust", go: "go");

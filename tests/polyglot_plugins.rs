@@ -1,4 +1,4 @@
-//! Plugins written in Rust, Python, JavaScript and C, built from source (`plugins/<lang>/build.sh`,
+//! Plugins written in Rust, Python, JavaScript, C and Go, built from source (`plugins/<lang>/build.sh`,
 //! and `plugins/rust-*` by `cargo xtask build-plugins`, into `target/polyglot-plugins/<lang>/`)
 //! and run by the host. Each language has the same two examples, so one set of stories checks all:
 //! `<lang>-echo` (a deployer: applies a ConfigMap through the Kubernetes capability, exports the
@@ -237,6 +237,24 @@ fn toolchain_env(lang: &str) -> Option<Vec<(&'static str, PathBuf)>> {
             let tool = target.join("debug/c-componentize");
             (tool.clone(), vec![("C_COMPONENTIZE", tool)])
         }
+        "go" => {
+            let go = tc.join("go-venv/bin/go");
+            let tool = target.join("debug/go-componentize");
+            let needed = if go.exists() {
+                tool.clone()
+            } else {
+                go.clone()
+            };
+            (
+                needed,
+                vec![
+                    ("GO", go),
+                    ("GO_COMPONENTIZE", tool),
+                    ("GOCACHE", tc.join("go-cache")),
+                    ("GOPATH", tc.join("gopath")),
+                ],
+            )
+        }
         other => panic!("no toolchain for {other}"),
     };
     if needed.exists() {
@@ -333,7 +351,7 @@ macro_rules! stories {
     )*};
 }
 
-stories!(rust, python, js, c);
+stories!(rust, python, js, c, go);
 
 /// Builds a C plugin made by `plugin new`, changed by `edit` (project directory) first.
 fn build_c_variant(

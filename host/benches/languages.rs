@@ -1,5 +1,5 @@
 //! Plugins by language, side by side in one run: the same echo deployer (`plugins/<lang>/echo`,
-//! `plugins/rust-echo`) in Rust, C, JavaScript and Python — component size, cold compile
+//! `plugins/rust-echo`) in Rust, C, Go, JavaScript and Python — component size, cold compile
 //! (Cranelift, no cache), load from the compiled-code cache, a fresh instance (`describe` in a
 //! new store), and one reconcile (fresh instance + get + update of a ConfigMap on an in-memory
 //! cluster, as the host calls it).
@@ -46,7 +46,7 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = workspace().join("target/polyglot-plugins");
     let mut rows = Vec::new();
-    for lang in ["rust", "c", "js", "python"] {
+    for lang in ["rust", "c", "go", "js", "python"] {
         let file = dir.join(lang).join(format!("{lang}-echo.wasm"));
         let Ok(bytes) = std::fs::read(&file) else {
             eprintln!("{lang}: {} missing, left out", file.display());
@@ -78,6 +78,7 @@ fn main() {
                 .load_bytes(&source, &bytes)
                 .await
                 .unwrap();
+            // Go, JavaScript and Python start a language runtime in every instance: fewer calls.
             let calls = if matches!(lang, "rust" | "c") {
                 env_usize("LANG_BENCH_CALLS", 2000)
             } else {

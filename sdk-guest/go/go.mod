@@ -1,0 +1,3 @@
+module wasm-deployer.dev/plugin
+
+go 1.24
