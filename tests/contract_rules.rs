@@ -220,6 +220,13 @@ async fn remove_context_kind(h: &Harness) {
 async fn given_a_cluster_without_the_context_kind_then_the_item_says_so_and_times_out() {
     let h = Harness::start().await;
     remove_context_kind(&h).await;
+    // (the Context cache notices that its watch fails, and reads with GETs from then on)
+    support::until(
+        "the Context cache to stop serving",
+        Duration::from_secs(20),
+        || !h.deployer.lookups.contexts.is_synced(),
+    )
+    .await;
     h.create_item(&mock("no-context-kind").replace("spec:\n", "spec:\n  timeout: 2s\n"))
         .await;
     // First the reason, while the job is open …

@@ -129,6 +129,11 @@ where
     }
 
     fn cached(&self, namespace: &str, name: &str) -> Option<K> {
+        // A failing watch may hold objects that are gone (with their kind): GETs until it
+        // has listed again.
+        if !self.is_synced() {
+            return None;
+        }
         let store = self.store.read().ok()?.clone()?;
         let object = store.get(&ObjectRef::new(name).within(namespace))?;
         Some(K::clone(&object))
@@ -174,6 +179,7 @@ where
                 Ok(_) => {}
                 Err(e) if !failing => {
                     failing = true;
+                    self.synced.store(false, Ordering::Relaxed);
                     tracing::warn!(
                         kind = self.plural,
                         error = %e,
@@ -181,7 +187,10 @@ where
                         self.plural
                     );
                 }
-                Err(e) => tracing::debug!(kind = self.plural, error = %e, "watch still failing"),
+                Err(e) => {
+                    self.synced.store(false, Ordering::Relaxed);
+                    tracing::debug!(kind = self.plural, error = %e, "watch still failing");
+                }
             }
         }
     }
