@@ -219,8 +219,13 @@ async fn remove_context_kind(h: &Harness) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_cluster_without_the_context_kind_then_the_item_says_so_and_times_out() {
     let h = Harness::start().await;
+    // The Context cache is watching when the kind goes away (the case a running host meets) …
+    support::until("the Context cache to list", Duration::from_secs(20), || {
+        h.deployer.lookups.contexts.is_synced()
+    })
+    .await;
     remove_context_kind(&h).await;
-    // (the Context cache notices that its watch fails, and reads with GETs from then on)
+    // … and notices that its watch ended and cannot list again: reads are GETs from then on.
     support::until(
         "the Context cache to stop serving",
         Duration::from_secs(20),

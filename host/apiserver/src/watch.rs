@@ -64,6 +64,23 @@ impl Filter {
         ))
     }
 
+    /// Whether `ev` removes the CRD that defines the watched resource: the real API server
+    /// tears that storage down and ends its watches, so clients list again and learn that the
+    /// kind is gone.
+    fn ends_with(&self, ev: &Event) -> bool {
+        if *ev.res != *crate::registry::CRD_KEY || ev.etype != EventType::Deleted {
+            return false;
+        }
+        let spec = &ev.object["spec"];
+        match (
+            spec["group"].as_str(),
+            spec.pointer("/names/plural").and_then(Value::as_str),
+        ) {
+            (Some(group), Some(plural)) => self.key == format!("{group}/{plural}"),
+            _ => false,
+        }
+    }
+
     fn classify(&self, ev: &Event) -> Option<EventType> {
         if *ev.res != *self.key || self.ns.as_ref().is_some_and(|n| *n != ev.ns) {
             return None;
@@ -279,6 +296,10 @@ async fn pump(
                 while let Some(r) = next.take() {
                     match r {
                         Ok(ev) => {
+                            if filter.ends_with(&ev) {
+                                end = true;
+                                break;
+                            }
                             if ev.rv > progress {
                                 progress = ev.rv;
                                 if let Some(t) = filter.classify(&ev) {

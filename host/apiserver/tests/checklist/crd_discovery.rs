@@ -201,6 +201,36 @@ async fn posting_a_crd_serves_its_resource_and_deleting_it_removes_it() {
 }
 
 #[tokio::test]
+async fn deleting_a_crd_ends_the_watches_of_its_resource_so_clients_relist_and_see_it_gone() {
+    let s = server();
+    s.install_object(widget_crd()).unwrap();
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(s.client());
+    let watching = tokio::spawn({
+        let s = s.clone();
+        async move {
+            watch_lines(
+                &s,
+                "/apis/example.com/v1/namespaces/default/widgets?watch=true&timeoutSeconds=60",
+                None,
+                100,
+                Duration::from_secs(10),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    crds.delete("widgets.example.com", &Default::default())
+        .await
+        .unwrap();
+    let (code, _, ended) = watching.await.unwrap();
+    assert_eq!(code, 200);
+    assert!(
+        ended,
+        "the watch ends with its CRD, long before its timeout"
+    );
+}
+
+#[tokio::test]
 async fn landscaper_crds_install_and_serve_with_status() {
     let s = server();
     for f in [
