@@ -16,14 +16,27 @@ use plugin_runtime::DeployerError;
 use super::error;
 use crate::landscaper::codes;
 
-/// Discovery results per (kubeconfig, apiVersion, kind).
-type DiscoveryCache = HashMap<(String, String, String), (ApiResource, ApiCapabilities)>;
+/// The identity of one cluster: [`cluster_key`] of its kubeconfig, shared, not copied.
+pub(super) type ClusterKey = Arc<str>;
+
+/// What discovery found for one kind on one cluster.
+pub(super) type Discovered = Arc<(ApiResource, ApiCapabilities)>;
+
+/// Discovery results per (cluster, apiVersion, kind).
+type DiscoveryCache = HashMap<(ClusterKey, String, String), Discovered>;
+
+/// Kubeconfig texts seen before, at most this many, with their cluster keys (a Target whose
+/// kubeconfig changes often must not grow the map without bound).
+const KNOWN_TEXTS: usize = 1024;
 
 /// Kubernetes clients per Target kubeconfig, shared by all invocations. Tests and dev mode can
 /// register an in-process client for a kubeconfig.
 #[derive(Clone, Default)]
 pub struct TargetClients {
-    clients: Arc<Mutex<HashMap<String, Client>>>,
+    clients: Arc<Mutex<HashMap<ClusterKey, Client>>>,
+    /// Kubeconfig text → its cluster key: parsing the YAML on every Kubernetes call of a plugin
+    /// was a tenth of the host's CPU for a manifest job.
+    keys: Arc<Mutex<HashMap<String, ClusterKey>>>,
     discovery: Arc<Mutex<DiscoveryCache>>,
 }
 
@@ -41,18 +54,33 @@ pub(super) fn cluster_key(kubeconfig: &str) -> String {
 impl TargetClients {
     /// Uses `client` for every Target whose kubeconfig is `kubeconfig` (as YAML or JSON).
     pub fn register(&self, kubeconfig: &str, client: Client) {
+        let key = self.key_of(kubeconfig);
         self.clients
             .lock()
             .expect("target client cache poisoned")
-            .insert(cluster_key(kubeconfig), client);
+            .insert(key, client);
+    }
+
+    /// [`cluster_key`] of `kubeconfig`, parsed once per distinct text.
+    fn key_of(&self, kubeconfig: &str) -> ClusterKey {
+        if let Some(key) = self.keys.lock().expect("poisoned").get(kubeconfig) {
+            return key.clone();
+        }
+        let key: ClusterKey = cluster_key(kubeconfig).into();
+        let mut keys = self.keys.lock().expect("poisoned");
+        if keys.len() >= KNOWN_TEXTS {
+            keys.clear();
+        }
+        keys.insert(kubeconfig.to_string(), key.clone());
+        key
     }
 
     /// The client for `kubeconfig` and the key of its discovery cache.
     pub(super) async fn client_for(
         &self,
         kubeconfig: &str,
-    ) -> Result<(Client, String), DeployerError> {
-        let key = cluster_key(kubeconfig);
+    ) -> Result<(Client, ClusterKey), DeployerError> {
+        let key = self.key_of(kubeconfig);
         if let Some(c) = self.clients.lock().expect("poisoned").get(&key) {
             return Ok((c.clone(), key));
         }
@@ -73,11 +101,11 @@ impl TargetClients {
 
     pub(super) async fn resource(
         &self,
-        key: &str,
+        key: &ClusterKey,
         client: &Client,
         api_version: &str,
         kind: &str,
-    ) -> Result<(ApiResource, ApiCapabilities), DeployerError> {
+    ) -> Result<Discovered, DeployerError> {
         self.resource_opt(key, client, api_version, kind)
             .await?
             .ok_or_else(|| {
@@ -92,12 +120,12 @@ impl TargetClients {
     /// Discovery with "the cluster does not serve this kind" as `None`.
     pub(super) async fn resource_opt(
         &self,
-        key: &str,
+        key: &ClusterKey,
         client: &Client,
         api_version: &str,
         kind: &str,
-    ) -> Result<Option<(ApiResource, ApiCapabilities)>, DeployerError> {
-        let cache_key = (key.to_string(), api_version.to_string(), kind.to_string());
+    ) -> Result<Option<Discovered>, DeployerError> {
+        let cache_key = (key.clone(), api_version.to_string(), kind.to_string());
         if let Some(hit) = self.discovery.lock().expect("poisoned").get(&cache_key) {
             return Ok(Some(hit.clone()));
         }
@@ -107,7 +135,7 @@ impl TargetClients {
         };
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let found = match kube::discovery::pinned_kind(client, &gvk).await {
-            Ok(found) => found,
+            Ok(found) => Arc::new(found),
             Err(kube::Error::Api(s)) if s.code == 401 || s.code == 403 => {
                 return Err(error(
                     codes::UNAUTHORIZED,
@@ -150,5 +178,30 @@ mod tests {
             cluster_key(&yaml.replace("https://a", "https://b"))
         );
         assert_eq!(cluster_key("not: [valid"), "not: [valid");
+    }
+
+    #[test]
+    fn a_kubeconfig_text_is_parsed_once_and_its_key_shared() {
+        let clients = TargetClients::default();
+        let yaml = "apiVersion: v1\nclusters:\n- name: c\n  cluster: {server: 'https://a'}\n";
+        let first = clients.key_of(yaml);
+        let again = clients.key_of(yaml);
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the second lookup is the first key"
+        );
+        assert_eq!(&*first, cluster_key(yaml));
+        let json =
+            r#"{"clusters":[{"cluster":{"server":"https://a"},"name":"c"}],"apiVersion":"v1"}"#;
+        assert_eq!(clients.key_of(json), first, "the same cluster as JSON");
+    }
+
+    #[test]
+    fn the_known_texts_stay_bounded() {
+        let clients = TargetClients::default();
+        for i in 0..KNOWN_TEXTS + 10 {
+            clients.key_of(&format!("clusters: [{{name: c{i}}}]"));
+        }
+        assert!(clients.keys.lock().unwrap().len() <= KNOWN_TEXTS);
     }
 }

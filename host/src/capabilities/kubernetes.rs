@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::discovery::{ApiResource, Scope};
 use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo};
 
+use super::clusters::ClusterKey;
 use super::{ItemServices, error, internal, kube_error};
 use crate::contract::target::kubeconfig_of;
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, codes};
@@ -18,7 +19,10 @@ use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, codes};
 impl ItemServices {
     /// The client of the item's Target cluster (`None`) or of the secondary Target
     /// `target_name`, and the key of its discovery cache.
-    async fn cluster(&self, target_name: Option<&str>) -> Result<(Client, String), DeployerError> {
+    async fn cluster(
+        &self,
+        target_name: Option<&str>,
+    ) -> Result<(Client, ClusterKey), DeployerError> {
         match target_name {
             None => self.target_client().await,
             Some(name) => {
@@ -28,8 +32,16 @@ impl ItemServices {
         }
     }
 
-    /// The client of the item's Target cluster and the key of its discovery cache.
-    async fn target_client(&self) -> Result<(Client, String), DeployerError> {
+    /// The client of the item's Target cluster and the key of its discovery cache, looked up
+    /// once per invocation (a plugin's calls all go to the same Target).
+    async fn target_client(&self) -> Result<(Client, ClusterKey), DeployerError> {
+        self.primary
+            .get_or_try_init(|| self.resolve_target_client())
+            .await
+            .cloned()
+    }
+
+    async fn resolve_target_client(&self) -> Result<(Client, ClusterKey), DeployerError> {
         let target = self.target.as_ref().ok_or_else(|| {
             error(
                 codes::CONFIGURATION_PROBLEM,
@@ -66,14 +78,15 @@ impl ItemServices {
         namespace: Option<&str>,
     ) -> Result<Api<DynamicObject>, DeployerError> {
         let (client, kubeconfig) = self.cluster(on).await?;
-        let (resource, caps) = self
+        let found = self
             .clients
             .resource(&kubeconfig, &client, api_version, kind)
             .await?;
-        Ok(match (caps.scope, namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, &resource),
-            (Scope::Namespaced, None) => Api::default_namespaced_with(client, &resource),
-            (Scope::Cluster, _) => Api::all_with(client, &resource),
+        let (resource, caps) = &*found;
+        Ok(match (&caps.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, resource),
+            (Scope::Namespaced, None) => Api::default_namespaced_with(client, resource),
+            (Scope::Cluster, _) => Api::all_with(client, resource),
         })
     }
 
@@ -86,15 +99,16 @@ impl ItemServices {
         namespace: Option<&str>,
     ) -> Result<(Api<DynamicObject>, ApiResource), DeployerError> {
         let (client, kubeconfig) = self.cluster(on).await?;
-        let (resource, caps) = self
+        let found = self
             .clients
             .resource(&kubeconfig, &client, api_version, kind)
             .await?;
-        let api = match (caps.scope, namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, &resource),
-            _ => Api::all_with(client, &resource),
+        let (resource, caps) = &*found;
+        let api = match (&caps.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, resource),
+            _ => Api::all_with(client, resource),
         };
-        Ok((api, resource))
+        Ok((api, resource.clone()))
     }
 }
 
@@ -274,11 +288,12 @@ impl ItemServices {
             .clients
             .resource_opt(&kubeconfig, &client, &api_version, kind)
             .await?;
-        Ok(found.map(|(resource, caps)| {
+        Ok(found.map(|found| {
+            let (resource, caps) = &*found;
             serde_json::to_string(&ResourceInfo {
                 api_version,
-                kind: resource.kind,
-                plural: resource.plural,
+                kind: resource.kind.clone(),
+                plural: resource.plural.clone(),
                 namespaced: caps.scope == Scope::Namespaced,
             })
             .unwrap_or_default()

@@ -37,6 +37,8 @@ pub struct ItemServices {
     timeout: ProgressingTimeout,
     target: Option<ResolvedTarget>,
     clients: TargetClients,
+    /// The item's Target cluster, once a call has needed it.
+    primary: tokio::sync::OnceCell<(kube::Client, clusters::ClusterKey)>,
     secondary: Option<SecondaryTargets>,
     fetch: Option<fetch::ItemFetch>,
 }
@@ -51,6 +53,7 @@ impl ItemServices {
             timeout,
             target,
             clients,
+            primary: tokio::sync::OnceCell::new(),
             secondary: None,
             fetch: None,
         }
