@@ -8,6 +8,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -18,7 +19,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -432,6 +433,15 @@ async fn run_as_deployment(server: &Server, deployment: &Deployment) -> HostProc
     run_release(server, deployment, RELEASE, NAMESPACE).await
 }
 
+/// The chart's full name of release `release` (as `wasm-deployer.fullname`).
+fn fullname(release: &str) -> String {
+    if release.contains("wasm-deployer") {
+        release.to_string()
+    } else {
+        format!("{release}-wasm-deployer")
+    }
+}
+
 /// [`run_as_deployment`] for the release `release` in `namespace`.
 async fn run_release(
     server: &Server,
@@ -451,7 +461,7 @@ async fn run_release(
     let sa = pod.service_account_name.clone().unwrap();
     let secrets: Api<Secret> = Api::namespaced(server.admin.clone(), namespace);
     let secret = secrets
-        .get(&format!("{release}-wasm-deployer-config"))
+        .get(&format!("{}-config", fullname(release)))
         .await
         .unwrap();
     let config = &secret.data.unwrap()["config.yaml"].0;
@@ -493,7 +503,7 @@ async fn run_release(
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
     cmd.args(&args)
         .env("KUBECONFIG", &kubeconfig_path)
-        .env("MY_POD_NAME", format!("{release}-wasm-deployer-0"))
+        .env("MY_POD_NAME", format!("{}-0", fullname(release)))
         .env("MY_POD_NAMESPACE", namespace)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("host.log")).unwrap());
@@ -617,13 +627,18 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
         .get("wd-wasm-deployer")
         .await
         .unwrap();
+    // Landscaper's CRDs come from Helm (crds.landscaper); the WasmPlugin CRD is the host's.
     let crds: Api<CustomResourceDefinition> = Api::all(server.admin.clone());
-    for crd in [
-        "deployitems.landscaper.gardener.cloud",
-        "wasmplugins.wasm-deployer.dev",
-    ] {
-        crds.get(crd).await.unwrap();
-    }
+    crds.get("deployitems.landscaper.gardener.cloud")
+        .await
+        .unwrap();
+    assert!(
+        crds.get_opt("wasmplugins.wasm-deployer.dev")
+            .await
+            .unwrap()
+            .is_none(),
+        "Helm installs no WasmPlugin CRD"
+    );
 
     // When the host runs as the Deployment says — under the chart's ServiceAccount, which on
     // the real server has only the chart's RBAC — then it becomes ready and finishes a job.
@@ -646,6 +661,11 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
         get_status(&host.metrics, "/readyz").await == Some(200)
     })
     .await;
+    let wp = crds.get("wasmplugins.wasm-deployer.dev").await;
+    assert!(
+        wp.as_ref().is_ok_and(deployer_host::crds::is_established),
+        "the host created its CRD: {wp:?}"
+    );
     let items: Api<DeployItem> = Api::namespaced(server.admin.clone(), "default");
     let item: DeployItem = serde_yaml::from_str(&support::mock_item("via-chart")).unwrap();
     items.create(&PostParams::default(), &item).await.unwrap();
@@ -927,133 +947,468 @@ async fn given_the_blueprints_helm_item_when_our_helm_plugin_deploys_it_then_the
     );
 }
 
-/// Issue #36: after `helm uninstall`, installing the chart again under another name failed on
-/// the kept CRD's ownership. The CRDs now come from Helm's `crds/` (no release owns them) and
-/// the host keeps its own CRD up to date: install, uninstall, install under another name, two
-/// releases side by side, and an older CRD upgraded by the newer host — never by Helm.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_the_chart_when_installed_uninstalled_reinstalled_and_twice_side_by_side_then_every_install_succeeds_and_the_host_upgrades_an_older_crd()
- {
-    const WP: &str = "wasmplugins.wasm-deployer.dev";
-    const DI: &str = "deployitems.landscaper.gardener.cloud";
-    let server = start_server().await;
-    let job = |op: &str, name: &str, namespace: &str, values: Value| {
-        json!({"op": op, "chart": chart(), "name": name, "namespace": namespace,
-            "values": values, "kubeconfig": server.kubeconfig, "wait": false})
-    };
-    let crds: Api<CustomResourceDefinition> = Api::all(server.admin.clone());
-    let helm_owned = |crd: &CustomResourceDefinition| {
-        crd.annotations()
-            .keys()
-            .any(|k| k.starts_with("meta.helm.sh/"))
-    };
-    let with_landscaper = json!({"crds": {"landscaper": true}});
+const WP_CRD: &str = "wasmplugins.wasm-deployer.dev";
 
-    // Given the chart installed with its default values, then the WasmPlugin CRD is there and
-    // no release owns it; Landscaper's CRDs are not (crds.landscaper is off by default).
-    let Some(first) = helm(job("install", "wasm-deployer", NAMESPACE, json!({}))) else {
+/// A real-Helm job on `server` (without waiting: no simulator plays the controllers on the real
+/// server, and the stories start the hosts themselves).
+fn helm_job(server: &Server, op: &str, name: &str, namespace: &str, values: Value) -> Value {
+    json!({"op": op, "chart": chart(), "name": name, "namespace": namespace,
+        "values": values, "kubeconfig": server.kubeconfig, "wait": false})
+}
+
+/// Helm's marks of release ownership on an object.
+fn helm_owned(crd: &CustomResourceDefinition) -> bool {
+    crd.annotations()
+        .keys()
+        .any(|k| k.starts_with("meta.helm.sh/"))
+        || crd
+            .labels()
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str)
+            == Some("Helm")
+}
+
+/// What a host's write of the CRD would change: its generation (spec) and revision.
+fn spec_and_revision(crd: &CustomResourceDefinition) -> (Option<i64>, u64) {
+    (crd.metadata.generation, deployer_host::crds::revision(crd))
+}
+
+/// The host of release `release` in `namespace` as its Deployment runs it, once ready.
+async fn start_release_host(server: &Server, release: &str, namespace: &str) -> HostProcess {
+    let deployments: Api<Deployment> = Api::namespaced(server.admin.clone(), namespace);
+    let deployment = deployments.get(&fullname(release)).await.unwrap();
+    let host = run_release(server, &deployment, release, namespace).await;
+    eventually(
+        &format!("{namespace}/{release}: /readyz answers 200"),
+        Duration::from_secs(90),
+        || async { get_status(&host.metrics, "/readyz").await == Some(200) },
+    )
+    .await;
+    host
+}
+
+fn wasm_plugins(server: &Server, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        server.admin.clone(),
+        namespace,
+        &deployer_host::plugin_sources::declarations::resource(),
+    )
+}
+
+/// Declares WasmPlugin `name` in `namespace` (its ConfigMap `missing` does not exist: the host
+/// refuses it with FetchFailed, which is all these stories need of a status).
+async fn declare_plugin(server: &Server, namespace: &str, name: &str, extra: Value) {
+    let mut spec = json!({"source": {"configMap": {"name": "missing"}}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "wasm-deployer.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec,
+    }))
+    .unwrap();
+    wasm_plugins(server, namespace)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+}
+
+/// `kubectl get wasmplugins` as the server answers it (a Table from the CRD's printer columns):
+/// the column names, and name -> column -> cell.
+async fn wasmplugin_table(
+    server: &Server,
+    namespace: &str,
+) -> (Vec<String>, BTreeMap<String, BTreeMap<String, String>>) {
+    let request = http::Request::get(format!(
+        "/apis/wasm-deployer.dev/v1alpha1/namespaces/{namespace}/wasmplugins"
+    ))
+    .header(
+        "Accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let table: Value = server.admin.request(request).await.unwrap();
+    let columns: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a Table: {table}"))
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    let rows = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let cells: BTreeMap<String, String> = columns
+                .iter()
+                .zip(row["cells"].as_array().unwrap())
+                .map(|(c, v)| {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    (c.clone(), text)
+                })
+                .collect();
+            (cells["Name"].clone(), cells)
+        })
+        .collect();
+    (columns, rows)
+}
+
+/// Landscaper's CRDs, as a Landscaper cluster has them: the stories below install the chart
+/// with its default values (`crds.landscaper: false`).
+async fn landscaper_cluster(server: &Server) {
+    deployer_host::dev::install_landscaper_crds(&server.admin)
+        .await
+        .unwrap();
+}
+
+/// Issue #36: after `helm uninstall`, installing the chart again under another name failed on
+/// the kept CRD's ownership. Helm no longer installs the WasmPlugin CRD (the host does), so no
+/// release owns it and every install succeeds; the CRD and the WasmPlugins outlive the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_chart_when_installed_uninstalled_and_installed_under_another_name_then_every_install_succeeds_and_the_crd_and_its_wasmplugins_stay()
+ {
+    let server = start_server().await;
+    landscaper_cluster(&server).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.admin.clone());
+    let bundled = deployer_host::crds::revision(&deployer_host::crds::bundled().unwrap());
+
+    // Given the chart installed with its default values, then Helm brings no WasmPlugin CRD ...
+    let Some(first) = helm(helm_job(
+        &server,
+        "install",
+        "wasm-deployer",
+        NAMESPACE,
+        json!({}),
+    )) else {
         return;
     };
     assert_eq!(ok(first)["status"], "deployed");
-    let crd = crds.get(WP).await.unwrap();
-    assert!(!helm_owned(&crd), "{:?}", crd.annotations());
-    assert!(crds.get_opt(DI).await.unwrap().is_none());
+    assert!(crds.get_opt(WP_CRD).await.unwrap().is_none());
+    // ... and its host — under the chart's ServiceAccount, with only the chart's RBAC on the
+    // real server — creates it at start: served, at the host's revision, owned by no release.
+    let host = start_release_host(&server, "wasm-deployer", NAMESPACE).await;
+    let crd = crds.get(WP_CRD).await.unwrap();
+    assert!(deployer_host::crds::is_established(&crd));
+    assert_eq!(deployer_host::crds::revision(&crd), bundled);
+    assert!(!helm_owned(&crd), "{:?}", crd.metadata);
+    declare_plugin(&server, NAMESPACE, "users-plugin", json!({})).await;
+    drop(host);
 
-    // When it is uninstalled and installed again under another name, then the install
-    // succeeds (the kept CRD no longer names the first release) ...
-    ok(helm(job("uninstall", "wasm-deployer", NAMESPACE, json!({}))).unwrap());
-    assert!(crds.get_opt(WP).await.unwrap().is_some(), "the CRD is kept");
-    let second = ok(helm(job("install", "wd2", NAMESPACE, with_landscaper.clone())).unwrap());
+    // When the release is uninstalled, then the CRD and the users' WasmPlugins stay.
+    ok(helm(helm_job(
+        &server,
+        "uninstall",
+        "wasm-deployer",
+        NAMESPACE,
+        json!({}),
+    ))
+    .unwrap());
+    let kept = crds.get(WP_CRD).await.expect("the CRD is kept");
+    assert_eq!(kept.metadata.uid, crd.metadata.uid);
+    wasm_plugins(&server, NAMESPACE)
+        .get("users-plugin")
+        .await
+        .expect("WasmPlugins survive an uninstall");
+
+    // When the chart is installed again under another name (the issue's failing step), then the
+    // install succeeds, and its host finds the CRD up to date and writes nothing.
+    let second = ok(helm(helm_job(&server, "install", "wd2", NAMESPACE, json!({}))).unwrap());
     assert_eq!(second["status"], "deployed", "{second}");
-    // ... with Landscaper's CRDs when asked, owned by no release either.
-    let di = crds.get(DI).await.expect("crds.landscaper installs them");
-    assert!(!helm_owned(&di));
-    // And a second release of the first name beside it, in another namespace (one host per
-    // fenced environment), installs too.
-    let beside = ok(helm(job(
+    let host = start_release_host(&server, "wd2", NAMESPACE).await;
+    let after = crds.get(WP_CRD).await.unwrap();
+    assert_eq!(spec_and_revision(&after), spec_and_revision(&kept));
+    drop(host);
+    // And so does an install under the first name again.
+    ok(helm(helm_job(&server, "uninstall", "wd2", NAMESPACE, json!({}))).unwrap());
+    let third = ok(helm(helm_job(
+        &server,
+        "install",
+        "wasm-deployer",
+        NAMESPACE,
+        json!({}),
+    ))
+    .unwrap());
+    assert_eq!(third["status"], "deployed", "{third}");
+}
+
+/// Issue #36: one host per fenced environment — two releases of one name in two namespaces,
+/// with default values, install and serve side by side on one CRD.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_two_releases_in_two_namespaces_with_default_values_then_both_install_and_their_hosts_serve_side_by_side()
+ {
+    let server = start_server().await;
+    landscaper_cluster(&server).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.admin.clone());
+
+    // Given the chart installed twice under one name, in two namespaces, with default values,
+    // then both installs succeed, each with its own cluster-scoped RBAC.
+    let Some(a) = helm(helm_job(
+        &server,
+        "install",
+        "wasm-deployer",
+        "env-a",
+        json!({}),
+    )) else {
+        return;
+    };
+    assert_eq!(ok(a)["status"], "deployed");
+    let b = ok(helm(helm_job(
+        &server,
         "install",
         "wasm-deployer",
         "env-b",
-        with_landscaper.clone(),
+        json!({}),
     ))
     .unwrap());
-    assert_eq!(beside["status"], "deployed", "{beside}");
-    for (name, namespace) in [("wd2", NAMESPACE), ("wasm-deployer", "env-b")] {
-        let status = ok(helm(job("status", name, namespace, json!({}))).unwrap());
-        assert_eq!(status["status"], "deployed", "{name} in {namespace}");
+    assert_eq!(b["status"], "deployed", "{b}");
+    let roles = Api::<ClusterRole>::all(server.admin.clone());
+    for name in [
+        "wasm-deployer-env-a",
+        "wasm-deployer-env-a-crd",
+        "wasm-deployer-env-b",
+        "wasm-deployer-env-b-crd",
+    ] {
+        roles
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 
-    // Given an older WasmPlugin CRD in the cluster (as a chart of old left it: no revision, a
-    // release's ownership, fewer printer columns) ...
+    // When both hosts start (at once: one creates the CRD, the other finds it), then both get
+    // ready, and each serves the WasmPlugins of its own namespace.
+    let (host_a, host_b) = tokio::join!(
+        start_release_host(&server, "wasm-deployer", "env-a"),
+        start_release_host(&server, "wasm-deployer", "env-b")
+    );
+    let crd = crds.get(WP_CRD).await.unwrap();
+    assert!(!helm_owned(&crd));
+    for namespace in ["env-a", "env-b"] {
+        declare_plugin(&server, namespace, "p", json!({})).await;
+    }
+    for namespace in ["env-a", "env-b"] {
+        let plugins = wasm_plugins(&server, namespace);
+        eventually(
+            &format!("the host of {namespace} writes its WasmPlugin's status"),
+            Duration::from_secs(60),
+            || async {
+                let p = plugins.get("p").await.unwrap();
+                p.data["status"]["observedGeneration"] == json!(1)
+                    && p.data["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "FetchFailed"))
+            },
+        )
+        .await;
+    }
+    // Neither host rewrote the CRD the other one wrote.
+    assert_eq!(
+        spec_and_revision(&crds.get(WP_CRD).await.unwrap()),
+        spec_and_revision(&crd)
+    );
+
+    // When one release is uninstalled, then the other stays deployed and its host ready.
+    drop(host_a);
+    ok(helm(helm_job(
+        &server,
+        "uninstall",
+        "wasm-deployer",
+        "env-a",
+        json!({}),
+    ))
+    .unwrap());
+    let status = ok(helm(helm_job(
+        &server,
+        "status",
+        "wasm-deployer",
+        "env-b",
+        json!({}),
+    ))
+    .unwrap());
+    assert_eq!(status["status"], "deployed");
+    assert!(
+        roles
+            .get_opt("wasm-deployer-env-b-crd")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(get_status(&host_b.metrics, "/readyz").await, Some(200));
+    assert!(crds.get_opt(WP_CRD).await.unwrap().is_some());
+}
+
+/// Issue #36: a chart upgrade brings its newer CRD — the upgraded release's host replaces an
+/// older one at start (here one without the UP-TO-DATE and REASON columns and without
+/// `spec.hooks`, still carrying the ownership of a chart that had it as a template), and the API
+/// server serves the new columns and field afterwards; Helm itself never touches it. A host
+/// older than the CRD in the cluster leaves it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_older_crd_when_the_release_is_upgraded_then_its_host_brings_the_newer_crd_which_is_served_and_an_older_host_never_downgrades_it()
+ {
+    let server = start_server().await;
+    landscaper_cluster(&server).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.admin.clone());
     let bundled = deployer_host::crds::bundled().unwrap();
-    let bundled_revision = deployer_host::crds::revision(&bundled);
-    let mut old = crds.get(WP).await.unwrap();
-    let annotations = old.metadata.annotations.get_or_insert_default();
-    annotations.remove(deployer_host::crds::REVISION_ANNOTATION);
-    annotations.insert("meta.helm.sh/release-name".into(), "wasm-deployer".into());
-    annotations.insert("meta.helm.sh/release-namespace".into(), NAMESPACE.into());
-    old.spec.versions[0]
-        .additional_printer_columns
-        .get_or_insert_default()
-        .retain(|c| c.name != "Up-to-date");
-    crds.replace(WP, &PostParams::default(), &old)
+    let revision = deployer_host::crds::revision(&bundled);
+
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(server.admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap(),
+        )
         .await
         .unwrap();
-    // ... when Helm upgrades a release, then Helm leaves the CRD as it is (it never upgrades
-    // crds/) ...
-    ok(helm(job("upgrade", "wd2", NAMESPACE, with_landscaper.clone())).unwrap());
-    assert_eq!(
-        deployer_host::crds::revision(&crds.get(WP).await.unwrap()),
-        0
+    // Given the WasmPlugin CRD as an older release left it: the revision before, fewer printer
+    // columns, no `spec.hooks` in its schema, a templated chart's ownership on it ...
+    let mut old = bundled.clone();
+    let annotations = old.metadata.annotations.get_or_insert_default();
+    annotations.insert(
+        deployer_host::crds::REVISION_ANNOTATION.into(),
+        (revision - 1).to_string(),
     );
-    // ... and when the release's host starts — under the chart's ServiceAccount, which on the
-    // real server has only the chart's RBAC — then it replaces the CRD with its own revision
-    // and drops the old release's ownership.
-    let deployments: Api<Deployment> = Api::namespaced(server.admin.clone(), NAMESPACE);
-    let deployment = deployments.get("wd2-wasm-deployer").await.unwrap();
-    let host = run_release(&server, &deployment, "wd2", NAMESPACE).await;
+    annotations.insert("meta.helm.sh/release-name".into(), "wd".into());
+    annotations.insert("meta.helm.sh/release-namespace".into(), NAMESPACE.into());
+    old.metadata.labels = Some(
+        [(
+            "app.kubernetes.io/managed-by".to_string(),
+            "Helm".to_string(),
+        )]
+        .into(),
+    );
+    let version = &mut old.spec.versions[0];
+    version
+        .additional_printer_columns
+        .get_or_insert_default()
+        .retain(|c| c.name != "Up-to-date" && c.name != "Reason");
+    let schema = version
+        .schema
+        .as_mut()
+        .unwrap()
+        .open_api_v3_schema
+        .as_mut()
+        .unwrap();
+    let spec = schema.properties.as_mut().unwrap().get_mut("spec").unwrap();
+    assert!(spec.properties.as_mut().unwrap().remove("hooks").is_some());
+    crds.create(&PostParams::default(), &old).await.unwrap();
+    eventually("the old CRD is served", Duration::from_secs(30), || async {
+        deployer_host::crds::is_established(&crds.get(WP_CRD).await.unwrap())
+    })
+    .await;
+    let hooks = json!({"hooks": [{"deployItemTypes": ["*"], "hookTypes": ["ShouldReconcile"]}]});
+    // ... which prunes `spec.hooks` and shows no UP-TO-DATE column.
+    declare_plugin(&server, NAMESPACE, "before", hooks.clone()).await;
+    let before = wasm_plugins(&server, NAMESPACE)
+        .get("before")
+        .await
+        .unwrap();
+    assert!(
+        before.data["spec"].get("hooks").is_none(),
+        "{:?}",
+        before.data
+    );
+    let (columns, _) = wasmplugin_table(&server, NAMESPACE).await;
+    assert!(!columns.contains(&"Up-to-date".to_string()), "{columns:?}");
+
+    // When the release is installed and upgraded by Helm, then Helm leaves the CRD alone ...
+    let Some(installed) = helm(helm_job(&server, "install", RELEASE, NAMESPACE, json!({}))) else {
+        return;
+    };
+    assert_eq!(ok(installed)["status"], "deployed");
+    let upgraded = ok(helm(helm_job(
+        &server,
+        "upgrade",
+        RELEASE,
+        NAMESPACE,
+        json!({"events": "all"}),
+    ))
+    .unwrap());
+    assert_eq!(upgraded["revision"], 2, "{upgraded}");
+    let untouched = crds.get(WP_CRD).await.unwrap();
+    assert_eq!(deployer_host::crds::revision(&untouched), revision - 1);
+    // ... and when the upgraded release's host starts, then it replaces the CRD with its own
+    // revision and drops the old chart's ownership,
+    let host = start_release_host(&server, RELEASE, NAMESPACE).await;
+    let upgraded = crds.get(WP_CRD).await.unwrap();
+    assert_eq!(deployer_host::crds::revision(&upgraded), revision);
+    assert_eq!(upgraded.metadata.uid, untouched.metadata.uid);
+    assert!(!helm_owned(&upgraded), "{:?}", upgraded.metadata);
+    // and the server serves what the new CRD says: the new columns, with the host's status in
+    // them, for the WasmPlugin that was there before (it stayed) ...
     eventually(
-        "the host upgrades the CRD",
+        "kubectl get wasmplugins shows UP-TO-DATE and REASON",
         Duration::from_secs(60),
         || async {
-            deployer_host::crds::revision(&crds.get(WP).await.unwrap()) == bundled_revision
+            let (_, rows) = wasmplugin_table(&server, NAMESPACE).await;
+            rows.get("before").is_some_and(|row| {
+                row.get("Ready").map(String::as_str) == Some("False")
+                    && row.get("Up-to-date").map(String::as_str) == Some("False")
+                    && row.get("Reason").map(String::as_str) == Some("FetchFailed")
+            })
+        },
+    )
+    .await;
+    // ... and the new field.
+    declare_plugin(&server, NAMESPACE, "after", hooks.clone()).await;
+    let after = wasm_plugins(&server, NAMESPACE).get("after").await.unwrap();
+    assert_eq!(
+        after.data["spec"]["hooks"], hooks["hooks"],
+        "{:?}",
+        after.data
+    );
+    drop(host);
+
+    // Given a newer CRD (a newer host shares the cluster: one more revision, one more column),
+    // when this — now older — host starts again, then it leaves the CRD as it is.
+    let mut newer = crds.get(WP_CRD).await.unwrap();
+    newer.metadata.annotations.get_or_insert_default().insert(
+        deployer_host::crds::REVISION_ANNOTATION.into(),
+        (revision + 1).to_string(),
+    );
+    newer.spec.versions[0]
+        .additional_printer_columns
+        .get_or_insert_default()
+        .push(
+            serde_json::from_value(
+                json!({"name": "Newer", "type": "string", "jsonPath": ".status.pluginName"}),
+            )
+            .unwrap(),
+        );
+    let newer = crds
+        .replace(WP_CRD, &PostParams::default(), &newer)
+        .await
+        .unwrap();
+    let host = start_release_host(&server, RELEASE, NAMESPACE).await;
+    let now = crds.get(WP_CRD).await.unwrap();
+    assert_eq!(spec_and_revision(&now), spec_and_revision(&newer));
+    eventually(
+        "the newer column is still served",
+        Duration::from_secs(60),
+        || async {
+            wasmplugin_table(&server, NAMESPACE)
+                .await
+                .0
+                .contains(&"Newer".to_string())
         },
     )
     .await;
     drop(host);
-    let upgraded = crds.get(WP).await.unwrap();
-    assert!(!helm_owned(&upgraded), "{:?}", upgraded.annotations());
-    let columns: Vec<String> = upgraded.spec.versions[0]
-        .additional_printer_columns
-        .iter()
-        .flatten()
-        .map(|c| c.name.clone())
-        .collect();
-    assert!(columns.contains(&"Up-to-date".to_string()), "{columns:?}");
 
-    // Given a newer CRD (a newer host shares the cluster), an older host leaves it alone.
-    let mut newer = upgraded.clone();
-    newer.metadata.annotations.get_or_insert_default().insert(
-        deployer_host::crds::REVISION_ANNOTATION.into(),
-        (bundled_revision + 1).to_string(),
-    );
-    crds.replace(WP, &PostParams::default(), &newer)
+    // When the release is uninstalled, the CRD and the WasmPlugins stay.
+    ok(helm(helm_job(
+        &server,
+        "uninstall",
+        RELEASE,
+        NAMESPACE,
+        json!({}),
+    ))
+    .unwrap());
+    assert!(crds.get_opt(WP_CRD).await.unwrap().is_some());
+    wasm_plugins(&server, NAMESPACE)
+        .get("before")
         .await
         .unwrap();
-    let outcome = deployer_host::crds::ensure_wasm_plugin_crd(&server.admin)
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome,
-        deployer_host::crds::CrdOutcome::Newer {
-            installed: bundled_revision + 1,
-            bundled: bundled_revision
-        }
-    );
-
-    // When both releases are uninstalled, the CRDs stay.
-    ok(helm(job("uninstall", "wd2", NAMESPACE, json!({}))).unwrap());
-    ok(helm(job("uninstall", "wasm-deployer", "env-b", json!({}))).unwrap());
-    assert!(crds.get_opt(WP).await.unwrap().is_some());
-    assert!(crds.get_opt(DI).await.unwrap().is_some());
 }

@@ -721,3 +721,131 @@ async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_on
     landscaper.abort();
     task.abort();
 }
+
+/// `f` until it succeeds: an RBAC grant takes a moment to reach the real server's authorizer.
+async fn until_ok<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "{what}: {e:#}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether `e` is the API server's 403.
+fn forbidden(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<kube::Error>()
+            .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 403))
+    })
+}
+
+/// The host keeps its own CRD (`crdManagement.deployCrd`, host/src/crds.rs) with exactly the
+/// shipped `rbac/host-cluster-crd.yaml`: without its `create` rule it cannot create the missing
+/// CRD; with the file it creates it and later upgrades an older one; it may not read, change or
+/// delete any other CRD, nor delete or list its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_only_the_shipped_crd_role_then_the_host_creates_and_upgrades_its_crd_and_touches_no_other()
+ {
+    use deployer_host::crds;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    const WP: &str = "wasmplugins.wasm-deployer.dev";
+    let server = RbacServer::start().await;
+    let admin = landscaper_cluster(&server).await;
+    let me = support::client_for(&service_account(&server, &admin).await).await;
+    let shipped_role: ClusterRole =
+        serde_yaml::from_str(&shipped("host-cluster-crd.yaml")).unwrap();
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let role_name = shipped_role.metadata.name.clone().unwrap();
+
+    // Given the role less its `create` rule, then the host cannot create its missing CRD.
+    let mut without_create = shipped_role.clone();
+    without_create
+        .rules
+        .get_or_insert_default()
+        .retain(|r| !r.verbs.contains(&"create".to_string()));
+    roles
+        .create(&PostParams::default(), &without_create)
+        .await
+        .unwrap();
+    create(
+        &Api::<ClusterRoleBinding>::all(admin.clone()),
+        json!({"metadata": {"name": role_name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": NAMESPACE}]}),
+    )
+    .await;
+    // (the grant of `get` has arrived once the GET of the missing CRD answers 404, not 403)
+    let my_crds: Api<CustomResourceDefinition> = Api::all(me.clone());
+    until_ok("the get rule", || async {
+        match my_crds.get_opt(WP).await {
+            Ok(None) => Ok(()),
+            other => anyhow::bail!("{other:?}"),
+        }
+    })
+    .await;
+    let refused = crds::ensure_wasm_plugin_crd(&me).await.unwrap_err();
+    assert!(forbidden(&refused), "{refused:#}");
+
+    // When the role is the shipped one, then it creates the CRD ...
+    let mut role = roles.get(&role_name).await.unwrap();
+    role.rules = shipped_role.rules.clone();
+    roles
+        .replace(&role_name, &PostParams::default(), &role)
+        .await
+        .unwrap();
+    let created = until_ok("creating the CRD", || crds::ensure_wasm_plugin_crd(&me)).await;
+    let bundled = crds::revision(&crds::bundled().unwrap());
+    assert_eq!(created, crds::CrdOutcome::Created { revision: bundled });
+    // ... and upgrades an older one.
+    let all: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let mut old = all.get(WP).await.unwrap();
+    old.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(crds::REVISION_ANNOTATION.into(), "0".into());
+    all.replace(WP, &PostParams::default(), &old).await.unwrap();
+    assert_eq!(
+        crds::ensure_wasm_plugin_crd(&me).await.unwrap(),
+        crds::CrdOutcome::Upgraded {
+            from: 0,
+            to: bundled
+        }
+    );
+
+    // What the role leaves out stays refused: other CRDs, deleting or listing its own.
+    let other = "deployitems.landscaper.gardener.cloud";
+    let refused = my_crds.get(other).await.unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused}"
+    );
+    let theirs = all.get(other).await.unwrap();
+    let refused = my_crds
+        .replace(other, &PostParams::default(), &theirs)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused}"
+    );
+    let refused = my_crds
+        .delete(WP, &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused}"
+    );
+    let refused = my_crds.list(&ListParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused}"
+    );
+}

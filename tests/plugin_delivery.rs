@@ -746,10 +746,17 @@ async fn wasmplugin_table(h: &Harness) -> BTreeMap<String, BTreeMap<String, Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_serving_plugin_when_its_newest_version_is_refused_then_it_reads_ready_and_not_up_to_date()
  {
-    let (h, _catalog, _dir) = harness().await;
+    let (h, catalog, _dir) = harness().await;
     let (v1, v2) = mock_versions();
-    // Given the mock plugin serving v1: Ready and up to date.
-    deliver_mock(&h, v1.clone()).await;
+    // Given the mock plugin serving v1: Ready and up to date, for the generation declared.
+    let serving = deliver_mock(&h, v1.clone()).await;
+    assert_eq!(serving.observed_generation, Some(1));
+    let ready_since = serving
+        .condition(deployer_host::plugin_sources::catalog::Stage::Ready)
+        .unwrap()
+        .last_transition_time
+        .clone();
+    assert!(!ready_since.is_empty());
     let row = &wasmplugin_table(&h).await["mock"];
     assert_eq!(
         (
@@ -780,6 +787,15 @@ async fn given_a_serving_plugin_when_its_newest_version_is_refused_then_it_reads
         "{}",
         ready.message
     );
+    assert_eq!(
+        ready.last_transition_time, ready_since,
+        "Ready never changed"
+    );
+    assert_eq!(
+        refused.digest,
+        trust::digest_of(&v1),
+        "digest names what serves"
+    );
     let up_to_date = refused.up_to_date().unwrap();
     assert_eq!(up_to_date.reason, "NotWasm");
     assert!(
@@ -796,6 +812,16 @@ async fn given_a_serving_plugin_when_its_newest_version_is_refused_then_it_reads
         ),
         ("True", "False", "NotWasm"),
         "{row:?}"
+    );
+    // The old version still runs items.
+    assert_eq!(
+        catalog
+            .serving()
+            .await
+            .into_iter()
+            .map(|(_, _, digest)| digest)
+            .collect::<Vec<_>>(),
+        vec![trust::digest_of(&v1)]
     );
     mock_succeeds(&h, "served-by-the-last-good-version").await;
 

@@ -1,14 +1,19 @@
-//! The host's own CRD (`WasmPlugin`), kept up to date by the host itself, as Landscaper keeps
-//! its CRDs with `crdManagement.deployCrd`.
+//! The host's own CRD (`WasmPlugin`), created and kept up to date by the host itself, as
+//! Landscaper keeps its CRDs with `crdManagement.deployCrd`.
 //!
-//! Why: the chart ships the CRD in Helm's `crds/` directory (its `wasmplugin-crd` subchart), so
-//! no release owns it and any number of releases install, uninstall and install again side by
-//! side — but Helm never upgrades what `crds/` created. So at start (`deployer-host run`, with
+//! Why not Helm: a CRD as a chart template is owned by the release that installed it, so after
+//! `helm uninstall` (the CRD kept) an install under another name, or a second release beside it,
+//! fails on its ownership metadata (issue #36). Helm's `crds/` directory owns nothing, but Helm
+//! never upgrades it, and Helm 4 server-side applies it on every install: an older chart
+//! installed beside a newer release downgrades the CRD, and a newer chart's install fails with
+//! an apply conflict once anyone else has written the CRD. So the chart ships the CRD as a plain
+//! file (`charts/wasm-deployer/files/`) and Helm never touches it: at start (`deployer-host run`,
 //! `crdManagement.deployCrd`, on by default) the host creates the CRD if it is missing and
 //! replaces it if the installed one has a lower `wasm-deployer.dev/crd-revision` than the one
-//! built in. A higher revision (a newer host shares the cluster) is left alone: hosts of two
-//! versions side by side never flap the CRD back and forth. Helm's ownership metadata a chart
-//! of old (the CRD as a template) left on it is dropped on replace.
+//! built in, then waits until the API server serves it. A higher revision (a newer host shares
+//! the cluster) is left alone: hosts of two versions side by side never flap the CRD back and
+//! forth, and an older host never downgrades it. Helm's ownership metadata a chart of old (the
+//! CRD as a template) left on it is dropped on replace.
 //!
 //! Owns: the CRD object. Must not touch: WasmPlugin objects, any other CRD.
 
@@ -18,10 +23,12 @@ use kube::api::{Api, PostParams};
 
 use crate::apierrors::{self, Lookup};
 
-/// The WasmPlugin CRD the host ships (the chart's `crds/` file, the one dev mode installs).
-pub const WASM_PLUGIN_CRD: &str = include_str!(
-    "../../charts/wasm-deployer/charts/wasmplugin-crd/crds/wasm-deployer.dev_wasmplugins.yaml"
-);
+/// The WasmPlugin CRD the host ships (the chart's `files/` copy, the one dev mode installs).
+pub const WASM_PLUGIN_CRD: &str =
+    include_str!("../../charts/wasm-deployer/files/wasm-deployer.dev_wasmplugins.yaml");
+
+/// How long [`ensure_wasm_plugin_crd`] waits for a CRD it wrote to be served.
+const ESTABLISHED_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The annotation with a CRD's revision: bumped with every change of the CRD file.
 pub const REVISION_ANNOTATION: &str = "wasm-deployer.dev/crd-revision";
@@ -59,18 +66,56 @@ fn is_helm_ownership(key: &str) -> bool {
     key.starts_with("meta.helm.sh/")
 }
 
-/// Creates the WasmPlugin CRD if missing, replaces it if older (see the module doc). Transient
-/// errors are tried again; a conflict (another replica replaced it meanwhile) is read again.
+/// Whether the API server serves the CRD's kind (condition `Established`).
+pub fn is_established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+/// Creates the WasmPlugin CRD if missing, replaces it if older (see the module doc), and waits
+/// until it is served. Transient errors are tried again; a conflict (another replica replaced
+/// it meanwhile) is read again.
 pub async fn ensure_wasm_plugin_crd(client: &Client) -> anyhow::Result<CrdOutcome> {
     let want = bundled()?;
     let name = want.metadata.name.clone().unwrap_or_default();
-    let bundled_revision = revision(&want);
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let outcome = write_if_older(&api, &want).await?;
+    // WasmPlugins are watched right after: a CRD just created is served moments later.
+    let deadline = tokio::time::Instant::now() + ESTABLISHED_WITHIN;
+    let mut wait = std::time::Duration::from_millis(20);
+    loop {
+        let crd =
+            apierrors::retry_transient(&name, 8, || async { Ok(api.get(&name).await?) }).await?;
+        if is_established(&crd) {
+            return Ok(outcome);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the CRD {name} was not established within {ESTABLISHED_WITHIN:?}: {:?}",
+            crd.status.and_then(|s| s.conditions)
+        );
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(std::time::Duration::from_secs(1));
+    }
+}
+
+/// The create-or-replace of [`ensure_wasm_plugin_crd`].
+async fn write_if_older(
+    api: &Api<CustomResourceDefinition>,
+    want: &CustomResourceDefinition,
+) -> anyhow::Result<CrdOutcome> {
+    let name = want.metadata.name.clone().unwrap_or_default();
+    let bundled_revision = revision(want);
     apierrors::retry_transient(&name, 8, || async {
         let installed = loop {
-            match apierrors::get(&api, &name).await? {
+            match apierrors::get(api, &name).await? {
                 Lookup::Found(crd) => break crd,
-                Lookup::Missing => match api.create(&PostParams::default(), &want).await {
+                Lookup::Missing => match api.create(&PostParams::default(), want).await {
                     Ok(_) => {
                         return Ok(CrdOutcome::Created {
                             revision: bundled_revision,
@@ -153,5 +198,129 @@ mod tests {
         let mut crd = bundled().unwrap();
         crd.metadata.annotations = None;
         assert_eq!(revision(&crd), 0);
+    }
+
+    fn server() -> (embedded_apiserver::ApiServer, Api<CustomResourceDefinition>) {
+        let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
+        let api = Api::all(server.client());
+        (server, api)
+    }
+
+    /// The bundled CRD at `revision` (none: `None`), with `annotations` added.
+    fn at_revision(
+        revision: Option<u64>,
+        annotations: &[(&str, &str)],
+    ) -> CustomResourceDefinition {
+        let mut crd = bundled().unwrap();
+        let a = crd.metadata.annotations.get_or_insert_default();
+        a.remove(REVISION_ANNOTATION);
+        if let Some(r) = revision {
+            a.insert(REVISION_ANNOTATION.into(), r.to_string());
+        }
+        for (k, v) in annotations {
+            a.insert(k.to_string(), v.to_string());
+        }
+        crd
+    }
+
+    #[tokio::test]
+    async fn a_missing_crd_is_created_served_and_then_left_as_it_is() {
+        let (_server, api) = server();
+        let outcome = ensure_wasm_plugin_crd(&api.clone().into_client())
+            .await
+            .unwrap();
+        assert_eq!(outcome, CrdOutcome::Created { revision: REVISION });
+        let created = api.get("wasmplugins.wasm-deployer.dev").await.unwrap();
+        assert!(is_established(&created));
+        // A second host (or a restart) finds it up to date and writes nothing.
+        let outcome = ensure_wasm_plugin_crd(&api.clone().into_client())
+            .await
+            .unwrap();
+        assert_eq!(outcome, CrdOutcome::UpToDate { revision: REVISION });
+        let after = api.get("wasmplugins.wasm-deployer.dev").await.unwrap();
+        assert_eq!(
+            after.metadata.resource_version,
+            created.metadata.resource_version
+        );
+    }
+
+    #[tokio::test]
+    async fn an_older_crd_is_replaced_and_loses_the_helm_ownership_of_a_templated_install() {
+        let (_server, api) = server();
+        let mut old = at_revision(
+            None,
+            &[
+                ("meta.helm.sh/release-name", "wasm-deployer"),
+                ("meta.helm.sh/release-namespace", "ls-system"),
+                ("someone.example/note", "kept"),
+            ],
+        );
+        old.metadata.labels = Some(
+            [
+                ("app.kubernetes.io/managed-by", "Helm"),
+                ("team", "platform"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        old.spec.versions[0].additional_printer_columns = None;
+        api.create(&PostParams::default(), &old).await.unwrap();
+        let outcome = ensure_wasm_plugin_crd(&api.clone().into_client())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            CrdOutcome::Upgraded {
+                from: 0,
+                to: REVISION
+            }
+        );
+        let now = api.get("wasmplugins.wasm-deployer.dev").await.unwrap();
+        assert_eq!(revision(&now), REVISION);
+        assert_eq!(now.spec, bundled().unwrap().spec);
+        let annotations = now.metadata.annotations.unwrap();
+        assert!(
+            !annotations.keys().any(|k| k.starts_with("meta.helm.sh/")),
+            "{annotations:?}"
+        );
+        assert_eq!(annotations["someone.example/note"], "kept");
+        let labels = now.metadata.labels.unwrap();
+        assert_eq!(
+            labels.into_iter().collect::<Vec<_>>(),
+            vec![("team".to_string(), "platform".to_string())]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_newer_crd_is_never_downgraded() {
+        let (_server, api) = server();
+        let mut newer = at_revision(Some(REVISION + 1), &[]);
+        newer.spec.versions[0]
+            .additional_printer_columns
+            .get_or_insert_default()
+            .push(
+                serde_json::from_value(serde_json::json!(
+                    {"name": "Newer", "type": "string", "jsonPath": ".status.newer"}
+                ))
+                .unwrap(),
+            );
+        let created = api.create(&PostParams::default(), &newer).await.unwrap();
+        let outcome = ensure_wasm_plugin_crd(&api.clone().into_client())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            CrdOutcome::Newer {
+                installed: REVISION + 1,
+                bundled: REVISION
+            }
+        );
+        let after = api.get("wasmplugins.wasm-deployer.dev").await.unwrap();
+        assert_eq!(
+            after.metadata.resource_version,
+            created.metadata.resource_version
+        );
+        assert_eq!(after.spec, newer.spec);
     }
 }

@@ -65,6 +65,10 @@ pub struct Condition {
     pub status: String,
     pub reason: String,
     pub message: String,
+    /// When `status` last changed (RFC 3339, seconds): `kubectl describe` tells since when a
+    /// plugin serves, or since when its newest version is refused.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_transition_time: String,
 }
 
 /// The status of one declared plugin (the `WasmPlugin` status). Every field is always written,
@@ -115,15 +119,36 @@ impl PluginStatus {
         self.up_to_date().is_some_and(|c| c.status == "True")
     }
 
+    /// Keeps `previous`'s `lastTransitionTime` of every condition whose status did not change
+    /// (the host restarted, or the condition was set again).
+    pub fn keep_transition_times(&mut self, previous: &PluginStatus) {
+        for c in &mut self.conditions {
+            if let Some(p) = previous
+                .conditions
+                .iter()
+                .find(|p| p.type_ == c.type_ && p.status == c.status)
+                .filter(|p| !p.last_transition_time.is_empty())
+            {
+                c.last_transition_time = p.last_transition_time.clone();
+            }
+        }
+    }
+
     /// The conditions after a sync: `failed` is the newest version's refusal (`None`: it
     /// serves), `serving` whether a version of the plugin serves (the last good one, if the
     /// newest was refused).
     fn set(&mut self, failed: Option<(Stage, &str, String)>, serving: bool) {
+        self.set_at(failed, serving, &crate::clock::now());
+    }
+
+    /// [`PluginStatus::set`] at `now` (a condition whose status changes transitions at `now`).
+    fn set_at(&mut self, failed: Option<(Stage, &str, String)>, serving: bool, now: &str) {
         let condition = |type_: &str, status: &str, reason: &str, message: String| Condition {
             type_: type_.into(),
             status: status.into(),
             reason: reason.into(),
             message,
+            last_transition_time: now.into(),
         };
         let mut conditions: Vec<Condition> = [Stage::Fetched, Stage::Verified, Stage::Compiled]
             .iter()
@@ -156,7 +181,11 @@ impl PluginStatus {
             None => condition(UP_TO_DATE, "True", "NewestVersionServing", String::new()),
             Some((_, reason, message)) => condition(UP_TO_DATE, "False", reason, message.clone()),
         });
-        self.conditions = conditions;
+        let previous = std::mem::replace(&mut self.conditions, conditions);
+        self.keep_transition_times(&PluginStatus {
+            conditions: previous,
+            ..Default::default()
+        });
         self.last_error = failed.map(|(_, _, m)| m).unwrap_or_default();
     }
 
@@ -749,6 +778,36 @@ mod tests {
         s.refuse_spec("spec: missing field `source`".into());
         assert_eq!(cond(&s, "Ready"), ("False", "InvalidSpec"));
         assert_eq!(cond(&s, UP_TO_DATE), ("False", "InvalidSpec"));
+    }
+
+    #[test]
+    fn a_condition_transitions_when_its_status_changes_and_only_then() {
+        let at = |s: &PluginStatus, t: &str| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == t)
+                .unwrap()
+                .last_transition_time
+                .clone()
+        };
+        let refused = || Some((Stage::Compiled, "NotWasm", "not WebAssembly".to_string()));
+        let mut s = PluginStatus::default();
+        s.set_at(None, true, "2026-01-01T00:00:00Z");
+        // Refused later: Ready stays True (same time), UpToDate flips (new time).
+        s.set_at(refused(), true, "2026-01-01T00:01:00Z");
+        assert_eq!(at(&s, "Ready"), "2026-01-01T00:00:00Z");
+        assert_eq!(at(&s, UP_TO_DATE), "2026-01-01T00:01:00Z");
+        // Refused again (another pass): nothing transitions.
+        s.set_at(refused(), true, "2026-01-01T00:02:00Z");
+        assert_eq!(at(&s, UP_TO_DATE), "2026-01-01T00:01:00Z");
+        // A host that restarts computes new times; what the object had is kept where the
+        // status is the same.
+        let written = s.clone();
+        let mut restarted = PluginStatus::default();
+        restarted.set_at(None, true, "2026-01-01T00:03:00Z");
+        restarted.keep_transition_times(&written);
+        assert_eq!(at(&restarted, "Ready"), "2026-01-01T00:00:00Z");
+        assert_eq!(at(&restarted, UP_TO_DATE), "2026-01-01T00:03:00Z");
     }
 
     #[test]

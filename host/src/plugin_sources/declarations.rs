@@ -136,6 +136,8 @@ impl Declarations {
                     Err(e) => {
                         let mut s = catalog.status(&name).await.unwrap_or_default();
                         s.refuse_spec(format!("spec: {e}"));
+                        // (observed, and refused)
+                        s.observed_generation = generation;
                         s
                     }
                 };
@@ -152,6 +154,12 @@ impl Declarations {
 
     async fn write_status(&self, obj: &DynamicObject, status: &PluginStatus) {
         let current: Option<PluginStatus> = serde_json::from_value(obj.data["status"].clone()).ok();
+        // A host that restarted keeps the transition times the object has.
+        let mut status = status.clone();
+        if let Some(current) = &current {
+            status.keep_transition_times(current);
+        }
+        let status = &status;
         if current.as_ref() == Some(status) {
             return;
         }
