@@ -1019,43 +1019,11 @@ async fn wasmplugin_table(
     server: &Server,
     namespace: &str,
 ) -> (Vec<String>, BTreeMap<String, BTreeMap<String, String>>) {
-    let request = http::Request::get(format!(
-        "/apis/wasm-deployer.dev/v1alpha1/namespaces/{namespace}/wasmplugins"
-    ))
-    .header(
-        "Accept",
-        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    support::get_table(
+        &server.admin,
+        &format!("/apis/wasm-deployer.dev/v1alpha1/namespaces/{namespace}/wasmplugins"),
     )
-    .body(Vec::new())
-    .unwrap();
-    let table: Value = server.admin.request(request).await.unwrap();
-    let columns: Vec<String> = table["columnDefinitions"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a Table: {table}"))
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect();
-    let rows = table["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let cells: BTreeMap<String, String> = columns
-                .iter()
-                .zip(row["cells"].as_array().unwrap())
-                .map(|(c, v)| {
-                    let text = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Null => String::new(),
-                        other => other.to_string(),
-                    };
-                    (c.clone(), text)
-                })
-                .collect();
-            (cells["Name"].clone(), cells)
-        })
-        .collect();
-    (columns, rows)
+    .await
 }
 
 /// Landscaper's CRDs, as a Landscaper cluster has them: the stories below install the chart

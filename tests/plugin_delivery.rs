@@ -706,41 +706,12 @@ async fn given_a_hook_plugin_declared_with_its_wiring_then_its_hooks_run_for_the
 /// `kubectl get wasmplugins` as the server answers it (a Table from the CRD's printer
 /// columns): name -> column -> cell.
 async fn wasmplugin_table(h: &Harness) -> BTreeMap<String, BTreeMap<String, String>> {
-    let request =
-        http::Request::get("/apis/wasm-deployer.dev/v1alpha1/namespaces/default/wasmplugins")
-            .header(
-                "Accept",
-                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
-            )
-            .body(Vec::new())
-            .unwrap();
-    let table: Value = h.client.request(request).await.unwrap();
-    let columns: Vec<String> = table["columnDefinitions"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a Table: {table}"))
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect();
-    table["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let cells: BTreeMap<String, String> = columns
-                .iter()
-                .zip(row["cells"].as_array().unwrap())
-                .map(|(c, v)| {
-                    let text = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Null => String::new(),
-                        other => other.to_string(),
-                    };
-                    (c.clone(), text)
-                })
-                .collect();
-            (cells["Name"].clone(), cells)
-        })
-        .collect()
+    support::get_table(
+        &h.client,
+        "/apis/wasm-deployer.dev/v1alpha1/namespaces/default/wasmplugins",
+    )
+    .await
+    .1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

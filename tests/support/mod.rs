@@ -479,3 +479,50 @@ pub fn start_locking_replica(
     ));
     (deployer, task)
 }
+
+/// A list as `kubectl get` asks for it (`as=Table`, the server's printer columns), read with
+/// `client` from `path`: the column names, and name -> column -> cell (text).
+pub async fn get_table(
+    client: &Client,
+    path: &str,
+) -> (
+    Vec<String>,
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+) {
+    use serde_json::Value;
+    let request = http::Request::get(path)
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = client.request(request).await.unwrap();
+    let columns: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a Table: {table}"))
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    let rows = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let cells: std::collections::BTreeMap<String, String> = columns
+                .iter()
+                .zip(row["cells"].as_array().unwrap())
+                .map(|(c, v)| {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    (c.clone(), text)
+                })
+                .collect();
+            (cells["Name"].clone(), cells)
+        })
+        .collect();
+    (columns, rows)
+}
