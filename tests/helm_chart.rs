@@ -470,7 +470,13 @@ async fn run_release(
     let plugins = &mut config["plugins"];
     assert_eq!(plugins["dir"], "/plugins", "the image's plugin directory");
     plugins["dir"] = support::plugins_dir().display().to_string().into();
-    plugins["cacheDir"] = dir.path().join("cache").display().to_string().into();
+    // Shared with every story: each host compiling every plugin afresh (the helm plugin is
+    // 4 MB) made the stories that start several hosts miss their readiness deadlines.
+    plugins["cacheDir"] = support::plugins_dir()
+        .join("../plugin-cache")
+        .display()
+        .to_string()
+        .into();
     let config_path = dir.path().join("config.yaml");
     std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
     let kubeconfig_path = dir.path().join("kubeconfig");
