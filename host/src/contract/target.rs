@@ -84,7 +84,34 @@ pub fn validate(resolved: &ResolvedTarget) -> Result<(), String> {
     let Some(kubeconfig) = kubeconfig_of(&resolved.content) else {
         return Ok(());
     };
-    let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(&kubeconfig) else {
+    let verdicts = || {
+        VERDICTS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if let Some(verdict) = verdicts().get(&kubeconfig) {
+        return verdict.clone();
+    }
+    let verdict = validate_kubeconfig(&kubeconfig);
+    let mut known = verdicts();
+    if known.len() >= KNOWN_VERDICTS {
+        known.clear();
+    }
+    known.insert(kubeconfig, verdict.clone());
+    verdict
+}
+
+/// Kubeconfig texts validated before, with their verdicts: every job of an item validates the
+/// same text, and parsing its YAML each time was a visible share of a job's CPU.
+static VERDICTS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, Result<(), String>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// At most this many texts are remembered (a kubeconfig is a few KiB).
+const KNOWN_VERDICTS: usize = 256;
+
+fn validate_kubeconfig(kubeconfig: &str) -> Result<(), String> {
+    let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(kubeconfig) else {
         // Not a kubeconfig document (e.g. another target type): nothing to check here.
         return Ok(());
     };
@@ -197,6 +224,10 @@ mod tests {
         assert!(err.contains("tokenFile"), "{err}");
         assert!(validate(&with("exec: {command: aws}")).is_err());
         assert!(validate(&with("client-key: /k")).is_err());
+        // A remembered verdict is the same verdict, a rejection included.
+        let again = validate(&with("tokenFile: /etc/token")).unwrap_err();
+        assert_eq!(again, err);
+        assert!(validate(&with("token: abc")).is_ok());
     }
 
     #[test]
