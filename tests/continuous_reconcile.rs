@@ -164,6 +164,17 @@ async fn given_a_should_reconcile_hook_then_the_hosts_own_writes_cost_no_read_of
     let items = h.items("default");
     let item: DeployItem = serde_yaml::from_str(&support::mock_item("counted")).expect("mock item");
     let mut item = items.create(&PostParams::default(), &item).await.unwrap();
+    // The creation's event is read and decided before the counters start (on a loaded machine
+    // it could otherwise land in job 1's count).
+    support::until(
+        "the host to decide the creation's event",
+        Duration::from_secs(20),
+        || {
+            h.hook_types_for("counted")
+                .contains(&deployer_host::hooks::HookType::ShouldReconcile)
+        },
+    )
+    .await;
     for job in 1..=3 {
         // Landscaper's write: a new job (one write, read before the counters start).
         let finished_before = h.deployer.stats.jobs_finished.load(Ordering::Relaxed);
