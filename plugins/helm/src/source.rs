@@ -101,10 +101,12 @@ pub fn resolve(ctx: &Ctx, spec: &ChartSpec) -> Result<Loaded, DeployerError> {
             "chart.fromResource is no longer supported (as in Landscaper): use chart.ref, chart.archive or chart.helmChartRepo".into(),
         ));
     }
-    if spec.resource_ref.is_some() {
-        return Err(config_error(
-            "chart.resourceRef is not supported yet: this deployer cannot read OCM component descriptors; use chart.ref, chart.archive or chart.helmChartRepo".into(),
-        ));
+    if let Some(key) = spec
+        .resource_ref
+        .as_deref()
+        .filter(|r| !r.trim().is_empty())
+    {
+        return from_resource_ref(ctx, key.trim());
     }
     Err(config_error("no chart was provided".into()))
 }
@@ -123,6 +125,23 @@ fn from_oci(ctx: &Ctx, reference: &str) -> Result<Loaded, DeployerError> {
         .oci_pull(reference, &[HELM_CHART_LAYER, LEGACY_CHART_LAYER])
         .map_err(|e| fetch_error(&format!("pulling chart {reference}"), e))?;
     load(&fetched.data, reference.to_string(), fetched.digest)
+}
+
+/// `chart.resourceRef`: Landscaper's global resource key of an OCM resource, read by the host
+/// from the Context's component repository (WIT `ocm`, 1.3). A chart stored as an OCI artifact
+/// yields its chart layer; a local blob is the archive itself.
+fn from_resource_ref(ctx: &Ctx, key: &str) -> Result<Loaded, DeployerError> {
+    let fetched = ctx
+        .ocm_resource(key, &[HELM_CHART_LAYER, LEGACY_CHART_LAYER])
+        .map_err(|e| fetch_error("chart.resourceRef", e))?;
+    let origin = match &fetched.ocm {
+        Some(o) => format!(
+            "resource {} of component version {}:{}",
+            o.name, o.component_name, o.component_version
+        ),
+        None => "chart.resourceRef".into(),
+    };
+    load(&fetched.data, origin, fetched.digest)
 }
 
 /// A classic chart repository: `index.yaml`, the version Helm would pick, the archive.
