@@ -271,3 +271,92 @@ async fn given_what_a_resource_key_needs_is_missing_when_reconciled_then_the_ite
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_registry_that_wants_credentials_when_the_context_has_its_pull_secret_then_the_chart_installs_and_without_it_the_item_fails_naming_what_is_missing()
+ {
+    // Given: a registry with basic authentication holding the component version.
+    let Some(registry) = support::registry::start_registry_with_auth("ocm", "s3cret") else {
+        return;
+    };
+    let addr = registry.addr.clone();
+    let archive = package(&chart_dir("web"), "0.1.0");
+    support::ocm::push_component_as(
+        &addr,
+        Some(("ocm", "s3cret")),
+        "ocm",
+        COMPONENT,
+        "1.0.0",
+        vec![Resource::local(
+            "chart",
+            "helmChart",
+            HELM_CHART_LAYER,
+            archive,
+        )],
+        Schema::V2,
+    )
+    .await;
+    let h = Harness::start_with(options(&addr, "127.0.0.1")).await;
+    // The Context `default` names the repository and a pull secret with the credentials; the
+    // Context `anonymous` names the same repository without one.
+    put(
+        &h,
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+               "metadata": {"name": "registry-pull", "namespace": "default"},
+               "stringData": {".dockerconfigjson": support::ocm::docker_config(&addr, "ocm", "s3cret")}}),
+    )
+    .await;
+    let repository = json!({"type": "OCIRegistry", "baseUrl": addr, "subPath": "ocm"});
+    manifest::merge(
+        &h,
+        "landscaper.gardener.cloud/v1alpha1",
+        "Context",
+        Some("default"),
+        "default",
+        json!({"repositoryContext": repository, "registryPullSecrets": [{"name": "registry-pull"}]}),
+    )
+    .await;
+    put(
+        &h,
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
+               "metadata": {"name": "anonymous", "namespace": "default"},
+               "repositoryContext": repository}),
+    )
+    .await;
+
+    // When: one item per Context names the chart.
+    let key = resource_key(COMPONENT, "1.0.0", "chart");
+    create(&h, &helm_item("ocm-auth", "default", &key)).await;
+    create(&h, &helm_item("ocm-anonymous", "anonymous", &key)).await;
+
+    // Then: with the pull secret a release; without, Failed naming the missing credentials.
+    let item = wait_done(&h, "ocm-auth").await;
+    assert_eq!(
+        item.status().phase,
+        Phase::Succeeded,
+        "{}",
+        status_of(&item)
+    );
+    assert_eq!(
+        release_states(&h, "ocm-auth", "ocm-auth").await,
+        ["v1 deployed"]
+    );
+    let item = wait_phase(&h, "ocm-anonymous", Phase::Failed).await;
+    let e = item.status().last_error.unwrap();
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
+    assert!(
+        e.message.contains("missing credentials")
+            && e.message
+                .contains("context anonymous has no registryPullSecrets"),
+        "{}",
+        e.message
+    );
+    assert!(
+        release_states(&h, "ocm-anonymous", "ocm-anonymous")
+            .await
+            .is_empty()
+    );
+}

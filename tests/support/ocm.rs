@@ -67,11 +67,21 @@ pub enum Schema {
     V3,
 }
 
-fn options(registry: &str) -> RegistryOptions {
+fn options(registry: &str, auth: Option<(&str, &str)>) -> RegistryOptions {
     RegistryOptions {
         plain_http: vec![registry.to_string()],
-        docker_configs: vec![],
+        docker_configs: auth
+            .map(|(u, p)| docker_config(registry, u, p))
+            .into_iter()
+            .collect(),
     }
+}
+
+/// A Docker config JSON (`.dockerconfigjson`) with `user`:`password` for `registry`.
+pub fn docker_config(registry: &str, user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    json!({"auths": {registry: {"auth": auth}}}).to_string()
 }
 
 fn tar_of(name: &str, data: &[u8]) -> Vec<u8> {
@@ -88,6 +98,19 @@ fn tar_of(name: &str, data: &[u8]) -> Vec<u8> {
 /// plain HTTP) under `sub_path`. Returns the descriptor as written (JSON).
 pub async fn push_component(
     registry: &str,
+    sub_path: &str,
+    name: &str,
+    version: &str,
+    resources: Vec<Resource>,
+    schema: Schema,
+) -> Value {
+    push_component_as(registry, None, sub_path, name, version, resources, schema).await
+}
+
+/// [`push_component`] to a registry that wants `auth` (user, password).
+pub async fn push_component_as(
+    registry: &str,
+    auth: Option<(&str, &str)>,
     sub_path: &str,
     name: &str,
     version: &str,
@@ -160,7 +183,7 @@ pub async fn push_component(
         .join("/");
     let tag = version.replace('+', ".build-");
     let reference = format!("{prefix}/component-descriptors/{name}:{tag}");
-    push(&reference, registry, all, config).await;
+    push(&reference, registry, auth, all, config).await;
     descriptor
 }
 
@@ -177,13 +200,19 @@ pub async fn push_chart(registry: &str, repository: &str, tag: &str, archive: Ve
         None,
     );
     let reference = format!("{registry}/{repository}:{tag}");
-    push(&reference, registry, vec![layer], config).await;
+    push(&reference, registry, None, vec![layer], config).await;
     reference
 }
 
-async fn push(reference: &str, registry: &str, layers: Vec<ImageLayer>, config: Config) {
+async fn push(
+    reference: &str,
+    registry: &str,
+    auth: Option<(&str, &str)>,
+    layers: Vec<ImageLayer>,
+    config: Config,
+) {
     let r = parse(reference).unwrap();
-    let (client, auth) = client_for(&r, &options(registry));
+    let (client, auth) = client_for(&r, &options(registry, auth));
     let manifest = OciImageManifest::build(&layers, &config, None::<BTreeMap<String, String>>);
     client
         .push(&r, &layers, config, &auth, Some(manifest))

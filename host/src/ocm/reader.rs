@@ -47,15 +47,6 @@ fn config_error(reason: &str, message: String) -> DeployerError {
     }
 }
 
-/// A registry error while reading `what`: operation `ocm`, the message saying what was read.
-fn registry_error(what: &str, e: DeployerError) -> DeployerError {
-    DeployerError {
-        operation: OPERATION.into(),
-        message: format!("{what}: {}", e.message),
-        ..e
-    }
-}
-
 /// A component version read from its repository.
 pub struct ComponentVersion {
     pub descriptor: ComponentDescriptor,
@@ -73,6 +64,45 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     pub fn new(fetch: &'a ItemFetch) -> Self {
         Reader { fetch }
+    }
+
+    /// A registry error while reading `what`: operation `ocm`, the message saying what was
+    /// read. A registry that refuses access is a configuration problem: the Context lacks the
+    /// credentials (its `registryPullSecrets`), and the message says which it has.
+    fn registry_error(&self, what: &str, e: DeployerError) -> DeployerError {
+        let mut e = DeployerError {
+            operation: OPERATION.into(),
+            message: format!("{what}: {}", e.message),
+            ..e
+        };
+        if e.has_code(codes::UNAUTHORIZED) {
+            let context = self.fetch.context();
+            let secrets: Vec<&str> = context
+                .map(|c| {
+                    c.registry_pull_secrets
+                        .iter()
+                        .map(|r| r.name.as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let name = context
+                .and_then(|c| c.metadata.name.as_deref())
+                .unwrap_or_default();
+            e.message.push_str(&if secrets.is_empty() {
+                format!(
+                    " — missing credentials: context {name} has no registryPullSecrets (a Secret with .dockerconfigjson for this registry)"
+                )
+            } else {
+                format!(
+                    " — the credentials of context {name}'s registryPullSecrets ({}) were refused or do not name this registry",
+                    secrets.join(", ")
+                )
+            });
+            if !e.has_code(codes::CONFIGURATION_PROBLEM) {
+                e.codes.push(codes::CONFIGURATION_PROBLEM.into());
+            }
+        }
+        e
     }
 
     /// The repository of the item's Context.
@@ -118,7 +148,7 @@ impl<'a> Reader<'a> {
         let session = self
             .fetch
             .oci_session(&reference)
-            .map_err(|e| registry_error(&what, e))?;
+            .map_err(|e| self.registry_error(&what, e))?;
         let (manifest, _digest) = match self.fetch.oci_manifest(&session).await {
             Ok(m) => m,
             Err(e) if e.reason == "NotFound" => {
@@ -127,7 +157,7 @@ impl<'a> Reader<'a> {
                     format!("{what} not found ({reference}): {}", e.message),
                 ));
             }
-            Err(e) => return Err(registry_error(&what, e)),
+            Err(e) => return Err(self.registry_error(&what, e)),
         };
         if !COMPONENT_CONFIG_TYPES.contains(&manifest.config.media_type.as_str()) {
             return Err(config_error(
@@ -142,7 +172,7 @@ impl<'a> Reader<'a> {
             .fetch
             .oci_blob(&session, &manifest.config)
             .await
-            .map_err(|e| registry_error(&what, e))?;
+            .map_err(|e| self.registry_error(&what, e))?;
         let config: Value = serde_json::from_slice(&config)
             .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: config: {e}")))?;
         let layer = &config["componentDescriptorLayer"];
@@ -160,7 +190,7 @@ impl<'a> Reader<'a> {
             .fetch
             .oci_blob(&session, descriptor_layer)
             .await
-            .map_err(|e| registry_error(&what, e))?;
+            .map_err(|e| self.registry_error(&what, e))?;
         let text = if DESCRIPTOR_TAR_TYPES.contains(&media_type) {
             file_in_tar(&data, "component-descriptor.yaml")
                 .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: {e}")))?
@@ -251,7 +281,7 @@ impl<'a> Reader<'a> {
                     .fetch
                     .oci_blob(&cv.session, layer)
                     .await
-                    .map_err(|e| registry_error(&what, e))?;
+                    .map_err(|e| self.registry_error(&what, e))?;
                 if media_type.starts_with(ARTIFACT_SET) {
                     let (layer, data) = layer_of_artifact_set(&data, layer_media_types)
                         .map_err(|e| config_error("InvalidArtifactSet", format!("{what}: {e}")))?;
@@ -291,13 +321,13 @@ impl<'a> Reader<'a> {
                 let session = self
                     .fetch
                     .oci_session(reference)
-                    .map_err(|e| registry_error(&what, e))?;
+                    .map_err(|e| self.registry_error(&what, e))?;
                 let (manifest, manifest_digest) = match self.fetch.oci_manifest(&session).await {
                     Ok(m) => m,
                     Err(e) if e.reason == "NotFound" => {
                         return Err(config_error("NotFound", format!("{what}: {}", e.message)));
                     }
-                    Err(e) => return Err(registry_error(&what, e)),
+                    Err(e) => return Err(self.registry_error(&what, e)),
                 };
                 let layer = pick_layer(&manifest.layers, layer_media_types).ok_or_else(|| {
                     config_error(
@@ -318,7 +348,7 @@ impl<'a> Reader<'a> {
                     .fetch
                     .oci_blob(&session, layer)
                     .await
-                    .map_err(|e| registry_error(&what, e))?;
+                    .map_err(|e| self.registry_error(&what, e))?;
                 Ok(Fetched {
                     digest: layer.digest.clone(),
                     media_type: layer.media_type.clone(),
