@@ -293,6 +293,7 @@ async fn given_a_registry_that_wants_credentials_when_the_context_has_its_pull_s
             HELM_CHART_LAYER,
             archive,
         )],
+        &[],
         Schema::V2,
     )
     .await;

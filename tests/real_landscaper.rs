@@ -1113,17 +1113,7 @@ impl Drop for DevStage {
 /// versions: a gzipped tar (`application/vnd.gardener.landscaper.blueprint.v1+tar+gzip`).
 fn blueprint_archive(blueprint: &Value) -> Vec<u8> {
     let yaml = serde_yaml::to_string(blueprint).unwrap();
-    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
-        Vec::new(),
-        flate2::Compression::default(),
-    ));
-    let mut h = tar::Header::new_gnu();
-    h.set_size(yaml.len() as u64);
-    h.set_mode(0o644);
-    h.set_cksum();
-    b.append_data(&mut h, "blueprint.yaml", yaml.as_bytes())
-        .unwrap();
-    b.into_inner().unwrap().finish().unwrap()
+    support::ocm::tgz(&[("blueprint.yaml", yaml.as_bytes())])
 }
 
 /// The oracle for OCM (issue #34, docs/ocm.md): the test tooling pushes a component version to a

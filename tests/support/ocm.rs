@@ -104,10 +104,22 @@ pub async fn push_component(
     resources: Vec<Resource>,
     schema: Schema,
 ) -> Value {
-    push_component_as(registry, None, sub_path, name, version, resources, schema).await
+    push_component_as(
+        registry,
+        None,
+        sub_path,
+        name,
+        version,
+        resources,
+        &[],
+        schema,
+    )
+    .await
 }
 
-/// [`push_component`] to a registry that wants `auth` (user, password).
+/// [`push_component`] to a registry that wants `auth` (user, password), with component
+/// `references` (reference name, component name, version).
+#[allow(clippy::too_many_arguments)]
 pub async fn push_component_as(
     registry: &str,
     auth: Option<(&str, &str)>,
@@ -115,8 +127,13 @@ pub async fn push_component_as(
     name: &str,
     version: &str,
     resources: Vec<Resource>,
+    references: &[(&str, &str, &str)],
     schema: Schema,
 ) -> Value {
+    let references: Vec<Value> = references
+        .iter()
+        .map(|(n, c, v)| json!({"name": n, "componentName": c, "version": v}))
+        .collect();
     let mut layers = Vec::new();
     let mut described = Vec::new();
     for r in resources {
@@ -148,13 +165,13 @@ pub async fn push_component_as(
             "meta": {"schemaVersion": "v2"},
             "component": {"name": name, "version": version, "provider": "acme",
                           "repositoryContexts": [repository_context], "sources": [],
-                          "componentReferences": [], "resources": described}
+                          "componentReferences": references, "resources": described}
         }),
         Schema::V3 => json!({
             "apiVersion": "ocm.software/v3alpha1", "kind": "ComponentVersion",
             "metadata": {"name": name, "version": version, "provider": {"name": "acme"}},
             "repositoryContexts": [repository_context],
-            "spec": {"resources": described, "sources": [], "references": []}
+            "spec": {"resources": described, "sources": [], "references": references}
         }),
     };
     let yaml = serde_yaml::to_string(&descriptor).unwrap();
@@ -228,4 +245,21 @@ pub fn resource_key(component: &str, version: &str, resource: &str) -> String {
         "component:\n  name: {component}\n  version: {version}\nresource:\n  name: {resource}\n"
     );
     base64::engine::general_purpose::STANDARD.encode(yaml)
+}
+
+/// A gzipped tar of `files` (path, content): how blueprints are stored in component versions
+/// (`application/vnd.gardener.landscaper.blueprint.v1+tar+gzip`).
+pub fn tgz(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
+    for (name, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap()
 }

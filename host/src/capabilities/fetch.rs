@@ -192,6 +192,22 @@ impl ItemFetch {
                 .resource(&resource_key, &layer_media_types)
                 .await;
         }
+        if let FetchRequest::OcmComponent {
+            repository_context,
+            component_name,
+            version,
+            resource_name,
+        } = request
+        {
+            return crate::ocm::Reader::new(self)
+                .component(
+                    repository_context.as_ref(),
+                    &component_name,
+                    &version,
+                    resource_name.as_deref(),
+                )
+                .await;
+        }
         let location = request.location().to_string();
         if !self.fetcher.allowed(&location) {
             return Err(self.not_allowed(&location));
@@ -205,7 +221,9 @@ impl ItemFetch {
                 reference,
                 layer_media_types,
             } => self.oci_pull(&reference, &layer_media_types).await,
-            FetchRequest::Ocm { .. } => unreachable!("answered above"),
+            FetchRequest::Ocm { .. } | FetchRequest::OcmComponent { .. } => {
+                unreachable!("answered above")
+            }
         }
     }
 

@@ -16,7 +16,7 @@ pub mod key;
 mod reader;
 pub mod repository;
 
-pub use reader::Reader;
+pub use reader::{Reader, tar_files};
 
 /// The operation of OCM errors.
 pub const OPERATION: &str = "ocm";

@@ -212,6 +212,81 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// [`FetchRequest::OcmComponent`](plugin_runtime::FetchRequest::OcmComponent): the resolved
+    /// descriptor list of `name`:`version` (it and, transitively, the versions it references,
+    /// from the same repository), or the content of its resource `resource_name`.
+    pub async fn component(
+        &self,
+        repository_context: Option<&Value>,
+        name: &str,
+        version: &str,
+        resource_name: Option<&str>,
+    ) -> Result<Fetched, DeployerError> {
+        let repository = match repository_context {
+            Some(spec) => OciRepository::from_context(spec).map_err(|e| {
+                config_error(
+                    "InvalidRepositoryContext",
+                    format!("repositoryContext: {e}"),
+                )
+            })?,
+            None => self.repository()?,
+        };
+        let cv = self.component_version(&repository, name, version).await?;
+        if let Some(resource_name) = resource_name {
+            let wanted =
+                std::collections::BTreeMap::from([("name".to_string(), resource_name.to_string())]);
+            let Some(resource) = cv.descriptor.resource(&wanted).or_else(|| {
+                cv.descriptor
+                    .resources
+                    .iter()
+                    .find(|r| r.name == resource_name)
+            }) else {
+                return Err(config_error(
+                    "ResourceNotFound",
+                    format!(
+                        "component version {name}:{version} has no resource name={resource_name} (it has: {})",
+                        cv.descriptor.resource_identities().join("; ")
+                    ),
+                ));
+            };
+            let mut fetched = self.content(&cv, resource, &[]).await?;
+            fetched.ocm = Some(OcmOrigin {
+                component_name: name.to_string(),
+                component_version: version.to_string(),
+                name: resource.name.clone(),
+                version: resource.version.clone(),
+                r#type: resource.r#type.clone(),
+                access_type: resource.access_type().to_string(),
+            });
+            return Ok(fetched);
+        }
+        // The version and, breadth first, every version it references (each once).
+        let mut components = vec![cv.descriptor.raw.clone()];
+        let mut seen = std::collections::BTreeSet::from([(name.to_string(), version.to_string())]);
+        let mut queue: std::collections::VecDeque<_> = cv.descriptor.references.clone().into();
+        while let Some(r) = queue.pop_front() {
+            if !seen.insert((r.component_name.clone(), r.version.clone())) {
+                continue;
+            }
+            let referenced = self
+                .component_version(&repository, &r.component_name, &r.version)
+                .await?;
+            queue.extend(referenced.descriptor.references.clone());
+            components.push(referenced.descriptor.raw);
+        }
+        let list = serde_json::json!({"meta": {"schemaVersion": "v2"}, "components": components});
+        let data = serde_json::to_vec(&list).expect("JSON");
+        Ok(Fetched {
+            digest: format!(
+                "sha256:{}",
+                hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data))
+            ),
+            media_type: "application/json".into(),
+            data,
+            ..Default::default()
+        })
+    }
+
     /// The content of the resource `key` names (WIT `ocm.get-resource`).
     pub async fn resource(
         &self,
@@ -381,8 +456,8 @@ fn pick_layer<'l>(
     }
 }
 
-/// The files of a tar (gzipped or not).
-fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
+/// The files of a tar (gzipped or not), by path (directories omitted).
+pub fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
     let plain;
     let bytes: &[u8] = if data.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
@@ -408,6 +483,9 @@ fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
             .trim_start_matches("./")
             .trim_start_matches('/')
             .to_string();
+        if !entry.header().entry_type().is_file() || name.is_empty() {
+            continue;
+        }
         let mut content = Vec::new();
         entry
             .read_to_end(&mut content)
