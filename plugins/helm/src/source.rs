@@ -329,4 +329,78 @@ mod tests {
         );
         assert!(e.has_code(codes::CONFIGURATION_PROBLEM));
     }
+
+    /// A host that answers OCM requests as the host's reader would, and records them.
+    struct OcmHost(std::sync::Mutex<Vec<sdk_guest::FetchRequest>>);
+
+    impl sdk_guest::NativeHost for OcmHost {
+        fn log(&self, _level: sdk_guest::LogLevel, _message: &str) {}
+        fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
+            Ok(())
+        }
+        fn remaining(&self) -> Option<std::time::Duration> {
+            None
+        }
+        fn kube(&self, _op: sdk_guest::KubeOp) -> Result<Option<String>, DeployerError> {
+            Ok(None)
+        }
+        fn fetch(
+            &self,
+            request: sdk_guest::FetchRequest,
+        ) -> Result<sdk_guest::Fetched, DeployerError> {
+            self.0.lock().unwrap().push(request.clone());
+            match request {
+                sdk_guest::FetchRequest::Ocm { resource_key, .. } if resource_key == "good" => {
+                    Ok(sdk_guest::Fetched {
+                        data: b"not a chart".to_vec(),
+                        ocm: Some(sdk_guest::OcmOrigin {
+                            component_name: "example.com/app".into(),
+                            component_version: "1.0.0".into(),
+                            name: "chart".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    })
+                }
+                _ => Err(DeployerError::configuration(
+                    "ResourceNotFound",
+                    "component version example.com/app:1.0.0 has no resource name=nope",
+                )
+                .with_operation("ocm")),
+            }
+        }
+    }
+
+    #[test]
+    fn a_resource_ref_is_asked_of_the_host_with_helms_chart_layer_types() {
+        let host = OcmHost(Default::default());
+        let ctx = Ctx::native(&host);
+        let spec = |key: &str| ChartSpec {
+            resource_ref: Some(key.into()),
+            ..Default::default()
+        };
+        let e = resolve(&ctx, &spec("good")).err().unwrap();
+        assert!(
+            e.message
+                .contains("resource chart of component version example.com/app:1.0.0 is not a valid chart archive"),
+            "{}",
+            e.message
+        );
+        assert_eq!(
+            host.0.lock().unwrap()[0],
+            sdk_guest::FetchRequest::Ocm {
+                resource_key: "good".into(),
+                layer_media_types: vec![HELM_CHART_LAYER.into(), LEGACY_CHART_LAYER.into()],
+            }
+        );
+        let e = resolve(&ctx, &spec("nope")).err().unwrap();
+        assert!(e.has_code(codes::CONFIGURATION_PROBLEM));
+        assert_eq!(e.operation, OPERATION);
+        assert!(
+            e.message
+                .starts_with("chart.resourceRef: component version"),
+            "{}",
+            e.message
+        );
+    }
 }

@@ -18,14 +18,14 @@ impl wit::ocm::Host for State {
         &mut self,
         resource_key: String,
         layer_media_types: Vec<String>,
-    ) -> Result<wit::ocm::Resource, WitError> {
+    ) -> Result<wit::ocm::ComponentResource, WitError> {
         let request = FetchRequest::Ocm {
             resource_key,
             layer_media_types,
         };
         let mut f = self.fetch(request).await?;
         let origin = f.ocm.take().unwrap_or_default();
-        Ok(wit::ocm::Resource {
+        Ok(wit::ocm::ComponentResource {
             component_name: origin.component_name,
             component_version: origin.component_version,
             name: origin.name,

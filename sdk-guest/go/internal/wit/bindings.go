@@ -1055,8 +1055,8 @@ func StoreResourceInfo(c *Call, p uint32, v ResourceInfo) {
 
 // A resource's content and where it came from.
 //
-// WIT: record `ocm.resource`.
-type Resource struct {
+// WIT: record `ocm.component-resource`.
+type ComponentResource struct {
 	// The component version the resource belongs to.
 	ComponentName    string
 	ComponentVersion string
@@ -1070,15 +1070,15 @@ type Resource struct {
 	Content Blob
 }
 
-// Size and alignment of Resource in linear memory.
+// Size and alignment of ComponentResource in linear memory.
 const (
-	SizeResource  = 76
-	AlignResource = 4
+	SizeComponentResource  = 76
+	AlignComponentResource = 4
 )
 
-// LoadResource reads a Resource at p.
-func LoadResource(p uint32) Resource {
-	return Resource{
+// LoadComponentResource reads a ComponentResource at p.
+func LoadComponentResource(p uint32) ComponentResource {
+	return ComponentResource{
 		ComponentName:    LiftString(Ld32(p+0), Ld32((p+0)+4)),
 		ComponentVersion: LiftString(Ld32(p+8), Ld32((p+8)+4)),
 		Name:             LiftString(Ld32(p+16), Ld32((p+16)+4)),
@@ -1089,8 +1089,8 @@ func LoadResource(p uint32) Resource {
 	}
 }
 
-// StoreResource writes v at p; c keeps its strings and lists alive.
-func StoreResource(c *Call, p uint32, v Resource) {
+// StoreComponentResource writes v at p; c keeps its strings and lists alive.
+func StoreComponentResource(c *Call, p uint32, v ComponentResource) {
 	p143, n144 := c.Str(v.ComponentName)
 	St32(p+0, p143)
 	St32((p+0)+4, n144)
@@ -2012,7 +2012,7 @@ func importOcmGetResource(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32
 // The content of the resource `resource-key` names.
 //
 // WIT: `wasm-deployer:plugin/ocm@1.3.0#get-resource`.
-func OcmGetResource(resourceKey string, layerMediaTypes []string) Result[Resource, DeployerError] {
+func OcmGetResource(resourceKey string, layerMediaTypes []string) Result[ComponentResource, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
@@ -2035,10 +2035,10 @@ func OcmGetResource(resourceKey string, layerMediaTypes []string) Result[Resourc
 	ret := c.Alloc(80, 4)
 	mark := EnterImport()
 	importOcmGetResource(f0, f1, f2, f3, ret)
-	r := func() Result[Resource, DeployerError] {
-		var r297 Result[Resource, DeployerError]
+	r := func() Result[ComponentResource, DeployerError] {
+		var r297 Result[ComponentResource, DeployerError]
 		if Ld8(ret) == 0 {
-			r297.Ok = LoadResource((ret) + 4)
+			r297.Ok = LoadComponentResource((ret) + 4)
 		} else {
 			r297.IsErr = true
 			r297.Err = LoadDeployerError((ret) + 4)
