@@ -1120,9 +1120,10 @@ fn blueprint_archive(blueprint: &Value) -> Vec<u8> {
 /// real registry; the real Landscaper resolves the Installation's component descriptor and
 /// blueprint from it (proof that what we push is real OCM) and its blueprint names the chart by
 /// `getResourceKey`; our helm plugin resolves that key through the host and installs a real
-/// Helm release.
+/// Helm release. A container item of the same blueprint names the component version and the
+/// blueprint by reference; its program reads both where Landscaper's init container puts them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_component_version_in_a_registry_when_landscaper_installs_its_blueprint_then_our_helm_plugin_resolves_the_charts_resource_key()
+async fn given_a_component_version_in_a_registry_when_landscaper_installs_its_blueprint_then_our_helm_and_container_deployers_resolve_its_resources()
  {
     use support::ocm::{BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component};
     require_real_landscaper!();
@@ -1150,6 +1151,27 @@ r#"deployItems:
     chart: {{resourceRef: {{{{ getResourceKey "cd://resources/chart" }}}}}}
     values: {{message: from-ocm}}
     readinessChecks: {{disableDefault: true}}
+- name: job
+  type: landscaper.gardener.cloud/container
+  target: {{import: cluster}}
+  dependsOn: [chart]
+  config:
+    apiVersion: container.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    image: alpine:3.19
+    command: [sh, -c]
+    args:
+    - |
+      mkdir -p "$(dirname "$EXPORTS_PATH")"
+      printf '{{"components": %s, "blueprintKind": "%s"}}' \
+        "$(grep -o '"name":"example.com/acme/web"' "$COMPONENT_DESCRIPTOR_PATH" | wc -l)" \
+        "$(sed -n 's/^kind: //p' "$CONTENT_PATH/blueprint.yaml")" > "$EXPORTS_PATH"
+    componentDescriptor:
+      ref:
+        componentName: {{{{ .cd.component.name }}}}
+        version: {{{{ .cd.component.version }}}}
+    blueprint:
+      ref: {{resourceName: blueprint}}
 "#)}],
     });
     let archive = support::chart_repo::package(&support::chart_repo::chart_dir("web"), "0.1.0");
@@ -1228,4 +1250,11 @@ r#"deployItems:
         .await
         .expect("ConfigMap");
     assert_eq!(cm.data.unwrap()["message"], "from-ocm");
+    // The container item's program read the component descriptor and the blueprint the host
+    // resolved, mounted as Landscaper's init container mounts them.
+    let job = &items["job"];
+    assert_eq!(job.status().phase, Phase::Succeeded, "{}", describe(&items));
+    let out = export_of(&s.h, job).await;
+    assert_eq!(out["blueprintKind"], "Blueprint", "{out}");
+    assert!(out["components"].as_u64().unwrap_or(0) >= 1, "{out}");
 }
