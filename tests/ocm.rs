@@ -108,6 +108,15 @@ async fn given_a_component_version_in_a_registry_when_helm_items_name_its_charts
     let addr = registry.addr.clone();
     let archive = package(&chart_dir("web"), "0.1.0");
     let chart_ref = push_chart(&addr, "charts/web", "0.1.0", archive.clone()).await;
+    // ... and a classic Helm repository (HTTP, index.yaml) and an OCI one (`helm` access).
+    let repo = support::chart_repo::ChartRepo::start(
+        vec![
+            ("web", "0.1.0", archive.clone()),
+            ("web", "0.2.0", package(&chart_dir("web"), "0.2.0")),
+        ],
+        None,
+    )
+    .await;
     push_component(
         &addr,
         "ocm",
@@ -116,6 +125,13 @@ async fn given_a_component_version_in_a_registry_when_helm_items_name_its_charts
         vec![
             Resource::local("chart", "helmChart", HELM_CHART_LAYER, archive.clone()),
             Resource::oci("chart-oci", "helmChart", &chart_ref),
+            Resource::helm("chart-repo", &repo.url, "web:0.1.0"),
+            Resource::helm(
+                "chart-helm-oci",
+                &format!("oci://{addr}/charts"),
+                "web:0.1.0",
+            ),
+            Resource::helm("chart-repo-missing", &repo.url, "web:9.9.9"),
         ],
         Schema::V2,
     )
@@ -142,6 +158,11 @@ async fn given_a_component_version_in_a_registry_when_helm_items_name_its_charts
         ("ocm-local", resource_key(COMPONENT, "1.0.0", "chart")),
         ("ocm-oci", resource_key(COMPONENT, "1.0.0", "chart-oci")),
         ("ocm-v3", resource_key(COMPONENT, "2.0.0+build.7", "chart")),
+        ("ocm-repo", resource_key(COMPONENT, "1.0.0", "chart-repo")),
+        (
+            "ocm-helm-oci",
+            resource_key(COMPONENT, "1.0.0", "chart-helm-oci"),
+        ),
     ];
     for (name, key) in &items {
         create(&h, &helm_item(name, "default", key)).await;
@@ -164,6 +185,33 @@ async fn given_a_component_version_in_a_registry_when_helm_items_name_its_charts
         let cm = manifest::get(&h, "v1", "ConfigMap", Some(name), &format!("{name}-config")).await;
         assert!(cm.is_some(), "{name}: the chart's ConfigMap was applied");
     }
+    // The Helm repository's index was read; its chart has the digest the index names, which is
+    // the local blob's too: downloaded at most once (the host's digest cache). A version the
+    // repository lacks is named.
+    assert!(repo.hits("/index.yaml") >= 1);
+    assert!(repo.hits("/web-0.1.0.tgz") <= 1);
+    create(
+        &h,
+        &helm_item(
+            "ocm-repo-missing",
+            "default",
+            &resource_key(COMPONENT, "1.0.0", "chart-repo-missing"),
+        ),
+    )
+    .await;
+    let item = wait_phase(&h, "ocm-repo-missing", Phase::Failed).await;
+    let e = item.status().last_error.unwrap();
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
+    assert!(
+        e.message
+            .contains("chart web version 9.9.9 is not in the Helm repository")
+            && e.message.contains("0.1.0, 0.2.0"),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,6 +25,8 @@ pub enum Content {
     LocalBlob { media_type: String, data: Vec<u8> },
     /// An OCI artifact elsewhere (`ociArtifact` access).
     OciArtifact { image_reference: String },
+    /// A chart in a Helm repository (`helm` access).
+    Helm { repository: String, chart: String },
 }
 
 /// One resource of a component version.
@@ -44,6 +46,19 @@ impl Resource {
             content: Content::LocalBlob {
                 media_type: media_type.into(),
                 data,
+            },
+        }
+    }
+
+    /// A chart `chart` (`name:version`) of the Helm repository `repository` (`helm` access).
+    pub fn helm(name: &str, repository: &str, chart: &str) -> Self {
+        Resource {
+            name: name.into(),
+            version: "1.0.0".into(),
+            r#type: "helmChart".into(),
+            content: Content::Helm {
+                repository: repository.into(),
+                chart: chart.into(),
             },
         }
     }
@@ -146,6 +161,9 @@ pub async fn push_component_as(
             }
             Content::OciArtifact { image_reference } => {
                 json!({"type": "ociArtifact", "imageReference": image_reference})
+            }
+            Content::Helm { repository, chart } => {
+                json!({"type": "helm", "helmRepository": repository, "helmChart": chart})
             }
         };
         let relation = if access["type"] == "localBlob" {

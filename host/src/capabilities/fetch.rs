@@ -208,6 +208,12 @@ impl ItemFetch {
                 )
                 .await;
         }
+        self.download(request).await
+    }
+
+    /// An HTTP(S) GET or OCI pull, checked against the allowlist (what the OCM reader uses for
+    /// the `helm` access type).
+    pub(crate) async fn download(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
         let location = request.location().to_string();
         if !self.fetcher.allowed(&location) {
             return Err(self.not_allowed(&location));
@@ -221,9 +227,11 @@ impl ItemFetch {
                 reference,
                 layer_media_types,
             } => self.oci_pull(&reference, &layer_media_types).await,
-            FetchRequest::Ocm { .. } | FetchRequest::OcmComponent { .. } => {
-                unreachable!("answered above")
-            }
+            FetchRequest::Ocm { .. } | FetchRequest::OcmComponent { .. } => Err(err(
+                Some(codes::INTERNAL_PROBLEM),
+                "InvalidReference",
+                format!("{location}: an OCM request is not a download"),
+            )),
         }
     }
 

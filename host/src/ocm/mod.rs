@@ -1,7 +1,7 @@
 //! OCM (Open Component Model) component versions in OCI registries, read by the host for
 //! plugins (WIT `ocm`, 1.3) and for the host's own deployers: Landscaper's global resource keys
 //! (`getResourceKey`), the Context's `repositoryContext`, component descriptors (schema v2 and
-//! v3), and resource content through the access types `localBlob` and `ociArtifact`/`ociImage`.
+//! v3), and resource content through the access types `localBlob`, `ociArtifact`/`ociImage` and `helm`.
 //! Written from the OCM specification and the OCM Go library Landscaper vendors (no maintained
 //! Rust crate reads OCM); docs/ocm.md says what is supported.
 //!

@@ -434,13 +434,112 @@ impl<'a> Reader<'a> {
                     ..Default::default()
                 })
             }
+            "helm" => self.helm_chart(&what, access).await,
             other => Err(config_error(
                 "UnsupportedAccess",
                 format!(
-                    "{what}: access type {other:?} is not supported (localBlob, ociArtifact, ociImage are)"
+                    "{what}: access type {other:?} is not supported (localBlob, ociArtifact, ociImage, helm are)"
                 ),
             )),
         }
+    }
+}
+
+impl Reader<'_> {
+    /// The `helm` access type: chart `helmChart` (`name:version`) of the Helm repository
+    /// `helmRepository` — an `oci://` repository (the chart is `<repository>/<name>:<version>`)
+    /// or a classic one (`index.yaml`, the entry with exactly that version, its first URL,
+    /// checked against the index's digest). Downloads go through `fetch` (allowlist, limits,
+    /// the Context's `helmChartRepoCredentials`, cache).
+    async fn helm_chart(&self, what: &str, access: &Value) -> Result<Fetched, DeployerError> {
+        let repository = access["helmRepository"].as_str().unwrap_or_default().trim();
+        let chart = access["helmChart"].as_str().unwrap_or_default().trim();
+        let Some((name, version)) = chart
+            .rsplit_once(':')
+            .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+        else {
+            return Err(config_error(
+                "InvalidAccess",
+                format!("{what}: helm access: helmChart {chart:?} is not name:version"),
+            ));
+        };
+        if repository.is_empty() {
+            return Err(config_error(
+                "InvalidAccess",
+                format!("{what}: helm access has no helmRepository"),
+            ));
+        }
+        let fetch = |request| async move {
+            self.fetch
+                .download(request)
+                .await
+                .map_err(|e| self.registry_error(what, e))
+        };
+        if let Some(oci) = repository.strip_prefix("oci://") {
+            let reference = format!(
+                "{}/{name}:{}",
+                oci.trim_end_matches('/'),
+                version.replace('+', "_")
+            );
+            return fetch(plugin_runtime::FetchRequest::Oci {
+                reference,
+                layer_media_types: vec![
+                    "application/vnd.cncf.helm.chart.content.v1.tar+gzip".into(),
+                    "application/tar+gzip".into(),
+                ],
+            })
+            .await;
+        }
+        let base = repository.trim_end_matches('/');
+        let index = fetch(plugin_runtime::FetchRequest::Http {
+            url: format!("{base}/index.yaml"),
+            expected_digest: None,
+        })
+        .await?;
+        let index: Value = serde_yaml::from_slice(&index.data).map_err(|e| {
+            config_error("InvalidAccess", format!("{what}: {base}/index.yaml: {e}"))
+        })?;
+        let entries = index["entries"][name]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let Some(entry) = entries
+            .iter()
+            .find(|e| e["version"].as_str() == Some(version))
+        else {
+            let available: Vec<&str> = entries
+                .iter()
+                .filter_map(|e| e["version"].as_str())
+                .collect();
+            return Err(config_error(
+                "NotFound",
+                format!(
+                    "{what}: chart {name} version {version} is not in the Helm repository {base} (versions there: {})",
+                    if available.is_empty() {
+                        "none".to_string()
+                    } else {
+                        available.join(", ")
+                    }
+                ),
+            ));
+        };
+        let url = entry["urls"][0].as_str().unwrap_or_default();
+        let url = if url.contains("://") {
+            url.to_string()
+        } else {
+            format!(
+                "{base}/{}",
+                url.trim_start_matches("./").trim_start_matches('/')
+            )
+        };
+        fetch(plugin_runtime::FetchRequest::Http {
+            url,
+            expected_digest: entry["digest"]
+                .as_str()
+                .filter(|d| !d.is_empty())
+                .map(str::to_string),
+        })
+        .await
     }
 }
 
