@@ -373,10 +373,55 @@ async fn given_a_registry_that_wants_credentials_when_the_context_has_its_pull_s
     )
     .await;
 
+    // The same credentials as OCM configurations: a pull secret with `.ocmcredentialconfig`,
+    // and the Context's `ocmConfig` ConfigMap (`.ocmconfig`); and an ocmConfig that is missing.
+    let port = addr.rsplit_once(':').unwrap().1;
+    let ocm_credentials = format!(
+        "type: credentials.config.ocm.software\nconsumers:\n- identity: {{type: OCIRegistry, hostname: 127.0.0.1, port: \"{port}\"}}\n  credentials:\n  - type: Credentials\n    properties: {{username: ocm, password: s3cret}}\n"
+    );
+    put(
+        &h,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "ocm-pull", "namespace": "default"},
+               "stringData": {".ocmcredentialconfig": ocm_credentials}}),
+    )
+    .await;
+    put(
+        &h,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "ocm-config", "namespace": "default"},
+               "data": {".ocmconfig": format!(
+                   "type: generic.config.ocm.software/v1\nconfigurations:\n- {}",
+                   ocm_credentials.replace('\n', "\n  "))}}),
+    )
+    .await;
+    for (name, extra) in [
+        (
+            "ocm-secret",
+            json!({"registryPullSecrets": [{"name": "ocm-pull"}]}),
+        ),
+        ("ocm-config", json!({"ocmConfig": {"name": "ocm-config"}})),
+        (
+            "ocm-config-missing",
+            json!({"ocmConfig": {"name": "nowhere"}}),
+        ),
+    ] {
+        let mut context = json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
+                                 "metadata": {"name": name, "namespace": "default"},
+                                 "repositoryContext": repository});
+        for (k, v) in extra.as_object().unwrap() {
+            context[k] = v.clone();
+        }
+        put(&h, context).await;
+    }
+
     // When: one item per Context names the chart.
     let key = resource_key(COMPONENT, "1.0.0", "chart");
     create(&h, &helm_item("ocm-auth", "default", &key)).await;
     create(&h, &helm_item("ocm-anonymous", "anonymous", &key)).await;
+    for name in ["ocm-secret", "ocm-config", "ocm-config-missing"] {
+        create(&h, &helm_item(name, name, &key)).await;
+    }
 
     // Then: with the pull secret a release; without, Failed naming the missing credentials.
     let item = wait_done(&h, "ocm-auth").await;
@@ -407,5 +452,31 @@ async fn given_a_registry_that_wants_credentials_when_the_context_has_its_pull_s
         release_states(&h, "ocm-anonymous", "ocm-anonymous")
             .await
             .is_empty()
+    );
+    for name in ["ocm-secret", "ocm-config"] {
+        let item = wait_done(&h, name).await;
+        assert_eq!(
+            item.status().phase,
+            Phase::Succeeded,
+            "{name}: {}",
+            status_of(&item)
+        );
+        assert_eq!(
+            release_states(&h, name, name).await,
+            ["v1 deployed"],
+            "{name}"
+        );
+    }
+    let item = wait_phase(&h, "ocm-config-missing", Phase::Failed).await;
+    let e = item.status().last_error.unwrap();
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
+    assert!(
+        e.message
+            .contains("ConfigMap default/nowhere (the Context's ocmConfig) not found"),
+        "{}",
+        e.message
     );
 }

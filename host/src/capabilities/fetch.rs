@@ -355,7 +355,7 @@ impl ItemFetch {
         reference: &str,
         media_types: &[String],
     ) -> Result<Fetched, DeployerError> {
-        let session = self.oci_session(reference)?;
+        let session = self.oci_session(reference).await?;
         let (manifest, manifest_digest) = self.oci_manifest(&session).await?;
         let Some(layer) = manifest
             .layers
@@ -391,7 +391,7 @@ impl ItemFetch {
 
     /// A registry session for `reference`: checked against the allowlist, with the client and
     /// the Context's credentials for its registry.
-    pub(crate) fn oci_session(&self, reference: &str) -> Result<OciSession, DeployerError> {
+    pub(crate) async fn oci_session(&self, reference: &str) -> Result<OciSession, DeployerError> {
         if !self.fetcher.allowed(reference) {
             return Err(self.not_allowed(reference));
         }
@@ -405,7 +405,7 @@ impl ItemFetch {
         let registry_host = r.resolve_registry().to_string();
         let options = registry::RegistryOptions {
             plain_http: self.fetcher.config.plain_http.clone(),
-            docker_configs: self.docker_configs(),
+            docker_configs: self.docker_configs().await?,
         };
         let client = registry::client_with(
             &options,
@@ -500,13 +500,64 @@ impl ItemFetch {
         self.context.as_ref()
     }
 
-    /// Docker configs of the Context's registry pull secrets (resolved by the controller).
-    fn docker_configs(&self) -> Vec<String> {
-        self.context
+    /// Docker configs of the Context's registry pull secrets (resolved by the controller; an
+    /// `.ocmcredentialconfig` is turned into one), and of the OCM configuration in the
+    /// Context's `ocmConfig` ConfigMap (key `.ocmconfig`, as Landscaper reads it).
+    async fn docker_configs(&self) -> Result<Vec<String>, DeployerError> {
+        let mut docs: Vec<String> = self
+            .context
             .as_ref()
             .and_then(|c| c.resolved_registry_pull_secrets.as_ref())
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
+            .map(|m| {
+                m.values()
+                    .map(|doc| {
+                        let is_docker = serde_json::from_str::<serde_json::Value>(doc)
+                            .is_ok_and(|v| v.get("auths").is_some());
+                        match is_docker {
+                            true => doc.clone(),
+                            false => {
+                                crate::ocm::credentials::docker_config(doc).unwrap_or_default()
+                            }
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ocm_config = self
+            .context
+            .as_ref()
+            .and_then(|c| c.extra.get("ocmConfig"))
+            .and_then(|r| r["name"].as_str())
+            .filter(|n| !n.is_empty());
+        if let Some(name) = ocm_config {
+            let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(self.client.clone(), &self.namespace);
+            let missing = |what: String| err(Some(codes::CONFIGURATION_PROBLEM), "OcmConfig", what);
+            let map = maps.get_opt(name).await.map_err(|e| {
+                err(
+                    None,
+                    "OcmConfig",
+                    format!(
+                        "reading ConfigMap {}/{name} (the Context's ocmConfig): {e}",
+                        self.namespace
+                    ),
+                )
+            })?;
+            let Some(map) = map else {
+                return Err(missing(format!(
+                    "ConfigMap {}/{name} (the Context's ocmConfig) not found",
+                    self.namespace
+                )));
+            };
+            let Some(text) = map.data.as_ref().and_then(|d| d.get(".ocmconfig")) else {
+                return Err(missing(format!(
+                    "ConfigMap {}/{name} (the Context's ocmConfig) has no key .ocmconfig",
+                    self.namespace
+                )));
+            };
+            docs.extend(crate::ocm::credentials::docker_config(text));
+        }
+        Ok(docs)
     }
 
     /// The `Authorization` header for `url` from the Context's

@@ -11,6 +11,7 @@
 //! registry request goes through [`crate::capabilities::fetch::ItemFetch`]; nor what the bytes
 //! mean (a chart is the helm plugin's business).
 
+pub mod credentials;
 pub mod descriptor;
 pub mod key;
 mod reader;

@@ -148,6 +148,7 @@ impl<'a> Reader<'a> {
         let session = self
             .fetch
             .oci_session(&reference)
+            .await
             .map_err(|e| self.registry_error(&what, e))?;
         let (manifest, _digest) = match self.fetch.oci_manifest(&session).await {
             Ok(m) => m,
@@ -396,6 +397,7 @@ impl<'a> Reader<'a> {
                 let session = self
                     .fetch
                     .oci_session(reference)
+                    .await
                     .map_err(|e| self.registry_error(&what, e))?;
                 let (manifest, manifest_digest) = match self.fetch.oci_manifest(&session).await {
                     Ok(m) => m,
