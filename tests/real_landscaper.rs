@@ -183,6 +183,18 @@ fn four_types_deploy_execution() -> String {
     chart: {{archive: {{raw: "{chart}"}}}}
     values: {{message: {{{{ .imports.color }}}}}}
     readinessChecks: {{disableDefault: true}}
+- name: chart-db
+  type: landscaper.gardener.cloud/helm
+  target: {{import: cluster}}
+  config:
+    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    name: db
+    namespace: {APP_NS}
+    createNamespace: true
+    chart: {{resourceRef: {{{{ getResourceKey "cd://componentReferences/db/resources/chart" }}}}}}
+    values: {{message: from-the-reference}}
+    readinessChecks: {{disableDefault: true}}
 - name: job
   type: landscaper.gardener.cloud/container
   target: {{import: cluster}}
@@ -1125,7 +1137,9 @@ fn blueprint_archive(blueprint: &Value) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_component_version_in_a_registry_when_landscaper_installs_its_blueprint_then_our_helm_and_container_deployers_resolve_its_resources()
  {
-    use support::ocm::{BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component};
+    use support::ocm::{
+        BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component, push_component_as,
+    };
     require_real_landscaper!();
     let Some(registry) = support::registry::start_registry() else {
         return;
@@ -1151,6 +1165,18 @@ r#"deployItems:
     chart: {{resourceRef: {{{{ getResourceKey "cd://resources/chart" }}}}}}
     values: {{message: from-ocm}}
     readinessChecks: {{disableDefault: true}}
+- name: chart-db
+  type: landscaper.gardener.cloud/helm
+  target: {{import: cluster}}
+  config:
+    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    name: db
+    namespace: {APP_NS}
+    createNamespace: true
+    chart: {{resourceRef: {{{{ getResourceKey "cd://componentReferences/db/resources/chart" }}}}}}
+    values: {{message: from-the-reference}}
+    readinessChecks: {{disableDefault: true}}
 - name: job
   type: landscaper.gardener.cloud/container
   target: {{import: cluster}}
@@ -1175,8 +1201,24 @@ r#"deployItems:
 "#)}],
     });
     let archive = support::chart_repo::package(&support::chart_repo::chart_dir("web"), "0.1.0");
+    // A referenced component (v3) with a chart of its own.
     push_component(
         &addr,
+        "ocm",
+        "example.com/acme/db",
+        "2.0.0",
+        vec![Resource::local(
+            "chart",
+            "helmChart",
+            HELM_CHART_LAYER,
+            archive.clone(),
+        )],
+        Schema::V3,
+    )
+    .await;
+    push_component_as(
+        &addr,
+        None,
         "ocm",
         component,
         "1.0.0",
@@ -1189,6 +1231,7 @@ r#"deployItems:
             ),
             Resource::local("chart", "helmChart", HELM_CHART_LAYER, archive),
         ],
+        &[("db", "example.com/acme/db", "2.0.0")],
         Schema::V2,
     )
     .await;
@@ -1250,6 +1293,12 @@ r#"deployItems:
         .await
         .expect("ConfigMap");
     assert_eq!(cm.data.unwrap()["message"], "from-ocm");
+    // The chart of the referenced component: Landscaper's key names that component version.
+    let db = config_map(&s.h, APP_NS, "db-config")
+        .await
+        .expect("ConfigMap of db");
+    assert_eq!(db.data.unwrap()["message"], "from-the-reference");
+    assert_eq!(items["chart-db"].status().phase, Phase::Succeeded);
     // The container item's program read the component descriptor and the blueprint the host
     // resolved, mounted as Landscaper's init container mounts them.
     let job = &items["job"];
@@ -1257,4 +1306,13 @@ r#"deployItems:
     let out = export_of(&s.h, job).await;
     assert_eq!(out["blueprintKind"], "Blueprint", "{out}");
     assert!(out["components"].as_u64().unwrap_or(0) >= 1, "{out}");
+    let db_key = items["chart-db"].spec.config.as_ref().unwrap()["chart"]["resourceRef"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let db_key = String::from_utf8(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &db_key).unwrap(),
+    )
+    .unwrap();
+    assert!(db_key.contains("example.com/acme/db"), "{db_key}");
 }
