@@ -88,7 +88,16 @@ impl<'a> Reader<'a> {
             let name = context
                 .and_then(|c| c.metadata.name.as_deref())
                 .unwrap_or_default();
-            e.message.push_str(&if secrets.is_empty() {
+            let ocm_config = context
+                .and_then(|c| c.extra.get("ocmConfig"))
+                .and_then(|r| r["name"].as_str())
+                .filter(|n| !n.is_empty());
+            e.message.push_str(&if let Some(config) = ocm_config {
+                format!(
+                    " — the credentials of context {name}'s registryPullSecrets ({}) and ocmConfig ({config}) were refused or do not name this registry",
+                    secrets.join(", ")
+                )
+            } else if secrets.is_empty() {
                 format!(
                     " — missing credentials: context {name} has no registryPullSecrets (a Secret with .dockerconfigjson for this registry)"
                 )
