@@ -44,8 +44,12 @@ fn config() -> HostConfig {
 
 /// A harness with the container deployer and a process kubelet on `container-host`.
 async fn story() -> Story {
+    story_with(config()).await
+}
+
+async fn story_with(config: HostConfig) -> Story {
     let h = Harness::start_with(Options {
-        config: config(),
+        config,
         ..Options::default()
     })
     .await;
@@ -359,7 +363,8 @@ async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wr
     let mut unpullable = item("unpullable", "true", json!({}));
     unpullable = unpullable.replace("alpine:3.19", "registry.invalid/unpullable:1");
     h.create_item(&unpullable).await;
-    // A configuration Landscaper's validation refuses, and one we cannot serve yet.
+    // A configuration Landscaper's validation refuses, and a component descriptor reference
+    // without a repository (neither in the ref nor in the Context).
     h.create_item(&item(
         "no-ns",
         "true",
@@ -396,7 +401,7 @@ async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wr
 
     for (name, needle) in [
         ("no-ns", "spec.config.registryPullSecrets[0].namespace"),
-        ("cd-ref", "not supported yet"),
+        ("cd-ref", "does not specify a repository context"),
     ] {
         let i = finished(h, name).await;
         assert_eq!(i.status().phase, Phase::Failed);
@@ -676,5 +681,104 @@ async fn given_registry_pull_secrets_then_the_pod_pulls_with_only_its_registrys_
         err.message.contains("default/missing not found"),
         "{}",
         err.message
+    );
+}
+
+/// OCM (issue #34, docs/ocm.md): `componentDescriptor.ref` and `blueprint.ref` of a component
+/// version in a real registry, resolved by the host (the pod gets no registry credentials) and
+/// mounted as Landscaper's init container mounts them: the resolved descriptor list (the version
+/// and the one it references) at COMPONENT_DESCRIPTOR_PATH, the blueprint's files at
+/// CONTENT_PATH. A blueprint that is not there fails the item naming it, and no pod starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_component_descriptor_and_blueprint_by_reference_then_the_program_reads_them_as_in_landscaper()
+ {
+    use support::ocm::{
+        BLUEPRINT_MEDIA_TYPE, Resource, Schema, push_component, push_component_as, tgz,
+    };
+    let Some(registry) = support::registry::start_registry() else {
+        return;
+    };
+    let addr = registry.addr.clone();
+    push_component(
+        &addr,
+        "ocm",
+        "example.com/acme/db",
+        "2.0.0",
+        vec![],
+        Schema::V3,
+    )
+    .await;
+    let blueprint = tgz(&[
+        ("blueprint.yaml", b"kind: Blueprint\n"),
+        ("data/config.txt", b"from-the-blueprint"),
+    ]);
+    push_component_as(
+        &addr,
+        None,
+        "ocm",
+        "example.com/acme/app",
+        "1.0.0",
+        vec![Resource::local(
+            "installer",
+            "landscaper.gardener.cloud/blueprint",
+            BLUEPRINT_MEDIA_TYPE,
+            blueprint,
+        )],
+        &[("db", "example.com/acme/db", "2.0.0")],
+        Schema::V2,
+    )
+    .await;
+    let mut config = config();
+    config.fetch = serde_yaml::from_str("allow: [127.0.0.1]\n").unwrap();
+    config.fetch.plain_http = vec![addr.clone()];
+    let s = story_with(config).await;
+    let h = &s.h;
+    let cd_ref = json!({"ref": {
+        "repositoryContext": {"type": "OCIRegistry", "baseUrl": addr, "subPath": "ocm"},
+        "componentName": "example.com/acme/app", "version": "1.0.0"}});
+    let script = r#"set -e
+mkdir -p "$(dirname "$EXPORTS_PATH")"
+printf '{"cd": %s, "kind": "%s", "config": "%s"}' "$(cat "$COMPONENT_DESCRIPTOR_PATH")" \
+  "$(sed -n 's/^kind: //p' "$CONTENT_PATH/blueprint.yaml")" "$(cat "$CONTENT_PATH/data/config.txt")" > "$EXPORTS_PATH"
+"#;
+    h.create_item(&item(
+        "ocm-ref",
+        script,
+        json!({"componentDescriptor": cd_ref, "blueprint": {"ref": {"resourceName": "installer"}}}),
+    ))
+    .await;
+    h.create_item(&item(
+        "ocm-no-blueprint",
+        script,
+        json!({"componentDescriptor": cd_ref, "blueprint": {"ref": {"resourceName": "nope"}}}),
+    ))
+    .await;
+
+    let done = finished(h, "ocm-ref").await;
+    assert_eq!(done.status().phase, Phase::Succeeded, "{:?}", done.status());
+    let out = exports(h, &done).await;
+    assert_eq!(out["cd"]["meta"]["schemaVersion"], "v2");
+    let components = out["cd"]["components"].as_array().unwrap();
+    assert_eq!(components.len(), 2, "{}", out["cd"]);
+    assert_eq!(components[0]["component"]["name"], "example.com/acme/app");
+    assert_eq!(components[1]["metadata"]["name"], "example.com/acme/db");
+    assert_eq!(out["kind"], "Blueprint");
+    assert_eq!(out["config"], "from-the-blueprint");
+
+    let failed = finished(h, "ocm-no-blueprint").await;
+    assert_eq!(failed.status().phase, Phase::Failed);
+    let e = failed.status().last_error.unwrap();
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
+    assert!(
+        e.message.contains("has no resource name=nope") && e.message.contains("name=installer"),
+        "{}",
+        e.message
+    );
+    assert!(
+        host_pods(h, "ocm-no-blueprint").await.is_empty(),
+        "no pod started"
     );
 }

@@ -849,7 +849,7 @@ async fn given_bad_input_when_reconciled_then_the_item_fails_saying_what_is_wron
                 json!({"name": "x", "namespace": "bad", "chart": {"resourceRef": "e30="}}),
             ),
             codes::CONFIGURATION_PROBLEM,
-            "chart.resourceRef is not supported yet",
+            "does not specify a repository context",
         ),
         (unreachable, codes::TIMEOUT, ""),
     ];

@@ -47,6 +47,8 @@ struct Stage {
 struct StageOptions {
     /// Our host is up when Landscaper starts (off: [`Harness::start_controller`] later).
     host_up: bool,
+    /// The host's `fetch` configuration (default: nothing may be downloaded).
+    fetch: Option<deployer_host::capabilities::FetchConfig>,
     /// Landscaper's `deployItemTimeouts.pickup`.
     pickup_timeout: &'static str,
 }
@@ -55,6 +57,7 @@ impl Default for StageOptions {
     fn default() -> Self {
         Self {
             host_up: true,
+            fetch: None,
             pickup_timeout: "30s",
         }
     }
@@ -65,8 +68,12 @@ fn host_config() -> HostConfig {
 }
 
 async fn stage(options: StageOptions) -> Stage {
+    let mut config = host_config();
+    if let Some(fetch) = options.fetch {
+        config.fetch = fetch;
+    }
     let h = Harness::start_with(Options {
-        config: host_config(),
+        config,
         landscaper: false,
         controller: options.host_up,
         ..Options::default()
@@ -175,6 +182,18 @@ fn four_types_deploy_execution() -> String {
     namespace: {APP_NS}
     chart: {{archive: {{raw: "{chart}"}}}}
     values: {{message: {{{{ .imports.color }}}}}}
+    readinessChecks: {{disableDefault: true}}
+- name: chart-db
+  type: landscaper.gardener.cloud/helm
+  target: {{import: cluster}}
+  config:
+    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    name: db
+    namespace: {APP_NS}
+    createNamespace: true
+    chart: {{resourceRef: {{{{ getResourceKey "cd://componentReferences/db/resources/chart" }}}}}}
+    values: {{message: from-the-reference}}
     readinessChecks: {{disableDefault: true}}
 - name: job
   type: landscaper.gardener.cloud/container
@@ -608,6 +627,7 @@ async fn given_our_host_is_down_when_landscaper_triggers_then_the_pickup_timeout
     let mut s = stage(StageOptions {
         host_up: false,
         pickup_timeout: "3s",
+        ..StageOptions::default()
     })
     .await;
     let c = s.h.client.clone();
@@ -1099,4 +1119,200 @@ impl Drop for DevStage {
     fn drop(&mut self) {
         self.stop.send_replace(true);
     }
+}
+
+/// A blueprint directory (`blueprint.yaml` only) as Landscaper stores blueprints in component
+/// versions: a gzipped tar (`application/vnd.gardener.landscaper.blueprint.v1+tar+gzip`).
+fn blueprint_archive(blueprint: &Value) -> Vec<u8> {
+    let yaml = serde_yaml::to_string(blueprint).unwrap();
+    support::ocm::tgz(&[("blueprint.yaml", yaml.as_bytes())])
+}
+
+/// The oracle for OCM (issue #34, docs/ocm.md): the test tooling pushes a component version to a
+/// real registry; the real Landscaper resolves the Installation's component descriptor and
+/// blueprint from it (proof that what we push is real OCM) and its blueprint names the chart by
+/// `getResourceKey`; our helm plugin resolves that key through the host and installs a real
+/// Helm release. A container item of the same blueprint names the component version and the
+/// blueprint by reference; its program reads both where Landscaper's init container puts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_component_version_in_a_registry_when_landscaper_installs_its_blueprint_then_our_helm_and_container_deployers_resolve_its_resources()
+ {
+    use support::ocm::{
+        BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component, push_component_as,
+    };
+    require_real_landscaper!();
+    let Some(registry) = support::registry::start_registry() else {
+        return;
+    };
+    let addr = registry.addr.clone();
+    let component = "example.com/acme/web";
+    let blueprint = json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Blueprint",
+        "jsonSchema": "https://json-schema.org/draft/2019-09/schema",
+        "imports": [{"name": "cluster", "targetType": "landscaper.gardener.cloud/kubernetes-cluster"}],
+        "deployExecutions": [{"name": "default", "type": "GoTemplate", "template": format!(
+r#"deployItems:
+- name: chart
+  type: landscaper.gardener.cloud/helm
+  target: {{import: cluster}}
+  config:
+    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    name: web
+    namespace: {APP_NS}
+    createNamespace: true
+    chart: {{resourceRef: {{{{ getResourceKey "cd://resources/chart" }}}}}}
+    values: {{message: from-ocm}}
+    readinessChecks: {{disableDefault: true}}
+- name: chart-db
+  type: landscaper.gardener.cloud/helm
+  target: {{import: cluster}}
+  config:
+    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    name: db
+    namespace: {APP_NS}
+    createNamespace: true
+    chart: {{resourceRef: {{{{ getResourceKey "cd://componentReferences/db/resources/chart" }}}}}}
+    values: {{message: from-the-reference}}
+    readinessChecks: {{disableDefault: true}}
+- name: job
+  type: landscaper.gardener.cloud/container
+  target: {{import: cluster}}
+  dependsOn: [chart]
+  config:
+    apiVersion: container.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    image: alpine:3.19
+    command: [sh, -c]
+    args:
+    - |
+      mkdir -p "$(dirname "$EXPORTS_PATH")"
+      printf '{{"components": %s, "blueprintKind": "%s"}}' \
+        "$(grep -o '"name":"example.com/acme/web"' "$COMPONENT_DESCRIPTOR_PATH" | wc -l)" \
+        "$(sed -n 's/^kind: //p' "$CONTENT_PATH/blueprint.yaml")" > "$EXPORTS_PATH"
+    componentDescriptor:
+      ref:
+        componentName: {{{{ .cd.component.name }}}}
+        version: {{{{ .cd.component.version }}}}
+    blueprint:
+      ref: {{resourceName: blueprint}}
+"#)}],
+    });
+    let archive = support::chart_repo::package(&support::chart_repo::chart_dir("web"), "0.1.0");
+    // A referenced component (v3) with a chart of its own.
+    push_component(
+        &addr,
+        "ocm",
+        "example.com/acme/db",
+        "2.0.0",
+        vec![Resource::local(
+            "chart",
+            "helmChart",
+            HELM_CHART_LAYER,
+            archive.clone(),
+        )],
+        Schema::V3,
+    )
+    .await;
+    push_component_as(
+        &addr,
+        None,
+        "ocm",
+        component,
+        "1.0.0",
+        vec![
+            Resource::local(
+                "blueprint",
+                "landscaper.gardener.cloud/blueprint",
+                BLUEPRINT_MEDIA_TYPE,
+                blueprint_archive(&blueprint),
+            ),
+            Resource::local("chart", "helmChart", HELM_CHART_LAYER, archive),
+        ],
+        &[("db", "example.com/acme/db", "2.0.0")],
+        Schema::V2,
+    )
+    .await;
+    let mut fetch: deployer_host::capabilities::FetchConfig =
+        serde_yaml::from_str("allow: [127.0.0.1]\n").unwrap();
+    fetch.plain_http = vec![addr.clone()];
+    let s = stage(StageOptions {
+        fetch: Some(fetch),
+        ..StageOptions::default()
+    })
+    .await;
+    let c = &s.h.client;
+    // A Context of its own (central mode manages `default`) naming the registry, with OCM on.
+    apply(
+        &ls::ls_api(c, "Context", "contexts", NS),
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
+               "metadata": {"name": "ocm", "namespace": NS},
+               "useOCM": true,
+               "repositoryContext": {"type": "OCIRegistry", "baseUrl": format!("http://{addr}"),
+                                     "subPath": "ocm"}}),
+    )
+    .await;
+    apply(
+        &ls::installations(c, NS),
+        json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+            "kind": "Installation",
+            "metadata": {"name": "from-ocm", "namespace": NS,
+                         "annotations": {"landscaper.gardener.cloud/operation": "reconcile"}},
+            "spec": {
+                "context": "ocm",
+                "componentDescriptor": {"ref": {"componentName": component, "version": "1.0.0"}},
+                "blueprint": {"ref": {"resourceName": "blueprint"}},
+                "imports": {"targets": [{"name": "cluster", "target": TARGET}]},
+            },
+        }),
+    )
+    .await;
+
+    let (_, items) = job_ends(&s.h, "from-ocm", None, "Succeeded").await;
+    let item = &items["chart"];
+    let key = item.spec.config.as_ref().unwrap()["chart"]["resourceRef"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let decoded = String::from_utf8(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &key).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        decoded.contains(component) && decoded.contains("name: chart"),
+        "Landscaper's key: {decoded}"
+    );
+    assert_eq!(
+        helm_releases(&s.h).await,
+        [("1".to_string(), "deployed".to_string())]
+    );
+    let cm = config_map(&s.h, APP_NS, "web-config")
+        .await
+        .expect("ConfigMap");
+    assert_eq!(cm.data.unwrap()["message"], "from-ocm");
+    // The chart of the referenced component: Landscaper's key names that component version.
+    let db = config_map(&s.h, APP_NS, "db-config")
+        .await
+        .expect("ConfigMap of db");
+    assert_eq!(db.data.unwrap()["message"], "from-the-reference");
+    assert_eq!(items["chart-db"].status().phase, Phase::Succeeded);
+    // The container item's program read the component descriptor and the blueprint the host
+    // resolved, mounted as Landscaper's init container mounts them.
+    let job = &items["job"];
+    assert_eq!(job.status().phase, Phase::Succeeded, "{}", describe(&items));
+    let out = export_of(&s.h, job).await;
+    assert_eq!(out["blueprintKind"], "Blueprint", "{out}");
+    assert!(out["components"].as_u64().unwrap_or(0) >= 1, "{out}");
+    let db_key = items["chart-db"].spec.config.as_ref().unwrap()["chart"]["resourceRef"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let db_key = String::from_utf8(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &db_key).unwrap(),
+    )
+    .unwrap();
+    assert!(db_key.contains("example.com/acme/db"), "{db_key}");
 }

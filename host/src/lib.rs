@@ -19,6 +19,7 @@ pub mod image;
 pub mod landscaper;
 pub mod locking;
 pub mod metrics;
+pub mod ocm;
 pub mod plugin_cli;
 pub mod plugin_conformance;
 pub mod plugin_scaffold;

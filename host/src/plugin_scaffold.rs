@@ -22,7 +22,7 @@ pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
 /// The file that marks a plugin project and says its language.
 pub const MANIFEST: &str = "wasm-deployer-plugin.json";
 
-const WIT: [(&str, &str); 4] = [
+const WIT: [(&str, &str); 5] = [
     ("wit/deployer.wit", include_str!("../../wit/deployer.wit")),
     ("wit/fetch.wit", include_str!("../../wit/fetch.wit")),
     ("wit/hooks.wit", include_str!("../../wit/hooks.wit")),
@@ -30,6 +30,7 @@ const WIT: [(&str, &str); 4] = [
         "wit/kubernetes.wit",
         include_str!("../../wit/kubernetes.wit"),
     ),
+    ("wit/ocm.wit", include_str!("../../wit/ocm.wit")),
 ];
 
 const ITEM: &str = include_str!("../../sdk-guest/templates/item.yaml.tmpl");

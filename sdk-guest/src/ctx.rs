@@ -240,7 +240,22 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// One download through the host (WIT `fetch`).
+    /// The content of the OCM resource `resource_key` (Landscaper's `getResourceKey`), read by
+    /// the host from the component repository of the item's Context (WIT `ocm.get-resource`,
+    /// 1.3). A resource that is an OCI artifact yields its first layer whose media type is in
+    /// `layer_media_types` (empty: the first layer). [`Fetched::ocm`] says which resource it was.
+    pub fn ocm_resource(
+        &self,
+        resource_key: &str,
+        layer_media_types: &[&str],
+    ) -> Result<Fetched, DeployerError> {
+        self.fetch(FetchRequest::Ocm {
+            resource_key: resource_key.to_string(),
+            layer_media_types: layer_media_types.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+
+    /// One download through the host (WIT `fetch`, or `ocm` for [`FetchRequest::Ocm`]).
     pub fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
         match self.host {
             HostRef::Native(h) => h.fetch(request),

@@ -159,6 +159,7 @@ pub(crate) fn fetch(request: crate::FetchRequest) -> Result<crate::Fetched, Depl
         cached: b.cached,
         manifest_digest: None,
         config_media_type: None,
+        ocm: None,
     };
     match request {
         crate::FetchRequest::Http {
@@ -173,6 +174,31 @@ pub(crate) fn fetch(request: crate::FetchRequest) -> Result<crate::Fetched, Depl
             config_media_type: Some(a.config_media_type),
             ..blob(a.layer)
         }),
+        crate::FetchRequest::Ocm {
+            resource_key,
+            layer_media_types,
+        } => wit::ocm::get_resource(&resource_key, &layer_media_types).map(|r| {
+            let blob = blob(r.content);
+            crate::Fetched {
+                ocm: Some(crate::OcmOrigin {
+                    component_name: r.component_name,
+                    component_version: r.component_version,
+                    name: r.name,
+                    version: r.version,
+                    r#type: r.type_,
+                    access_type: r.access_type,
+                }),
+                ..blob
+            }
+        }),
+        crate::FetchRequest::OcmComponent { component_name, .. } => {
+            return Err(DeployerError::internal(
+                "FetchUnavailable",
+                format!(
+                    "component versions ({component_name}) are read by the host's own deployers only; plugins ask for resources (Ctx::ocm_resource)"
+                ),
+            ));
+        }
     }
     .map_err(error_from_wit)
 }

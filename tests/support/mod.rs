@@ -8,6 +8,7 @@
 
 mod backend;
 pub mod chart_repo;
+pub mod ocm;
 pub mod real_helm;
 pub mod real_landscaper;
 pub mod registry;

@@ -20,6 +20,16 @@ impl Drop for Registry {
 }
 
 pub fn start_registry() -> Option<Registry> {
+    start(None)
+}
+
+/// Like [`start_registry`], but every request needs HTTP basic authentication as `user` with
+/// `password` (an htpasswd file with a bcrypt hash, as `docker-registry` wants it).
+pub fn start_registry_with_auth(user: &str, password: &str) -> Option<Registry> {
+    start(Some((user, password)))
+}
+
+fn start(auth: Option<(&str, &str)>) -> Option<Registry> {
     let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
@@ -38,10 +48,24 @@ pub fn start_registry() -> Option<Registry> {
         .port();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yml");
+    let auth = match auth {
+        None => String::new(),
+        Some((user, password)) => {
+            let htpasswd = dir.path().join("htpasswd");
+            let hash = bcrypt::hash_with_salt(password.as_bytes(), 4, [7u8; 16])
+                .unwrap()
+                .format_for_version(bcrypt::Version::TwoY);
+            std::fs::write(&htpasswd, format!("{user}:{hash}\n")).unwrap();
+            format!(
+                "auth: {{htpasswd: {{realm: test-registry, path: {}}}}}\n",
+                htpasswd.display()
+            )
+        }
+    };
     std::fs::write(
         &config,
         format!(
-            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n",
+            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n{auth}",
             dir.path().join("data").display()
         ),
     )

@@ -65,6 +65,6 @@ pub use wasm::store::DENIED_NETWORK_ATTEMPTS;
 /// The shared data model (re-exported from `sdk-guest`).
 pub use sdk_guest::{
     ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched, HookInput,
-    HookResult, HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectRef, PatchType,
+    HookResult, HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectRef, OcmOrigin, PatchType,
     ResolvedTarget, ResourceInfo, Response, codes, phase,
 };

@@ -147,6 +147,15 @@ impl Fetcher {
     }
 }
 
+/// One registry repository, reached as the host's configuration and the item's Context say.
+pub(crate) struct OciSession {
+    /// The reference as given (for messages and the allowlist).
+    pub(crate) location: String,
+    pub(crate) reference: oci_client::Reference,
+    client: oci_client::Client,
+    auth: oci_client::secrets::RegistryAuth,
+}
+
 /// What a plugin may fetch for one item: the shared [`Fetcher`] and the item's Context.
 pub struct ItemFetch {
     pub(super) fetcher: Arc<Fetcher>,
@@ -156,7 +165,7 @@ pub struct ItemFetch {
     pub(super) context: Option<Context>,
 }
 
-fn err(code: Option<&str>, reason: &str, message: String) -> DeployerError {
+pub(crate) fn err(code: Option<&str>, reason: &str, message: String) -> DeployerError {
     DeployerError {
         codes: code.map(|c| vec![c.to_string()]).unwrap_or_default(),
         operation: "fetch".into(),
@@ -173,20 +182,41 @@ fn sha256(data: &[u8]) -> String {
 impl ItemFetch {
     /// One download, as WIT `fetch` describes it.
     pub async fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
+        // OCM requests are checked per registry request (the repository decides where).
+        if let FetchRequest::Ocm {
+            resource_key,
+            layer_media_types,
+        } = request
+        {
+            return crate::ocm::Reader::new(self)
+                .resource(&resource_key, &layer_media_types)
+                .await;
+        }
+        if let FetchRequest::OcmComponent {
+            repository_context,
+            component_name,
+            version,
+            resource_name,
+        } = request
+        {
+            return crate::ocm::Reader::new(self)
+                .component(
+                    repository_context.as_ref(),
+                    &component_name,
+                    &version,
+                    resource_name.as_deref(),
+                )
+                .await;
+        }
+        self.download(request).await
+    }
+
+    /// An HTTP(S) GET or OCI pull, checked against the allowlist (what the OCM reader uses for
+    /// the `helm` access type).
+    pub(crate) async fn download(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
         let location = request.location().to_string();
         if !self.fetcher.allowed(&location) {
-            return Err(err(
-                Some(codes::CONFIGURATION_PROBLEM),
-                "FetchNotAllowed",
-                format!(
-                    "{location} is not allowed by the host's fetch.allow list ({}); ask the operator to allow it",
-                    if self.fetcher.config.allow().is_empty() {
-                        "empty: nothing may be downloaded".to_string()
-                    } else {
-                        self.fetcher.config.allow().join(", ")
-                    }
-                ),
-            ));
+            return Err(self.not_allowed(&location));
         }
         match request {
             FetchRequest::Http {
@@ -197,6 +227,11 @@ impl ItemFetch {
                 reference,
                 layer_media_types,
             } => self.oci_pull(&reference, &layer_media_types).await,
+            FetchRequest::Ocm { .. } | FetchRequest::OcmComponent { .. } => Err(err(
+                Some(codes::INTERNAL_PROBLEM),
+                "InvalidReference",
+                format!("{location}: an OCM request is not a download"),
+            )),
         }
     }
 
@@ -301,7 +336,7 @@ impl ItemFetch {
         })
     }
 
-    fn check_size(&self, location: &str, len: u64) -> Result<(), DeployerError> {
+    pub(crate) fn check_size(&self, location: &str, len: u64) -> Result<(), DeployerError> {
         if len > self.fetcher.max_bytes {
             return Err(err(
                 Some(codes::CONFIGURATION_PROBLEM),
@@ -320,37 +355,8 @@ impl ItemFetch {
         reference: &str,
         media_types: &[String],
     ) -> Result<Fetched, DeployerError> {
-        let r = registry::parse(reference).map_err(|e| {
-            err(
-                Some(codes::CONFIGURATION_PROBLEM),
-                "InvalidReference",
-                format!("{e:#}"),
-            )
-        })?;
-        let registry_host = r.resolve_registry().to_string();
-        let options = registry::RegistryOptions {
-            plain_http: self.fetcher.config.plain_http.clone(),
-            docker_configs: self.docker_configs(),
-        };
-        let client = registry::client_with(
-            &options,
-            self.fetcher.insecure(&registry_host),
-            self.fetcher.timeout,
-        );
-        let auth = registry::auth_for(&registry_host, &options.docker_configs);
-        let failed =
-            |what: &str, e: oci_client::errors::OciDistributionError| oci_error(reference, what, e);
-        let (manifest, manifest_digest) = client
-            .pull_manifest(&r, &auth)
-            .await
-            .map_err(|e| failed("pulling the manifest of", e))?;
-        let OciManifest::Image(manifest) = manifest else {
-            return Err(err(
-                Some(codes::CONFIGURATION_PROBLEM),
-                "InvalidReference",
-                format!("{reference} is an image index, not an artifact with layers"),
-            ));
-        };
+        let session = self.oci_session(reference).await?;
+        let (manifest, manifest_digest) = self.oci_manifest(&session).await?;
         let Some(layer) = manifest
             .layers
             .iter()
@@ -371,49 +377,187 @@ impl ItemFetch {
                 ),
             ));
         };
-        let fetched = |data: Vec<u8>, cached: bool| Fetched {
+        let (data, cached) = self.oci_blob(&session, layer).await?;
+        Ok(Fetched {
             digest: layer.digest.clone(),
             media_type: layer.media_type.clone(),
             data,
             cached,
-            manifest_digest: Some(manifest_digest.clone()),
+            manifest_digest: Some(manifest_digest),
             config_media_type: Some(manifest.config.media_type.clone()),
-        };
-        if let Some(data) = self.fetcher.cache.get(&layer.digest) {
-            return Ok(fetched(data.to_vec(), true));
+            ..Default::default()
+        })
+    }
+
+    /// A registry session for `reference`: checked against the allowlist, with the client and
+    /// the Context's credentials for its registry.
+    pub(crate) async fn oci_session(&self, reference: &str) -> Result<OciSession, DeployerError> {
+        if !self.fetcher.allowed(reference) {
+            return Err(self.not_allowed(reference));
         }
-        self.check_size(reference, layer.size.max(0) as u64)?;
-        let mut data = Vec::new();
-        client
-            .pull_blob(&r, layer, &mut data)
+        let r = registry::parse(reference).map_err(|e| {
+            err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "InvalidReference",
+                format!("{e:#}"),
+            )
+        })?;
+        let registry_host = r.resolve_registry().to_string();
+        let options = registry::RegistryOptions {
+            plain_http: self.fetcher.config.plain_http.clone(),
+            docker_configs: self.docker_configs().await?,
+        };
+        let client = registry::client_with(
+            &options,
+            self.fetcher.insecure(&registry_host),
+            self.fetcher.timeout,
+        );
+        let auth = registry::auth_for(&registry_host, &options.docker_configs);
+        Ok(OciSession {
+            location: reference.to_string(),
+            reference: r,
+            client,
+            auth,
+        })
+    }
+
+    /// The image manifest `session` names and its digest (an index is refused).
+    pub(crate) async fn oci_manifest(
+        &self,
+        session: &OciSession,
+    ) -> Result<(oci_client::manifest::OciImageManifest, String), DeployerError> {
+        let (manifest, digest) = session
+            .client
+            .pull_manifest(&session.reference, &session.auth)
             .await
-            .map_err(|e| failed("pulling a layer of", e))?;
+            .map_err(|e| oci_error(&session.location, "pulling the manifest of", e))?;
+        let OciManifest::Image(manifest) = manifest else {
+            return Err(err(
+                Some(codes::CONFIGURATION_PROBLEM),
+                "InvalidReference",
+                format!(
+                    "{} is an image index, not an artifact with layers",
+                    session.location
+                ),
+            ));
+        };
+        Ok((manifest, digest))
+    }
+
+    /// One blob (layer or config) of `session`'s repository: from the cache by digest, else
+    /// downloaded within the size limit and checked against its digest. True: from the cache.
+    pub(crate) async fn oci_blob(
+        &self,
+        session: &OciSession,
+        descriptor: &oci_client::manifest::OciDescriptor,
+    ) -> Result<(Vec<u8>, bool), DeployerError> {
+        let reference = session.location.as_str();
+        if let Some(data) = self.fetcher.cache.get(&descriptor.digest) {
+            return Ok((data.to_vec(), true));
+        }
+        self.check_size(reference, descriptor.size.max(0) as u64)?;
+        let mut data = Vec::new();
+        session
+            .client
+            .pull_blob(&session.reference, descriptor, &mut data)
+            .await
+            .map_err(|e| oci_error(reference, "pulling a blob of", e))?;
         self.check_size(reference, data.len() as u64)?;
         self.fetcher
             .downloads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let digest = sha256(&data);
-        if !digest_matches(&layer.digest, &digest) {
+        if !digest_matches(&descriptor.digest, &digest) {
             return Err(err(
                 Some(codes::INTERNAL_PROBLEM),
                 "DigestMismatch",
                 format!(
-                    "{reference}: layer {} arrived with digest {digest}",
-                    layer.digest
+                    "{reference}: blob {} arrived with digest {digest}",
+                    descriptor.digest
                 ),
             ));
         }
-        let data = self.fetcher.cache.put(&digest, data);
-        Ok(fetched(data, false))
+        Ok((self.fetcher.cache.put(&digest, data), false))
     }
 
-    /// Docker configs of the Context's registry pull secrets (resolved by the controller).
-    fn docker_configs(&self) -> Vec<String> {
-        self.context
+    fn not_allowed(&self, location: &str) -> DeployerError {
+        err(
+            Some(codes::CONFIGURATION_PROBLEM),
+            "FetchNotAllowed",
+            format!(
+                "{location} is not allowed by the host's fetch.allow list ({}); ask the operator to allow it",
+                if self.fetcher.config.allow().is_empty() {
+                    "empty: nothing may be downloaded".to_string()
+                } else {
+                    self.fetcher.config.allow().join(", ")
+                }
+            ),
+        )
+    }
+
+    /// The item's Context, if it has one.
+    pub(crate) fn context(&self) -> Option<&Context> {
+        self.context.as_ref()
+    }
+
+    /// Docker configs of the Context's registry pull secrets (resolved by the controller; an
+    /// `.ocmcredentialconfig` is turned into one), and of the OCM configuration in the
+    /// Context's `ocmConfig` ConfigMap (key `.ocmconfig`, as Landscaper reads it).
+    async fn docker_configs(&self) -> Result<Vec<String>, DeployerError> {
+        let mut docs: Vec<String> = self
+            .context
             .as_ref()
             .and_then(|c| c.resolved_registry_pull_secrets.as_ref())
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
+            .map(|m| {
+                m.values()
+                    .map(|doc| {
+                        let is_docker = serde_json::from_str::<serde_json::Value>(doc)
+                            .is_ok_and(|v| v.get("auths").is_some());
+                        match is_docker {
+                            true => doc.clone(),
+                            false => {
+                                crate::ocm::credentials::docker_config(doc).unwrap_or_default()
+                            }
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ocm_config = self
+            .context
+            .as_ref()
+            .and_then(|c| c.extra.get("ocmConfig"))
+            .and_then(|r| r["name"].as_str())
+            .filter(|n| !n.is_empty());
+        if let Some(name) = ocm_config {
+            let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(self.client.clone(), &self.namespace);
+            let missing = |what: String| err(Some(codes::CONFIGURATION_PROBLEM), "OcmConfig", what);
+            let map = maps.get_opt(name).await.map_err(|e| {
+                err(
+                    None,
+                    "OcmConfig",
+                    format!(
+                        "reading ConfigMap {}/{name} (the Context's ocmConfig): {e}",
+                        self.namespace
+                    ),
+                )
+            })?;
+            let Some(map) = map else {
+                return Err(missing(format!(
+                    "ConfigMap {}/{name} (the Context's ocmConfig) not found",
+                    self.namespace
+                )));
+            };
+            let Some(text) = map.data.as_ref().and_then(|d| d.get(".ocmconfig")) else {
+                return Err(missing(format!(
+                    "ConfigMap {}/{name} (the Context's ocmConfig) has no key .ocmconfig",
+                    self.namespace
+                )));
+            };
+            docs.extend(crate::ocm::credentials::docker_config(text));
+        }
+        Ok(docs)
     }
 
     /// The `Authorization` header for `url` from the Context's

@@ -269,8 +269,14 @@ impl ProviderConfiguration {
         if let Some(cd) = &self.component_descriptor {
             match (cd.get("inline"), cd.get("ref")) {
                 (Some(inline), None) if inline.is_object() => {}
-                (None, Some(_)) => {
-                    return Err("spec.config.componentDescriptor.ref: resolving component descriptors from a repository is not supported yet; use componentDescriptor.inline".into());
+                (None, Some(r)) => {
+                    for field in ["componentName", "version"] {
+                        if r[field].as_str().is_none_or(str::is_empty) {
+                            return Err(format!(
+                                "spec.config.componentDescriptor.ref.{field}: Required value"
+                            ));
+                        }
+                    }
                 }
                 _ => {
                     return Err(
@@ -288,8 +294,18 @@ impl ProviderConfiguration {
                     )?;
                     check_filesystem(fs, "spec.config.blueprint.inline.filesystem")?;
                 }
-                (None, Some(_)) => {
-                    return Err("spec.config.blueprint.ref: blueprints from component descriptors are not supported yet; use blueprint.inline.filesystem".into());
+                (None, Some(r)) => {
+                    if r["resourceName"].as_str().is_none_or(str::is_empty) {
+                        return Err("spec.config.blueprint.ref.resourceName: Required value".into());
+                    }
+                    if self
+                        .component_descriptor
+                        .as_ref()
+                        .and_then(|c| c.get("ref"))
+                        .is_none()
+                    {
+                        return Err("spec.config.blueprint.ref: the blueprint is a resource of the component version componentDescriptor.ref names, and there is none".into());
+                    }
                 }
                 _ => {
                     return Err(
@@ -389,7 +405,7 @@ mod tests {
             ),
             (
                 json!({"componentDescriptor": {"ref": {"componentName": "x"}}}),
-                "not supported yet",
+                "componentDescriptor.ref.version: Required value",
             ),
             (
                 json!({"componentDescriptor": {"inline": "x"}}),
@@ -397,7 +413,7 @@ mod tests {
             ),
             (
                 json!({"blueprint": {"ref": {"resourceName": "bp"}}}),
-                "not supported yet",
+                "componentDescriptor.ref names, and there is none",
             ),
             (
                 json!({"blueprint": {"inline": {"filesystem": {"../x": "a"}}}}),

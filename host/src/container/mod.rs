@@ -57,6 +57,90 @@ pub struct ContainerDeployer {
     landscaper: Client,
 }
 
+/// Where the host puts the resolved descriptor list of `componentDescriptor.ref` in the
+/// configuration the pod reads (beside `inline`, the root descriptor).
+pub const RESOLVED_LIST: &str = "resolvedList";
+
+/// `componentDescriptor.ref` and `blueprint.ref`, resolved by the host through its OCM reader
+/// (the pod gets no registry credentials): the configuration the pod reads has the root
+/// descriptor as `componentDescriptor.inline`, the resolved list (with the versions it
+/// references) as `componentDescriptor.resolvedList`, and the blueprint's files as
+/// `blueprint.inline.filesystem` — what `init` writes to COMPONENT_DESCRIPTOR_PATH and
+/// CONTENT_PATH, as Landscaper's init container does.
+async fn resolve_ocm(
+    mut raw: Value,
+    config: &ProviderConfiguration,
+    services: &dyn HostServices,
+) -> Result<Value, DeployerError> {
+    let Some(cd_ref) = config
+        .component_descriptor
+        .as_ref()
+        .and_then(|c| c.get("ref"))
+    else {
+        return Ok(raw);
+    };
+    let repository_context = cd_ref
+        .get("repositoryContext")
+        .filter(|v| !v.is_null())
+        .cloned();
+    let name = cd_ref["componentName"].as_str().unwrap_or_default();
+    let version = cd_ref["version"].as_str().unwrap_or_default();
+    let request = |resource_name: Option<String>| plugin_runtime::FetchRequest::OcmComponent {
+        repository_context: repository_context.clone(),
+        component_name: name.to_string(),
+        version: version.to_string(),
+        resource_name,
+    };
+    let fetched = services.fetch(request(None)).await?;
+    let list: Value = serde_json::from_slice(&fetched.data).map_err(|e| {
+        DeployerError::internal("ComponentDescriptor", format!("resolved list: {e}"))
+    })?;
+    raw["componentDescriptor"] = serde_json::json!({
+        "inline": list["components"][0].clone(),
+        RESOLVED_LIST: list,
+    });
+    if let Some(resource) = config
+        .blueprint
+        .as_ref()
+        .and_then(|b| b.pointer("/ref/resourceName"))
+        .and_then(Value::as_str)
+    {
+        let blob = services.fetch(request(Some(resource.to_string()))).await?;
+        let what = format!("blueprint {resource} of component version {name}:{version}");
+        let files = crate::ocm::tar_files(&blob.data)
+            .map_err(|e| DeployerError::configuration("Blueprint", format!("{what}: {e}")))?;
+        let mut filesystem = serde_json::Map::new();
+        for (path, content) in files {
+            let text = String::from_utf8(content).map_err(|_| {
+                DeployerError::configuration(
+                    "Blueprint",
+                    format!(
+                        "{what}: {path} is not text (the blueprint filesystem holds text files)"
+                    ),
+                )
+            })?;
+            let mut dir = &mut filesystem;
+            let mut parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+            let file = parts.pop().unwrap_or_default();
+            for part in parts {
+                dir = dir
+                    .entry(part.to_string())
+                    .or_insert_with(|| Value::Object(Default::default()))
+                    .as_object_mut()
+                    .ok_or_else(|| {
+                        DeployerError::configuration(
+                            "Blueprint",
+                            format!("{what}: {part} is both a file and a directory"),
+                        )
+                    })?;
+            }
+            dir.insert(file.to_string(), Value::String(text));
+        }
+        raw["blueprint"] = serde_json::json!({"inline": {"filesystem": filesystem}});
+    }
+    Ok(raw)
+}
+
 /// How soon a step that only recorded the pod's final state is called again.
 const RECORDED: Duration = Duration::from_millis(100);
 
@@ -244,8 +328,14 @@ impl ContainerDeployer {
         let image = config.main_image(&self.settings);
         let pull_secret =
             registry_auth::pull_secret_for(&image, &self.docker_configs(inv, config).await?);
+        let provider_config = resolve_ocm(
+            inv.provider_config_raw().cloned().unwrap_or(Value::Null),
+            config,
+            services,
+        )
+        .await?;
         let inputs = PodInputs {
-            provider_config: inv.provider_config_raw().cloned().unwrap_or(Value::Null),
+            provider_config,
             target: inv
                 .target
                 .as_ref()

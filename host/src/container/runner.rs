@@ -156,7 +156,14 @@ pub async fn init() -> anyhow::Result<()> {
     if let Some(imports) = &config.import_values {
         write(&p.imports, &serde_json::to_vec(imports)?)?;
     }
-    if let Some(inline) = config
+    if let Some(list) = config
+        .component_descriptor
+        .as_ref()
+        .and_then(|c| c.get(super::RESOLVED_LIST))
+    {
+        // `componentDescriptor.ref`, resolved by the host (with its references).
+        write(&p.component_descriptor, &serde_json::to_vec(list)?)?;
+    } else if let Some(inline) = config
         .component_descriptor
         .as_ref()
         .and_then(|c| c.get("inline"))

@@ -101,10 +101,12 @@ pub fn resolve(ctx: &Ctx, spec: &ChartSpec) -> Result<Loaded, DeployerError> {
             "chart.fromResource is no longer supported (as in Landscaper): use chart.ref, chart.archive or chart.helmChartRepo".into(),
         ));
     }
-    if spec.resource_ref.is_some() {
-        return Err(config_error(
-            "chart.resourceRef is not supported yet: this deployer cannot read OCM component descriptors; use chart.ref, chart.archive or chart.helmChartRepo".into(),
-        ));
+    if let Some(key) = spec
+        .resource_ref
+        .as_deref()
+        .filter(|r| !r.trim().is_empty())
+    {
+        return from_resource_ref(ctx, key.trim());
     }
     Err(config_error("no chart was provided".into()))
 }
@@ -123,6 +125,23 @@ fn from_oci(ctx: &Ctx, reference: &str) -> Result<Loaded, DeployerError> {
         .oci_pull(reference, &[HELM_CHART_LAYER, LEGACY_CHART_LAYER])
         .map_err(|e| fetch_error(&format!("pulling chart {reference}"), e))?;
     load(&fetched.data, reference.to_string(), fetched.digest)
+}
+
+/// `chart.resourceRef`: Landscaper's global resource key of an OCM resource, read by the host
+/// from the Context's component repository (WIT `ocm`, 1.3). A chart stored as an OCI artifact
+/// yields its chart layer; a local blob is the archive itself.
+fn from_resource_ref(ctx: &Ctx, key: &str) -> Result<Loaded, DeployerError> {
+    let fetched = ctx
+        .ocm_resource(key, &[HELM_CHART_LAYER, LEGACY_CHART_LAYER])
+        .map_err(|e| fetch_error("chart.resourceRef", e))?;
+    let origin = match &fetched.ocm {
+        Some(o) => format!(
+            "resource {} of component version {}:{}",
+            o.name, o.component_name, o.component_version
+        ),
+        None => "chart.resourceRef".into(),
+    };
+    load(&fetched.data, origin, fetched.digest)
 }
 
 /// A classic chart repository: `index.yaml`, the version Helm would pick, the archive.
@@ -309,5 +328,79 @@ mod tests {
             e.message
         );
         assert!(e.has_code(codes::CONFIGURATION_PROBLEM));
+    }
+
+    /// A host that answers OCM requests as the host's reader would, and records them.
+    struct OcmHost(std::sync::Mutex<Vec<sdk_guest::FetchRequest>>);
+
+    impl sdk_guest::NativeHost for OcmHost {
+        fn log(&self, _level: sdk_guest::LogLevel, _message: &str) {}
+        fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
+            Ok(())
+        }
+        fn remaining(&self) -> Option<std::time::Duration> {
+            None
+        }
+        fn kube(&self, _op: sdk_guest::KubeOp) -> Result<Option<String>, DeployerError> {
+            Ok(None)
+        }
+        fn fetch(
+            &self,
+            request: sdk_guest::FetchRequest,
+        ) -> Result<sdk_guest::Fetched, DeployerError> {
+            self.0.lock().unwrap().push(request.clone());
+            match request {
+                sdk_guest::FetchRequest::Ocm { resource_key, .. } if resource_key == "good" => {
+                    Ok(sdk_guest::Fetched {
+                        data: b"not a chart".to_vec(),
+                        ocm: Some(sdk_guest::OcmOrigin {
+                            component_name: "example.com/app".into(),
+                            component_version: "1.0.0".into(),
+                            name: "chart".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    })
+                }
+                _ => Err(DeployerError::configuration(
+                    "ResourceNotFound",
+                    "component version example.com/app:1.0.0 has no resource name=nope",
+                )
+                .with_operation("ocm")),
+            }
+        }
+    }
+
+    #[test]
+    fn a_resource_ref_is_asked_of_the_host_with_helms_chart_layer_types() {
+        let host = OcmHost(Default::default());
+        let ctx = Ctx::native(&host);
+        let spec = |key: &str| ChartSpec {
+            resource_ref: Some(key.into()),
+            ..Default::default()
+        };
+        let e = resolve(&ctx, &spec("good")).err().unwrap();
+        assert!(
+            e.message
+                .contains("resource chart of component version example.com/app:1.0.0 is not a valid chart archive"),
+            "{}",
+            e.message
+        );
+        assert_eq!(
+            host.0.lock().unwrap()[0],
+            sdk_guest::FetchRequest::Ocm {
+                resource_key: "good".into(),
+                layer_media_types: vec![HELM_CHART_LAYER.into(), LEGACY_CHART_LAYER.into()],
+            }
+        );
+        let e = resolve(&ctx, &spec("nope")).err().unwrap();
+        assert!(e.has_code(codes::CONFIGURATION_PROBLEM));
+        assert_eq!(e.operation, OPERATION);
+        assert!(
+            e.message
+                .starts_with("chart.resourceRef: component version"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -27,7 +27,7 @@ function build(source, world, name) {
     '--world', world, '--root', repo, source, wasm], { stdio: ['ignore', 'inherit', 'inherit'] });
   const imports = ['log', 'clock', 'progress', 'kubernetes', 'cluster', 'secondary-targets', 'fetch'];
   const maps = imports.flatMap((i) => ['--map',
-    `wasm-deployer:plugin/${i}@1.2.0=../host-mock.js#${i.replace(/-(.)/g, (_, c) => c.toUpperCase())}`]);
+    `wasm-deployer:plugin/${i}@1.3.0=../host-mock.js#${i.replace(/-(.)/g, (_, c) => c.toUpperCase())}`]);
   execFileSync(join(toolchain, 'node_modules/.bin/jco'),
     ['transpile', wasm, '-o', join(work, name), '--name', name, '--no-typescript', '--quiet', ...maps],
     { stdio: ['ignore', 'ignore', 'inherit'] });

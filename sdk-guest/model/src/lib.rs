@@ -33,7 +33,8 @@ pub use duration::{GoDuration, parse_go_duration};
 pub use hooks::{HookInput, HookResult, HookSetup, HookType};
 pub use plugin::{
     ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched,
-    Invocation, KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo, Response, decode_at,
+    Invocation, KubeOp, LogLevel, ObjectRef, OcmOrigin, PatchType, ResourceInfo, Response,
+    decode_at,
 };
 pub use resources::*;
 pub use time::format_rfc3339;

@@ -551,6 +551,28 @@ pub enum FetchRequest {
         /// Accepted layer media types.
         layer_media_types: Vec<String>,
     },
+    /// The content of an OCM resource (WIT `ocm`, 1.3), named by Landscaper's global resource
+    /// key (`getResourceKey`: base64 of `{component: {name, version}, resource: {name, …}}`),
+    /// from the component repository of the item's Context (`repositoryContext`).
+    Ocm {
+        /// The key as the blueprint's `getResourceKey` produced it.
+        resource_key: String,
+        /// For a resource that is an OCI artifact: the layer media types to take (the first
+        /// matching layer); empty = the first layer.
+        layer_media_types: Vec<String>,
+    },
+    /// Host-internal (no WIT function: for the host's native deployers, e.g. the container
+    /// deployer's `componentDescriptor.ref` / `blueprint.ref`): component `component_name`
+    /// version `version` from `repository_context` (else the Context's). Without
+    /// `resource_name`: the resolved descriptor list as Landscaper writes it
+    /// (`{meta: {schemaVersion: v2}, components: [...]}`, the version and every version it
+    /// references) as JSON; with it: that resource's content as stored.
+    OcmComponent {
+        repository_context: Option<serde_json::Value>,
+        component_name: String,
+        version: String,
+        resource_name: Option<String>,
+    },
 }
 
 impl FetchRequest {
@@ -559,6 +581,8 @@ impl FetchRequest {
         match self {
             FetchRequest::Http { url, .. } => url,
             FetchRequest::Oci { reference, .. } => reference,
+            FetchRequest::Ocm { resource_key, .. } => resource_key,
+            FetchRequest::OcmComponent { component_name, .. } => component_name,
         }
     }
 }
@@ -580,4 +604,24 @@ pub struct Fetched {
     pub manifest_digest: Option<String>,
     /// OCI only: the media type of the manifest's config.
     pub config_media_type: Option<String>,
+    /// OCM only: which resource of which component version this is.
+    pub ocm: Option<OcmOrigin>,
+}
+
+/// Where an OCM resource came from (WIT `ocm.resource`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OcmOrigin {
+    /// The component name, e.g. `example.com/acme/app`.
+    pub component_name: String,
+    /// The component version.
+    pub component_version: String,
+    /// The resource's name.
+    pub name: String,
+    /// The resource's version.
+    pub version: String,
+    /// The resource's type, e.g. `helmChart`, `blueprint`, `ociImage`.
+    pub r#type: String,
+    /// The access type the content came through: `localBlob`, `ociArtifact`, …
+    pub access_type: String,
 }

@@ -14,7 +14,7 @@ use crate::wasm::store::State;
 type WitError = wit::types::DeployerError;
 
 impl State {
-    async fn fetch(&mut self, request: FetchRequest) -> Result<Fetched, WitError> {
+    pub(super) async fn fetch(&mut self, request: FetchRequest) -> Result<Fetched, WitError> {
         let Some(host) = self.host.clone() else {
             return Err(error_to_wit(DeployerError::internal(
                 "FetchUnavailable",
@@ -37,7 +37,7 @@ impl State {
     }
 }
 
-fn blob(f: Fetched) -> wit::fetch::Blob {
+pub(super) fn blob(f: Fetched) -> wit::fetch::Blob {
     wit::fetch::Blob {
         digest: f.digest,
         media_type: f.media_type,

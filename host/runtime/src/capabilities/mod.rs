@@ -10,6 +10,7 @@
 //! | [`target_cluster`] | `kubernetes` (1.0), `cluster` (1.1) | deployers |
 //! | [`secondary_targets`] | `secondary-targets` (1.1) | deployers |
 //! | [`fetch`] | `fetch` (1.2) | deployers |
+//! | [`ocm`] | `ocm` (1.3) | deployers |
 //!
 //! Hooks (components that export `hooks` but not `deployer`) get `log` and `clock` only: they
 //! see the item and answer, they have no Kubernetes access. WASI p2 is linked for every plugin
@@ -26,6 +27,7 @@
 pub(crate) mod clock;
 pub(crate) mod fetch;
 pub(crate) mod log;
+pub(crate) mod ocm;
 pub(crate) mod progress;
 pub(crate) mod secondary_targets;
 pub(crate) mod target_cluster;
@@ -81,6 +83,7 @@ pub(crate) fn linker(engine: &Engine, grants: Grants) -> Result<Linker<State>> {
         wit::cluster::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::secondary_targets::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::fetch::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::ocm::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
     }
     Ok(linker)
 }

@@ -10,6 +10,7 @@ wasmtime::component::bindgen!({
         "wasm-deployer:plugin/cluster": async,
         "wasm-deployer:plugin/secondary-targets": async,
         "wasm-deployer:plugin/fetch": async,
+        "wasm-deployer:plugin/ocm": async,
     },
     exports: { default: async },
 });

@@ -187,7 +187,13 @@ mod tests {
     #[test]
     fn a_wit_change_changes_the_glue() {
         let dir = tempfile_dir();
-        for f in ["deployer.wit", "fetch.wit", "hooks.wit", "kubernetes.wit"] {
+        for f in [
+            "deployer.wit",
+            "fetch.wit",
+            "hooks.wit",
+            "kubernetes.wit",
+            "ocm.wit",
+        ] {
             let text = std::fs::read_to_string(repo().join("wit").join(f)).unwrap();
             let text = if f == "hooks.wit" {
                 text.replace(

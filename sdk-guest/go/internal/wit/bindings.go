@@ -1053,32 +1053,91 @@ func StoreResourceInfo(c *Call, p uint32, v ResourceInfo) {
 	}
 }
 
-//go:wasmimport wasm-deployer:plugin/log@1.2.0 log
+// A resource's content and where it came from.
+//
+// WIT: record `ocm.component-resource`.
+type ComponentResource struct {
+	// The component version the resource belongs to.
+	ComponentName    string
+	ComponentVersion string
+	// The resource's name, version and type (`helmChart`, `blueprint`, `ociImage`, …).
+	Name    string
+	Version string
+	Type    string
+	// The access type the content came through (`localBlob`, `ociArtifact`, …).
+	AccessType string
+	// The content: the blob, or for an OCI artifact the matching layer.
+	Content Blob
+}
+
+// Size and alignment of ComponentResource in linear memory.
+const (
+	SizeComponentResource  = 76
+	AlignComponentResource = 4
+)
+
+// LoadComponentResource reads a ComponentResource at p.
+func LoadComponentResource(p uint32) ComponentResource {
+	return ComponentResource{
+		ComponentName:    LiftString(Ld32(p+0), Ld32((p+0)+4)),
+		ComponentVersion: LiftString(Ld32(p+8), Ld32((p+8)+4)),
+		Name:             LiftString(Ld32(p+16), Ld32((p+16)+4)),
+		Version:          LiftString(Ld32(p+24), Ld32((p+24)+4)),
+		Type:             LiftString(Ld32(p+32), Ld32((p+32)+4)),
+		AccessType:       LiftString(Ld32(p+40), Ld32((p+40)+4)),
+		Content:          LoadBlob(p + 48),
+	}
+}
+
+// StoreComponentResource writes v at p; c keeps its strings and lists alive.
+func StoreComponentResource(c *Call, p uint32, v ComponentResource) {
+	p143, n144 := c.Str(v.ComponentName)
+	St32(p+0, p143)
+	St32((p+0)+4, n144)
+	p145, n146 := c.Str(v.ComponentVersion)
+	St32(p+8, p145)
+	St32((p+8)+4, n146)
+	p147, n148 := c.Str(v.Name)
+	St32(p+16, p147)
+	St32((p+16)+4, n148)
+	p149, n150 := c.Str(v.Version)
+	St32(p+24, p149)
+	St32((p+24)+4, n150)
+	p151, n152 := c.Str(v.Type)
+	St32(p+32, p151)
+	St32((p+32)+4, n152)
+	p153, n154 := c.Str(v.AccessType)
+	St32(p+40, p153)
+	St32((p+40)+4, n154)
+	StoreBlob(c, p+48, v.Content)
+}
+
+//go:wasmimport wasm-deployer:plugin/log@1.3.0 log
 func importLogLog(f0 uint32, f1 uint32, f2 uint32)
 
 // Emit one log record at `level`. Never fails; the host may drop records below its
 // configured level.
 //
-// WIT: `wasm-deployer:plugin/log@1.2.0#log`.
+// WIT: `wasm-deployer:plugin/log@1.3.0#log`.
 func LogLog(level LogLevel, message string) {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	f0 = uint32(level)
-	p143, n144 := c.Str(message)
-	f1 = uint32(p143)
-	f2 = uint32(n144)
+	p155, n156 := c.Str(message)
+	f1 = uint32(p155)
+	f2 = uint32(n156)
 	importLogLog(f0, f1, f2)
 	c.Done()
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.2.0 now-unix-millis
+//go:wasmimport wasm-deployer:plugin/clock@1.3.0 now-unix-millis
 func importClockNowUnixMillis() uint64
 
 // Wall-clock time as milliseconds since the Unix epoch (UTC).
 //
-// WIT: `wasm-deployer:plugin/clock@1.2.0#now-unix-millis`.
+// WIT: `wasm-deployer:plugin/clock@1.3.0#now-unix-millis`.
 func ClockNowUnixMillis() uint64 {
 	c := new(Call)
 	raw := importClockNowUnixMillis()
@@ -1087,13 +1146,13 @@ func ClockNowUnixMillis() uint64 {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.2.0 now-rfc3339
+//go:wasmimport wasm-deployer:plugin/clock@1.3.0 now-rfc3339
 func importClockNowRfc3339(ret uint32)
 
 // Wall-clock time formatted as RFC 3339 (UTC, e.g. `2026-01-01T00:00:00Z`), the
 // format Kubernetes timestamps use.
 //
-// WIT: `wasm-deployer:plugin/clock@1.2.0#now-rfc3339`.
+// WIT: `wasm-deployer:plugin/clock@1.3.0#now-rfc3339`.
 func ClockNowRfc3339() string {
 	c := new(Call)
 	ret := c.Alloc(8, 4)
@@ -1105,13 +1164,13 @@ func ClockNowRfc3339() string {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.2.0 monotonic-nanos
+//go:wasmimport wasm-deployer:plugin/clock@1.3.0 monotonic-nanos
 func importClockMonotonicNanos() uint64
 
 // Monotonic time in nanoseconds since an arbitrary fixed point of this invocation.
 // Only differences are meaningful.
 //
-// WIT: `wasm-deployer:plugin/clock@1.2.0#monotonic-nanos`.
+// WIT: `wasm-deployer:plugin/clock@1.3.0#monotonic-nanos`.
 func ClockMonotonicNanos() uint64 {
 	c := new(Call)
 	raw := importClockMonotonicNanos()
@@ -1120,45 +1179,45 @@ func ClockMonotonicNanos() uint64 {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/progress@1.2.0 checkpoint
+//go:wasmimport wasm-deployer:plugin/progress@1.3.0 checkpoint
 func importProgressCheckpoint(f0 uint32, f1 uint32, ret uint32)
 
 // Report that the plugin reached the named checkpoint. Returns an error with code
 // `ERR_TIMEOUT`, reason `ProgressingTimeout` and message `timeout at: "<name>"` once
 // the item's progressing timeout has passed; the plugin should return that error.
 //
-// WIT: `wasm-deployer:plugin/progress@1.2.0#checkpoint`.
+// WIT: `wasm-deployer:plugin/progress@1.3.0#checkpoint`.
 func ProgressCheckpoint(name string) Result[struct{}, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p145, n146 := c.Str(name)
-	f0 = uint32(p145)
-	f1 = uint32(n146)
+	p157, n158 := c.Str(name)
+	f0 = uint32(p157)
+	f1 = uint32(n158)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importProgressCheckpoint(f0, f1, ret)
 	r := func() Result[struct{}, DeployerError] {
-		var r147 Result[struct{}, DeployerError]
+		var r159 Result[struct{}, DeployerError]
 		if Ld8(ret) == 0 {
 		} else {
-			r147.IsErr = true
-			r147.Err = LoadDeployerError((ret) + 4)
+			r159.IsErr = true
+			r159.Err = LoadDeployerError((ret) + 4)
 		}
-		return r147
+		return r159
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/progress@1.2.0 remaining-millis
+//go:wasmimport wasm-deployer:plugin/progress@1.3.0 remaining-millis
 func importProgressRemainingMillis(ret uint32)
 
 // Milliseconds left until the progressing timeout, or none if it has already passed.
 // Use it as the deadline for waits.
 //
-// WIT: `wasm-deployer:plugin/progress@1.2.0#remaining-millis`.
+// WIT: `wasm-deployer:plugin/progress@1.3.0#remaining-millis`.
 func ProgressRemainingMillis() *uint64 {
 	c := new(Call)
 	ret := c.Alloc(16, 8)
@@ -1167,19 +1226,19 @@ func ProgressRemainingMillis() *uint64 {
 		if Ld8(ret) == 0 {
 			return nil
 		}
-		v148 := Ld64((ret) + 8)
-		return &v148
+		v160 := Ld64((ret) + 8)
+		return &v160
 	}()
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.2.0 get
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 get
 func importKubernetesGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Read an object. Returns its JSON, or none if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.2.0#get`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#get`.
 func KubernetesGet(ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1191,148 +1250,66 @@ func KubernetesGet(ref ObjectRef) Result[*string, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p149, n150 := c.Str(ref.ApiVersion)
-	f0 = uint32(p149)
-	f1 = uint32(n150)
-	p151, n152 := c.Str(ref.Kind)
-	f2 = uint32(p151)
-	f3 = uint32(n152)
+	p161, n162 := c.Str(ref.ApiVersion)
+	f0 = uint32(p161)
+	f1 = uint32(n162)
+	p163, n164 := c.Str(ref.Kind)
+	f2 = uint32(p163)
+	f3 = uint32(n164)
 	if ref.Namespace != nil {
 		f4 = 1
-		p153, n154 := c.Str((*ref.Namespace))
-		f5 = uint32(p153)
-		f6 = uint32(n154)
+		p165, n166 := c.Str((*ref.Namespace))
+		f5 = uint32(p165)
+		f6 = uint32(n166)
 	}
-	p155, n156 := c.Str(ref.Name)
-	f7 = uint32(p155)
-	f8 = uint32(n156)
+	p167, n168 := c.Str(ref.Name)
+	f7 = uint32(p167)
+	f8 = uint32(n168)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[*string, DeployerError] {
-		var r157 Result[*string, DeployerError]
+		var r169 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r157.Ok = func() *string {
+			r169.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v158 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v158
+				v170 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v170
 			}()
 		} else {
-			r157.IsErr = true
-			r157.Err = LoadDeployerError((ret) + 4)
+			r169.IsErr = true
+			r169.Err = LoadDeployerError((ret) + 4)
 		}
-		return r157
+		return r169
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.2.0 create
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 create
 func importKubernetesCreate(f0 uint32, f1 uint32, ret uint32)
 
 // Create an object from its JSON (must include `apiVersion`, `kind`, `metadata`).
 // Returns the created object as JSON.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.2.0#create`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#create`.
 func KubernetesCreate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p159, n160 := c.Str(object)
-	f0 = uint32(p159)
-	f1 = uint32(n160)
+	p171, n172 := c.Str(object)
+	f0 = uint32(p171)
+	f1 = uint32(n172)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesCreate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r161 Result[string, DeployerError]
+		var r173 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r161.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
-		} else {
-			r161.IsErr = true
-			r161.Err = LoadDeployerError((ret) + 4)
-		}
-		return r161
-	}()
-	LeaveImport(mark)
-	c.Done()
-	return r
-}
-
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.2.0 update
-func importKubernetesUpdate(f0 uint32, f1 uint32, ret uint32)
-
-// Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
-// concurrency). Returns the updated object as JSON.
-//
-// WIT: `wasm-deployer:plugin/kubernetes@1.2.0#update`.
-func KubernetesUpdate(object string) Result[string, DeployerError] {
-	c := new(Call)
-	var f0 uint32
-	var f1 uint32
-	p162, n163 := c.Str(object)
-	f0 = uint32(p162)
-	f1 = uint32(n163)
-	ret := c.Alloc(44, 4)
-	mark := EnterImport()
-	importKubernetesUpdate(f0, f1, ret)
-	r := func() Result[string, DeployerError] {
-		var r164 Result[string, DeployerError]
-		if Ld8(ret) == 0 {
-			r164.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
-		} else {
-			r164.IsErr = true
-			r164.Err = LoadDeployerError((ret) + 4)
-		}
-		return r164
-	}()
-	LeaveImport(mark)
-	c.Done()
-	return r
-}
-
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.2.0 delete
-func importKubernetesDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
-
-// Delete an object. Returns true if it existed, false if it was already gone.
-//
-// WIT: `wasm-deployer:plugin/kubernetes@1.2.0#delete`.
-func KubernetesDelete(ref ObjectRef) Result[bool, DeployerError] {
-	c := new(Call)
-	var f0 uint32
-	var f1 uint32
-	var f2 uint32
-	var f3 uint32
-	var f4 uint32
-	var f5 uint32
-	var f6 uint32
-	var f7 uint32
-	var f8 uint32
-	p165, n166 := c.Str(ref.ApiVersion)
-	f0 = uint32(p165)
-	f1 = uint32(n166)
-	p167, n168 := c.Str(ref.Kind)
-	f2 = uint32(p167)
-	f3 = uint32(n168)
-	if ref.Namespace != nil {
-		f4 = 1
-		p169, n170 := c.Str((*ref.Namespace))
-		f5 = uint32(p169)
-		f6 = uint32(n170)
-	}
-	p171, n172 := c.Str(ref.Name)
-	f7 = uint32(p171)
-	f8 = uint32(n172)
-	ret := c.Alloc(44, 4)
-	mark := EnterImport()
-	importKubernetesDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
-	r := func() Result[bool, DeployerError] {
-		var r173 Result[bool, DeployerError]
-		if Ld8(ret) == 0 {
-			r173.Ok = (Ld8((ret)+4) != 0)
+			r173.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
 			r173.IsErr = true
 			r173.Err = LoadDeployerError((ret) + 4)
@@ -1344,14 +1321,96 @@ func KubernetesDelete(ref ObjectRef) Result[bool, DeployerError] {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/fetch@1.2.0 http-get
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 update
+func importKubernetesUpdate(f0 uint32, f1 uint32, ret uint32)
+
+// Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
+// concurrency). Returns the updated object as JSON.
+//
+// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#update`.
+func KubernetesUpdate(object string) Result[string, DeployerError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	p174, n175 := c.Str(object)
+	f0 = uint32(p174)
+	f1 = uint32(n175)
+	ret := c.Alloc(44, 4)
+	mark := EnterImport()
+	importKubernetesUpdate(f0, f1, ret)
+	r := func() Result[string, DeployerError] {
+		var r176 Result[string, DeployerError]
+		if Ld8(ret) == 0 {
+			r176.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		} else {
+			r176.IsErr = true
+			r176.Err = LoadDeployerError((ret) + 4)
+		}
+		return r176
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 delete
+func importKubernetesDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
+
+// Delete an object. Returns true if it existed, false if it was already gone.
+//
+// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#delete`.
+func KubernetesDelete(ref ObjectRef) Result[bool, DeployerError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	var f4 uint32
+	var f5 uint32
+	var f6 uint32
+	var f7 uint32
+	var f8 uint32
+	p177, n178 := c.Str(ref.ApiVersion)
+	f0 = uint32(p177)
+	f1 = uint32(n178)
+	p179, n180 := c.Str(ref.Kind)
+	f2 = uint32(p179)
+	f3 = uint32(n180)
+	if ref.Namespace != nil {
+		f4 = 1
+		p181, n182 := c.Str((*ref.Namespace))
+		f5 = uint32(p181)
+		f6 = uint32(n182)
+	}
+	p183, n184 := c.Str(ref.Name)
+	f7 = uint32(p183)
+	f8 = uint32(n184)
+	ret := c.Alloc(44, 4)
+	mark := EnterImport()
+	importKubernetesDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
+	r := func() Result[bool, DeployerError] {
+		var r185 Result[bool, DeployerError]
+		if Ld8(ret) == 0 {
+			r185.Ok = (Ld8((ret)+4) != 0)
+		} else {
+			r185.IsErr = true
+			r185.Err = LoadDeployerError((ret) + 4)
+		}
+		return r185
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/fetch@1.3.0 http-get
 func importFetchHttpGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, ret uint32)
 
 // GET `url` (`http://` or `https://`). If `expected-digest` (`sha256:<hex>`) is given
 // and the cache has it, no request is made; a download whose digest differs fails with
 // `DigestMismatch`.
 //
-// WIT: `wasm-deployer:plugin/fetch@1.2.0#http-get`.
+// WIT: `wasm-deployer:plugin/fetch@1.3.0#http-get`.
 func FetchHttpGet(url string, expectedDigest *string) Result[Blob, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1359,85 +1418,85 @@ func FetchHttpGet(url string, expectedDigest *string) Result[Blob, DeployerError
 	var f2 uint32
 	var f3 uint32
 	var f4 uint32
-	p174, n175 := c.Str(url)
-	f0 = uint32(p174)
-	f1 = uint32(n175)
+	p186, n187 := c.Str(url)
+	f0 = uint32(p186)
+	f1 = uint32(n187)
 	if expectedDigest != nil {
 		f2 = 1
-		p176, n177 := c.Str((*expectedDigest))
-		f3 = uint32(p176)
-		f4 = uint32(n177)
+		p188, n189 := c.Str((*expectedDigest))
+		f3 = uint32(p188)
+		f4 = uint32(n189)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importFetchHttpGet(f0, f1, f2, f3, f4, ret)
 	r := func() Result[Blob, DeployerError] {
-		var r178 Result[Blob, DeployerError]
+		var r190 Result[Blob, DeployerError]
 		if Ld8(ret) == 0 {
-			r178.Ok = LoadBlob((ret) + 4)
+			r190.Ok = LoadBlob((ret) + 4)
 		} else {
-			r178.IsErr = true
-			r178.Err = LoadDeployerError((ret) + 4)
+			r190.IsErr = true
+			r190.Err = LoadDeployerError((ret) + 4)
 		}
-		return r178
+		return r190
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/fetch@1.2.0 oci-pull
+//go:wasmimport wasm-deployer:plugin/fetch@1.3.0 oci-pull
 func importFetchOciPull(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // Pull `reference` (`host[:port]/repository:tag` or `…@sha256:<hex>`) and return its
 // first layer whose media type is in `layer-media-types` (in manifest order). The layer
 // is served from the cache when its digest is there.
 //
-// WIT: `wasm-deployer:plugin/fetch@1.2.0#oci-pull`.
+// WIT: `wasm-deployer:plugin/fetch@1.3.0#oci-pull`.
 func FetchOciPull(reference string, layerMediaTypes []string) Result[OciArtifact, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p179, n180 := c.Str(reference)
-	f0 = uint32(p179)
-	f1 = uint32(n180)
-	p181, n182 := func() (uint32, uint32) {
-		base183 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
-		for i184, e185 := range layerMediaTypes {
-			p186, n187 := c.Str(e185)
-			St32(base183+uint32(i184)*8, p186)
-			St32((base183+uint32(i184)*8)+4, n187)
+	p191, n192 := c.Str(reference)
+	f0 = uint32(p191)
+	f1 = uint32(n192)
+	p193, n194 := func() (uint32, uint32) {
+		base195 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
+		for i196, e197 := range layerMediaTypes {
+			p198, n199 := c.Str(e197)
+			St32(base195+uint32(i196)*8, p198)
+			St32((base195+uint32(i196)*8)+4, n199)
 		}
-		return base183, uint32(len(layerMediaTypes))
+		return base195, uint32(len(layerMediaTypes))
 	}()
-	f2 = uint32(p181)
-	f3 = uint32(n182)
+	f2 = uint32(p193)
+	f3 = uint32(n194)
 	ret := c.Alloc(48, 4)
 	mark := EnterImport()
 	importFetchOciPull(f0, f1, f2, f3, ret)
 	r := func() Result[OciArtifact, DeployerError] {
-		var r188 Result[OciArtifact, DeployerError]
+		var r200 Result[OciArtifact, DeployerError]
 		if Ld8(ret) == 0 {
-			r188.Ok = LoadOciArtifact((ret) + 4)
+			r200.Ok = LoadOciArtifact((ret) + 4)
 		} else {
-			r188.IsErr = true
-			r188.Err = LoadDeployerError((ret) + 4)
+			r200.IsErr = true
+			r200.Err = LoadDeployerError((ret) + 4)
 		}
-		return r188
+		return r200
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.2.0 get
+//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 get
 func importClusterGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Read an object. Returns its JSON, or none if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.2.0#get`.
+// WIT: `wasm-deployer:plugin/cluster@1.3.0#get`.
 func ClusterGet(ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1449,46 +1508,46 @@ func ClusterGet(ref ObjectRef) Result[*string, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p189, n190 := c.Str(ref.ApiVersion)
-	f0 = uint32(p189)
-	f1 = uint32(n190)
-	p191, n192 := c.Str(ref.Kind)
-	f2 = uint32(p191)
-	f3 = uint32(n192)
+	p201, n202 := c.Str(ref.ApiVersion)
+	f0 = uint32(p201)
+	f1 = uint32(n202)
+	p203, n204 := c.Str(ref.Kind)
+	f2 = uint32(p203)
+	f3 = uint32(n204)
 	if ref.Namespace != nil {
 		f4 = 1
-		p193, n194 := c.Str((*ref.Namespace))
-		f5 = uint32(p193)
-		f6 = uint32(n194)
+		p205, n206 := c.Str((*ref.Namespace))
+		f5 = uint32(p205)
+		f6 = uint32(n206)
 	}
-	p195, n196 := c.Str(ref.Name)
-	f7 = uint32(p195)
-	f8 = uint32(n196)
+	p207, n208 := c.Str(ref.Name)
+	f7 = uint32(p207)
+	f8 = uint32(n208)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[*string, DeployerError] {
-		var r197 Result[*string, DeployerError]
+		var r209 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r197.Ok = func() *string {
+			r209.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v198 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v198
+				v210 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v210
 			}()
 		} else {
-			r197.IsErr = true
-			r197.Err = LoadDeployerError((ret) + 4)
+			r209.IsErr = true
+			r209.Err = LoadDeployerError((ret) + 4)
 		}
-		return r197
+		return r209
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.2.0 list
+//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 list
 func importClusterList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, ret uint32)
 
 // List objects of one kind: in `namespace`, or in all namespaces (and for
@@ -1496,7 +1555,7 @@ func importClusterList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5
 // (`a=b,c!=d,e in (f,g),!h`) if given. Returns the List object as JSON (`items` carry
 // `apiVersion` and `kind`).
 //
-// WIT: `wasm-deployer:plugin/cluster@1.2.0#list`.
+// WIT: `wasm-deployer:plugin/cluster@1.3.0#list`.
 func ClusterList(apiVersion string, kind string, namespace *string, labelSelector *string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1509,111 +1568,111 @@ func ClusterList(apiVersion string, kind string, namespace *string, labelSelecto
 	var f7 uint32
 	var f8 uint32
 	var f9 uint32
-	p199, n200 := c.Str(apiVersion)
-	f0 = uint32(p199)
-	f1 = uint32(n200)
-	p201, n202 := c.Str(kind)
-	f2 = uint32(p201)
-	f3 = uint32(n202)
+	p211, n212 := c.Str(apiVersion)
+	f0 = uint32(p211)
+	f1 = uint32(n212)
+	p213, n214 := c.Str(kind)
+	f2 = uint32(p213)
+	f3 = uint32(n214)
 	if namespace != nil {
 		f4 = 1
-		p203, n204 := c.Str((*namespace))
-		f5 = uint32(p203)
-		f6 = uint32(n204)
+		p215, n216 := c.Str((*namespace))
+		f5 = uint32(p215)
+		f6 = uint32(n216)
 	}
 	if labelSelector != nil {
 		f7 = 1
-		p205, n206 := c.Str((*labelSelector))
-		f8 = uint32(p205)
-		f9 = uint32(n206)
+		p217, n218 := c.Str((*labelSelector))
+		f8 = uint32(p217)
+		f9 = uint32(n218)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterList(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, ret)
 	r := func() Result[string, DeployerError] {
-		var r207 Result[string, DeployerError]
+		var r219 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r207.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r219.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r207.IsErr = true
-			r207.Err = LoadDeployerError((ret) + 4)
+			r219.IsErr = true
+			r219.Err = LoadDeployerError((ret) + 4)
 		}
-		return r207
+		return r219
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.2.0 create
+//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 create
 func importClusterCreate(f0 uint32, f1 uint32, ret uint32)
 
 // Create an object from its JSON. Returns the created object as JSON.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.2.0#create`.
+// WIT: `wasm-deployer:plugin/cluster@1.3.0#create`.
 func ClusterCreate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p208, n209 := c.Str(object)
-	f0 = uint32(p208)
-	f1 = uint32(n209)
+	p220, n221 := c.Str(object)
+	f0 = uint32(p220)
+	f1 = uint32(n221)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterCreate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r210 Result[string, DeployerError]
+		var r222 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r210.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r222.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r210.IsErr = true
-			r210.Err = LoadDeployerError((ret) + 4)
+			r222.IsErr = true
+			r222.Err = LoadDeployerError((ret) + 4)
 		}
-		return r210
+		return r222
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.2.0 update
+//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 update
 func importClusterUpdate(f0 uint32, f1 uint32, ret uint32)
 
 // Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
 // concurrency). Returns the updated object as JSON.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.2.0#update`.
+// WIT: `wasm-deployer:plugin/cluster@1.3.0#update`.
 func ClusterUpdate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p211, n212 := c.Str(object)
-	f0 = uint32(p211)
-	f1 = uint32(n212)
+	p223, n224 := c.Str(object)
+	f0 = uint32(p223)
+	f1 = uint32(n224)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterUpdate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r213 Result[string, DeployerError]
+		var r225 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r213.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r225.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r213.IsErr = true
-			r213.Err = LoadDeployerError((ret) + 4)
+			r225.IsErr = true
+			r225.Err = LoadDeployerError((ret) + 4)
 		}
-		return r213
+		return r225
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.2.0 patch
+//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 patch
 func importClusterPatch(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, f11 uint32, f12 uint32, f13 uint32, f14 uint32, f15 uint32, ret uint32)
 
 // Patch an object. `patch` is the patch document as JSON. Returns the patched object.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.2.0#patch`.
+// WIT: `wasm-deployer:plugin/cluster@1.3.0#patch`.
 func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1632,30 +1691,30 @@ func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[stri
 	var f13 uint32
 	var f14 uint32
 	var f15 uint32
-	p214, n215 := c.Str(ref.ApiVersion)
-	f0 = uint32(p214)
-	f1 = uint32(n215)
-	p216, n217 := c.Str(ref.Kind)
-	f2 = uint32(p216)
-	f3 = uint32(n217)
+	p226, n227 := c.Str(ref.ApiVersion)
+	f0 = uint32(p226)
+	f1 = uint32(n227)
+	p228, n229 := c.Str(ref.Kind)
+	f2 = uint32(p228)
+	f3 = uint32(n229)
 	if ref.Namespace != nil {
 		f4 = 1
-		p218, n219 := c.Str((*ref.Namespace))
-		f5 = uint32(p218)
-		f6 = uint32(n219)
+		p230, n231 := c.Str((*ref.Namespace))
+		f5 = uint32(p230)
+		f6 = uint32(n231)
 	}
-	p220, n221 := c.Str(ref.Name)
-	f7 = uint32(p220)
-	f8 = uint32(n221)
-	p222, n223 := c.Str(patch)
-	f9 = uint32(p222)
-	f10 = uint32(n223)
+	p232, n233 := c.Str(ref.Name)
+	f7 = uint32(p232)
+	f8 = uint32(n233)
+	p234, n235 := c.Str(patch)
+	f9 = uint32(p234)
+	f10 = uint32(n235)
 	f11 = uint32(options.PatchType)
 	if options.FieldManager != nil {
 		f12 = 1
-		p224, n225 := c.Str((*options.FieldManager))
-		f13 = uint32(p224)
-		f14 = uint32(n225)
+		p236, n237 := c.Str((*options.FieldManager))
+		f13 = uint32(p236)
+		f14 = uint32(n237)
 	}
 	if options.Force {
 		f15 = 1
@@ -1664,26 +1723,26 @@ func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[stri
 	mark := EnterImport()
 	importClusterPatch(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, ret)
 	r := func() Result[string, DeployerError] {
-		var r226 Result[string, DeployerError]
+		var r238 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r226.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r238.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r226.IsErr = true
-			r226.Err = LoadDeployerError((ret) + 4)
+			r238.IsErr = true
+			r238.Err = LoadDeployerError((ret) + 4)
 		}
-		return r226
+		return r238
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.2.0 delete
+//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 delete
 func importClusterDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Delete an object (background propagation). Returns true if it existed.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.2.0#delete`.
+// WIT: `wasm-deployer:plugin/cluster@1.3.0#delete`.
 func ClusterDelete(ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1695,129 +1754,68 @@ func ClusterDelete(ref ObjectRef) Result[bool, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p227, n228 := c.Str(ref.ApiVersion)
-	f0 = uint32(p227)
-	f1 = uint32(n228)
-	p229, n230 := c.Str(ref.Kind)
-	f2 = uint32(p229)
-	f3 = uint32(n230)
+	p239, n240 := c.Str(ref.ApiVersion)
+	f0 = uint32(p239)
+	f1 = uint32(n240)
+	p241, n242 := c.Str(ref.Kind)
+	f2 = uint32(p241)
+	f3 = uint32(n242)
 	if ref.Namespace != nil {
 		f4 = 1
-		p231, n232 := c.Str((*ref.Namespace))
-		f5 = uint32(p231)
-		f6 = uint32(n232)
+		p243, n244 := c.Str((*ref.Namespace))
+		f5 = uint32(p243)
+		f6 = uint32(n244)
 	}
-	p233, n234 := c.Str(ref.Name)
-	f7 = uint32(p233)
-	f8 = uint32(n234)
+	p245, n246 := c.Str(ref.Name)
+	f7 = uint32(p245)
+	f8 = uint32(n246)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[bool, DeployerError] {
-		var r235 Result[bool, DeployerError]
+		var r247 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r235.Ok = (Ld8((ret)+4) != 0)
+			r247.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r235.IsErr = true
-			r235.Err = LoadDeployerError((ret) + 4)
+			r247.IsErr = true
+			r247.Err = LoadDeployerError((ret) + 4)
 		}
-		return r235
+		return r247
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.2.0 discover
+//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 discover
 func importClusterDiscover(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // Discovery: how the cluster serves `api-version`/`kind`, or none if it does not.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.2.0#discover`.
+// WIT: `wasm-deployer:plugin/cluster@1.3.0#discover`.
 func ClusterDiscover(apiVersion string, kind string) Result[*ResourceInfo, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p236, n237 := c.Str(apiVersion)
-	f0 = uint32(p236)
-	f1 = uint32(n237)
-	p238, n239 := c.Str(kind)
-	f2 = uint32(p238)
-	f3 = uint32(n239)
+	p248, n249 := c.Str(apiVersion)
+	f0 = uint32(p248)
+	f1 = uint32(n249)
+	p250, n251 := c.Str(kind)
+	f2 = uint32(p250)
+	f3 = uint32(n251)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterDiscover(f0, f1, f2, f3, ret)
 	r := func() Result[*ResourceInfo, DeployerError] {
-		var r240 Result[*ResourceInfo, DeployerError]
+		var r252 Result[*ResourceInfo, DeployerError]
 		if Ld8(ret) == 0 {
-			r240.Ok = func() *ResourceInfo {
+			r252.Ok = func() *ResourceInfo {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v241 := LoadResourceInfo(((ret) + 4) + 4)
-				return &v241
-			}()
-		} else {
-			r240.IsErr = true
-			r240.Err = LoadDeployerError((ret) + 4)
-		}
-		return r240
-	}()
-	LeaveImport(mark)
-	c.Done()
-	return r
-}
-
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.2.0 get
-func importSecondaryTargetsGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, ret uint32)
-
-// Read an object on the cluster of Target `target-name`. None if it does not exist.
-//
-// WIT: `wasm-deployer:plugin/secondary-targets@1.2.0#get`.
-func SecondaryTargetsGet(targetName string, ref ObjectRef) Result[*string, DeployerError] {
-	c := new(Call)
-	var f0 uint32
-	var f1 uint32
-	var f2 uint32
-	var f3 uint32
-	var f4 uint32
-	var f5 uint32
-	var f6 uint32
-	var f7 uint32
-	var f8 uint32
-	var f9 uint32
-	var f10 uint32
-	p242, n243 := c.Str(targetName)
-	f0 = uint32(p242)
-	f1 = uint32(n243)
-	p244, n245 := c.Str(ref.ApiVersion)
-	f2 = uint32(p244)
-	f3 = uint32(n245)
-	p246, n247 := c.Str(ref.Kind)
-	f4 = uint32(p246)
-	f5 = uint32(n247)
-	if ref.Namespace != nil {
-		f6 = 1
-		p248, n249 := c.Str((*ref.Namespace))
-		f7 = uint32(p248)
-		f8 = uint32(n249)
-	}
-	p250, n251 := c.Str(ref.Name)
-	f9 = uint32(p250)
-	f10 = uint32(n251)
-	ret := c.Alloc(44, 4)
-	mark := EnterImport()
-	importSecondaryTargetsGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, ret)
-	r := func() Result[*string, DeployerError] {
-		var r252 Result[*string, DeployerError]
-		if Ld8(ret) == 0 {
-			r252.Ok = func() *string {
-				if Ld8((ret)+4) == 0 {
-					return nil
-				}
-				v253 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				v253 := LoadResourceInfo(((ret) + 4) + 4)
 				return &v253
 			}()
 		} else {
@@ -1831,13 +1829,74 @@ func SecondaryTargetsGet(targetName string, ref ObjectRef) Result[*string, Deplo
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.2.0 list
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.3.0 get
+func importSecondaryTargetsGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, ret uint32)
+
+// Read an object on the cluster of Target `target-name`. None if it does not exist.
+//
+// WIT: `wasm-deployer:plugin/secondary-targets@1.3.0#get`.
+func SecondaryTargetsGet(targetName string, ref ObjectRef) Result[*string, DeployerError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	var f4 uint32
+	var f5 uint32
+	var f6 uint32
+	var f7 uint32
+	var f8 uint32
+	var f9 uint32
+	var f10 uint32
+	p254, n255 := c.Str(targetName)
+	f0 = uint32(p254)
+	f1 = uint32(n255)
+	p256, n257 := c.Str(ref.ApiVersion)
+	f2 = uint32(p256)
+	f3 = uint32(n257)
+	p258, n259 := c.Str(ref.Kind)
+	f4 = uint32(p258)
+	f5 = uint32(n259)
+	if ref.Namespace != nil {
+		f6 = 1
+		p260, n261 := c.Str((*ref.Namespace))
+		f7 = uint32(p260)
+		f8 = uint32(n261)
+	}
+	p262, n263 := c.Str(ref.Name)
+	f9 = uint32(p262)
+	f10 = uint32(n263)
+	ret := c.Alloc(44, 4)
+	mark := EnterImport()
+	importSecondaryTargetsGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, ret)
+	r := func() Result[*string, DeployerError] {
+		var r264 Result[*string, DeployerError]
+		if Ld8(ret) == 0 {
+			r264.Ok = func() *string {
+				if Ld8((ret)+4) == 0 {
+					return nil
+				}
+				v265 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v265
+			}()
+		} else {
+			r264.IsErr = true
+			r264.Err = LoadDeployerError((ret) + 4)
+		}
+		return r264
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.3.0 list
 func importSecondaryTargetsList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, f11 uint32, ret uint32)
 
 // List objects of one kind on the cluster of Target `target-name` (arguments as in
 // `cluster.list`). Returns the List object as JSON.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.2.0#list`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.3.0#list`.
 func SecondaryTargetsList(targetName string, apiVersion string, kind string, namespace *string, labelSelector *string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1852,52 +1911,52 @@ func SecondaryTargetsList(targetName string, apiVersion string, kind string, nam
 	var f9 uint32
 	var f10 uint32
 	var f11 uint32
-	p254, n255 := c.Str(targetName)
-	f0 = uint32(p254)
-	f1 = uint32(n255)
-	p256, n257 := c.Str(apiVersion)
-	f2 = uint32(p256)
-	f3 = uint32(n257)
-	p258, n259 := c.Str(kind)
-	f4 = uint32(p258)
-	f5 = uint32(n259)
+	p266, n267 := c.Str(targetName)
+	f0 = uint32(p266)
+	f1 = uint32(n267)
+	p268, n269 := c.Str(apiVersion)
+	f2 = uint32(p268)
+	f3 = uint32(n269)
+	p270, n271 := c.Str(kind)
+	f4 = uint32(p270)
+	f5 = uint32(n271)
 	if namespace != nil {
 		f6 = 1
-		p260, n261 := c.Str((*namespace))
-		f7 = uint32(p260)
-		f8 = uint32(n261)
+		p272, n273 := c.Str((*namespace))
+		f7 = uint32(p272)
+		f8 = uint32(n273)
 	}
 	if labelSelector != nil {
 		f9 = 1
-		p262, n263 := c.Str((*labelSelector))
-		f10 = uint32(p262)
-		f11 = uint32(n263)
+		p274, n275 := c.Str((*labelSelector))
+		f10 = uint32(p274)
+		f11 = uint32(n275)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsList(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, ret)
 	r := func() Result[string, DeployerError] {
-		var r264 Result[string, DeployerError]
+		var r276 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r264.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r276.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r264.IsErr = true
-			r264.Err = LoadDeployerError((ret) + 4)
+			r276.IsErr = true
+			r276.Err = LoadDeployerError((ret) + 4)
 		}
-		return r264
+		return r276
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.2.0 delete
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.3.0 delete
 func importSecondaryTargetsDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, ret uint32)
 
 // Delete an object on the cluster of Target `target-name` (background propagation).
 // Returns true if it existed.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.2.0#delete`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.3.0#delete`.
 func SecondaryTargetsDelete(targetName string, ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1911,36 +1970,80 @@ func SecondaryTargetsDelete(targetName string, ref ObjectRef) Result[bool, Deplo
 	var f8 uint32
 	var f9 uint32
 	var f10 uint32
-	p265, n266 := c.Str(targetName)
-	f0 = uint32(p265)
-	f1 = uint32(n266)
-	p267, n268 := c.Str(ref.ApiVersion)
-	f2 = uint32(p267)
-	f3 = uint32(n268)
-	p269, n270 := c.Str(ref.Kind)
-	f4 = uint32(p269)
-	f5 = uint32(n270)
+	p277, n278 := c.Str(targetName)
+	f0 = uint32(p277)
+	f1 = uint32(n278)
+	p279, n280 := c.Str(ref.ApiVersion)
+	f2 = uint32(p279)
+	f3 = uint32(n280)
+	p281, n282 := c.Str(ref.Kind)
+	f4 = uint32(p281)
+	f5 = uint32(n282)
 	if ref.Namespace != nil {
 		f6 = 1
-		p271, n272 := c.Str((*ref.Namespace))
-		f7 = uint32(p271)
-		f8 = uint32(n272)
+		p283, n284 := c.Str((*ref.Namespace))
+		f7 = uint32(p283)
+		f8 = uint32(n284)
 	}
-	p273, n274 := c.Str(ref.Name)
-	f9 = uint32(p273)
-	f10 = uint32(n274)
+	p285, n286 := c.Str(ref.Name)
+	f9 = uint32(p285)
+	f10 = uint32(n286)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, ret)
 	r := func() Result[bool, DeployerError] {
-		var r275 Result[bool, DeployerError]
+		var r287 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r275.Ok = (Ld8((ret)+4) != 0)
+			r287.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r275.IsErr = true
-			r275.Err = LoadDeployerError((ret) + 4)
+			r287.IsErr = true
+			r287.Err = LoadDeployerError((ret) + 4)
 		}
-		return r275
+		return r287
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/ocm@1.3.0 get-resource
+func importOcmGetResource(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
+
+// The content of the resource `resource-key` names.
+//
+// WIT: `wasm-deployer:plugin/ocm@1.3.0#get-resource`.
+func OcmGetResource(resourceKey string, layerMediaTypes []string) Result[ComponentResource, DeployerError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	p288, n289 := c.Str(resourceKey)
+	f0 = uint32(p288)
+	f1 = uint32(n289)
+	p290, n291 := func() (uint32, uint32) {
+		base292 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
+		for i293, e294 := range layerMediaTypes {
+			p295, n296 := c.Str(e294)
+			St32(base292+uint32(i293)*8, p295)
+			St32((base292+uint32(i293)*8)+4, n296)
+		}
+		return base292, uint32(len(layerMediaTypes))
+	}()
+	f2 = uint32(p290)
+	f3 = uint32(n291)
+	ret := c.Alloc(80, 4)
+	mark := EnterImport()
+	importOcmGetResource(f0, f1, f2, f3, ret)
+	r := func() Result[ComponentResource, DeployerError] {
+		var r297 Result[ComponentResource, DeployerError]
+		if Ld8(ret) == 0 {
+			r297.Ok = LoadComponentResource((ret) + 4)
+		} else {
+			r297.IsErr = true
+			r297.Err = LoadDeployerError((ret) + 4)
+		}
+		return r297
 	}()
 	LeaveImport(mark)
 	c.Done()

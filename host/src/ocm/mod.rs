@@ -1,0 +1,23 @@
+//! OCM (Open Component Model) component versions in OCI registries, read by the host for
+//! plugins (WIT `ocm`, 1.3) and for the host's own deployers: Landscaper's global resource keys
+//! (`getResourceKey`), the Context's `repositoryContext`, component descriptors (schema v2 and
+//! v3), and resource content through the access types `localBlob`, `ociArtifact`/`ociImage` and `helm`.
+//! Written from the OCM specification and the OCM Go library Landscaper vendors (no maintained
+//! Rust crate reads OCM); docs/ocm.md says what is supported.
+//!
+//! Owns: turning a resource key into bytes — which repository, which OCI reference
+//! ([`repository`]), what the descriptor says ([`descriptor`]), which resource ([`key`]).
+//! Must not touch: the network itself, credentials, the allowlist, limits or the cache — every
+//! registry request goes through [`crate::capabilities::fetch::ItemFetch`]; nor what the bytes
+//! mean (a chart is the helm plugin's business).
+
+pub mod credentials;
+pub mod descriptor;
+pub mod key;
+mod reader;
+pub mod repository;
+
+pub use reader::{Reader, tar_files};
+
+/// The operation of OCM errors.
+pub const OPERATION: &str = "ocm";

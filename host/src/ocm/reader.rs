@@ -1,0 +1,721 @@
+//! Resolving a resource key to its content, every registry request through [`ItemFetch`]
+//! (allowlist, size limit, the Context's credentials, the digest cache).
+
+use std::collections::HashMap;
+use std::io::Read as _;
+
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use plugin_runtime::{DeployerError, Fetched, OcmOrigin};
+use serde_json::Value;
+
+use super::OPERATION;
+use super::descriptor::{ComponentDescriptor, Resource};
+use super::key::GlobalResourceIdentity;
+use super::repository::OciRepository;
+use crate::capabilities::fetch::{ItemFetch, OciSession};
+use crate::landscaper::codes;
+
+/// Config media types of component versions (OCM, and the two legacy Gardener ones).
+pub const COMPONENT_CONFIG_TYPES: &[&str] = &[
+    "application/vnd.ocm.software.component.config.v1+json",
+    "application/vnd.gardener.cloud.cnudie.component.config.v1+json",
+    "application/vnd.oci.gardener.cloud.cnudie.component-descriptor-metadata.config.v2+json",
+];
+/// Descriptor layer media types stored as a tar holding `component-descriptor.yaml`.
+pub const DESCRIPTOR_TAR_TYPES: &[&str] = &[
+    "application/vnd.ocm.software.component-descriptor.v2+yaml+tar",
+    "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml+tar",
+    "application/vnd.oci.gardener.cloud.cnudie.component-descriptor.config.v2+yaml+tar",
+];
+/// Descriptor layer media types stored as the document itself.
+pub const DESCRIPTOR_PLAIN_TYPES: &[&str] = &[
+    "application/vnd.ocm.software.component-descriptor.v2+json",
+    "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+json",
+    "application/vnd.ocm.software.component-descriptor.v2+yaml",
+    "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml",
+];
+/// The media type of an OCI artifact stored as a blob (OCM "artifact set", an OCI layout tar).
+const ARTIFACT_SET: &str = "application/vnd.oci.image.manifest.v1+tar";
+
+fn config_error(reason: &str, message: String) -> DeployerError {
+    DeployerError {
+        codes: vec![codes::CONFIGURATION_PROBLEM.into()],
+        operation: OPERATION.into(),
+        reason: reason.into(),
+        message,
+        ..Default::default()
+    }
+}
+
+/// A component version read from its repository.
+pub struct ComponentVersion {
+    pub descriptor: ComponentDescriptor,
+    /// `host/…/component-descriptors/<name>:<tag>`.
+    pub reference: String,
+    session: OciSession,
+    manifest: OciImageManifest,
+}
+
+/// Reads component versions and resources for one item.
+pub struct Reader<'a> {
+    fetch: &'a ItemFetch,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(fetch: &'a ItemFetch) -> Self {
+        Reader { fetch }
+    }
+
+    /// A registry error while reading `what`: operation `ocm`, the message saying what was
+    /// read. A registry that refuses access is a configuration problem: the Context lacks the
+    /// credentials (its `registryPullSecrets`), and the message says which it has.
+    fn registry_error(&self, what: &str, e: DeployerError) -> DeployerError {
+        let mut e = DeployerError {
+            operation: OPERATION.into(),
+            message: format!("{what}: {}", e.message),
+            ..e
+        };
+        if e.has_code(codes::UNAUTHORIZED) {
+            let context = self.fetch.context();
+            let secrets: Vec<&str> = context
+                .map(|c| {
+                    c.registry_pull_secrets
+                        .iter()
+                        .map(|r| r.name.as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let name = context
+                .and_then(|c| c.metadata.name.as_deref())
+                .unwrap_or_default();
+            let ocm_config = context
+                .and_then(|c| c.extra.get("ocmConfig"))
+                .and_then(|r| r["name"].as_str())
+                .filter(|n| !n.is_empty());
+            e.message.push_str(&if let Some(config) = ocm_config {
+                format!(
+                    " — the credentials of context {name}'s registryPullSecrets ({}) and ocmConfig ({config}) were refused or do not name this registry",
+                    secrets.join(", ")
+                )
+            } else if secrets.is_empty() {
+                format!(
+                    " — missing credentials: context {name} has no registryPullSecrets (a Secret with .dockerconfigjson for this registry)"
+                )
+            } else {
+                format!(
+                    " — the credentials of context {name}'s registryPullSecrets ({}) were refused or do not name this registry",
+                    secrets.join(", ")
+                )
+            });
+            if !e.has_code(codes::CONFIGURATION_PROBLEM) {
+                e.codes.push(codes::CONFIGURATION_PROBLEM.into());
+            }
+        }
+        e
+    }
+
+    /// The repository of the item's Context.
+    pub fn repository(&self) -> Result<OciRepository, DeployerError> {
+        let context = self.fetch.context();
+        let name = context
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c.metadata.namespace.as_deref().unwrap_or_default(),
+                    c.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .unwrap_or_else(|| "(none)".into());
+        let Some(spec) = context.and_then(|c| c.repository_context.as_ref()) else {
+            return Err(config_error(
+                "NoRepositoryContext",
+                format!(
+                    "landscaper context {name} does not specify a repository context but has to specify a repository context to resolve resource from an ocm reference"
+                ),
+            ));
+        };
+        OciRepository::from_context(spec).map_err(|e| {
+            config_error(
+                "InvalidRepositoryContext",
+                format!("repositoryContext of context {name}: {e}"),
+            )
+        })
+    }
+
+    /// Component `name` version `version` from `repository`.
+    pub async fn component_version(
+        &self,
+        repository: &OciRepository,
+        name: &str,
+        version: &str,
+    ) -> Result<ComponentVersion, DeployerError> {
+        let reference = repository.component_reference(name, version);
+        let what = format!(
+            "component version {name}:{version} in repository {}",
+            repository.describe()
+        );
+        let session = self
+            .fetch
+            .oci_session(&reference)
+            .await
+            .map_err(|e| self.registry_error(&what, e))?;
+        let (manifest, _digest) = match self.fetch.oci_manifest(&session).await {
+            Ok(m) => m,
+            Err(e) if e.reason == "NotFound" => {
+                return Err(config_error(
+                    "ComponentVersionNotFound",
+                    format!("{what} not found ({reference}): {}", e.message),
+                ));
+            }
+            Err(e) => return Err(self.registry_error(&what, e)),
+        };
+        if !COMPONENT_CONFIG_TYPES.contains(&manifest.config.media_type.as_str()) {
+            return Err(config_error(
+                "NotAComponentVersion",
+                format!(
+                    "{reference} is not an OCM component version (config media type {:?})",
+                    manifest.config.media_type
+                ),
+            ));
+        }
+        let (config, _) = self
+            .fetch
+            .oci_blob(&session, &manifest.config)
+            .await
+            .map_err(|e| self.registry_error(&what, e))?;
+        let config: Value = serde_json::from_slice(&config)
+            .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: config: {e}")))?;
+        let layer = &config["componentDescriptorLayer"];
+        let digest = layer["digest"].as_str().unwrap_or_default();
+        let media_type = layer["mediaType"].as_str().unwrap_or_default();
+        let Some(descriptor_layer) = manifest.layers.iter().find(|l| l.digest == digest) else {
+            return Err(config_error(
+                "InvalidComponentVersion",
+                format!(
+                    "{what}: the config names descriptor layer {digest:?}, which the manifest lacks"
+                ),
+            ));
+        };
+        let (data, _) = self
+            .fetch
+            .oci_blob(&session, descriptor_layer)
+            .await
+            .map_err(|e| self.registry_error(&what, e))?;
+        let text = if DESCRIPTOR_TAR_TYPES.contains(&media_type) {
+            file_in_tar(&data, "component-descriptor.yaml")
+                .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: {e}")))?
+        } else if DESCRIPTOR_PLAIN_TYPES.contains(&media_type) {
+            data
+        } else {
+            return Err(config_error(
+                "InvalidComponentVersion",
+                format!("{what}: unknown descriptor media type {media_type:?}"),
+            ));
+        };
+        let descriptor = ComponentDescriptor::parse(&text)
+            .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: {e}")))?;
+        Ok(ComponentVersion {
+            descriptor,
+            reference,
+            session,
+            manifest,
+        })
+    }
+
+    /// [`FetchRequest::OcmComponent`](plugin_runtime::FetchRequest::OcmComponent): the resolved
+    /// descriptor list of `name`:`version` (it and, transitively, the versions it references,
+    /// from the same repository), or the content of its resource `resource_name`.
+    pub async fn component(
+        &self,
+        repository_context: Option<&Value>,
+        name: &str,
+        version: &str,
+        resource_name: Option<&str>,
+    ) -> Result<Fetched, DeployerError> {
+        let repository = match repository_context {
+            Some(spec) => OciRepository::from_context(spec).map_err(|e| {
+                config_error(
+                    "InvalidRepositoryContext",
+                    format!("repositoryContext: {e}"),
+                )
+            })?,
+            None => self.repository()?,
+        };
+        let cv = self.component_version(&repository, name, version).await?;
+        if let Some(resource_name) = resource_name {
+            let wanted =
+                std::collections::BTreeMap::from([("name".to_string(), resource_name.to_string())]);
+            let Some(resource) = cv.descriptor.resource(&wanted).or_else(|| {
+                cv.descriptor
+                    .resources
+                    .iter()
+                    .find(|r| r.name == resource_name)
+            }) else {
+                return Err(config_error(
+                    "ResourceNotFound",
+                    format!(
+                        "component version {name}:{version} has no resource name={resource_name} (it has: {})",
+                        cv.descriptor.resource_identities().join("; ")
+                    ),
+                ));
+            };
+            let mut fetched = self.content(&cv, resource, &[]).await?;
+            fetched.ocm = Some(OcmOrigin {
+                component_name: name.to_string(),
+                component_version: version.to_string(),
+                name: resource.name.clone(),
+                version: resource.version.clone(),
+                r#type: resource.r#type.clone(),
+                access_type: resource.access_type().to_string(),
+            });
+            return Ok(fetched);
+        }
+        // The version and, breadth first, every version it references (each once).
+        let mut components = vec![cv.descriptor.raw.clone()];
+        let mut seen = std::collections::BTreeSet::from([(name.to_string(), version.to_string())]);
+        let mut queue: std::collections::VecDeque<_> = cv.descriptor.references.clone().into();
+        while let Some(r) = queue.pop_front() {
+            if !seen.insert((r.component_name.clone(), r.version.clone())) {
+                continue;
+            }
+            let referenced = self
+                .component_version(&repository, &r.component_name, &r.version)
+                .await?;
+            queue.extend(referenced.descriptor.references.clone());
+            components.push(referenced.descriptor.raw);
+        }
+        let list = serde_json::json!({"meta": {"schemaVersion": "v2"}, "components": components});
+        let data = serde_json::to_vec(&list).expect("JSON");
+        Ok(Fetched {
+            digest: format!(
+                "sha256:{}",
+                hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data))
+            ),
+            media_type: "application/json".into(),
+            data,
+            ..Default::default()
+        })
+    }
+
+    /// The content of the resource `key` names (WIT `ocm.get-resource`).
+    pub async fn resource(
+        &self,
+        key: &str,
+        layer_media_types: &[String],
+    ) -> Result<Fetched, DeployerError> {
+        // Landscaper's order: the repository context first, then the key.
+        let repository = self.repository()?;
+        let id = GlobalResourceIdentity::decode(key)
+            .map_err(|e| config_error("InvalidResourceKey", e))?;
+        let cv = self
+            .component_version(&repository, &id.component.name, &id.component.version)
+            .await?;
+        let Some(resource) = cv.descriptor.resource(&id.resource) else {
+            return Err(config_error(
+                "ResourceNotFound",
+                format!(
+                    "component version {}:{} has no resource {} (it has: {})",
+                    id.component.name,
+                    id.component.version,
+                    id.describe_resource(),
+                    cv.descriptor.resource_identities().join("; ")
+                ),
+            ));
+        };
+        let mut fetched = self.content(&cv, resource, layer_media_types).await?;
+        fetched.ocm = Some(OcmOrigin {
+            component_name: cv.descriptor.name.clone(),
+            component_version: cv.descriptor.version.clone(),
+            name: resource.name.clone(),
+            version: resource.version.clone(),
+            r#type: resource.r#type.clone(),
+            access_type: resource.access_type().to_string(),
+        });
+        Ok(fetched)
+    }
+
+    /// The content of `resource` of `cv`, through its access.
+    pub async fn content(
+        &self,
+        cv: &ComponentVersion,
+        resource: &Resource,
+        layer_media_types: &[String],
+    ) -> Result<Fetched, DeployerError> {
+        let what = format!(
+            "resource {} of component version {}:{}",
+            resource.name, cv.descriptor.name, cv.descriptor.version
+        );
+        let access = &resource.access;
+        match resource.access_type() {
+            "localBlob" | "localFilesystemBlob" | "localOciBlob" => {
+                let digest = access["localReference"]
+                    .as_str()
+                    .or(access["filename"].as_str())
+                    .unwrap_or_default();
+                let media_type = access["mediaType"].as_str().unwrap_or_default();
+                let Some(layer) = cv.manifest.layers.iter().find(|l| l.digest == digest) else {
+                    return Err(config_error(
+                        "LocalBlobNotFound",
+                        format!(
+                            "{what}: local blob {digest:?} is not a layer of {}",
+                            cv.reference
+                        ),
+                    ));
+                };
+                let (data, cached) = self
+                    .fetch
+                    .oci_blob(&cv.session, layer)
+                    .await
+                    .map_err(|e| self.registry_error(&what, e))?;
+                if media_type.starts_with(ARTIFACT_SET) {
+                    let (layer, data) = layer_of_artifact_set(&data, layer_media_types)
+                        .map_err(|e| config_error("InvalidArtifactSet", format!("{what}: {e}")))?;
+                    return Ok(Fetched {
+                        digest: layer.digest,
+                        media_type: layer.media_type,
+                        data,
+                        cached,
+                        ..Default::default()
+                    });
+                }
+                Ok(Fetched {
+                    digest: layer.digest.clone(),
+                    media_type: if media_type.is_empty() {
+                        layer.media_type.clone()
+                    } else {
+                        media_type.to_string()
+                    },
+                    data,
+                    cached,
+                    ..Default::default()
+                })
+            }
+            "ociArtifact" | "ociRegistry" | "ociImage" => {
+                let reference = access["imageReference"].as_str().unwrap_or_default();
+                if reference.is_empty() {
+                    return Err(config_error(
+                        "InvalidAccess",
+                        format!(
+                            "{what}: access {} has no imageReference",
+                            resource.access_type()
+                        ),
+                    ));
+                }
+                let reference = reference.strip_prefix("oci://").unwrap_or(reference);
+                let what = format!("{what} ({reference})");
+                let session = self
+                    .fetch
+                    .oci_session(reference)
+                    .await
+                    .map_err(|e| self.registry_error(&what, e))?;
+                let (manifest, manifest_digest) = match self.fetch.oci_manifest(&session).await {
+                    Ok(m) => m,
+                    Err(e) if e.reason == "NotFound" => {
+                        return Err(config_error("NotFound", format!("{what}: {}", e.message)));
+                    }
+                    Err(e) => return Err(self.registry_error(&what, e)),
+                };
+                let layer = pick_layer(&manifest.layers, layer_media_types).ok_or_else(|| {
+                    config_error(
+                        "NotFound",
+                        format!(
+                            "{what} has no layer of media type {} (it has: {})",
+                            layer_media_types.join(" or "),
+                            manifest
+                                .layers
+                                .iter()
+                                .map(|l| l.media_type.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })?;
+                let (data, cached) = self
+                    .fetch
+                    .oci_blob(&session, layer)
+                    .await
+                    .map_err(|e| self.registry_error(&what, e))?;
+                Ok(Fetched {
+                    digest: layer.digest.clone(),
+                    media_type: layer.media_type.clone(),
+                    data,
+                    cached,
+                    manifest_digest: Some(manifest_digest),
+                    config_media_type: Some(manifest.config.media_type.clone()),
+                    ..Default::default()
+                })
+            }
+            "helm" => self.helm_chart(&what, access).await,
+            other => Err(config_error(
+                "UnsupportedAccess",
+                format!(
+                    "{what}: access type {other:?} is not supported (localBlob, ociArtifact, ociImage, helm are)"
+                ),
+            )),
+        }
+    }
+}
+
+impl Reader<'_> {
+    /// The `helm` access type: chart `helmChart` (`name:version`) of the Helm repository
+    /// `helmRepository` — an `oci://` repository (the chart is `<repository>/<name>:<version>`)
+    /// or a classic one (`index.yaml`, the entry with exactly that version, its first URL,
+    /// checked against the index's digest). Downloads go through `fetch` (allowlist, limits,
+    /// the Context's `helmChartRepoCredentials`, cache).
+    async fn helm_chart(&self, what: &str, access: &Value) -> Result<Fetched, DeployerError> {
+        let repository = access["helmRepository"].as_str().unwrap_or_default().trim();
+        let chart = access["helmChart"].as_str().unwrap_or_default().trim();
+        let Some((name, version)) = chart
+            .rsplit_once(':')
+            .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+        else {
+            return Err(config_error(
+                "InvalidAccess",
+                format!("{what}: helm access: helmChart {chart:?} is not name:version"),
+            ));
+        };
+        if repository.is_empty() {
+            return Err(config_error(
+                "InvalidAccess",
+                format!("{what}: helm access has no helmRepository"),
+            ));
+        }
+        let fetch = |request| async move {
+            self.fetch
+                .download(request)
+                .await
+                .map_err(|e| self.registry_error(what, e))
+        };
+        if let Some(oci) = repository.strip_prefix("oci://") {
+            let reference = format!(
+                "{}/{name}:{}",
+                oci.trim_end_matches('/'),
+                version.replace('+', "_")
+            );
+            return fetch(plugin_runtime::FetchRequest::Oci {
+                reference,
+                layer_media_types: vec![
+                    "application/vnd.cncf.helm.chart.content.v1.tar+gzip".into(),
+                    "application/tar+gzip".into(),
+                ],
+            })
+            .await;
+        }
+        let base = repository.trim_end_matches('/');
+        let index = fetch(plugin_runtime::FetchRequest::Http {
+            url: format!("{base}/index.yaml"),
+            expected_digest: None,
+        })
+        .await?;
+        let index: Value = serde_yaml::from_slice(&index.data).map_err(|e| {
+            config_error("InvalidAccess", format!("{what}: {base}/index.yaml: {e}"))
+        })?;
+        let entries = index["entries"][name]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let Some(entry) = entries
+            .iter()
+            .find(|e| e["version"].as_str() == Some(version))
+        else {
+            let available: Vec<&str> = entries
+                .iter()
+                .filter_map(|e| e["version"].as_str())
+                .collect();
+            return Err(config_error(
+                "NotFound",
+                format!(
+                    "{what}: chart {name} version {version} is not in the Helm repository {base} (versions there: {})",
+                    if available.is_empty() {
+                        "none".to_string()
+                    } else {
+                        available.join(", ")
+                    }
+                ),
+            ));
+        };
+        let url = entry["urls"][0].as_str().unwrap_or_default();
+        let url = if url.contains("://") {
+            url.to_string()
+        } else {
+            format!(
+                "{base}/{}",
+                url.trim_start_matches("./").trim_start_matches('/')
+            )
+        };
+        fetch(plugin_runtime::FetchRequest::Http {
+            url,
+            expected_digest: entry["digest"]
+                .as_str()
+                .filter(|d| !d.is_empty())
+                .map(str::to_string),
+        })
+        .await
+    }
+}
+
+/// The first layer whose media type is in `media_types` (empty: the first layer).
+fn pick_layer<'l>(
+    layers: &'l [OciDescriptor],
+    media_types: &[String],
+) -> Option<&'l OciDescriptor> {
+    if media_types.is_empty() {
+        layers.first()
+    } else {
+        layers.iter().find(|l| media_types.contains(&l.media_type))
+    }
+}
+
+/// The files of a tar (gzipped or not), by path (directories omitted).
+pub fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
+    let plain;
+    let bytes: &[u8] = if data.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(data)
+            .read_to_end(&mut out)
+            .map_err(|e| format!("not a gzip archive: {e}"))?;
+        plain = out;
+        &plain
+    } else {
+        data
+    };
+    let mut files = HashMap::new();
+    let mut archive = tar::Archive::new(bytes);
+    for entry in archive
+        .entries()
+        .map_err(|e| format!("not a tar archive: {e}"))?
+    {
+        let mut entry = entry.map_err(|e| format!("not a tar archive: {e}"))?;
+        let name = entry
+            .path()
+            .map_err(|e| format!("tar entry: {e}"))?
+            .to_string_lossy()
+            .trim_start_matches("./")
+            .trim_start_matches('/')
+            .to_string();
+        if !entry.header().entry_type().is_file() || name.is_empty() {
+            continue;
+        }
+        let mut content = Vec::new();
+        entry
+            .read_to_end(&mut content)
+            .map_err(|e| format!("tar entry {name}: {e}"))?;
+        files.insert(name, content);
+    }
+    Ok(files)
+}
+
+fn file_in_tar(data: &[u8], name: &str) -> Result<Vec<u8>, String> {
+    tar_files(data)?
+        .remove(name)
+        .ok_or_else(|| format!("no {name} in the descriptor tar"))
+}
+
+/// The layer of an OCM artifact set (an OCI layout tar: `index.json`, `blobs/sha256/…`): of
+/// its main artifact (annotation `software.ocm/main`, or the only one), the first layer whose
+/// media type is in `media_types` (empty: the first).
+fn layer_of_artifact_set(
+    data: &[u8],
+    media_types: &[String],
+) -> Result<(OciDescriptor, Vec<u8>), String> {
+    let mut files = tar_files(data)?;
+    let blob = |files: &mut HashMap<String, Vec<u8>>, digest: &str| {
+        let path = format!("blobs/{}", digest.replacen(':', "/", 1));
+        files
+            .remove(&path)
+            .ok_or_else(|| format!("artifact set lacks blob {digest}"))
+    };
+    let index: Value = serde_json::from_slice(
+        &files
+            .remove("index.json")
+            .ok_or("artifact set has no index.json")?,
+    )
+    .map_err(|e| format!("artifact set index.json: {e}"))?;
+    let manifests = index["manifests"].as_array().cloned().unwrap_or_default();
+    let main = index["annotations"]["software.ocm/main"]
+        .as_str()
+        .and_then(|m| {
+            manifests.iter().find(|d| {
+                d["digest"].as_str() == Some(m)
+                    || d["annotations"]["software.ocm/tags"].as_str() == Some(m)
+            })
+        })
+        .or(if manifests.len() == 1 {
+            manifests.first()
+        } else {
+            None
+        })
+        .ok_or("artifact set has no main artifact")?;
+    let digest = main["digest"].as_str().unwrap_or_default().to_string();
+    let manifest: OciImageManifest = serde_json::from_slice(&blob(&mut files, &digest)?)
+        .map_err(|e| format!("artifact set manifest {digest}: {e}"))?;
+    let layer = pick_layer(&manifest.layers, media_types)
+        .ok_or_else(|| {
+            format!(
+                "artifact set has no layer of media type {}",
+                media_types.join(" or ")
+            )
+        })?
+        .clone();
+    let data = blob(&mut files, &layer.digest)?;
+    Ok((layer, data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, data) in files {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, name, *data).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn descriptor_tars_and_artifact_sets_are_unpacked() {
+        let t = tar_of(&[("component-descriptor.yaml", b"meta: {}")]);
+        assert_eq!(
+            file_in_tar(&t, "component-descriptor.yaml").unwrap(),
+            b"meta: {}"
+        );
+        assert!(file_in_tar(&t, "x").unwrap_err().contains("no x"));
+
+        let chart = b"chart-bytes";
+        let chart_digest = format!("sha256:{}", "c".repeat(64));
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.cncf.helm.config.v1+json", "digest": format!("sha256:{}", "d".repeat(64)), "size": 2},
+            "layers": [{"mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip", "digest": chart_digest, "size": chart.len()}]
+        });
+        let manifest = serde_json::to_vec(&manifest).unwrap();
+        let m_digest = format!("sha256:{}", "a".repeat(64));
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": m_digest, "size": manifest.len()}],
+            "annotations": {"software.ocm/main": m_digest}
+        });
+        let set = tar_of(&[
+            ("index.json", &serde_json::to_vec(&index).unwrap()),
+            (&format!("blobs/sha256/{}", "a".repeat(64)), &manifest),
+            (&format!("blobs/sha256/{}", "c".repeat(64)), chart),
+        ]);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &set).unwrap();
+        let gz = gz.finish().unwrap();
+        let (layer, data) = layer_of_artifact_set(
+            &gz,
+            &["application/vnd.cncf.helm.chart.content.v1.tar+gzip".to_string()],
+        )
+        .unwrap();
+        assert_eq!(layer.digest, chart_digest);
+        assert_eq!(data, chart);
+        assert!(layer_of_artifact_set(&set, &["x/y".to_string()]).is_err());
+    }
+}
