@@ -183,18 +183,6 @@ fn four_types_deploy_execution() -> String {
     chart: {{archive: {{raw: "{chart}"}}}}
     values: {{message: {{{{ .imports.color }}}}}}
     readinessChecks: {{disableDefault: true}}
-- name: chart-db
-  type: landscaper.gardener.cloud/helm
-  target: {{import: cluster}}
-  config:
-    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    name: db
-    namespace: {APP_NS}
-    createNamespace: true
-    chart: {{resourceRef: {{{{ getResourceKey "cd://componentReferences/db/resources/chart" }}}}}}
-    values: {{message: from-the-reference}}
-    readinessChecks: {{disableDefault: true}}
 - name: job
   type: landscaper.gardener.cloud/container
   target: {{import: cluster}}
