@@ -281,3 +281,151 @@ pub fn tgz(files: &[(&str, &[u8])]) -> Vec<u8> {
     }
     b.into_inner().unwrap().finish().unwrap()
 }
+
+/// A second writer of component versions, to cross-check the host's reader against something
+/// other than this file: the OCM Go library (`tests/ocm/go-writer/main.go`), as vendored in the
+/// real Landscaper snapshot beside `../shared/tools/real-landscaper`. Built offline with that
+/// tool's Go (`real-landscaper build` installs it) and Go build cache, from the snapshot's tarball
+/// extracted once under `target/tmp/ocm-go-writer/`, the writer copied in as the package
+/// `cmd/wasm-deployer-ocm-writer` of the Landscaper module; the binary is cached there keyed by
+/// the writer's source hash. `None` with a `SKIP` line when the tool's Go or the snapshot is
+/// missing (a failure with `CI=true`); a failing build panics.
+pub fn go_writer() -> Option<std::path::PathBuf> {
+    use sha2::{Digest, Sha256};
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let source_path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/ocm/go-writer/main.go");
+    let source = std::fs::read(&source_path).expect("tests/ocm/go-writer/main.go");
+    let tool = super::real_landscaper::tool();
+    let cache = super::real_landscaper::cache_dir();
+    let go = cache.as_ref().map(|c| c.join("go-venv/bin/go"));
+    let script = std::fs::read_to_string(&tool).unwrap_or_default();
+    let rev = script
+        .lines()
+        .find_map(|l| l.strip_prefix("REV="))
+        .map(str::trim);
+    let tarball = rev.map(|rev| tool.with_file_name(format!("landscaper-{rev}.tar.xz")));
+    let (Some(cache), Some(go), Some(tarball)) = (cache, go, tarball) else {
+        return skip_go_writer(&format!(
+            "the real-landscaper tool is missing ({})",
+            tool.display()
+        ));
+    };
+    if !go.exists() || !tarball.exists() {
+        return skip_go_writer(&format!(
+            "the real Landscaper's Go ({}) or snapshot ({}) is missing: run `{} build`",
+            go.display(),
+            tarball.display(),
+            tool.display()
+        ));
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ocm-go-writer");
+    let hash = hex::encode(Sha256::digest(&source));
+    let binary = dir.join(format!("wasm-deployer-ocm-writer-{}", &hash[..16]));
+    if binary.exists() {
+        return Some(binary);
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let tree = dir.join("landscaper");
+    if !tree.join("go.mod").exists() {
+        let scratch = dir.join(format!("extract-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&scratch);
+        std::fs::create_dir_all(&scratch).unwrap();
+        let status = Command::new("tar")
+            .arg("-xJf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&scratch)
+            .status()
+            .expect("running tar");
+        assert!(status.success(), "extracting {}", tarball.display());
+        let _ = std::fs::remove_dir_all(&tree);
+        // Another test process may have won the race: its tree is as good.
+        if let Err(e) = std::fs::rename(scratch.join("landscaper"), &tree) {
+            assert!(tree.join("go.mod").exists(), "extracting the snapshot: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let package = tree.join("cmd/wasm-deployer-ocm-writer");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(package.join("main.go"), &source).unwrap();
+    let partial = dir.join(format!("writer.partial-{}", std::process::id()));
+    let gocache = std::env::var_os("REAL_LANDSCAPER_GOCACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache.join("gocache"));
+    let out = Command::new(&go)
+        .current_dir(&tree)
+        .args(["build", "-trimpath", "-o"])
+        .arg(&partial)
+        .arg("./cmd/wasm-deployer-ocm-writer")
+        .env("GOFLAGS", "-mod=vendor")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOPROXY", "off")
+        .env("CGO_ENABLED", "0")
+        .env("GOCACHE", gocache)
+        .env("GOPATH", dir.join("gopath"))
+        .output()
+        .expect("running go build");
+    assert!(
+        out.status.success(),
+        "building the OCM Go writer against the snapshot's vendored OCM library:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(&partial, &binary).unwrap();
+    Some(binary)
+}
+
+fn skip_go_writer(why: &str) -> Option<std::path::PathBuf> {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("SKIP: {why}");
+    None
+}
+
+/// Writes component `name`:`version` with the OCM Go library ([`go_writer`]) into the plain-HTTP
+/// registry `registry` (`127.0.0.1:<port>`) under `sub_path`: the chart `archive` as the local
+/// blob `chart` and, pushed by the library as the OCI artifact `<registry>/<oci_hint>`, as the
+/// `ociArtifact` resource `chart-oci`. Returns the descriptor as the library reads it back.
+pub fn go_write_component(
+    writer: &std::path::Path,
+    registry: &str,
+    sub_path: &str,
+    name: &str,
+    version: &str,
+    archive: &[u8],
+    oci_hint: &str,
+) -> Value {
+    let chart = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(chart.path(), archive).unwrap();
+    let out = std::process::Command::new(writer)
+        .arg("-registry")
+        .arg(format!("http://{registry}"))
+        .args([
+            "-sub-path",
+            sub_path,
+            "-component",
+            name,
+            "-version",
+            version,
+        ])
+        .arg("-chart")
+        .arg(chart.path())
+        .args(["-oci-hint", oci_hint])
+        .output()
+        .expect("running the OCM Go writer");
+    assert!(
+        out.status.success(),
+        "the OCM Go writer failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the OCM Go writer's descriptor: {e}\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
