@@ -35,3 +35,7 @@ export const secondaryTargets = {
 export const fetch = {
   httpGet: (...a) => call('fetch.httpGet', ...a), ociPull: (...a) => call('fetch.ociPull', ...a),
 };
+// WIT 1.3 `ocm` (the world imports it; the helper does not use it yet).
+export const ocm = {
+  getResource: (...a) => call('ocm.getResource', ...a),
+};
