@@ -521,6 +521,35 @@ async fn given_a_deployment_then_the_default_check_waits_for_its_status() {
     );
 }
 
+/// The default check reads no object the job has just written whose kind has no readiness
+/// rule: three ConfigMaps cost a GET each (before its create), not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_three_configmaps_then_the_default_check_does_not_read_them_again() {
+    skip_on_real!("counts requests at the embedded API server");
+    let h = Harness::start().await;
+    let server = h.server.clone().expect("embedded");
+    server.reset_stats();
+    let manifests: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|n| json!({"manifest": cm(&format!("cm-{n}"), json!({"k": n}))}))
+        .collect();
+    create(&h, &item("three", json!({"manifests": manifests}))).await;
+    let i = wait_done(&h, "three").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    let stats = server.stats();
+    assert_eq!(stats.count("create", "configmaps"), 3, "{stats:?}");
+    assert_eq!(
+        stats.count("get", "configmaps"),
+        3,
+        "one GET per ConfigMap, before its create ({stats:?})"
+    );
+}
+
 /// A workload of `kind` named `name` with `replicas` (none for Pods), selecting `app: <name>`.
 fn workload(api_version: &str, kind: &str, name: &str, extra_spec: Value) -> Value {
     let labels = json!({"app": name});

@@ -338,8 +338,13 @@ impl Deployer for HelmDeployer {
 
         if step == STEP_APPLIED {
             ctx.checkpoint(CP_BEFORE_READINESS)?;
-            let round =
-                readiness::check_all(ctx, &config.readiness, &status.managed_resources, &OPTIONS)?;
+            let round = readiness::check_all(
+                ctx,
+                &config.readiness,
+                &status.managed_resources,
+                &[],
+                &OPTIONS,
+            )?;
             if let Err(pending) = round {
                 let timeout = readiness::timeout(pending.timeout());
                 return waiting(

@@ -99,7 +99,8 @@ fn sorted_set(v: &[ManagedResource]) -> Vec<String> {
 }
 
 impl ManifestDeployer {
-    /// The apply step. `Ok(Err(response))`: answer now (waiting, or persisting first).
+    /// The apply step. `Ok(Ok(applied))`: the objects it wrote (now the managed list);
+    /// `Ok(Err(response))`: answer now (waiting, or persisting first).
     fn apply_step(
         ctx: &Ctx,
         item_name: &str,
@@ -107,7 +108,7 @@ impl ManifestDeployer {
         config: &Config,
         status: &mut ProviderStatus,
         previous_raw: Option<&serde_json::Value>,
-    ) -> Result<Result<(), Response>, DeployerError> {
+    ) -> Result<Result<Vec<ManagedResource>, Response>, DeployerError> {
         let old = status.managed_resources.clone();
         let outcome = applier::apply(ctx, item_name, config, &OPTIONS)?;
         if let Some(err) = outcome.error {
@@ -158,7 +159,8 @@ impl ManifestDeployer {
                     .with_operation("ApplyObjects")
                 })?;
         }
-        let mut managed = outcome.applied;
+        let applied = outcome.applied;
+        let mut managed = applied.clone();
         let waiting_for_orphans = !remaining.is_empty();
         managed.extend(remaining);
         status.managed_resources = managed;
@@ -187,7 +189,7 @@ impl ManifestDeployer {
             step: STEP_APPLIED.into(),
             pending_patches: outcome.patches,
         });
-        Ok(Ok(()))
+        Ok(Ok(applied))
     }
 
     fn patch_after_deployment(ctx: &Ctx, status: &ProviderStatus) -> Result<(), DeployerError> {
@@ -249,11 +251,14 @@ impl Deployer for ManifestDeployer {
             .map(|p| p.step.clone())
             .unwrap_or_default();
 
-        if (step.is_empty() || step == STEP_APPLY)
-            && let Err(answer) =
-                Self::apply_step(ctx, &item_name, &job_id, &config, &mut status, previous_raw)?
-        {
-            return Ok(answer);
+        // What this invocation wrote: the readiness check below need not read those of them
+        // that are ready once they exist (a later invocation reads everything again).
+        let mut written = Vec::new();
+        if step.is_empty() || step == STEP_APPLY {
+            match Self::apply_step(ctx, &item_name, &job_id, &config, &mut status, previous_raw)? {
+                Ok(applied) => written = applied,
+                Err(answer) => return Ok(answer),
+            }
         }
         let mut step = status
             .progress
@@ -263,8 +268,13 @@ impl Deployer for ManifestDeployer {
 
         if step == STEP_APPLIED {
             ctx.checkpoint(CP_BEFORE_READINESS)?;
-            let round =
-                readiness::check_all(ctx, &config.readiness, &status.managed_resources, &OPTIONS)?;
+            let round = readiness::check_all(
+                ctx,
+                &config.readiness,
+                &status.managed_resources,
+                &written,
+                &OPTIONS,
+            )?;
             if let Err(pending) = round {
                 let timeout = readiness::timeout(pending.timeout());
                 return waiting(ctx, &status, "WaitingForReadiness", pending.why, timeout);

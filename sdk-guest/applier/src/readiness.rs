@@ -25,9 +25,16 @@ pub fn timeout(e: DeployerError) -> DeployerError {
 }
 
 /// Default check over every managed object that is not `ignore`d.
+///
+/// `written`: the objects the apply pass of this invocation has just created, updated or
+/// patched (its `applied`, which also holds the `immutable` objects it read), or `&[]`. Those
+/// of a kind without a readiness rule ([`has_rule`]) are not read: a GET of an object we just
+/// wrote, of a kind that is ready once it exists, costs a round trip and proves nothing. Every
+/// other object is read, as Landscaper does.
 pub fn default_check(
     ctx: &Ctx,
     managed: &[ManagedResource],
+    written: &[ManagedResource],
     opts: &Options,
 ) -> Result<Round, DeployerError> {
     ctx.checkpoint(opts.default_readiness_checkpoint)
@@ -43,6 +50,9 @@ pub fn default_check(
             r.namespace, r.name, r.kind
         );
         ctx.checkpoint(&checkpoint).map_err(timeout)?;
+        if !has_rule(r.group(), &r.kind) && written.iter().any(|w| w.same(m)) {
+            continue;
+        }
         let not_ready = |why: String| Ok(Err(Pending::new(checkpoint.clone(), why)));
         let obj = match ctx.kube_get(&r.to_ref()) {
             Ok(Some(o)) => o,
@@ -72,6 +82,20 @@ fn generation_current(o: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the default check has a rule for objects of this kind (`group` is `""` for core);
+/// an object of any other kind is ready once it exists. [`object_ready`] answers "ready" for
+/// every kind this does not name, so a rule added there without a line here never runs.
+pub fn has_rule(group: &str, kind: &str) -> bool {
+    matches!(
+        (group, kind),
+        ("", "Pod" | "ReplicationController")
+            | (
+                "apps",
+                "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet"
+            )
+    )
+}
+
 /// The per-kind rule of the default check (contract 6.5); other kinds are ready.
 pub fn object_ready(o: &Value) -> Result<(), String> {
     let kind = o.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -80,6 +104,9 @@ pub fn object_ready(o: &Value) -> Result<(), String> {
         .and_then(Value::as_str)
         .and_then(|a| a.rsplit_once('/').map(|(g, _)| g))
         .unwrap_or("");
+    if !has_rule(group, kind) {
+        return Ok(());
+    }
     match (group, kind) {
         ("", "Pod") => {
             let ready = o
@@ -171,7 +198,7 @@ pub fn object_ready(o: &Value) -> Result<(), String> {
             }
             Ok(())
         }
-        _ => Ok(()),
+        _ => Ok(()), // not reached: `has_rule` names the kinds above
     }
 }
 
@@ -233,14 +260,16 @@ pub fn requirement_holds(obj: &Value, req: &Requirement) -> Result<(), String> {
 
 /// The default check (unless `checks.disable_default`) and then the custom checks, as every
 /// deployer that applies manifests runs them: `Ok(Err(pending))` while something is not ready.
+/// `written`: see [`default_check`].
 pub fn check_all(
     ctx: &Ctx,
     checks: &crate::spec::ReadinessChecks,
     managed: &[ManagedResource],
+    written: &[ManagedResource],
     opts: &Options,
 ) -> Result<Round, DeployerError> {
     if !checks.disable_default {
-        let round = default_check(ctx, managed, opts)?;
+        let round = default_check(ctx, managed, written, opts)?;
         if round.is_err() {
             return Ok(round);
         }
@@ -315,7 +344,122 @@ pub fn custom_checks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::ObjectReference;
+    use sdk_guest::{KubeOp, LogLevel, NativeHost};
     use serde_json::json;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// A cluster in which every object exists and is ready; records the GETs.
+    #[derive(Default)]
+    struct Cluster {
+        gets: Mutex<Vec<String>>,
+    }
+
+    impl NativeHost for Cluster {
+        fn log(&self, _level: LogLevel, _message: &str) {}
+        fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
+            Ok(())
+        }
+        fn remaining(&self) -> Option<Duration> {
+            None
+        }
+        fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
+            let KubeOp::Get(r) = op else {
+                panic!("only GETs expected, got {op:?}");
+            };
+            self.gets.lock().unwrap().push(r.kind.clone());
+            let ready = json!({"apiVersion": r.api_version, "kind": r.kind,
+                "metadata": {"name": r.name, "generation": 1},
+                "spec": {"replicas": 1}, "status": {"observedGeneration": 1, "replicas": 1,
+                "updatedReplicas": 1, "availableReplicas": 1}});
+            Ok(Some(ready.to_string()))
+        }
+    }
+
+    fn managed(api_version: &str, kind: &str) -> ManagedResource {
+        ManagedResource {
+            resource: ObjectReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: "x".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    const OPTS: Options = Options {
+        owner_label: "test/item",
+        field_manager: "test",
+        default_readiness_checkpoint: "test: default readiness checks",
+        custom_readiness_checkpoint: "test: custom readiness checks",
+        config_operation: "Test",
+    };
+
+    /// GETs of one default check over `managed` after writing `written`.
+    fn gets(managed: &[ManagedResource], written: &[ManagedResource]) -> Vec<String> {
+        let cluster = Cluster::default();
+        let round = default_check(&Ctx::native(&cluster), managed, written, &OPTS).unwrap();
+        assert!(round.is_ok(), "{round:?}");
+        cluster.gets.into_inner().unwrap()
+    }
+
+    #[test]
+    fn objects_just_written_are_read_only_if_their_kind_has_a_readiness_rule() {
+        let cm = managed("v1", "ConfigMap");
+        let deploy = managed("apps/v1", "Deployment");
+        let both = [cm.clone(), deploy.clone()];
+        assert_eq!(
+            gets(&both, &both),
+            ["Deployment"],
+            "written ConfigMap: no GET"
+        );
+        assert_eq!(
+            gets(&both, &[]),
+            ["ConfigMap", "Deployment"],
+            "nothing written"
+        );
+        assert_eq!(
+            gets(&both, std::slice::from_ref(&deploy)),
+            ["ConfigMap", "Deployment"],
+            "a ConfigMap not written in this invocation is read"
+        );
+        // The same name in another namespace is another object.
+        let mut elsewhere = cm.clone();
+        elsewhere.resource.namespace = "other".into();
+        assert_eq!(gets(std::slice::from_ref(&cm), &[elsewhere]), ["ConfigMap"]);
+    }
+
+    #[test]
+    fn every_kind_with_a_rule_fails_a_bare_object_and_no_other_kind_does() {
+        let bare = |api_version: &str, kind: &str| json!({"apiVersion": api_version, "kind": kind, "metadata": {"generation": 1}});
+        for (api_version, kind) in [
+            ("v1", "Pod"),
+            ("v1", "ReplicationController"),
+            ("apps/v1", "Deployment"),
+            ("apps/v1", "StatefulSet"),
+            ("apps/v1", "DaemonSet"),
+            ("apps/v1", "ReplicaSet"),
+        ] {
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            assert!(has_rule(group, kind), "{kind}");
+            assert!(object_ready(&bare(api_version, kind)).is_err(), "{kind}");
+        }
+        for (api_version, kind) in [
+            ("v1", "ConfigMap"),
+            ("v1", "Secret"),
+            ("v1", "Service"),
+            ("v1", "Namespace"),
+            ("batch/v1", "Job"),
+            ("extensions/v1beta1", "Deployment"),
+        ] {
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            assert!(!has_rule(group, kind), "{kind}");
+            assert!(object_ready(&bare(api_version, kind)).is_ok(), "{kind}");
+        }
+    }
 
     fn req(path: &str, op: &str, values: Value) -> Requirement {
         Requirement {
