@@ -365,19 +365,23 @@ impl ItemFetch {
             return Err(err(
                 Some(codes::CONFIGURATION_PROBLEM),
                 "NotFound",
-                format!(
-                    "{reference} has no layer of media type {} (it has: {})",
-                    media_types.join(" or "),
-                    manifest
-                        .layers
-                        .iter()
-                        .map(|l| l.media_type.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                missing_layer(reference, media_types, &manifest),
             ));
         };
-        let (data, cached) = self.oci_blob(&session, layer).await?;
+        self.oci_layer(&session, &manifest, manifest_digest, layer)
+            .await
+    }
+
+    /// The content of `layer` of `manifest` (from the cache by digest, else downloaded), with
+    /// where it came from.
+    pub(crate) async fn oci_layer(
+        &self,
+        session: &OciSession,
+        manifest: &oci_client::manifest::OciImageManifest,
+        manifest_digest: String,
+        layer: &oci_client::manifest::OciDescriptor,
+    ) -> Result<Fetched, DeployerError> {
+        let (data, cached) = self.oci_blob(session, layer).await?;
         Ok(Fetched {
             digest: layer.digest.clone(),
             media_type: layer.media_type.clone(),
@@ -638,6 +642,25 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     s
+}
+
+/// What a manifest without the layer a caller asked for says: the media types asked for and those
+/// it has.
+pub(crate) fn missing_layer(
+    location: &str,
+    media_types: &[String],
+    manifest: &oci_client::manifest::OciImageManifest,
+) -> String {
+    format!(
+        "{location} has no layer of media type {} (it has: {})",
+        media_types.join(" or "),
+        manifest
+            .layers
+            .iter()
+            .map(|l| l.media_type.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn oci_error(

@@ -89,15 +89,7 @@ impl ComponentDescriptor {
             name: c.name,
             version: c.version,
             resources: c.resources.into_iter().map(Into::into).collect(),
-            references: c
-                .component_references
-                .into_iter()
-                .map(|r| Reference {
-                    name: r.name,
-                    component_name: r.component_name,
-                    version: r.version,
-                })
-                .collect(),
+            references: c.component_references.into_iter().map(Into::into).collect(),
             raw,
         })
     }
@@ -112,15 +104,7 @@ impl ComponentDescriptor {
             name: m.name,
             version: m.version,
             resources: s.resources.into_iter().map(Into::into).collect(),
-            references: s
-                .references
-                .into_iter()
-                .map(|r| Reference {
-                    name: r.name,
-                    component_name: r.component_name,
-                    version: r.version,
-                })
-                .collect(),
+            references: s.references.into_iter().map(Into::into).collect(),
             raw,
         })
     }
@@ -194,6 +178,16 @@ struct RawReference {
     name: String,
     component_name: String,
     version: String,
+}
+
+impl From<RawReference> for Reference {
+    fn from(r: RawReference) -> Self {
+        Reference {
+            name: r.name,
+            component_name: r.component_name,
+            version: r.version,
+        }
+    }
 }
 
 impl From<RawResource> for Resource {

@@ -12,7 +12,7 @@ use super::OPERATION;
 use super::descriptor::{ComponentDescriptor, Resource};
 use super::key::GlobalResourceIdentity;
 use super::repository::OciRepository;
-use crate::capabilities::fetch::{ItemFetch, OciSession};
+use crate::capabilities::fetch::{ItemFetch, OciSession, missing_layer};
 use crate::landscaper::codes;
 
 /// Config media types of component versions (OCM, and the two legacy Gardener ones).
@@ -418,32 +418,13 @@ impl<'a> Reader<'a> {
                 let layer = pick_layer(&manifest.layers, layer_media_types).ok_or_else(|| {
                     config_error(
                         "NotFound",
-                        format!(
-                            "{what} has no layer of media type {} (it has: {})",
-                            layer_media_types.join(" or "),
-                            manifest
-                                .layers
-                                .iter()
-                                .map(|l| l.media_type.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
+                        missing_layer(&what, layer_media_types, &manifest),
                     )
                 })?;
-                let (data, cached) = self
-                    .fetch
-                    .oci_blob(&session, layer)
+                self.fetch
+                    .oci_layer(&session, &manifest, manifest_digest, layer)
                     .await
-                    .map_err(|e| self.registry_error(&what, e))?;
-                Ok(Fetched {
-                    digest: layer.digest.clone(),
-                    media_type: layer.media_type.clone(),
-                    data,
-                    cached,
-                    manifest_digest: Some(manifest_digest),
-                    config_media_type: Some(manifest.config.media_type.clone()),
-                    ..Default::default()
-                })
+                    .map_err(|e| self.registry_error(&what, e))
             }
             "helm" => self.helm_chart(&what, access).await,
             other => Err(config_error(
