@@ -58,7 +58,7 @@ fn value_sets() -> Vec<(&'static str, Value)> {
                    "crds": {"landscaper": true}, "image": {"digest": format!("sha256:{}", "a".repeat(64))},
                    "hooks": [{"plugin": "continuous-reconcile", "deployItemTypes": ["*"]}],
                    "imagePullSecrets": [{"name": "regcred"}], "tolerations": [{"operator": "Exists"}],
-                   "extraConfig": {"events": "all"}, "logFormat": "text", "deployer": {"verbosityLevel": "debug"}}),
+                   "extraConfig": {"events": "all"}, "itemCache": "full", "logFormat": "text", "deployer": {"verbosityLevel": "debug"}}),
         ),
     ]
 }
@@ -139,6 +139,12 @@ fn given_the_chart_then_it_lints_clean_and_our_helm_engine_renders_it_byte_for_b
             serde_yaml::from_str(&rendered_config(&docs(want)))
                 .unwrap_or_else(|e| panic!("{case}: the host refuses the chart's config: {e}"));
         config.validate().unwrap();
+        let item_cache = if case == "everything" {
+            deployer_host::config::ItemCache::Full
+        } else {
+            deployer_host::config::ItemCache::Metadata
+        };
+        assert_eq!(config.item_cache, item_cache, "{case}: itemCache");
     }
 }
 
@@ -157,6 +163,7 @@ fn given_the_chart_when_values_are_wrong_then_helm_refuses_them_naming_the_value
         ),
         (json!({"replicas": 3}), "replicas"),
         (json!({"logFormat": "xml"}), "/logFormat"),
+        (json!({"itemCache": "all"}), "/itemCache"),
         (json!({"requeueInterval": "5 seconds"}), "/requeueInterval"),
         (
             json!({"plugins": {"limits": {"memoryMib": "64Mi"}}}),

@@ -486,6 +486,7 @@ async fn given_many_finished_items_when_the_host_starts_then_it_lists_them_inste
         h.deployer.clone(),
         None,
         4,
+        Default::default(),
         async move {
             let _ = stopped.wait_for(|s| *s).await;
         },

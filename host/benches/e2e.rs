@@ -164,6 +164,7 @@ async fn run_jobs(
             deployer,
             None,
             config.workers(),
+            config.item_cache,
             std::future::pending(),
         )));
     }

@@ -276,6 +276,7 @@ async fn installs(registry: Arc<PluginRegistry>, n: usize, raw: &str) -> f64 {
         deployer,
         None,
         config.workers(),
+        config.item_cache,
         std::future::pending(),
     ));
     let sim = tokio::spawn(landscaper::run(env.client.clone()));

@@ -14,6 +14,8 @@
 //! - `BENCH_WRITE_DOCS=1`: the tables into `docs/benchmarks.md` (section `peers`, or
 //!   `BENCH_PEERS_DOCS_MARKER`);
 //! - `BENCH_PEERS_SKIP_MEMORY=1`: no memory-of-every-kind run;
+//! - `BENCH_PEERS_ITEM_CACHE` (default `metadata,full`): our host's rows, by its `itemCache:`
+//!   (the DeployItem watch by metadata, or holding every item as the Go deployers do);
 //! - diagnostics: `BENCH_PEERS_REQUESTS=1` (requests per job by resource and verb),
 //!   `BENCH_PEERS_HOST_LOG=<file>` and `BENCH_PEERS_HOST_RUST_LOG` (the host's log),
 //!   `BENCH_PEERS_HOST_EVENTS=all|errors|none` (the host's `events:`).
@@ -93,7 +95,20 @@ impl Backend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Deployer {
     Go,
+    /// Our host, its DeployItem watch by metadata (the default).
     Ours,
+    /// Our host with `itemCache: full` (every item held, as controller-runtime's cache does).
+    OursFull,
+}
+
+impl Deployer {
+    fn row_name(self) -> &'static str {
+        match self {
+            Deployer::Go => "Landscaper (Go)",
+            Deployer::Ours => "wasm-deployer",
+            Deployer::OursFull => "wasm-deployer, `itemCache: full`",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -336,13 +351,18 @@ fn start_deployer(
     dir: &Path,
 ) -> Process {
     match deployer {
-        Deployer::Ours => {
+        Deployer::Ours | Deployer::OursFull => {
             let config = dir.join("host.yaml");
             // `BENCH_PEERS_HOST_EVENTS=all|errors|none`: the host's `events:` (default: its own).
             let events = std::env::var("BENCH_PEERS_HOST_EVENTS")
                 .map(|e| format!("events: {e}\n"))
                 .unwrap_or_default();
-            std::fs::write(&config, format!("workers: {workers}\n{events}")).unwrap();
+            let item_cache = if deployer == Deployer::OursFull {
+                "itemCache: full\n"
+            } else {
+                ""
+            };
+            std::fs::write(&config, format!("workers: {workers}\n{events}{item_cache}")).unwrap();
             let mut command = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
             command
                 .args(["run", "--kubeconfig"])
@@ -573,7 +593,12 @@ async fn measure(
 
 /// Peak RSS (KiB) of one host serving every kind, and of each Go deployer process serving its
 /// kind, for the same items (mock and manifest `n` each, helm `helm_n`) triggered at once.
-async fn memory_of_all_kinds(n: usize, helm_n: usize, workers: usize) -> (u64, Vec<(Kind, u64)>) {
+async fn memory_of_all_kinds(
+    n: usize,
+    helm_n: usize,
+    workers: usize,
+    ours: &[Deployer],
+) -> (Vec<(Deployer, u64)>, Vec<(Kind, u64)>) {
     let kinds = [(Kind::Mock, n), (Kind::Manifest, n), (Kind::Helm, helm_n)];
     let run = async |deployer: Deployer| -> Vec<(Kind, u64)> {
         let cluster = Cluster::start(Backend::Embedded).await;
@@ -591,7 +616,7 @@ async fn memory_of_all_kinds(n: usize, helm_n: usize, workers: usize) -> (u64, V
         let items: Api<DeployItem> = Api::namespaced(cluster.client.clone(), "default");
         let mut finished = Finished::watch(&items).await;
         let processes: Vec<(Kind, Process)> = match deployer {
-            Deployer::Ours => vec![(
+            Deployer::Ours | Deployer::OursFull => vec![(
                 Kind::Mock,
                 start_deployer(
                     deployer,
@@ -630,9 +655,12 @@ async fn memory_of_all_kinds(n: usize, helm_n: usize, workers: usize) -> (u64, V
             .map(|(kind, p)| (*kind, peak_rss_kib(p.pid)))
             .collect()
     };
-    let ours = run(Deployer::Ours).await[0].1;
+    let mut hosts = Vec::new();
+    for &deployer in ours {
+        hosts.push((deployer, run(deployer).await[0].1));
+    }
     let go = run(Deployer::Go).await;
-    (ours, go)
+    (hosts, go)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -661,7 +689,8 @@ struct Pair {
     items: usize,
     workers: usize,
     go: Vec<Measured>,
-    ours: Vec<Measured>,
+    /// Each of our variants' rounds, in the order of `BENCH_PEERS_ITEM_CACHE`.
+    ours: Vec<(Deployer, Vec<Measured>)>,
 }
 
 fn main() {
@@ -700,6 +729,14 @@ fn main() {
             _ => None,
         })
         .collect();
+    let variants: Vec<Deployer> = list("BENCH_PEERS_ITEM_CACHE", "metadata,full")
+        .iter()
+        .map(|c| match c.as_str() {
+            "metadata" => Deployer::Ours,
+            "full" => Deployer::OursFull,
+            other => panic!("BENCH_PEERS_ITEM_CACHE: metadata or full, not {other:?}"),
+        })
+        .collect();
     let real_built = real_apiserver_built();
     let mut backends = Vec::new();
     for b in list("BENCH_PEERS_BACKENDS", "embedded,real") {
@@ -731,7 +768,7 @@ fn main() {
                         items,
                         workers: w,
                         go: Vec::new(),
-                        ours: Vec::new(),
+                        ours: variants.iter().map(|&v| (v, Vec::new())).collect(),
                     });
                 }
             }
@@ -746,11 +783,12 @@ fn main() {
         measure(Backend::Embedded, Kind::Mock, Deployer::Ours, 1, 2).await;
         for round in 0..rounds {
             for pair in &mut pairs {
-                let order = if round % 2 == 0 {
-                    [Deployer::Go, Deployer::Ours]
-                } else {
-                    [Deployer::Ours, Deployer::Go]
-                };
+                // Go first, then ours; reversed every other round.
+                let mut order = vec![Deployer::Go];
+                order.extend(&variants);
+                if round % 2 == 1 {
+                    order.reverse();
+                }
                 for deployer in order {
                     if deployer == Deployer::Go && !go_has(pair.kind, pair.workers) {
                         continue;
@@ -771,7 +809,10 @@ fn main() {
                     );
                     match deployer {
                         Deployer::Go => pair.go.push(m),
-                        Deployer::Ours => pair.ours.push(m),
+                        ours => {
+                            let (_, rounds) = pair.ours.iter_mut().find(|(d, _)| *d == ours).unwrap();
+                            rounds.push(m);
+                        }
                     }
                 }
             }
@@ -780,7 +821,7 @@ fn main() {
         if std::env::var("BENCH_PEERS_SKIP_MEMORY").is_ok() {
             return None;
         }
-        Some(memory_of_all_kinds(n, helm_items, 5).await)
+        Some(memory_of_all_kinds(n, helm_items, 5, &variants).await)
     });
 
     let mut table = format!(
@@ -810,36 +851,40 @@ fn main() {
     };
     for pair in &pairs {
         if !pair.go.is_empty() {
-            table.push_str(&fmt_row(pair, "Landscaper (Go)", &pair.go, None));
+            table.push_str(&fmt_row(pair, Deployer::Go.row_name(), &pair.go, None));
         }
-        let ratio = (!pair.go.is_empty()).then(|| {
-            let paired = pair.go.iter().zip(&pair.ours);
-            (
-                median(
-                    paired
-                        .clone()
-                        .map(|(g, o)| o.jobs_per_s / g.jobs_per_s)
-                        .collect(),
-                ),
-                median(
-                    paired
-                        .map(|(g, o)| o.cpu_ms_per_job / g.cpu_ms_per_job)
-                        .collect(),
-                ),
-            )
-        });
-        table.push_str(&fmt_row(pair, "wasm-deployer", &pair.ours, ratio));
+        for (deployer, ours) in &pair.ours {
+            let ratio = (!pair.go.is_empty()).then(|| {
+                let paired = pair.go.iter().zip(ours);
+                (
+                    median(
+                        paired
+                            .clone()
+                            .map(|(g, o)| o.jobs_per_s / g.jobs_per_s)
+                            .collect(),
+                    ),
+                    median(
+                        paired
+                            .map(|(g, o)| o.cpu_ms_per_job / g.cpu_ms_per_job)
+                            .collect(),
+                    ),
+                )
+            });
+            table.push_str(&fmt_row(pair, deployer.row_name(), ours, ratio));
+        }
     }
     let mib = |k: u64| k as f64 / 1024.0;
-    if let Some((ours, go)) = memory {
+    if let Some((hosts, go)) = memory {
         let largest = go.iter().map(|(_, k)| *k).max().unwrap_or(0);
         let sum: u64 = go.iter().map(|(_, k)| *k).sum();
-        table.push_str(&format!(
+        for (deployer, ours) in hosts {
+            table.push_str(&format!(
         "\nMemory of every kind at once ({} mock, {} manifest and {helm_items} helm items, triggered together, 5 workers, embedded API server): \
-         one wasm-deployer host **{:.1} MiB** peak RSS; Landscaper's Go deployers {} (largest {:.1} MiB, together {:.1} MiB); \
+         one host ({}) **{:.1} MiB** peak RSS; Landscaper's Go deployers {} (largest {:.1} MiB, together {:.1} MiB); \
          ours / largest **{:.2}×**, ours / together **{:.2}×**.\n",
         sizes.first().copied().unwrap_or(1000),
         sizes.first().copied().unwrap_or(1000),
+        deployer.row_name(),
         mib(ours),
         go.iter()
             .map(|(k, v)| format!("{} {:.1} MiB", k.name(), mib(*v)))
@@ -850,6 +895,7 @@ fn main() {
         ours as f64 / largest.max(1) as f64,
         ours as f64 / sum.max(1) as f64,
     ));
+        }
     }
     println!("{table}");
     if std::env::var("BENCH_WRITE_DOCS").is_ok() {

@@ -96,6 +96,7 @@ async fn mock_jobs_seconds(n: usize, with_faults: bool) -> f64 {
         deployer.clone(),
         None,
         config.workers(),
+        config.item_cache,
         std::future::pending(),
     ));
     let api: Api<DeployItem> = Api::namespaced(env.client.clone(), "default");

@@ -31,6 +31,20 @@ pub enum EventMode {
     None,
 }
 
+/// What the DeployItem watch keeps of each item (`itemCache:` in the configuration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ItemCache {
+    /// Metadata only (the default): memory does not grow with the items' specs (inline charts,
+    /// manifests), and an item that may need work is read once per reconcile.
+    #[default]
+    Metadata,
+    /// Every item in full (spec and status, without managedFields), as controller-runtime's
+    /// cache holds them for Landscaper's Go deployers: no read per reconcile, for the memory of
+    /// every item.
+    Full,
+}
+
 /// The configuration file (`--config`).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -51,6 +65,9 @@ pub struct HostConfig {
     /// Kubernetes Events on DeployItems: `all` (pickup, finish, errors), `errors` (default: a
     /// Warning per error, as Landscaper's deployers), `none`.
     pub events: Option<EventMode>,
+    /// What the DeployItem watch keeps: `metadata` (default) or `full` (`docs/configuration.md`).
+    #[serde(default)]
+    pub item_cache: ItemCache,
     /// Plugin loading and limits.
     #[serde(default)]
     pub plugins: PluginsConfig,

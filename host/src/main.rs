@@ -882,6 +882,7 @@ async fn run_command() -> anyhow::Result<()> {
                 deployer,
                 config.namespace.clone(),
                 config.workers(),
+                config.item_cache,
                 shutdown_signal(),
             )
             .await;

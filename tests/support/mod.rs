@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use plugin_runtime::{DeployerError, HookInput, HookPlugin, HookResult, HookSetup, HookType};
 
-use deployer_host::config::HostConfig;
+use deployer_host::config::{HostConfig, ItemCache};
 use deployer_host::contract::CheckpointMode;
 use deployer_host::controller::{self, Deployer, TargetClients};
 use deployer_host::dev::landscaper;
@@ -31,6 +31,16 @@ use deployer_host::landscaper::DeployItem;
 use embedded_apiserver::ApiServer;
 use kube::Client;
 use kube::api::{Api, PostParams};
+
+/// What the host's DeployItem watch keeps when a story does not say: the default, or
+/// `DEPLOYER_TEST_ITEM_CACHE=full` to run a suite against the full-object watch.
+pub fn item_cache() -> ItemCache {
+    match std::env::var("DEPLOYER_TEST_ITEM_CACHE").as_deref() {
+        Ok("full") => ItemCache::Full,
+        Ok("metadata") | Ok("") | Err(_) => ItemCache::Metadata,
+        Ok(other) => panic!("DEPLOYER_TEST_ITEM_CACHE must be metadata or full, not {other:?}"),
+    }
+}
 
 /// A host configuration for stories with the container deployer: its pods in `host_ns`, quick
 /// polls, a quick requeue.
@@ -132,8 +142,8 @@ pub struct Harness {
     pub container: Option<Arc<deployer_host::container::ContainerDeployer>>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    /// The controller's namespace and worker count (for [`Harness::start_controller`]).
-    controller_scope: (Option<String>, usize),
+    /// The controller's namespace, worker count and item cache (for [`Harness::start_controller`]).
+    controller_scope: (Option<String>, usize, ItemCache),
     controller_running: bool,
 }
 
@@ -244,6 +254,9 @@ impl Harness {
         if options.config.plugins.dir.is_none() {
             options.config.plugins.dir = Some(plugins_dir());
         }
+        if options.config.item_cache == ItemCache::default() {
+            options.config.item_cache = item_cache();
+        }
         if options.config.plugins.cache_dir.is_none() {
             // Shared by all tests: compile each plugin once, then load from the cache.
             options.config.plugins.cache_dir = Some(plugins_dir().join("../plugin-cache"));
@@ -317,7 +330,11 @@ impl Harness {
             container,
             stop,
             tasks,
-            controller_scope: (options.config.namespace.clone(), options.config.workers()),
+            controller_scope: (
+                options.config.namespace.clone(),
+                options.config.workers(),
+                options.config.item_cache,
+            ),
             controller_running: false,
         };
         if options.controller {
@@ -332,11 +349,12 @@ impl Harness {
         assert!(!self.controller_running, "the controller runs already");
         self.controller_running = true;
         let mut rx = self.stop.subscribe();
-        let (namespace, workers) = self.controller_scope.clone();
+        let (namespace, workers, item_cache) = self.controller_scope.clone();
         self.tasks.push(tokio::spawn(controller::run(
             self.deployer.clone(),
             namespace,
             workers,
+            item_cache,
             async move {
                 let _ = rx.wait_for(|s| *s).await;
             },
@@ -476,6 +494,7 @@ pub fn start_locking_replica(
         deployer.clone(),
         None,
         4,
+        item_cache(),
         std::future::pending(),
     ));
     (deployer, task)

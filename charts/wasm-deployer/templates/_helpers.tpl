@@ -86,6 +86,7 @@ are written: the host refuses unknown keys and nulls where it expects a section.
 {{- with $v.deployer.targetSelector }}{{ $_ := set $c "targetSelectors" . }}{{ end }}
 {{- $_ := set $c "workers" (int $v.deployer.controller.workers) }}
 {{- $_ := set $c "events" $v.events }}
+{{- $_ := set $c "itemCache" $v.itemCache }}
 {{- $_ := set $c "requeueInterval" $v.requeueInterval }}
 {{- $_ := set $c "hpa" (dict "maxReplicas" (int (include "wasm-deployer.maxReplicas" .))) }}
 {{- $lock := dict }}

@@ -6,8 +6,8 @@
 //! execution to `plugin-runtime`; the host's side of each plugin capability to
 //! [`crate::capabilities`].
 //!
-//! Owns: the metadata-only watch (kube-runtime `Controller`), the start-up sweep that primes
-//! the finished-item cache (`sweep`), the watch-fed Target and Context reads (`lookups`), the
+//! Owns: the DeployItem watch (kube-runtime `Controller`; metadata only by default, full objects
+//! with `itemCache: full`), the start-up sweep that primes the finished-item cache (`sweep`), the watch-fed Target and Context reads (`lookups`), the
 //! error policy (per-item exponential backoff) and the
 //! orphaned-SyncObject cleaner task.
 //! Must not touch: contract rules (in `crate::contract`) or plugin internals.
@@ -28,10 +28,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Resource, ResourceExt};
 
+use crate::config::ItemCache;
 use crate::landscaper::DeployItem;
 
 pub use crate::capabilities::TargetClients;
@@ -44,21 +47,58 @@ pub use sweep::{Swept, prime_finished};
 pub use workers::WorkerCounter;
 pub use written::WrittenItems;
 
+/// What the watch delivered of one item: always its metadata; the item itself with
+/// `itemCache: full`.
+#[derive(Clone, Copy)]
+pub(crate) struct Watched<'a> {
+    pub meta: &'a ObjectMeta,
+    pub item: Option<&'a DeployItem>,
+}
+
+/// A DeployItem as the watch holds it.
+trait WatchedItem:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    fn watched(&self) -> Watched<'_>;
+}
+
+impl WatchedItem for PartialObjectMeta<DeployItem> {
+    fn watched(&self) -> Watched<'_> {
+        Watched {
+            meta: &self.metadata,
+            item: None,
+        }
+    }
+}
+
+impl WatchedItem for DeployItem {
+    fn watched(&self) -> Watched<'_> {
+        Watched {
+            meta: &self.metadata,
+            item: Some(self),
+        }
+    }
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     deployer: Arc<Deployer>,
     namespace: Option<String>,
     workers: usize,
+    item_cache: ItemCache,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<PartialObjectMeta<DeployItem>> = match namespace.as_deref() {
-        Some(ns) => Api::namespaced(deployer.client.clone(), ns),
-        None => Api::all(deployer.client.clone()),
-    };
     tracing::info!(
         identity = %deployer.deployer.identity,
         types = ?deployer.plugins.deploy_item_types(),
         workers,
+        ?item_cache,
         "starting deployer controller"
     );
     let cleaner = match (&deployer.locker, deployer.lock_cleanup_interval) {
@@ -76,24 +116,66 @@ pub async fn run(
         }
         _ => None,
     };
-    // One paginated list instead of a GET per idle item on the watch's first events. Beside
-    // the watch, not before it: a page (500 items) is read faster than workers reconcile 500
-    // items, so the sweep overtakes the first events at once and delays no job.
-    let sweep = tokio::spawn({
-        let deployer = deployer.clone();
-        let namespace = namespace.clone();
-        async move {
-            let swept =
-                prime_finished(&deployer.client, namespace.as_deref(), &deployer.finished).await;
-            if let Err(e) = swept {
-                tracing::warn!(error = %crate::apierrors::render_error(&e), "start-up sweep failed; idle items are read one by one");
-            }
-        }
-    });
     // Targets and Contexts from watches: no GET of either per job once they are listed.
     let _lookups = deployer.lookups.watch(namespace.as_deref());
+    match item_cache {
+        ItemCache::Metadata => {
+            // One paginated list instead of a GET per idle item on the watch's first events.
+            // Beside the watch, not before it: a page (500 items) is read faster than workers
+            // reconcile 500 items, so the sweep overtakes the first events at once and delays
+            // no job. (A full-object watch needs no sweep: its first list holds every status.)
+            let sweep = tokio::spawn({
+                let deployer = deployer.clone();
+                let namespace = namespace.clone();
+                async move {
+                    let swept =
+                        prime_finished(&deployer.client, namespace.as_deref(), &deployer.finished)
+                            .await;
+                    if let Err(e) = swept {
+                        tracing::warn!(error = %crate::apierrors::render_error(&e), "start-up sweep failed; idle items are read one by one");
+                    }
+                }
+            });
+            let api = items_api::<PartialObjectMeta<DeployItem>>(&deployer, &namespace);
+            let controller = Controller::new(api, watcher::Config::default());
+            drive(controller, deployer.clone(), workers, shutdown).await;
+            sweep.abort();
+        }
+        ItemCache::Full => {
+            let api = items_api::<DeployItem>(&deployer, &namespace);
+            let writer = reflector::store::Writer::<DeployItem>::default();
+            let reader = writer.as_reader();
+            // managedFields are most of a small item's bytes, and nothing here reads them.
+            let items = watcher(api, watcher::Config::default())
+                .modify(|item: &mut DeployItem| item.managed_fields_mut().clear())
+                .reflect(writer)
+                .applied_objects();
+            // `for_stream` is behind kube-runtime's `unstable-runtime-stream-control` (Cargo.toml).
+            let controller = kube_runtime::Controller::for_stream(items, reader);
+            drive(controller, deployer.clone(), workers, shutdown).await;
+        }
+    }
+    deployer.stats.watch_synced.store(false, Ordering::Relaxed);
+    if let Some(cleaner) = cleaner {
+        cleaner.abort();
+    }
+}
+
+fn items_api<K: WatchedItem>(deployer: &Deployer, namespace: &Option<String>) -> Api<K> {
+    match namespace.as_deref() {
+        Some(ns) => Api::namespaced(deployer.client.clone(), ns),
+        None => Api::all(deployer.client.clone()),
+    }
+}
+
+/// Runs `controller` until shutdown, and reports ready once its store has listed every item.
+async fn drive<K: WatchedItem>(
+    controller: Controller<K>,
+    deployer: Arc<Deployer>,
+    workers: usize,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let plugin_changes = deployer.plugins.changes();
-    let controller = Controller::new(api, watcher::Config::default());
     // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.
     let store = controller.store();
     let synced = tokio::spawn({
@@ -119,7 +201,7 @@ pub async fn run(
         // A new or removed deployer changes which items are ours: look at every item again.
         .reconcile_all_on(plugin_changes)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, deployer.clone())
+        .run(reconcile, error_policy, deployer)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %crate::apierrors::render_error(&e), "reconcile error");
@@ -127,38 +209,29 @@ pub async fn run(
         })
         .await;
     synced.abort();
-    sweep.abort();
-    deployer.stats.watch_synced.store(false, Ordering::Relaxed);
-    if let Some(cleaner) = cleaner {
-        cleaner.abort();
-    }
 }
 
-async fn reconcile(
-    meta: Arc<PartialObjectMeta<DeployItem>>,
+async fn reconcile<K: WatchedItem>(
+    watched: Arc<K>,
     deployer: Arc<Deployer>,
 ) -> Result<Action, Error> {
     deployer.stats.reconciles.fetch_add(1, Ordering::Relaxed);
     let _worker = deployer.workers.enter();
-    let action = reconcile::reconcile(&meta, &deployer).await?;
-    deployer.backoff.succeeded(&item_key(&meta));
+    let action = reconcile::reconcile(watched.watched(), &deployer).await?;
+    deployer.backoff.succeeded(&item_key(watched.meta()));
     Ok(action)
 }
 
-fn item_key(meta: &PartialObjectMeta<DeployItem>) -> String {
+fn item_key(meta: &ObjectMeta) -> String {
     format!(
         "{}/{}",
-        meta.metadata.namespace.as_deref().unwrap_or_default(),
-        meta.metadata.name.as_deref().unwrap_or_default()
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
     )
 }
 
-fn error_policy(
-    meta: Arc<PartialObjectMeta<DeployItem>>,
-    error: &Error,
-    deployer: Arc<Deployer>,
-) -> Action {
-    let item = item_key(&meta);
+fn error_policy<K: WatchedItem>(watched: Arc<K>, error: &Error, deployer: Arc<Deployer>) -> Action {
+    let item = item_key(watched.meta());
     if error.is_conflict() {
         // Someone else wrote the item: re-read and decide again, soon.
         tracing::debug!(%item, "conflict, re-reading");

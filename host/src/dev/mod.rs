@@ -379,6 +379,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         deployer,
         config.namespace.clone(),
         config.workers(),
+        config.item_cache,
         stopped(),
     ));
     let process_kubelet = match (&container, options.run_pods) {

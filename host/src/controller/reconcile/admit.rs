@@ -11,7 +11,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use kube::api::{Api, PartialObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use plugin_runtime::DeployerPlugin;
 
@@ -21,6 +22,7 @@ use crate::apierrors::Lookup;
 use crate::contract::job::reapplicable;
 use crate::contract::responsibility::{self, ItemRoute};
 use crate::contract::{JobStep, next_step};
+use crate::controller::Watched;
 use crate::controller::deployer::{Deployer, Error};
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::DeployItem;
@@ -45,14 +47,12 @@ pub(super) enum Admission {
 
 use Admission::Skip;
 
-/// Runs the admit stage for the item behind `meta`.
-pub(super) async fn admit(
-    meta: &PartialObjectMeta<DeployItem>,
-    deployer: &Deployer,
-) -> Result<Admission, Error> {
-    let namespace = meta.metadata.namespace.as_deref().unwrap_or_default();
+/// Runs the admit stage for the item the watch delivered.
+pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<Admission, Error> {
+    let meta = watched.meta;
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
     let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), namespace);
-    let annotated = responsibility::route_from_annotations(meta.metadata.annotations.as_ref());
+    let annotated = responsibility::route_from_annotations(meta.annotations.as_ref());
     let annotated_type = annotated.as_ref().map(|r| r.deploy_item_type.as_str());
     let mut acc = Accumulated::default();
 
@@ -73,8 +73,8 @@ pub(super) async fn admit(
     // An unchanged item we saw finished: nothing to read, lock or write — unless a hook may
     // take or reopen it.
     // That includes an event of an earlier write of ours when our newest write finished it.
-    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
-    if let Some(rv) = meta.metadata.resource_version.as_deref()
+    let uid = meta.uid.as_deref().unwrap_or_default();
+    if let Some(rv) = meta.resource_version.as_deref()
         && !deployer.hooks.may_reopen(annotated_type)
         && (deployer.finished.is_finished(uid, rv)
             || deployer
@@ -88,16 +88,17 @@ pub(super) async fn admit(
 
     // Responsibility, check 1: the type (from annotations when present).
     // An event of our own write needs no read: we hold that object (or a newer one of ours).
+    // Nor does any event of a full-object watch (`itemCache: full`): it holds the item.
     let prefetched = meta
-        .metadata
         .resource_version
         .as_deref()
-        .and_then(|rv| deployer.written.current(uid, rv));
+        .and_then(|rv| deployer.written.current(uid, rv))
+        .or_else(|| watched.item.cloned());
     let (route, prefetched) = match (annotated, prefetched) {
         (Some(route), prefetched) => (route, prefetched),
         (None, Some(item)) => (responsibility::route_from_item(&item), Some(item)),
         (None, None) => {
-            let name = meta.metadata.name.as_deref().unwrap_or_default();
+            let name = meta.name.as_deref().unwrap_or_default();
             let Some(item) = items.get_opt(name).await? else {
                 return Ok(Skip(Action::await_change()));
             };
@@ -173,18 +174,18 @@ async fn read_target(
 /// The full item (the one read for check 1 if there was one). `None`: it is gone.
 async fn read_item(
     deployer: &Deployer,
-    meta: &PartialObjectMeta<DeployItem>,
+    meta: &ObjectMeta,
     items: &Api<DeployItem>,
     prefetched: Option<DeployItem>,
 ) -> Result<Option<DeployItem>, Error> {
     let item = match prefetched {
         Some(item) => item,
         None => {
-            let name = meta.metadata.name.as_deref().unwrap_or_default();
+            let name = meta.name.as_deref().unwrap_or_default();
             match items.get_opt(name).await? {
                 Some(item) => item,
                 None => {
-                    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
+                    let uid = meta.uid.as_deref().unwrap_or_default();
                     deployer.finished.remove(uid);
                     deployer.written.forget(uid);
                     return Ok(None);
@@ -192,10 +193,10 @@ async fn read_item(
             }
         }
     };
-    if item.metadata.uid != meta.metadata.uid {
+    if item.metadata.uid != meta.uid {
         return Err(Error::ItemReplaced {
-            namespace: meta.metadata.namespace.clone().unwrap_or_default(),
-            name: meta.metadata.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
         });
     }
     Ok(Some(item))

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use plugin_runtime::DeployerPlugin;
 use tracing::Instrument;
@@ -31,24 +31,22 @@ mod hooks;
 mod invoke;
 mod reapply;
 
+use super::Watched;
 use super::deployer::{Deployer, Error};
 use crate::contract::StepError;
 use crate::landscaper::{DeployItem, Target};
 use crate::locking::{Lock, LockOutcome};
 use admit::{Admission, Admitted};
 
-/// Reconciles the item behind `meta`.
-pub async fn reconcile(
-    meta: &PartialObjectMeta<DeployItem>,
-    deployer: &Arc<Deployer>,
-) -> Result<Action, Error> {
+/// Reconciles the item the watch delivered.
+pub async fn reconcile(watched: Watched<'_>, deployer: &Arc<Deployer>) -> Result<Action, Error> {
     let Admitted {
         mut item,
         deploy_item_type,
         plugin,
         target,
         flow,
-    } = match admit::admit(meta, deployer).await? {
+    } = match admit::admit(watched, deployer).await? {
         Admission::Skip(action) => return Ok(action),
         Admission::Admitted(admitted) => *admitted,
     };
