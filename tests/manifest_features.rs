@@ -521,19 +521,24 @@ async fn given_a_deployment_then_the_default_check_waits_for_its_status() {
     );
 }
 
-/// The default check reads no object the job has just written whose kind has no readiness
-/// rule: three ConfigMaps cost a GET each (before its create), not two.
+/// Given three new ConfigMaps, then each costs one request (a create: no read before it, as the
+/// item did not manage it, and no readiness read after it, as its kind has no readiness rule);
+/// when the config changes, then the three it now manages are read, then updated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_three_configmaps_then_the_default_check_does_not_read_them_again() {
+async fn given_three_new_configmaps_then_each_costs_one_create_and_managed_ones_a_read_and_an_update()
+ {
     skip_on_real!("counts requests at the embedded API server");
     let h = Harness::start().await;
     let server = h.server.clone().expect("embedded");
     server.reset_stats();
-    let manifests: Vec<Value> = ["a", "b", "c"]
-        .iter()
-        .map(|n| json!({"manifest": cm(&format!("cm-{n}"), json!({"k": n}))}))
-        .collect();
-    create(&h, &item("three", json!({"manifests": manifests}))).await;
+    let config = |value: &str| {
+        let manifests: Vec<Value> = ["a", "b", "c"]
+            .iter()
+            .map(|n| json!({"manifest": cm(&format!("cm-{n}"), json!({"k": value}))}))
+            .collect();
+        json!({"manifests": manifests})
+    };
+    create(&h, &item("three", config("1"))).await;
     let i = wait_done(&h, "three").await;
     assert_eq!(
         i.status().phase,
@@ -545,9 +550,23 @@ async fn given_three_configmaps_then_the_default_check_does_not_read_them_again(
     assert_eq!(stats.count("create", "configmaps"), 3, "{stats:?}");
     assert_eq!(
         stats.count("get", "configmaps"),
-        3,
-        "one GET per ConfigMap, before its create ({stats:?})"
+        0,
+        "new objects are created without a read ({stats:?})"
     );
+
+    server.reset_stats();
+    // (`item` fills in the config's apiVersion and kind)
+    let first = set_config(&h, "three", &item("three", config("2"))["spec"]["config"]).await;
+    let i = wait_next_job(&h, "three", &first).await;
+    assert_eq!(i.status().phase, Phase::Succeeded);
+    let stats = server.stats();
+    assert_eq!(stats.count("get", "configmaps"), 3, "{stats:?}");
+    assert_eq!(stats.count("update", "configmaps"), 3, "{stats:?}");
+    assert_eq!(stats.count("create", "configmaps"), 0, "{stats:?}");
+    let b = get(&h, "v1", "ConfigMap", Some("default"), "cm-b")
+        .await
+        .unwrap();
+    assert_eq!(b["data"]["k"], "2");
 }
 
 /// A workload of `kind` named `name` with `replicas` (none for Pods), selecting `app: <name>`.

@@ -6,6 +6,8 @@
 //! plugins first). `BENCH_SCALE_SIZES=1000,10000` picks the sizes; `BENCH_WRITE_DOCS=1` writes
 //! the table into `docs/benchmarks.md` and the points into `docs/bench/scale.csv`, and plots
 //! `docs/bench/scale.png` when Python with matplotlib is there (`target/helm-venv`).
+//! `BENCH_HOST_ITEM_CACHE=full` runs the host with `itemCache: full` (every item held; its
+//! table goes into the section `scale-item-cache-full`).
 //!
 //! The API server (embedded, in this process, served on loopback) is filled without HTTP; the
 //! host reaches it over HTTP like a real cluster. Idle items have no job (`jobID` empty, so
@@ -201,7 +203,11 @@ fn main() {
             ));
         }
         println!("{table}");
-        if std::env::var("BENCH_WRITE_DOCS").is_ok() {
+        let full = std::env::var("BENCH_HOST_ITEM_CACHE").as_deref() == Ok("full");
+        if std::env::var("BENCH_WRITE_DOCS").is_ok() && full {
+            // The full-object watch's curve: its own section beside the default's.
+            write_docs_section("scale-item-cache-full", "## Scale\n\n", &table);
+        } else if std::env::var("BENCH_WRITE_DOCS").is_ok() {
             let bench_dir = workspace().join("docs/bench");
             std::fs::create_dir_all(&bench_dir).unwrap();
             let mut csv = String::from("items,jobs,rss_mib,first_job_s,all_jobs_s,jobs_per_s\n");

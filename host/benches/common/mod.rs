@@ -53,10 +53,17 @@ pub fn spawn_host(kubeconfig: &std::path::Path) -> KillOnDrop {
         .arg("--plugins")
         .arg(workspace().join("target/plugins"));
     // `BENCH_HOST_EVENTS=errors|none`: the host's `events:` setting (default `all`, two
-    // Kubernetes Events per job).
+    // Kubernetes Events per job); `BENCH_HOST_ITEM_CACHE=full`: its `itemCache:`.
+    let mut settings = String::new();
     if let Ok(events) = std::env::var("BENCH_HOST_EVENTS") {
+        settings.push_str(&format!("events: {events}\n"));
+    }
+    if let Ok(item_cache) = std::env::var("BENCH_HOST_ITEM_CACHE") {
+        settings.push_str(&format!("itemCache: {item_cache}\n"));
+    }
+    if !settings.is_empty() {
         let config = kubeconfig.with_extension("host-config.yaml");
-        std::fs::write(&config, format!("events: {events}\n")).expect("host config");
+        std::fs::write(&config, settings).expect("host config");
         command.arg("--config").arg(config);
     }
     let host = command

@@ -129,7 +129,7 @@ pub(crate) fn apply_step(
     ctx.checkpoint("helm deployer: start apply manifests")?;
     let spec = config.as_spec(manifests);
     let old = status.managed_resources.clone();
-    let outcome = applier::apply(ctx, item_name, &spec, &OPTIONS)?;
+    let outcome = applier::apply(ctx, item_name, &spec, &OPTIONS, &old)?;
     let progress = Progress {
         job_id: job_id.into(),
         step: STEP_RELEASE.into(),

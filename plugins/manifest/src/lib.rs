@@ -110,7 +110,7 @@ impl ManifestDeployer {
         previous_raw: Option<&serde_json::Value>,
     ) -> Result<Result<Vec<ManagedResource>, Response>, DeployerError> {
         let old = status.managed_resources.clone();
-        let outcome = applier::apply(ctx, item_name, config, &OPTIONS)?;
+        let outcome = applier::apply(ctx, item_name, config, &OPTIONS, &old)?;
         if let Some(err) = outcome.error {
             // Keep everything that may exist: applied now + previously managed.
             let mut managed = outcome.applied;

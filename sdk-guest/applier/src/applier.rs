@@ -208,14 +208,42 @@ fn pending(m: &Manifest, obj: &Value) -> Option<PendingPatch> {
     })
 }
 
+/// Whether `r` is among the objects the item managed after its last apply. Those are read
+/// before they are written; any other object is most likely new.
+fn known_object(known: &[ManagedResource], r: &sdk_guest::ObjectRef) -> bool {
+    let this = ObjectReference {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        namespace: r.namespace.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    // By group, kind, namespace and name (not uid, not cluster): a false match only costs the
+    // read the object would have had anyway.
+    known.iter().any(|k| {
+        let k = ObjectReference {
+            uid: String::new(),
+            ..k.resource.clone()
+        };
+        k.same(&this)
+    })
+}
+
 /// Applies one entry (contract 6.4). `Ok(None)`: nothing to record (ignore, or a fallback
 /// object owned by someone else). Errors carry the Kubernetes error's codes.
+///
+/// An object not in `known` (the item's managed resources) is created straight away, one
+/// request instead of a read and a create; only when it exists after all (`AlreadyExists`) is
+/// it read and handled as below. Landscaper's manifest deployer always reads first; the result
+/// is the same, as a create never changes an existing object. Server-side apply (`patch`)
+/// keeps its read: it writes whether the object exists or not, and the policies need to know.
 fn apply_one(
     ctx: &Ctx,
     item_name: &str,
     strategy: &Result<UpdateStrategy, String>,
     e: &Entry,
     opts: &Options,
+    known: &[ManagedResource],
 ) -> Result<Option<Applied>, DeployerError> {
     let m = &e.manifest;
     if m.policy == Policy::Ignore {
@@ -231,15 +259,34 @@ fn apply_one(
         message: format!("unable to {what} resource {at}: {}", err.message),
         ..err
     };
-    let live = ctx.kube_get(&r).map_err(|err| wrap("get", err))?;
     let labels = [(opts.owner_label, item_name)];
-    let mut desired = m.manifest.clone();
-    let Some(live) = live else {
+    let to_create = || {
+        let mut desired = m.manifest.clone();
         set_labels(&mut desired, &labels);
         if let Some(a) = &m.annotate_before_create {
             set_annotations(&mut desired, a);
         }
-        let created = if *strategy == Ok(UpdateStrategy::Patch) {
+        desired
+    };
+    let created = |created: Value| {
+        Ok(Some(Applied {
+            managed: managed_entry(m, &created),
+            patch: pending(m, &created),
+        }))
+    };
+    let server_side_apply = *strategy == Ok(UpdateStrategy::Patch);
+    if !server_side_apply && !known_object(known, &r) {
+        match ctx.kube_create(&to_create()) {
+            Ok(object) => return created(object),
+            Err(err) if err.reason == "AlreadyExists" => {}
+            Err(err) => return Err(wrap("create", err)),
+        }
+    }
+    let live = ctx.kube_get(&r).map_err(|err| wrap("get", err))?;
+    let mut desired = m.manifest.clone();
+    let Some(live) = live else {
+        let desired = to_create();
+        let object = if server_side_apply {
             ctx.kube_patch(
                 &r,
                 &desired,
@@ -251,10 +298,7 @@ fn apply_one(
             ctx.kube_create(&desired)
         }
         .map_err(|err| wrap("create", err))?;
-        return Ok(Some(Applied {
-            managed: managed_entry(m, &created),
-            patch: pending(m, &created),
-        }));
+        return created(object);
     };
     let owned = live
         .pointer("/metadata/labels")
@@ -328,11 +372,14 @@ pub struct Outcome {
 }
 
 /// Applies every manifest, group by group. Stops after the first group with a failure.
+/// `known`: the objects the item managed after its last apply (its `managedResources`); any
+/// other object is created without a read first (see [`apply_one`]).
 pub fn apply(
     ctx: &Ctx,
     item_name: &str,
     config: &Spec,
     opts: &Options,
+    known: &[ManagedResource],
 ) -> Result<Outcome, DeployerError> {
     let entries = expand(&config.manifests, opts)?;
     let groups = classify(ctx, &entries)?;
@@ -349,7 +396,7 @@ pub fn apply(
                 errors.push(timeout);
                 break;
             }
-            match apply_one(ctx, item_name, &config.update_strategy, e, opts) {
+            match apply_one(ctx, item_name, &config.update_strategy, e, opts, known) {
                 Ok(Some(a)) => {
                     done.push(a.managed);
                     out.patches.extend(a.patch);
@@ -404,4 +451,181 @@ pub fn not_in<'a>(
     old.iter()
         .filter(|o| !applied.iter().any(|n| n.same(o)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::ReadinessChecks;
+    use sdk_guest::{KubeOp, LogLevel, NativeHost, ResourceInfo};
+    use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// ConfigMaps in memory, and the requests that reached them.
+    #[derive(Default)]
+    struct Cluster {
+        objects: Mutex<BTreeMap<String, Value>>,
+        requests: Mutex<Vec<String>>,
+    }
+
+    impl Cluster {
+        fn with(objects: &[Value]) -> Self {
+            let c = Cluster::default();
+            for o in objects {
+                c.objects
+                    .lock()
+                    .unwrap()
+                    .insert(o["metadata"]["name"].as_str().unwrap().into(), o.clone());
+            }
+            c
+        }
+        fn requests(&self) -> Vec<String> {
+            self.requests.lock().unwrap().clone()
+        }
+    }
+
+    impl NativeHost for Cluster {
+        fn log(&self, _level: LogLevel, _message: &str) {}
+        fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
+            Ok(())
+        }
+        fn remaining(&self) -> Option<Duration> {
+            None
+        }
+        fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
+            let mut objects = self.objects.lock().unwrap();
+            let name_of = |json: &str| -> (Value, String) {
+                let v: Value = serde_json::from_str(json).unwrap();
+                let name = v["metadata"]["name"].as_str().unwrap().to_string();
+                (v, name)
+            };
+            let (verb, out) = match op {
+                KubeOp::Discover { api_version, kind } => {
+                    let info = ResourceInfo {
+                        api_version,
+                        kind,
+                        plural: "configmaps".into(),
+                        namespaced: true,
+                    };
+                    return Ok(Some(serde_json::to_string(&info).unwrap()));
+                }
+                KubeOp::Get(r) => (
+                    format!("get {}", r.name),
+                    objects.get(&r.name).map(Value::to_string),
+                ),
+                KubeOp::Create { object_json } => {
+                    let (v, name) = name_of(&object_json);
+                    self.requests.lock().unwrap().push(format!("create {name}"));
+                    if objects.contains_key(&name) {
+                        let mut e = DeployerError::retryable("AlreadyExists", "exists");
+                        e.operation = "kubernetes".into();
+                        return Err(e);
+                    }
+                    objects.insert(name, v.clone());
+                    return Ok(Some(v.to_string()));
+                }
+                KubeOp::Update { object_json } => {
+                    let (v, name) = name_of(&object_json);
+                    objects.insert(name.clone(), v.clone());
+                    (format!("update {name}"), Some(v.to_string()))
+                }
+                other => panic!("unexpected {other:?}"),
+            };
+            self.requests.lock().unwrap().push(verb);
+            Ok(out)
+        }
+    }
+
+    const OPTS: Options = Options {
+        owner_label: "test/item",
+        field_manager: "test",
+        default_readiness_checkpoint: "test: default readiness checks",
+        custom_readiness_checkpoint: "test: custom readiness checks",
+        config_operation: "Test",
+    };
+
+    fn cm(name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default", "labels": labels},
+               "data": {"k": name}})
+    }
+
+    fn spec(names: &[&str], policy: Policy) -> Spec {
+        Spec {
+            update_strategy: Ok(UpdateStrategy::Update),
+            readiness: ReadinessChecks::default(),
+            manifests: names
+                .iter()
+                .map(|n| Manifest {
+                    policy: policy.clone(),
+                    manifest: cm(n, json!({})),
+                    ..Default::default()
+                })
+                .collect(),
+            exports: Vec::new(),
+            deletion_groups: Vec::new(),
+            deletion_groups_during_update: Vec::new(),
+        }
+    }
+
+    fn managed(name: &str) -> ManagedResource {
+        ManagedResource {
+            resource: ObjectReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: name.into(),
+                namespace: "default".into(),
+                uid: "some-uid".into(),
+            },
+            ..Default::default()
+        }
+    }
+
+    fn apply_to(cluster: &Cluster, spec: &Spec, known: &[ManagedResource]) -> Outcome {
+        let out = apply(&Ctx::native(cluster), "item", spec, &OPTS, known).unwrap();
+        assert!(out.error.is_none(), "{:?}", out.error);
+        out
+    }
+
+    #[test]
+    fn objects_the_item_did_not_manage_are_created_without_a_read() {
+        let cluster = Cluster::default();
+        let out = apply_to(&cluster, &spec(&["a", "b"], Policy::Manage), &[]);
+        assert_eq!(cluster.requests(), ["create a", "create b"]);
+        assert_eq!(out.applied.len(), 2);
+        let a = &cluster.objects.lock().unwrap()["a"];
+        assert_eq!(
+            a["metadata"]["labels"]["test/item"], "item",
+            "owner label set"
+        );
+    }
+
+    #[test]
+    fn objects_the_item_manages_are_read_then_updated() {
+        let cluster = Cluster::with(&[cm("a", json!({"test/item": "item"}))]);
+        apply_to(&cluster, &spec(&["a"], Policy::Manage), &[managed("a")]);
+        assert_eq!(cluster.requests(), ["get a", "update a"]);
+    }
+
+    #[test]
+    fn an_object_that_exists_after_all_is_read_and_handled_by_its_policy() {
+        // Someone else's object, unknown to the item: the create fails, then the read decides.
+        let theirs = cm("a", json!({"test/item": "other-item"}));
+        let cluster = Cluster::with(std::slice::from_ref(&theirs));
+        let out = apply_to(&cluster, &spec(&["a"], Policy::Fallback), &[]);
+        assert_eq!(cluster.requests(), ["create a", "get a"]);
+        assert!(out.applied.is_empty(), "fallback leaves it alone");
+        assert_eq!(cluster.objects.lock().unwrap()["a"], theirs, "unchanged");
+
+        let cluster = Cluster::with(&[theirs]);
+        apply_to(&cluster, &spec(&["a"], Policy::Manage), &[]);
+        assert_eq!(cluster.requests(), ["create a", "get a", "update a"]);
+        assert_eq!(
+            cluster.objects.lock().unwrap()["a"]["metadata"]["labels"]["test/item"],
+            "item",
+            "manage takes it over"
+        );
+    }
 }

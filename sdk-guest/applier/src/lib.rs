@@ -29,7 +29,7 @@
 //!     config_operation: "InitHelmOperation",
 //! };
 //! spec.validate()?;
-//! let outcome = applier::apply(ctx, "my-item", spec, &MINE)?;
+//! let outcome = applier::apply(ctx, "my-item", spec, &MINE, &[])?;
 //! let _applied = outcome.applied; // store in providerStatus, then readiness, exports …
 //! # Ok(()) }
 //! ```
