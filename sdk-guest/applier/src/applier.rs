@@ -559,7 +559,7 @@ mod tests {
             manifests: names
                 .iter()
                 .map(|n| Manifest {
-                    policy: policy.clone(),
+                    policy,
                     manifest: cm(n, json!({})),
                     ..Default::default()
                 })
