@@ -137,22 +137,12 @@ pub async fn run(
                 }
             });
             let api = items_api::<PartialObjectMeta<DeployItem>>(&deployer, &namespace);
-            let controller = Controller::new(api, watcher::Config::default());
-            drive(controller, deployer.clone(), workers, shutdown).await;
+            drive(controller_for(api), deployer.clone(), workers, shutdown).await;
             sweep.abort();
         }
         ItemCache::Full => {
             let api = items_api::<DeployItem>(&deployer, &namespace);
-            let writer = reflector::store::Writer::<DeployItem>::default();
-            let reader = writer.as_reader();
-            // managedFields are most of a small item's bytes, and nothing here reads them.
-            let items = watcher(api, watcher::Config::default())
-                .modify(|item: &mut DeployItem| item.managed_fields_mut().clear())
-                .reflect(writer)
-                .applied_objects();
-            // `for_stream` is behind kube-runtime's `unstable-runtime-stream-control` (Cargo.toml).
-            let controller = kube_runtime::Controller::for_stream(items, reader);
-            drive(controller, deployer.clone(), workers, shutdown).await;
+            drive(controller_for(api), deployer.clone(), workers, shutdown).await;
         }
     }
     deployer.stats.watch_synced.store(false, Ordering::Relaxed);
@@ -166,6 +156,20 @@ fn items_api<K: WatchedItem>(deployer: &Deployer, namespace: &Option<String>) ->
         Some(ns) => Api::namespaced(deployer.client.clone(), ns),
         None => Api::all(deployer.client.clone()),
     }
+}
+
+/// A Controller over every item of `api`, whose store keeps no managedFields: the API server
+/// sends them with every object (metadata-only ones too), they are most of a small item's
+/// bytes, and nothing here reads them.
+fn controller_for<K: WatchedItem>(api: Api<K>) -> Controller<K> {
+    let writer = reflector::store::Writer::<K>::default();
+    let reader = writer.as_reader();
+    let items = watcher(api, watcher::Config::default())
+        .modify(|item: &mut K| item.managed_fields_mut().clear())
+        .reflect(writer)
+        .applied_objects();
+    // `for_stream` is behind kube-runtime's `unstable-runtime-stream-control` (Cargo.toml).
+    kube_runtime::Controller::for_stream(items, reader)
 }
 
 /// Runs `controller` until shutdown, and reports ready once its store has listed every item.
