@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use deployer_host::config::{HostConfig, ItemCache};
+use deployer_host::config::ItemCache;
 use deployer_host::landscaper::{Phase, codes};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -20,10 +20,7 @@ const ITEMS: &str = "deployitems.landscaper.gardener.cloud";
 
 fn options(item_cache: ItemCache, landscaper: bool) -> Options {
     Options {
-        config: HostConfig {
-            item_cache,
-            ..HostConfig::default()
-        },
+        item_cache: Some(item_cache),
         landscaper,
         ..Options::default()
     }

@@ -161,6 +161,9 @@ pub struct Options {
     pub record_hooks: bool,
     /// Native deployers registered beside the wasm plugins.
     pub native_deployers: Vec<Arc<dyn plugin_runtime::DeployerPlugin>>,
+    /// The host's `itemCache`, whatever `DEPLOYER_TEST_ITEM_CACHE` says (`None`: that
+    /// variable's, default `metadata`).
+    pub item_cache: Option<ItemCache>,
 }
 
 /// One hook call as the host made it, and what the plugin answered.
@@ -223,6 +226,7 @@ impl Default for Options {
             checkpoint_mode: CheckpointMode::Standard,
             record_hooks: false,
             native_deployers: Vec::new(),
+            item_cache: None,
         }
     }
 }
@@ -254,9 +258,7 @@ impl Harness {
         if options.config.plugins.dir.is_none() {
             options.config.plugins.dir = Some(plugins_dir());
         }
-        if options.config.item_cache == ItemCache::default() {
-            options.config.item_cache = item_cache();
-        }
+        options.config.item_cache = options.item_cache.unwrap_or_else(item_cache);
         if options.config.plugins.cache_dir.is_none() {
             // Shared by all tests: compile each plugin once, then load from the cache.
             options.config.plugins.cache_dir = Some(plugins_dir().join("../plugin-cache"));

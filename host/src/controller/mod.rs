@@ -27,12 +27,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Resource, ResourceExt};
 
 use crate::config::ItemCache;
 use crate::landscaper::DeployItem;
@@ -137,12 +137,24 @@ pub async fn run(
                 }
             });
             let api = items_api::<PartialObjectMeta<DeployItem>>(&deployer, &namespace);
-            drive(controller_for(api), deployer.clone(), workers, shutdown).await;
+            drive(
+                controller_for(api, &deployer),
+                deployer.clone(),
+                workers,
+                shutdown,
+            )
+            .await;
             sweep.abort();
         }
         ItemCache::Full => {
             let api = items_api::<DeployItem>(&deployer, &namespace);
-            drive(controller_for(api), deployer.clone(), workers, shutdown).await;
+            drive(
+                controller_for(api, &deployer),
+                deployer.clone(),
+                workers,
+                shutdown,
+            )
+            .await;
         }
     }
     deployer.stats.watch_synced.store(false, Ordering::Relaxed);
@@ -161,11 +173,23 @@ fn items_api<K: WatchedItem>(deployer: &Deployer, namespace: &Option<String>) ->
 /// A Controller over every item of `api`, whose store keeps no managedFields: the API server
 /// sends them with every object (metadata-only ones too), they are most of a small item's
 /// bytes, and nothing here reads them.
-fn controller_for<K: WatchedItem>(api: Api<K>) -> Controller<K> {
+/// A deleted item's entries in the host's per-item memories go with it.
+fn controller_for<K: WatchedItem>(api: Api<K>, deployer: &Arc<Deployer>) -> Controller<K> {
     let writer = reflector::store::Writer::<K>::default();
     let reader = writer.as_reader();
+    let deployer = deployer.clone();
     let items = watcher(api, watcher::Config::default())
-        .modify(|item: &mut K| item.managed_fields_mut().clear())
+        .inspect_ok(move |event| {
+            if let watcher::Event::Delete(item) = event {
+                let meta = item.meta();
+                let uid = meta.uid.as_deref().unwrap_or_default();
+                deployer.finished.remove(uid);
+                deployer.written.forget(uid);
+                deployer.backoff.succeeded(&item_key(meta));
+            }
+        })
+        // (`None`, not an empty list: a write of the cached item must not send `[]`)
+        .modify(|item: &mut K| item.meta_mut().managed_fields = None)
         .reflect(writer)
         .applied_objects();
     // `for_stream` is behind kube-runtime's `unstable-runtime-stream-control` (Cargo.toml).
@@ -237,7 +261,10 @@ fn item_key(meta: &ObjectMeta) -> String {
 fn error_policy<K: WatchedItem>(watched: Arc<K>, error: &Error, deployer: Arc<Deployer>) -> Action {
     let item = item_key(watched.meta());
     if error.is_conflict() {
-        // Someone else wrote the item: re-read and decide again, soon.
+        // Someone else wrote the item: re-read and decide again, soon (a cached item too).
+        deployer
+            .written
+            .distrust(watched.meta().uid.as_deref().unwrap_or_default());
         tracing::debug!(%item, "conflict, re-reading");
         Action::requeue(Duration::from_millis(50))
     } else {

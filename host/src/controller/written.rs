@@ -38,6 +38,9 @@ pub struct WrittenItems {
 #[derive(Default)]
 struct Inner {
     by_uid: HashMap<String, Written>,
+    /// Items whose last write conflicted: a cached copy of them (`itemCache: full`) is behind
+    /// the server, so they are read until a read has been decided.
+    distrusted: std::collections::HashSet<String>,
     /// Uids in the order they were first remembered (may name forgotten ones): the oldest
     /// goes first when the bound is reached.
     order: VecDeque<String>,
@@ -94,7 +97,7 @@ impl WrittenItems {
         inner.order.push_back(uid.clone());
         // Uids forgotten or claimed since: keep the queue from outgrowing the map.
         if inner.order.len() > 2 * self.capacity.max(1) {
-            let Inner { by_uid, order } = &mut *inner;
+            let Inner { by_uid, order, .. } = &mut *inner;
             order.retain(|u| by_uid.contains_key(u));
         }
     }
@@ -141,10 +144,40 @@ impl WrittenItems {
 
     /// The item is gone (or going): nothing of it is kept.
     pub fn forget(&self, uid: &str) {
+        let mut inner = self.inner.lock().expect("written items poisoned");
+        inner.by_uid.remove(uid);
+        inner.distrusted.remove(uid);
+    }
+
+    /// Whether a cached copy of the item (`itemCache: full`) at `resource_version` may be
+    /// behind the server as far as this host knows: it wrote a version whose event is not
+    /// decided yet and this is not one of its versions, or its last write conflicted.
+    pub fn may_be_behind(&self, uid: &str, resource_version: &str) -> bool {
+        let inner = self.inner.lock().expect("written items poisoned");
+        inner.distrusted.contains(uid)
+            || inner
+                .by_uid
+                .get(uid)
+                .is_some_and(|w| !w.versions.iter().any(|v| v == resource_version))
+    }
+
+    /// A write of the item conflicted: someone else wrote it since the version it was decided
+    /// on. Its next decision reads it.
+    pub fn distrust(&self, uid: &str) {
+        let mut inner = self.inner.lock().expect("written items poisoned");
+        // Bounded like the rest: a forgotten mark costs one more conflict, never a wrong write.
+        if inner.distrusted.len() >= self.capacity.max(1) {
+            inner.distrusted.clear();
+        }
+        inner.distrusted.insert(uid.to_string());
+    }
+
+    /// The item was read from the server: whatever it was decided on is current.
+    pub fn read(&self, uid: &str) {
         self.inner
             .lock()
             .expect("written items poisoned")
-            .by_uid
+            .distrusted
             .remove(uid);
     }
 
@@ -173,6 +206,36 @@ mod tests {
             "status": {"phase": phase}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_cached_copy_is_behind_while_a_newer_own_write_or_a_conflict_is_undecided() {
+        let w = WrittenItems::new();
+        assert!(
+            !w.may_be_behind("u", "1"),
+            "nothing written: the cache is the best we know"
+        );
+        w.remember(&item("u", "2", "Progressing"));
+        assert!(
+            w.may_be_behind("u", "1"),
+            "we wrote 2; a copy at 1 is behind"
+        );
+        assert!(!w.may_be_behind("u", "2"), "one of our versions");
+        w.current("u", "2");
+        assert!(
+            !w.may_be_behind("u", "1"),
+            "the newest write's event was decided"
+        );
+        w.distrust("u");
+        assert!(
+            w.may_be_behind("u", "5"),
+            "a conflict: read until a read is decided"
+        );
+        w.read("u");
+        assert!(!w.may_be_behind("u", "5"));
+        w.distrust("u");
+        w.forget("u");
+        assert!(!w.may_be_behind("u", "5"), "gone: nothing kept");
     }
 
     #[test]

@@ -219,10 +219,16 @@ fn known_object(known: &[ManagedResource], r: &sdk_guest::ObjectRef) -> bool {
         ..Default::default()
     };
     // By group, kind, namespace and name (not uid, not cluster): a false match only costs the
-    // read the object would have had anyway.
+    // read the object would have had anyway. A manifest without a namespace lands in the
+    // cluster's default one, which `managedResources` records: any namespace matches it.
     known.iter().any(|k| {
         let k = ObjectReference {
             uid: String::new(),
+            namespace: if r.namespace.is_none() {
+                String::new()
+            } else {
+                k.resource.namespace.clone()
+            },
             ..k.resource.clone()
         };
         k.same(&this)
@@ -233,10 +239,13 @@ fn known_object(known: &[ManagedResource], r: &sdk_guest::ObjectRef) -> bool {
 /// object owned by someone else). Errors carry the Kubernetes error's codes.
 ///
 /// An object not in `known` (the item's managed resources) is created straight away, one
-/// request instead of a read and a create; only when it exists after all (`AlreadyExists`) is
-/// it read and handled as below. Landscaper's manifest deployer always reads first; the result
-/// is the same, as a create never changes an existing object. Server-side apply (`patch`)
-/// keeps its read: it writes whether the object exists or not, and the policies need to know.
+/// request instead of a read and a create. If the create fails, the object is read and handled
+/// as below: it may exist after all (`AlreadyExists`, or a refusal that admission or RBAC gives
+/// before the existence check — a quota, a terminating namespace, a role allowing only
+/// get/update), and if it does not, the create's error stands. Landscaper's manifest deployer
+/// always reads first; the outcome is the same, as a create never changes an existing object.
+/// Server-side apply (`patch`) keeps its read: it writes whether the object exists or not, and
+/// the policies need to know.
 fn apply_one(
     ctx: &Ctx,
     item_name: &str,
@@ -275,16 +284,20 @@ fn apply_one(
         }))
     };
     let server_side_apply = *strategy == Ok(UpdateStrategy::Patch);
+    let mut refused = None;
     if !server_side_apply && !known_object(known, &r) {
         match ctx.kube_create(&to_create()) {
             Ok(object) => return created(object),
-            Err(err) if err.reason == "AlreadyExists" => {}
-            Err(err) => return Err(wrap("create", err)),
+            Err(err) if crate::wait::cut_off(&err) => return Err(err),
+            Err(err) => refused = Some(err),
         }
     }
     let live = ctx.kube_get(&r).map_err(|err| wrap("get", err))?;
     let mut desired = m.manifest.clone();
     let Some(live) = live else {
+        if let Some(err) = refused {
+            return Err(wrap("create", err));
+        }
         let desired = to_create();
         let object = if server_side_apply {
             ctx.kube_patch(
@@ -468,6 +481,9 @@ mod tests {
     struct Cluster {
         objects: Mutex<BTreeMap<String, Value>>,
         requests: Mutex<Vec<String>>,
+        /// Every create is refused with this (as admission or RBAC refuse before the
+        /// existence check).
+        refuse_creates: Option<DeployerError>,
     }
 
     impl Cluster {
@@ -518,6 +534,9 @@ mod tests {
                 KubeOp::Create { object_json } => {
                     let (v, name) = name_of(&object_json);
                     self.requests.lock().unwrap().push(format!("create {name}"));
+                    if let Some(refusal) = &self.refuse_creates {
+                        return Err(refusal.clone());
+                    }
                     if objects.contains_key(&name) {
                         let mut e = DeployerError::retryable("AlreadyExists", "exists");
                         e.operation = "kubernetes".into();
@@ -607,6 +626,54 @@ mod tests {
         let cluster = Cluster::with(&[cm("a", json!({"test/item": "item"}))]);
         apply_to(&cluster, &spec(&["a"], Policy::Manage), &[managed("a")]);
         assert_eq!(cluster.requests(), ["get a", "update a"]);
+    }
+
+    #[test]
+    fn a_manifest_without_a_namespace_is_known_by_the_namespace_it_landed_in() {
+        let cluster = Cluster::with(&[cm("a", json!({"test/item": "item"}))]);
+        let mut spec = spec(&["a"], Policy::Manage);
+        spec.manifests[0].manifest["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("namespace");
+        apply_to(&cluster, &spec, &[managed("a")]);
+        assert_eq!(cluster.requests(), ["get a", "update a"]);
+    }
+
+    #[test]
+    fn a_refused_create_of_an_existing_object_is_read_and_the_policy_decides() {
+        // RBAC allows get/update of this object only: the create is refused before the server
+        // looks whether it exists. Immutable: the existing object is recorded, nothing written.
+        let forbidden = DeployerError::new(&[codes::UNAUTHORIZED], "Forbidden", "create forbidden");
+        let cluster = Cluster {
+            refuse_creates: Some(forbidden.clone()),
+            ..Cluster::with(&[cm("a", json!({}))])
+        };
+        let out = apply_to(&cluster, &spec(&["a"], Policy::Immutable), &[]);
+        assert_eq!(cluster.requests(), ["create a", "get a"]);
+        assert_eq!(out.applied.len(), 1);
+
+        // The object does not exist: the create's refusal is the error.
+        let cluster = Cluster {
+            refuse_creates: Some(forbidden),
+            ..Cluster::default()
+        };
+        let out = apply(
+            &Ctx::native(&cluster),
+            "item",
+            &spec(&["a"], Policy::Manage),
+            &OPTS,
+            &[],
+        )
+        .unwrap();
+        let err = out.error.expect("refused");
+        assert!(err.has_code(codes::UNAUTHORIZED), "{err:?}");
+        assert!(
+            err.message.contains("unable to create resource default/a"),
+            "{}",
+            err.message
+        );
+        assert_eq!(cluster.requests(), ["create a", "get a"]);
     }
 
     #[test]

@@ -88,12 +88,13 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
 
     // Responsibility, check 1: the type (from annotations when present).
     // An event of our own write needs no read: we hold that object (or a newer one of ours).
-    // Nor does any event of a full-object watch (`itemCache: full`): it holds the item.
+    // Nor does an event of a full-object watch (`itemCache: full`), which holds the item —
+    // unless that copy may be behind: see `cached`.
     let prefetched = meta
         .resource_version
         .as_deref()
         .and_then(|rv| deployer.written.current(uid, rv))
-        .or_else(|| watched.item.cloned());
+        .or_else(|| cached(deployer, watched));
     let (route, prefetched) = match (annotated, prefetched) {
         (Some(route), prefetched) => (route, prefetched),
         (None, Some(item)) => (responsibility::route_from_item(&item), Some(item)),
@@ -102,6 +103,7 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
             let Some(item) = items.get_opt(name).await? else {
                 return Ok(Skip(Action::await_change()));
             };
+            deployer.written.read(uid);
             (responsibility::route_from_item(&item), Some(item))
         }
     };
@@ -135,6 +137,28 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
         target,
         flow,
     })))
+}
+
+/// The item as a full-object watch holds it, when it can be trusted to be as new as this host
+/// knows the item to be. Writes are conditional on the resourceVersion, so a copy that is
+/// behind only conflicts at the first write; but some steps act before any write (a delete, a
+/// continued job's plugin call), so a copy is not used:
+/// - of an item being deleted (after the finalizer is gone, an event of an earlier version
+///   would otherwise run the delete again; a read finds the item gone);
+/// - when this host wrote a version the copy is not, whose event is still to come;
+/// - when the item's last write conflicted (until a read is decided).
+fn cached(deployer: &Deployer, watched: Watched<'_>) -> Option<DeployItem> {
+    let item = watched.item?;
+    let uid = item.metadata.uid.as_deref().unwrap_or_default();
+    let rv = item
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or_default();
+    if item.metadata.deletion_timestamp.is_some() || deployer.written.may_be_behind(uid, rv) {
+        return None;
+    }
+    Some(item.clone())
 }
 
 /// Reads the Target the item names and checks it against the target selectors.
@@ -183,7 +207,12 @@ async fn read_item(
         None => {
             let name = meta.name.as_deref().unwrap_or_default();
             match items.get_opt(name).await? {
-                Some(item) => item,
+                Some(item) => {
+                    deployer
+                        .written
+                        .read(item.metadata.uid.as_deref().unwrap_or_default());
+                    item
+                }
                 None => {
                     let uid = meta.uid.as_deref().unwrap_or_default();
                     deployer.finished.remove(uid);
