@@ -2,18 +2,19 @@
 //! as controller-runtime's cache does for Landscaper's Go deployers, and reads none per job.
 //! The contract is the same as with the default metadata-only watch; what changes is where the
 //! item comes from, so these stories look for what a stale cached item could break: a new job
-//! right after the last one, a spec change, a deletion, a broken config.
+//! right after the last one, a deletion.
 //!
-//! Any other suite runs against the full-object watch with `DEPLOYER_TEST_ITEM_CACHE=full`.
+//! Any other suite runs against the full-object watch with `DEPLOYER_TEST_ITEM_CACHE=full`; CI
+//! runs the contract, mock (spec changes, broken configs, ...), hook, continuous-reconcile and
+//! manifest stories so (`.ci/run`).
 
 mod support;
 
 use std::time::Duration;
 
 use deployer_host::config::ItemCache;
-use deployer_host::landscaper::{Phase, codes};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use deployer_host::landscaper::Phase;
+use kube::api::{DeleteParams, PostParams};
 use support::{Harness, Options};
 
 const ITEMS: &str = "deployitems.landscaper.gardener.cloud";
@@ -131,39 +132,6 @@ async fn given_the_full_item_cache_when_jobs_follow_each_other_then_each_runs_on
     }
 }
 
-/// Given the full item cache, when the spec changes and Landscaper issues a new job, then the
-/// new config is applied (not the cached one).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_the_full_item_cache_when_the_spec_changes_then_the_new_config_is_applied() {
-    let h = Harness::start_with(options(ItemCache::Full, true)).await;
-    h.create_item(
-        &(support::mock_item("changed")
-            + "    providerStatus:
-      apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
-      kind: ProviderStatus
-      key1: val1
-"),
-    )
-    .await;
-    let first = h.wait_finished("default", "changed").await;
-    assert_eq!(first.status().provider_status.unwrap()["key1"], "val1");
-
-    let patch = json!({"spec": {"config": {"providerStatus": {"key1": "val2"}}}});
-    h.items("default")
-        .patch("changed", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    let second = h
-        .wait_for("default", "changed", Duration::from_secs(20), |i| {
-            let s = i.status();
-            s.job_id != first.status().job_id && s.job_id == s.job_id_finished
-        })
-        .await;
-    let s = second.status();
-    assert_eq!(s.observed_generation, 2);
-    assert_eq!(s.provider_status.unwrap()["key1"], "val2");
-}
-
 /// Given the full item cache, when a finished item is deleted, then the host removes its
 /// finalizer and the item is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,34 +145,4 @@ async fn given_the_full_item_cache_when_an_item_is_deleted_then_it_disappears() 
         .unwrap();
     h.wait_gone("default", "to-delete", Duration::from_secs(20))
         .await;
-}
-
-/// Given the full item cache, when an item's config is broken, then it fails with a
-/// configuration problem that says what is wrong.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_the_full_item_cache_when_the_config_is_broken_then_the_item_fails() {
-    let h = Harness::start_with(options(ItemCache::Full, true)).await;
-    h.create_item(
-        r#"
-apiVersion: landscaper.gardener.cloud/v1alpha1
-kind: DeployItem
-metadata: {name: broken, namespace: default}
-spec:
-  type: landscaper.gardener.cloud/mock
-  config:
-    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    phase: [not, a, phase]
-"#,
-    )
-    .await;
-    let s = h.wait_finished("default", "broken").await.status();
-    assert_eq!(s.phase, Phase::Failed);
-    let err = s.last_error.unwrap();
-    assert!(
-        err.codes
-            .contains(&codes::CONFIGURATION_PROBLEM.to_string()),
-        "{err:?}"
-    );
-    assert!(err.message.contains("phase"), "{}", err.message);
 }

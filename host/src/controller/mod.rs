@@ -136,26 +136,10 @@ pub async fn run(
                     }
                 }
             });
-            let api = items_api::<PartialObjectMeta<DeployItem>>(&deployer, &namespace);
-            drive(
-                controller_for(api, &deployer),
-                deployer.clone(),
-                workers,
-                shutdown,
-            )
-            .await;
+            drive::<PartialObjectMeta<DeployItem>>(&deployer, &namespace, workers, shutdown).await;
             sweep.abort();
         }
-        ItemCache::Full => {
-            let api = items_api::<DeployItem>(&deployer, &namespace);
-            drive(
-                controller_for(api, &deployer),
-                deployer.clone(),
-                workers,
-                shutdown,
-            )
-            .await;
-        }
+        ItemCache::Full => drive::<DeployItem>(&deployer, &namespace, workers, shutdown).await,
     }
     deployer.stats.watch_synced.store(false, Ordering::Relaxed);
     if let Some(cleaner) = cleaner {
@@ -196,13 +180,15 @@ fn controller_for<K: WatchedItem>(api: Api<K>, deployer: &Arc<Deployer>) -> Cont
     kube_runtime::Controller::for_stream(items, reader)
 }
 
-/// Runs `controller` until shutdown, and reports ready once its store has listed every item.
+/// Runs a controller over the items as `K` until shutdown, and reports ready once its store has
+/// listed every item.
 async fn drive<K: WatchedItem>(
-    controller: Controller<K>,
-    deployer: Arc<Deployer>,
+    deployer: &Arc<Deployer>,
+    namespace: &Option<String>,
     workers: usize,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let controller = controller_for(items_api::<K>(deployer, namespace), deployer);
     let plugin_changes = deployer.plugins.changes();
     // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.
     let store = controller.store();
@@ -229,7 +215,7 @@ async fn drive<K: WatchedItem>(
         // A new or removed deployer changes which items are ours: look at every item again.
         .reconcile_all_on(plugin_changes)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, deployer)
+        .run(reconcile, error_policy, deployer.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %crate::apierrors::render_error(&e), "reconcile error");
