@@ -306,8 +306,12 @@ async fn given_a_cluster_when_a_run_is_recorded_then_it_replays_offline_and_a_ch
     .await;
     assert!(!ok, "{changed}");
     let diverged = changed["replayDiverged"].as_str().unwrap_or_default();
+    // (the first call that departs: the create of the other ConfigMap, where the recording
+    // has the create of `recorded`)
     assert!(
-        diverged.contains("name: \"other\"") && diverged.contains("where the recording has"),
+        diverged.contains("\\\"name\\\":\\\"other\\\"")
+            && diverged.contains("where the recording has")
+            && diverged.contains("\\\"name\\\":\\\"recorded\\\""),
         "{changed}"
     );
 }
