@@ -470,11 +470,11 @@ pub fn not_in<'a>(
 mod tests {
     use super::*;
     use crate::spec::ReadinessChecks;
-    use sdk_guest::{KubeOp, LogLevel, NativeHost, ResourceInfo};
+    use crate::test_host::{KubeOnly, OPTS};
+    use sdk_guest::{KubeOp, ResourceInfo};
     use serde_json::json;
     use std::collections::BTreeMap;
     use std::sync::Mutex;
-    use std::time::Duration;
 
     /// ConfigMaps in memory, and the requests that reached them.
     #[derive(Default)]
@@ -500,16 +500,7 @@ mod tests {
         fn requests(&self) -> Vec<String> {
             self.requests.lock().unwrap().clone()
         }
-    }
 
-    impl NativeHost for Cluster {
-        fn log(&self, _level: LogLevel, _message: &str) {}
-        fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
-            Ok(())
-        }
-        fn remaining(&self) -> Option<Duration> {
-            None
-        }
         fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
             let mut objects = self.objects.lock().unwrap();
             let name_of = |json: &str| -> (Value, String) {
@@ -557,14 +548,6 @@ mod tests {
         }
     }
 
-    const OPTS: Options = Options {
-        owner_label: "test/item",
-        field_manager: "test",
-        default_readiness_checkpoint: "test: default readiness checks",
-        custom_readiness_checkpoint: "test: custom readiness checks",
-        config_operation: "Test",
-    };
-
     fn cm(name: &str, labels: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": name, "namespace": "default", "labels": labels},
@@ -603,7 +586,8 @@ mod tests {
     }
 
     fn apply_to(cluster: &Cluster, spec: &Spec, known: &[ManagedResource]) -> Outcome {
-        let out = apply(&Ctx::native(cluster), "item", spec, &OPTS, known).unwrap();
+        let host = KubeOnly(|op| cluster.kube(op));
+        let out = apply(&Ctx::native(&host), "item", spec, &OPTS, known).unwrap();
         assert!(out.error.is_none(), "{:?}", out.error);
         out
     }
@@ -658,8 +642,9 @@ mod tests {
             refuse_creates: Some(forbidden),
             ..Cluster::default()
         };
+        let host = KubeOnly(|op| cluster.kube(op));
         let out = apply(
-            &Ctx::native(&cluster),
+            &Ctx::native(&host),
             "item",
             &spec(&["a"], Policy::Manage),
             &OPTS,

@@ -44,6 +44,42 @@ pub mod spec;
 pub mod strategies;
 pub mod wait;
 
+/// What the unit tests share: a host that only answers Kubernetes calls, and a deployer's
+/// options.
+#[cfg(test)]
+mod test_host {
+    use sdk_guest::{DeployerError, KubeOp, LogLevel, NativeHost};
+    use std::time::Duration;
+
+    /// Options of the tests' deployer.
+    pub(crate) const OPTS: crate::Options = crate::Options {
+        owner_label: "test/item",
+        field_manager: "test",
+        default_readiness_checkpoint: "test: default readiness checks",
+        custom_readiness_checkpoint: "test: custom readiness checks",
+        config_operation: "Test",
+    };
+
+    /// A host whose Kubernetes calls the closure answers; no logs, no deadline.
+    pub(crate) struct KubeOnly<F>(pub F);
+
+    impl<F> NativeHost for KubeOnly<F>
+    where
+        F: Fn(KubeOp) -> Result<Option<String>, DeployerError> + Send + Sync,
+    {
+        fn log(&self, _level: LogLevel, _message: &str) {}
+        fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
+            Ok(())
+        }
+        fn remaining(&self) -> Option<Duration> {
+            None
+        }
+        fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
+            (self.0)(op)
+        }
+    }
+}
+
 /// What makes the applier one deployer's: the label that marks the objects it owns, the field
 /// manager of its server-side applies, and the names of its readiness checkpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

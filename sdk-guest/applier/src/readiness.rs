@@ -345,10 +345,10 @@ pub fn custom_checks(
 mod tests {
     use super::*;
     use crate::spec::ObjectReference;
-    use sdk_guest::{KubeOp, LogLevel, NativeHost};
+    use crate::test_host::{KubeOnly, OPTS};
+    use sdk_guest::KubeOp;
     use serde_json::json;
     use std::sync::Mutex;
-    use std::time::Duration;
 
     /// A cluster in which every object exists and is ready; records the GETs.
     #[derive(Default)]
@@ -356,14 +356,7 @@ mod tests {
         gets: Mutex<Vec<String>>,
     }
 
-    impl NativeHost for Cluster {
-        fn log(&self, _level: LogLevel, _message: &str) {}
-        fn checkpoint(&self, _name: &str) -> Result<(), DeployerError> {
-            Ok(())
-        }
-        fn remaining(&self) -> Option<Duration> {
-            None
-        }
+    impl Cluster {
         fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
             let KubeOp::Get(r) = op else {
                 panic!("only GETs expected, got {op:?}");
@@ -390,18 +383,11 @@ mod tests {
         }
     }
 
-    const OPTS: Options = Options {
-        owner_label: "test/item",
-        field_manager: "test",
-        default_readiness_checkpoint: "test: default readiness checks",
-        custom_readiness_checkpoint: "test: custom readiness checks",
-        config_operation: "Test",
-    };
-
     /// GETs of one default check over `managed` after writing `written`.
     fn gets(managed: &[ManagedResource], written: &[ManagedResource]) -> Vec<String> {
         let cluster = Cluster::default();
-        let round = default_check(&Ctx::native(&cluster), managed, written, &OPTS).unwrap();
+        let host = KubeOnly(|op| cluster.kube(op));
+        let round = default_check(&Ctx::native(&host), managed, written, &OPTS).unwrap();
         assert!(round.is_ok(), "{round:?}");
         cluster.gets.into_inner().unwrap()
     }
