@@ -233,9 +233,16 @@ async fn given_annotate_before_delete_then_the_object_carries_them_when_it_is_de
         live["metadata"]["annotations"],
         json!({"existing": "yes", "deleted-by": "landscaper"})
     );
-    let s = h.items("default").get("abd").await.unwrap().status();
-    assert_ne!(s.job_id, first);
-    assert_eq!(s.phase, Phase::Deleting, "waits for the object");
+    // The host writes `Deleting` when the plugin's delete call returns, which may be just after
+    // the API server set the deletionTimestamp: wait for it rather than race it.
+    let s = h
+        .wait_for("default", "abd", Duration::from_secs(20), |i| {
+            i.status().phase == Phase::Deleting
+        })
+        .await
+        .status();
+    assert_ne!(s.job_id, first, "the deletion is a new job");
+    assert_ne!(s.job_id, s.job_id_finished, "and it waits for the object");
     merge(
         &h,
         "v1",
