@@ -159,8 +159,6 @@ where
         };
         let events = watcher(api, watcher::Config::default())
             .default_backoff()
-            // Kept objects are read, never written back: their field managers are dead weight.
-            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
             .reflect(writer);
         futures::pin_mut!(events);
         let mut failing = false;

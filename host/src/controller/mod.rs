@@ -23,6 +23,7 @@ mod sweep;
 mod workers;
 mod written;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -30,7 +31,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
@@ -68,7 +69,47 @@ trait WatchedItem:
     fn watched(&self) -> Watched<'_>;
 }
 
-impl WatchedItem for PartialObjectMeta<DeployItem> {
+/// A DeployItem as the default watch reads it: `PartialObjectMeta<DeployItem>` (the server sends
+/// metadata only), but read without managedFields like every model type
+/// ([`landscaper_model::meta`]).
+#[derive(Clone, Debug, serde::Deserialize)]
+pub(crate) struct ItemMeta {
+    #[serde(
+        default,
+        deserialize_with = "landscaper_model::meta::without_managed_fields"
+    )]
+    metadata: ObjectMeta,
+}
+
+impl Resource for ItemMeta {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    /// Lists and watches ask for `PartialObjectMetadata[List]`.
+    fn metadata_api() -> bool {
+        true
+    }
+    fn kind(_: &()) -> Cow<'_, str> {
+        DeployItem::kind(&())
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        DeployItem::group(&())
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        DeployItem::version(&())
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        DeployItem::plural(&())
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl WatchedItem for ItemMeta {
     fn watched(&self) -> Watched<'_> {
         Watched {
             meta: &self.metadata,
@@ -136,7 +177,7 @@ pub async fn run(
                     }
                 }
             });
-            drive::<PartialObjectMeta<DeployItem>>(&deployer, &namespace, workers, shutdown).await;
+            drive::<ItemMeta>(&deployer, &namespace, workers, shutdown).await;
             sweep.abort();
         }
         ItemCache::Full => drive::<DeployItem>(&deployer, &namespace, workers, shutdown).await,
@@ -154,10 +195,8 @@ fn items_api<K: WatchedItem>(deployer: &Deployer, namespace: &Option<String>) ->
     }
 }
 
-/// A Controller over every item of `api`, whose store keeps no managedFields: the API server
-/// sends them with every object (metadata-only ones too), they are most of a small item's
-/// bytes, and nothing here reads them.
-/// A deleted item's entries in the host's per-item memories go with it.
+/// A Controller over every item of `api`. Its store keeps no managedFields: both item types skip
+/// them when they are read. A deleted item's entries in the host's per-item memories go with it.
 fn controller_for<K: WatchedItem>(api: Api<K>, deployer: &Arc<Deployer>) -> Controller<K> {
     let writer = reflector::store::Writer::<K>::default();
     let reader = writer.as_reader();
@@ -172,8 +211,6 @@ fn controller_for<K: WatchedItem>(api: Api<K>, deployer: &Arc<Deployer>) -> Cont
                 deployer.backoff.succeeded(&item_key(meta));
             }
         })
-        // (`None`, not an empty list: a write of the cached item must not send `[]`)
-        .modify(|item: &mut K| item.meta_mut().managed_fields = None)
         .reflect(writer)
         .applied_objects();
     // `for_stream` is behind kube-runtime's `unstable-runtime-stream-control` (Cargo.toml).

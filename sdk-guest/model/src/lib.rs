@@ -14,6 +14,7 @@
 //! - [`codes`]: Landscaper's `ERR_*` codes.
 //! - [`wire`]: the WIT ↔ model conversions, as macros expanded once on each side of the
 //!   boundary (wasmtime bindings in the runtime, wit-bindgen bindings in the SDK).
+//! - [`meta`]: `metadata` read without `managedFields`.
 //! - [`duration`], [`time`]: Landscaper's duration strings and Kubernetes timestamps.
 //!
 //! Owns: data and the rules that are pure properties of the data (phase predicates,
@@ -24,6 +25,7 @@
 pub mod codes;
 pub mod duration;
 pub mod hooks;
+pub mod meta;
 pub mod plugin;
 pub mod resources;
 pub mod time;

@@ -4,7 +4,8 @@
 //! Every struct keeps fields it does not know in `extra`, so a read-modify-write (a status `PUT`)
 //! never drops what another writer (the Landscaper, a newer CRD version) put there. Each
 //! resource implements `k8s_openapi::Resource` and `Metadata`, which makes it a `kube::Resource`
-//! for the host without this crate depending on kube.
+//! for the host without this crate depending on kube. Their `metadata` is read without
+//! `managedFields` ([`crate::meta`]).
 
 use std::collections::BTreeMap;
 
@@ -90,7 +91,7 @@ pub struct DeployItem {
     pub api_version: String,
     #[serde(default = "deploy_item_kind")]
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::meta::without_managed_fields")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: DeployItemSpec,
@@ -345,7 +346,7 @@ pub struct Target {
     pub api_version: String,
     #[serde(default = "target_kind")]
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::meta::without_managed_fields")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: TargetSpec,
@@ -389,7 +390,7 @@ pub struct Context {
     pub api_version: String,
     #[serde(default = "context_kind")]
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::meta::without_managed_fields")]
     pub metadata: ObjectMeta,
     /// The component repository (OCM/legacy repository context).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -432,7 +433,7 @@ pub struct SyncObject {
     pub api_version: String,
     #[serde(default = "sync_object_kind")]
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::meta::without_managed_fields")]
     pub metadata: ObjectMeta,
     pub spec: SyncObjectSpec,
 }

@@ -195,29 +195,11 @@ pub(crate) fn item_json_for_plugins(item: &DeployItem) -> serde_json::Result<Str
         #[serde(skip_serializing_if = "Option::is_none")]
         status: &'a Option<crate::landscaper::DeployItemStatus>,
     }
-    let m = &item.metadata;
-    // Every field but managedFields (listed, so a new field of ObjectMeta fails to compile here).
-    let metadata = ObjectMeta {
-        annotations: m.annotations.clone(),
-        creation_timestamp: m.creation_timestamp.clone(),
-        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-        deletion_timestamp: m.deletion_timestamp.clone(),
-        finalizers: m.finalizers.clone(),
-        generate_name: m.generate_name.clone(),
-        generation: m.generation,
-        labels: m.labels.clone(),
-        managed_fields: None,
-        name: m.name.clone(),
-        namespace: m.namespace.clone(),
-        owner_references: m.owner_references.clone(),
-        resource_version: m.resource_version.clone(),
-        self_link: m.self_link.clone(),
-        uid: m.uid.clone(),
-    };
     serde_json::to_string(&View {
         api_version: &item.api_version,
         kind: &item.kind,
-        metadata: &metadata,
+        // Read without managedFields (`landscaper_model::meta`).
+        metadata: &item.metadata,
         spec: &item.spec,
         status: &item.status,
     })
