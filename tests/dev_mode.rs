@@ -105,7 +105,7 @@ async fn dev_mode_runs_the_mock_example_to_succeeded_and_deletes_it() {
             &kubectl,
             &dev.kubeconfig,
             home.path(),
-            &["get", "deployitem", "my-mock-item", "-o", "json"],
+            &["get", "deployitem", "hello-mock", "-o", "json"],
         );
         let item: DeployItem = serde_json::from_str(&yaml).unwrap();
         let s = item.status();
@@ -125,12 +125,12 @@ async fn dev_mode_runs_the_mock_example_to_succeeded_and_deletes_it() {
         &kubectl,
         &dev.kubeconfig,
         home.path(),
-        &["delete", "deployitem", "my-mock-item", "--timeout=30s"],
+        &["delete", "deployitem", "hello-mock", "--timeout=30s"],
     );
     let out = Command::new(&kubectl)
         .arg("--kubeconfig")
         .arg(&dev.kubeconfig)
-        .args(["get", "deployitem", "my-mock-item"])
+        .args(["get", "deployitem", "hello-mock"])
         .env("HOME", home.path())
         .output()
         .unwrap();
@@ -153,7 +153,7 @@ async fn check_over_http(dev: &DevProcess) {
     api.create(&Default::default(), &item).await.unwrap();
     let started = Instant::now();
     loop {
-        let s = api.get("my-mock-item").await.unwrap().status();
+        let s = api.get("hello-mock").await.unwrap().status();
         if !s.job_id.is_empty() && s.job_id == s.job_id_finished {
             assert_eq!(s.phase, Phase::Succeeded);
             break;
@@ -161,11 +161,9 @@ async fn check_over_http(dev: &DevProcess) {
         assert!(started.elapsed() < Duration::from_secs(20));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    api.delete("my-mock-item", &Default::default())
-        .await
-        .unwrap();
+    api.delete("hello-mock", &Default::default()).await.unwrap();
     let started = Instant::now();
-    while api.get_opt("my-mock-item").await.unwrap().is_some() {
+    while api.get_opt("hello-mock").await.unwrap().is_some() {
         assert!(started.elapsed() < Duration::from_secs(20));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

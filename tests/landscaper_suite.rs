@@ -1,5 +1,6 @@
 //! Landscaper's own integration tests against our host: the compiled ginkgo suite of the real
-//! Landscaper (`../shared/tools/real-landscaper path integration.test`) runs against
+//! Landscaper (`integration.test` in `$REAL_LANDSCAPER_BIN`, built outside this repository; without
+//! it the test says `SKIP`, naming the variable) runs against
 //! `deployer-host dev --no-landscaper` (the embedded API server and our host as the only
 //! deployer) and the real Landscaper controller in both modes.
 //!
@@ -180,10 +181,10 @@ fn start_host(dir: &Path) -> (Process, String) {
     (child, url.to_string())
 }
 
-/// The suite reads its test data relative to Landscaper's repository root. The tool's tree has
-/// `test/` and `hack/`; the Manifest Deployer spec also reads an example DeployItem from
-/// `examples/deploy-items/`, which the source snapshot lacks: a copy of the tree in `dir` gets
-/// it from `../shared/landscaper/examples/` (the same file).
+/// The suite reads its test data relative to Landscaper's repository root. `$REAL_LANDSCAPER_BIN`
+/// has `tree/test` (and `tree/hack` where it was copied too); the Manifest Deployer spec also
+/// reads an example DeployItem from `examples/deploy-items/`, which a copy of the tree in `dir`
+/// gets from `../shared/landscaper/examples/`.
 fn suite_tree(suite: &Path, dir: &Path) -> PathBuf {
     let tree = dir.join("tree");
     std::fs::create_dir_all(tree.join("examples/deploy-items")).unwrap();
@@ -191,7 +192,7 @@ fn suite_tree(suite: &Path, dir: &Path) -> PathBuf {
     let status = Command::new("cp")
         .arg("-r")
         .arg(built.join("test"))
-        .arg(built.join("hack"))
+        .args(Some(built.join("hack")).filter(|h| h.exists()))
         .arg(&tree)
         .status()
         .expect("cp");

@@ -346,8 +346,7 @@ async fn host_rss(n: usize, dir: &Path) -> u64 {
     // CRDs and objects, through HTTP like any client.
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         Api::all(client.clone());
-    for crd in deployer_host::dev::LANDSCAPER_CRDS {
-        let crd = serde_yaml::from_str(crd).unwrap();
+    for crd in deployer_host::crds::landscaper() {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1,6 +1,7 @@
 //! Side by side with Landscaper's Go deployers: the same DeployItems on the same API server,
 //! served by one of Landscaper's Go deployers (`../shared/tools/real-landscaper deployer KIND`,
-//! client rate limits lifted) and by our host (`deployer-host run`), at the same worker count
+//! binaries from `$REAL_LANDSCAPER_BIN`, built outside this repository; SKIP without them; client
+//! rate limits lifted) and by our host (`deployer-host run`), at the same worker count
 //! where the peer has one (the Go mock deployer has one worker, fixed).
 //!
 //! `cargo bench -p deployer-host --bench peers` (or `cargo xtask bench`). Environment:
@@ -210,8 +211,10 @@ impl Cluster {
                     ..Default::default()
                 })
                 .expect("server");
-                for crd in deployer_host::dev::LANDSCAPER_CRDS {
-                    server.install_yaml_documents(crd).expect("CRD");
+                for crd in deployer_host::crds::landscaper() {
+                    server
+                        .install_object(serde_json::to_value(crd).unwrap())
+                        .expect("CRD");
                 }
                 let serving = server.serve_on_loopback().await.unwrap();
                 (
@@ -703,6 +706,20 @@ fn main() {
         workspace().join("target/plugins/mock.wasm").exists(),
         "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
     );
+    // The peers are Landscaper's Go deployers, built outside this repository and found in
+    // $REAL_LANDSCAPER_BIN: without them there is nothing to compare with.
+    for binary in ["mock-deployer", "manifest-deployer", "helm-deployer"] {
+        let found = Command::new(real_landscaper())
+            .args(["path", binary])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            eprintln!(
+                "SKIP peers: Landscaper's Go {binary} is not in $REAL_LANDSCAPER_BIN (docs/real-landscaper.md says what the binaries are)"
+            );
+            return;
+        }
+    }
     let sizes: Vec<usize> = list("BENCH_PEERS_ITEMS", "1000,10000")
         .iter()
         .filter_map(|s| s.parse().ok())

@@ -56,8 +56,10 @@ fn item(i: usize, job: bool) -> serde_json::Value {
 
 async fn point(n: usize, dir: &std::path::Path) -> Point {
     let server = ApiServer::new(Default::default()).expect("server");
-    for crd in deployer_host::dev::LANDSCAPER_CRDS {
-        server.install_yaml_documents(crd).expect("CRD");
+    for crd in deployer_host::crds::landscaper() {
+        server
+            .install_object(serde_json::to_value(crd).unwrap())
+            .expect("CRD");
     }
     server
         .install_yaml_documents(

@@ -15,7 +15,15 @@
 //! forth, and an older host never downgrades it. Helm's ownership metadata a chart of old (the
 //! CRD as a template) left on it is dropped on replace.
 //!
-//! Owns: the CRD object. Must not touch: WasmPlugin objects, any other CRD.
+//!
+//! Landscaper's CRDs (DeployItem, Target, Context, SyncObject, LsHealthCheck) are generated from
+//! `landscaper-model`'s types ([`landscaper`]); the chart ships them in Helm's `crds/` directory
+//! (`charts/wasm-deployer/charts/landscaper-crds/crds/`, written and checked by
+//! `deployer-host crds`, which `cargo xtask crds` and `cargo xtask test` run), and dev mode
+//! installs them. The host never installs them into a cluster: Landscaper, or the chart, does.
+//!
+//! Owns: the CRD objects and the chart's files of Landscaper's CRDs. Must not touch: WasmPlugin
+//! objects, any other CRD.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -26,6 +34,71 @@ use crate::apierrors::{self, Lookup};
 /// The WasmPlugin CRD the host ships (the chart's `files/` copy, the one dev mode installs).
 pub const WASM_PLUGIN_CRD: &str =
     include_str!("../../charts/wasm-deployer/files/wasm-deployer.dev_wasmplugins.yaml");
+
+/// Where the chart keeps Landscaper's CRDs, relative to the repository root.
+pub const LANDSCAPER_CRDS_DIR: &str = "charts/wasm-deployer/charts/landscaper-crds/crds";
+
+/// Landscaper's CRDs, generated from `landscaper-model`'s types.
+pub fn landscaper() -> Vec<CustomResourceDefinition> {
+    landscaper_model::crd::definitions()
+        .into_iter()
+        .map(|g| g.crd)
+        .collect()
+}
+
+/// Landscaper's CRDs as the chart's files: `(file name, YAML)`.
+pub fn landscaper_files() -> Vec<(String, String)> {
+    landscaper_model::crd::definitions()
+        .into_iter()
+        .map(|g| {
+            let yaml = serde_yaml::to_string(&g.crd).expect("a CRD serializes");
+            (
+                g.file_name,
+                format!(
+                    "# Generated from landscaper-model's types (sdk-guest/model/src/resources.rs, crd.rs)\n\
+                     # by `cargo xtask crds`; `cargo xtask test` checks it is what the code generates. Do not edit.\n\
+                     {yaml}"
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Writes [`landscaper_files`] into `dir` (`check`: only compares), removing any other
+/// `.yaml` there. Returns the files that differed (with `check`, an error names them).
+pub fn write_landscaper_files(dir: &std::path::Path, check: bool) -> anyhow::Result<Vec<String>> {
+    use anyhow::Context as _;
+    let files = landscaper_files();
+    let mut differing = Vec::new();
+    for (name, text) in &files {
+        let path = dir.join(name);
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            differing.push(name.clone());
+            if !check {
+                std::fs::create_dir_all(dir)?;
+                std::fs::write(&path, text)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+    }
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let name = entry?.file_name().to_string_lossy().to_string();
+        if name.ends_with(".yaml") && !files.iter().any(|(n, _)| *n == name) {
+            differing.push(format!("{name} (not generated)"));
+            if !check {
+                std::fs::remove_file(dir.join(&name))?;
+            }
+        }
+    }
+    if check && !differing.is_empty() {
+        anyhow::bail!(
+            "{} is not what landscaper-model generates ({}): run `cargo xtask crds`",
+            dir.display(),
+            differing.join(", ")
+        );
+    }
+    Ok(differing)
+}
 
 /// How long [`ensure_wasm_plugin_crd`] waits for a CRD it wrote to be served.
 const ESTABLISHED_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
@@ -190,6 +263,64 @@ mod tests {
             (REVISION, SPEC_SHA256),
             "the WasmPlugin CRD changed: bump {REVISION_ANNOTATION} in its file and set REVISION \
              and SPEC_SHA256 here to the new values"
+        );
+    }
+
+    #[test]
+    fn the_charts_landscaper_crds_are_what_the_model_generates() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(LANDSCAPER_CRDS_DIR);
+        write_landscaper_files(&dir, true).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_generated_landscaper_crds_install_and_serve_landscaper_objects() {
+        // Given the generated CRDs installed through the API (as Helm's crds/ does),
+        let (server, api) = server();
+        for crd in landscaper() {
+            api.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        // when an item as Landscaper writes it, a status as a deployer writes it, and fields
+        // nobody defined arrive,
+        let client = server.client();
+        let items: Api<landscaper_model::DeployItem> = Api::namespaced(client.clone(), "default");
+        let item: landscaper_model::DeployItem = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "default"},
+            "spec": {"type": "landscaper.gardener.cloud/mock", "target": {"name": "t"},
+                     "onDelete": {"skipUninstallIfClusterRemoved": true},
+                     "config": {"apiVersion": "mock.deployer.landscaper.gardener.cloud/v1alpha1",
+                                "kind": "ProviderConfiguration", "phase": "Succeeded"},
+                     "typo": 1}
+        }))
+        .unwrap();
+        let created = items.create(&PostParams::default(), &item).await.unwrap();
+        let mut with_status = created.clone();
+        with_status.status = Some(landscaper_model::DeployItemStatus {
+            phase: landscaper_model::Phase::Succeeded,
+            observed_generation: 1,
+            job_id: "j".into(),
+            job_id_finished: "j".into(),
+            last_reconcile_time: Some("2026-01-01T00:00:00Z".into()),
+            ..Default::default()
+        });
+        let written = items
+            .replace_status(
+                "a",
+                &PostParams::default(),
+                serde_json::to_vec(&with_status).unwrap(),
+            )
+            .await
+            .unwrap();
+        // then what the model names is kept, the config whole, and the unknown field pruned.
+        assert_eq!(written.spec.on_delete, created.spec.on_delete);
+        assert!(created.spec.on_delete.is_some());
+        assert_eq!(created.spec.config, item.spec.config);
+        assert!(!created.spec.extra.contains_key("typo"));
+        let status = written.status.unwrap();
+        assert_eq!(
+            (status.job_id.as_str(), status.phase.as_str()),
+            ("j", "Succeeded")
         );
     }
 

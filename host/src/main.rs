@@ -96,6 +96,18 @@ enum Command {
         #[command(flatten)]
         faults: FaultArgs,
     },
+    /// Landscaper's CRDs (DeployItem, Target, Context, SyncObject, LsHealthCheck), generated from
+    /// the host's model: printed as one YAML stream, or written as the chart's files.
+    Crds {
+        /// Write one file per CRD into this directory (the chart's
+        /// `charts/wasm-deployer/charts/landscaper-crds/crds`) instead of printing them.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// With `--out`: write nothing, fail if the directory's files differ from what the
+        /// code generates.
+        #[arg(long, requires = "out")]
+        check: bool,
+    },
     /// Helm-exact chart rendering (the engine the helm deployer plugin uses).
     Helm {
         #[command(subcommand)]
@@ -733,6 +745,25 @@ async fn run_command() -> anyhow::Result<()> {
                 Ok(())
             }
         },
+        Command::Crds { out: None, .. } => {
+            let files = deployer_host::crds::landscaper_files();
+            for (_, yaml) in files {
+                print!("---\n{yaml}");
+            }
+            Ok(())
+        }
+        Command::Crds {
+            out: Some(dir),
+            check,
+        } => {
+            let changed = deployer_host::crds::write_landscaper_files(&dir, check)?;
+            if check {
+                println!("{}: up to date", dir.display());
+            } else {
+                println!("{}: {} file(s) written", dir.display(), changed.len());
+            }
+            Ok(())
+        }
         Command::Container { command } => {
             use deployer_host::container::runner;
             match command {

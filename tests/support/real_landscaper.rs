@@ -1,12 +1,15 @@
-//! The real Gardener Landscaper (`../shared/tools/real-landscaper`: its controller in both modes,
-//! built once from source and cached in `~/.cache`) as a partner of the stories, and helpers to
-//! read what it writes (Installations, Executions, DataObjects), which the host never reads.
+//! The real Gardener Landscaper (`../shared/tools/real-landscaper`: its controller in both modes)
+//! as a partner of the stories, and helpers to read what it writes (Installations, Executions,
+//! DataObjects), which the host never reads.
 //!
-//! Nothing here builds Landscaper: `cargo xtask test --real-landscaper` and `.ci/run` do, before
-//! the tests. A story without the built binaries says `SKIP` (a failure with `CI=true`).
+//! Optional: this repository neither ships nor builds Landscaper. Its binaries (Landscaper's public
+//! source, v0.99.0-dev, built outside the repository) are found by the tool in
+//! `$REAL_LANDSCAPER_BIN` (`docs/real-landscaper.md`). Without them every test that needs them
+//! prints one `SKIP` line naming the variable and returns — in CI too, where they are absent.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use kube::Client;
@@ -19,36 +22,24 @@ pub fn tool() -> PathBuf {
         .join("../../shared/tools/real-landscaper/real-landscaper")
 }
 
-/// Where the tool keeps its build (`REAL_LANDSCAPER_CACHE`, else `~/.cache/real-landscaper/<rev>`,
-/// `<rev>` read from the script as it computes it).
-pub fn cache_dir() -> Option<PathBuf> {
-    if let Ok(dir) = std::env::var("REAL_LANDSCAPER_CACHE") {
-        return Some(PathBuf::from(dir));
-    }
-    let script = std::fs::read_to_string(tool()).ok()?;
-    let rev = script
-        .lines()
-        .find_map(|l| l.strip_prefix("REV="))?
-        .trim()
-        .to_string();
-    let home = std::env::var("HOME").ok()?;
-    Some(PathBuf::from(home).join(".cache/real-landscaper").join(rev))
-}
-
-/// The path of a built binary (`landscaper-controller`, `integration.test`, ...), or `None` with
-/// a `SKIP` line; with `CI=true` a missing build is a failure.
+/// The path of one of Landscaper's binaries (`landscaper-controller`, `integration.test`, ...), as
+/// `real-landscaper path NAME` finds it in `$REAL_LANDSCAPER_BIN`; `None` when it is absent, with
+/// one `SKIP` line per test binary that names the variable.
 pub fn built(name: &str) -> Option<PathBuf> {
-    let path = cache_dir().map(|d| d.join(name));
-    if let Some(p) = path.as_ref().filter(|p| p.exists()) {
-        return Some(p.clone());
-    }
-    let why = format!(
-        "the real Landscaper is not built ({}): run `cargo xtask test --real-landscaper` or `{} build`",
-        path.map(|p| p.display().to_string()).unwrap_or_default(),
-        tool().display()
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("SKIP: {why}");
+    let out = Command::new(tool()).arg("path").arg(name).output();
+    let why = match out {
+        Ok(out) if out.status.success() => {
+            return Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+        }
+        Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        Err(e) => format!("{} cannot run ({e})", tool().display()),
+    };
+    static SAID: OnceLock<()> = OnceLock::new();
+    SAID.get_or_init(|| {
+        eprintln!(
+            "SKIP: the real Landscaper is not available: {why} (REAL_LANDSCAPER_BIN names the directory of its binaries; docs/real-landscaper.md)"
+        )
+    });
     None
 }
 
@@ -68,6 +59,41 @@ macro_rules! require_real_landscaper {
             return;
         }
     };
+}
+
+/// Landscaper installs its own CRDs when it starts, over ours. This puts back the CRDs this
+/// project generates (`deployer_host::crds::landscaper`) for the kinds the chart ships, so that
+/// every write Landscaper makes to them afterwards is judged by our schemas: a field they lack
+/// would be pruned, and the story would fail.
+fn put_back_our_crds(kubeconfig: &Path) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let kubeconfig = kubeconfig.to_path_buf();
+    // A thread of its own: `start` may run on a runtime's blocking thread, where no second
+    // runtime may block.
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let file = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
+            let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .expect("kubeconfig");
+            let api: Api<CustomResourceDefinition> =
+                Api::all(Client::try_from(config).expect("client"));
+            for mut crd in deployer_host::crds::landscaper() {
+                let name = crd.metadata.name.clone().unwrap_or_default();
+                let current = api.get(&name).await.expect("Landscaper installed the CRD");
+                crd.metadata.resource_version = current.metadata.resource_version;
+                api.replace(&name, &PostParams::default(), &crd)
+                    .await
+                    .unwrap_or_else(|e| panic!("putting back our CRD {name}: {e}"));
+            }
+        })
+    })
+    .join()
+    .expect("putting back our CRDs");
 }
 
 /// Both modes of the Landscaper controller against one API server; stopped when dropped.
@@ -100,6 +126,7 @@ impl RealLandscaper {
             let said_ready =
                 out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ready");
             if said_ready && me.wait_running(Duration::from_secs(60)) {
+                put_back_our_crds(kubeconfig);
                 return me;
             }
             eprintln!(

@@ -1,13 +1,13 @@
 //! `cargo xtask` — repository automation (install-free: it only calls `cargo`).
 //!
 //! Owns: `cargo xtask dev` (the README's run command), `cargo xtask test` (the README's test
-//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask bench` (the end-to-end benchmark), `cargo xtask image` (the container image), `cargo xtask build-polyglot` (the example plugins in Python, JavaScript, C and Go), `cargo xtask go-bindgen` (the Go SDK's canonical-ABI glue from `wit/`, or `--check` it), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
+//! command; `--backends embedded,real` adds the stories on a real kube-apiserver), `cargo xtask crds` (Landscaper's CRDs generated from `landscaper-model` into the chart, or `--check` them), `cargo xtask bench` (the end-to-end benchmark), `cargo xtask image` (the container image), `cargo xtask build-polyglot` (the example plugins in Python, JavaScript, C and Go), `cargo xtask go-bindgen` (the Go SDK's canonical-ABI glue from `wit/`, or `--check` it), and `cargo xtask build-plugins`, which builds every crate under `plugins/` for
 //! `wasm32-wasip2` with `--profile plugin` and copies the components to
 //! `<target-dir>/plugins/<name>.wasm` (test-only plugins, marked with
 //! `[package.metadata.wasm-deployer] test-only = true`, go to `<target-dir>/test-plugins/`;
 //! `dir = "…"` names another directory).
 //! Must not touch: sources (except `go-bindgen`, which rewrites the generated
-//! `sdk-guest/go/internal/wit/`), the host build, or anything outside the target directory.
+//! `sdk-guest/go/internal/wit/`, and `crds`, which rewrites the chart's generated CRDs), the host build, or anything outside the target directory.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -21,16 +21,18 @@ fn usage() -> ! {
     eprintln!(
         "usage: cargo xtask <command>\n\n\
          \x20 dev [ARGS...]              build plugins and host, start `deployer-host dev --apply examples/`\n\
-         \x20 test [--backends embedded,real] [--real-landscaper] [CARGO TEST ARGS...]\n\
-         \x20                            build plugins, then `cargo test --workspace` (embedded API server);\n\
-         \x20                            `real` runs the host's stories again on a real kube-apiserver;\n\
-         \x20                            `--real-landscaper` builds the real Landscaper first (cached), so the\n\
-         \x20                            stories it drives and its own integration suite run, not SKIP\n\
+         \x20 test [--backends embedded,real] [CARGO TEST ARGS...]\n\
+         \x20                            build plugins, check the generated CRDs, then `cargo test --workspace`\n\
+         \x20                            (embedded API server); `real` runs the host's stories again on a real\n\
+         \x20                            kube-apiserver. Stories with the real Landscaper run where\n\
+         \x20                            $REAL_LANDSCAPER_BIN holds its binaries, else say SKIP\n\
+         \x20 crds [--check]             write Landscaper's CRDs, generated from landscaper-model, into the\n\
+         \x20                            chart (`--check`: fail if the chart's files differ)\n\
          \x20 image [--push REF] [--plain-http] [--out DIR]\n\
          \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
          \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
-         \x20 bench                      build plugins (and the real Landscaper and kube-apiserver), run the\n\
-         \x20                            end-to-end, scale, language, helm and peer benchmarks, update docs/benchmarks.md\n\
+         \x20 bench                      build plugins (and the real kube-apiserver), run the end-to-end, scale,\n\
+         \x20                            language, helm and peer benchmarks (peers: $REAL_LANDSCAPER_BIN), update docs\n\
          \x20 build-polyglot [python|js|c|go]...
          \x20                            build the example plugins in other languages (plugins/<lang>/build.sh)
          \x20                            into <target-dir>/polyglot-plugins/<lang>/
@@ -112,7 +114,6 @@ fn main() -> Result<()> {
         }
         Some("test") => {
             let mut backends = vec!["embedded".to_string()];
-            let mut real_landscaper = false;
             let mut rest = Vec::new();
             while let Some(a) = args.next() {
                 match a.as_str() {
@@ -120,18 +121,11 @@ fn main() -> Result<()> {
                         let list = args.next().unwrap_or_else(|| usage());
                         backends = list.split(',').map(str::to_string).collect();
                     }
-                    "--real-landscaper" => real_landscaper = true,
                     _ => rest.push(a),
                 }
             }
-            if real_landscaper {
-                // The stories driven by the real Landscaper and Landscaper's own integration
-                // suite (tests/real_landscaper.rs, tests/landscaper_suite.rs) run in the
-                // embedded pass; without this build they say SKIP.
-                let tool = workspace_root().join("../shared/tools/real-landscaper/real-landscaper");
-                run(Command::new(&tool).arg("build"))
-                    .context("building the real Landscaper (../shared/tools)")?;
-            }
+            // The chart's Landscaper CRDs are what the model generates (as go-bindgen --check).
+            crds(true)?;
             ensure_wasm_target()?;
             build_plugins(&[])?;
             build_polyglot(&[])?;
@@ -156,6 +150,14 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("crds") => {
+            let check = match args.next().as_deref() {
+                None => false,
+                Some("--check") => true,
+                Some(_) => usage(),
+            };
+            crds(check)
+        }
         Some("go-bindgen") => {
             let check = match args.next().as_deref() {
                 None => false,
@@ -173,13 +175,12 @@ fn main() -> Result<()> {
             ensure_wasm_target()?;
             build_plugins(&[])?;
             build_polyglot(&[])?;
-            // The peer benchmark runs Landscaper's Go deployers, and its rows on a real
-            // kube-apiserver 1.20: both tools are built first (cached after the first time).
-            for tool in ["real-landscaper", "real-apiserver"] {
-                let path = workspace_root().join(format!("../shared/tools/{tool}/{tool}"));
-                run(Command::new(&path).arg("build"))
-                    .with_context(|| format!("building {tool} (../shared/tools)"))?;
-            }
+            // The peer benchmark's rows on a real kube-apiserver 1.20: the tool builds it first
+            // (cached after the first time). Landscaper's Go deployers, its peers, are not built
+            // here: they are taken from $REAL_LANDSCAPER_BIN, and the bench says SKIP without them.
+            let tool = workspace_root().join("../shared/tools/real-apiserver/real-apiserver");
+            run(Command::new(&tool).arg("build"))
+                .context("building the real kube-apiserver (../shared/tools)")?;
             // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language,
             // helm, and side by side with Landscaper's Go deployers.
             let args: Vec<String> = args.collect();
@@ -463,6 +464,27 @@ fn gofmt_path(tc: &Path) -> PathBuf {
 }
 
 /// `cargo xtask go-bindgen`: regenerates (or with `check`, checks) sdk-guest/go/internal/wit.
+/// `cargo xtask crds [--check]`: Landscaper's CRDs generated from `landscaper-model` into the
+/// chart, by the host's `deployer-host crds` (built with the workspace's features, so nothing is
+/// compiled twice).
+fn crds(check: bool) -> Result<()> {
+    let root = workspace_root();
+    run(Command::new(cargo()).current_dir(&root).args([
+        "build",
+        "--workspace",
+        "--bin",
+        "deployer-host",
+    ]))?;
+    let mut cmd = Command::new(target_dir()?.join("debug/deployer-host"));
+    cmd.arg("crds")
+        .arg("--out")
+        .arg(root.join("charts/wasm-deployer/charts/landscaper-crds/crds"));
+    if check {
+        cmd.arg("--check");
+    }
+    run(&mut cmd)
+}
+
 fn go_bindgen(check: bool) -> Result<()> {
     let root = workspace_root();
     run(Command::new(cargo()).current_dir(&root).args([

@@ -1,6 +1,6 @@
-//! Real-chart corpus (`shared/charts/bitnami/*`, `shared/charts/ingress-nginx`, and the charts
-//! copied into `tests/helm/corpus/`) compared with Go Helm through the PyPI `helm-python-sdk`
-//! oracle (`tests/oracle/render.py`). Cases whose chart is not on disk are skipped (`SKIP:`).
+//! Real-chart corpus (`../shared/charts/bitnami/*`, `../shared/charts/ingress-nginx` and
+//! `../shared/charts/corpus/*`: public charts kept beside the repository, never in it) compared with Go Helm through the PyPI `helm-python-sdk`
+//! oracle (`tests/oracle/render.py`). Cases whose chart is not on disk are skipped (`SKIP:`; with `CI=true` a failure).
 //!
 //! Objects compared: every document of the release manifest (the `helm template` stream without
 //! hooks, order included) and every hook document. The oracle output is cached under
@@ -9,7 +9,7 @@
 //! `python3`); `CORPUS_DIFF=<chart>` prints the first differing documents.
 //!
 //! `corpus_defaults_match_helm` also renders, with its default values, every chart found under
-//! the corpus roots (`../shared/charts/*`, `../shared/charts/bitnami/*`, `tests/helm/corpus/*`
+//! the corpus roots (`../shared/charts/*`, `../shared/charts/bitnami/*`, `../shared/charts/corpus/*`
 //! and, with `HELM_CORPUS_EXTRA=<dir>`, every chart in `<dir>` with its dependencies vendored
 //! from its siblings, e.g. a bitnami snapshot's `bitnami/`), and fails if any chart Helm renders
 //! differs. Helm renders each chart twice: what differs between its two renders (random

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use embedded_apiserver::ApiServer;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -22,25 +23,6 @@ use crate::config::HostConfig;
 use crate::controller::{self, Deployer};
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, Target};
 use crate::plugins;
-
-/// The Landscaper CRDs, installed into the embedded API server.
-pub const LANDSCAPER_CRDS: [&str; 5] = [
-    include_str!(
-        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_deployitems.yaml"
-    ),
-    include_str!(
-        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_targets.yaml"
-    ),
-    include_str!(
-        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_contexts.yaml"
-    ),
-    include_str!(
-        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_syncobjects.yaml"
-    ),
-    include_str!(
-        "../../../charts/wasm-deployer/charts/landscaper-crds/crds/landscaper.gardener.cloud_lshealthchecks.yaml"
-    ),
-];
 
 /// The project's own CRDs (plugin delivery's `WasmPlugin`).
 pub const OWN_CRDS: [&str; 1] = [crate::crds::WASM_PLUGIN_CRD];
@@ -88,7 +70,12 @@ impl DevEnvironment {
         server: ApiServer,
         target_kubeconfig: String,
     ) -> anyhow::Result<Self> {
-        for crd in LANDSCAPER_CRDS.iter().chain(&OWN_CRDS) {
+        for crd in crate::crds::landscaper() {
+            server
+                .install_object(serde_json::to_value(crd)?)
+                .context("installing Landscaper's CRDs")?;
+        }
+        for crd in OWN_CRDS {
             server
                 .install_yaml_documents(crd)
                 .context("installing the CRDs")?;
@@ -106,20 +93,25 @@ impl DevEnvironment {
 /// Installs Landscaper's CRDs through the API of any cluster (the embedded server installs them
 /// directly) and waits until each is established and served.
 pub async fn install_landscaper_crds(client: &Client) -> anyhow::Result<()> {
-    install_crds(client, &LANDSCAPER_CRDS).await
+    install_crds(client, crate::crds::landscaper()).await
 }
 
 /// Installs the project's own CRDs (`WasmPlugin`) like [`install_landscaper_crds`].
 pub async fn install_own_crds(client: &Client) -> anyhow::Result<()> {
-    install_crds(client, &OWN_CRDS).await
+    let crds = OWN_CRDS
+        .iter()
+        .map(|text| serde_yaml::from_str(text).context("parsing a CRD"))
+        .collect::<anyhow::Result<_>>()?;
+    install_crds(client, crds).await
 }
 
-async fn install_crds(client: &Client, texts: &[&str]) -> anyhow::Result<()> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+async fn install_crds(
+    client: &Client,
+    crds_to_install: Vec<CustomResourceDefinition>,
+) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut names = Vec::new();
-    for text in texts {
-        let crd: CustomResourceDefinition = serde_yaml::from_str(text).context("parsing a CRD")?;
+    for crd in crds_to_install {
         let name = crd.metadata.name.clone().unwrap_or_default();
         if crds.get_opt(&name).await?.is_none() {
             crds.create(&PostParams::default(), &crd)

@@ -12,6 +12,7 @@
 //! - [`hooks`]: what a hook plugin gets and answers ([`HookType`], [`HookInput`],
 //!   [`HookResult`], [`HookSetup`]).
 //! - [`codes`]: Landscaper's `ERR_*` codes.
+//! - `crd` (feature `schema`): Landscaper's CRDs, generated from [`resources`]' types.
 //! - [`wire`]: the WIT ↔ model conversions, as macros expanded once on each side of the
 //!   boundary (wasmtime bindings in the runtime, wit-bindgen bindings in the SDK).
 //! - [`meta`]: `metadata` read without `managedFields`.
@@ -23,6 +24,8 @@
 //! `wasm32-wasip2` with only serde, serde_json and k8s-openapi's data types.
 
 pub mod codes;
+#[cfg(feature = "schema")]
+pub mod crd;
 pub mod duration;
 pub mod hooks;
 pub mod meta;

@@ -68,91 +68,101 @@ pub const CASES: &[Case] = &[
         chart: "../shared/charts/ingress-nginx",
         values: r#"{}"#,
     },
-    // Charts copied into `tests/helm/corpus/` (see each chart's NOTICE for source and commit).
+    // Public charts in `../shared/charts/corpus/` (each NOTICE names its source and commit).
     Case {
         id: "node-exporter",
-        chart: "tests/helm/corpus/prometheus-node-exporter",
+        chart: "../shared/charts/corpus/prometheus-node-exporter",
         values: r#"{"commonLabels":{"foo":"bar","baz":"{{ include \"prometheus-node-exporter.fullname\" . }}"},"podLabels":{"baz":"{{ .Chart.AppVersion }}"},"networkPolicy":{"enabled":true,"ingress":[{"ports":[{"port":9100}]}]},"prometheus":{"monitor":{"enabled":true}},"kubeRBACProxy":{"enabled":true},"verticalPodAutoscaler":{"enabled":true}}"#,
     },
     Case {
         id: "kube-state-metrics",
-        chart: "tests/helm/corpus/kube-state-metrics",
+        chart: "../shared/charts/corpus/kube-state-metrics",
         values: r#"{"selfMonitor":{"enabled":true},"prometheus":{"monitor":{"enabled":true,"additionalLabels":{"release":"prometheus"},"http":{"interval":"30s","honorLabels":true,"relabelings":[{"sourceLabels":["__meta_kubernetes_pod_node_name"],"targetLabel":"node"}]}}},"customResourceState":{"enabled":true,"config":{"spec":{"resources":[{"groupVersionKind":{"group":"apiextensions.k8s.io","version":"v1","kind":"CustomResourceDefinition"},"metricNamePrefix":"ksm_ci_crd","metrics":[{"name":"info","help":"Info metric.","each":{"type":"Info","info":{"labelsFromPath":{"name":["metadata","name"]}}}}]}]}}},"networkPolicy":{"enabled":true},"podDisruptionBudget":{"minAvailable":1},"kubeRBACProxy":{"enabled":true}}"#,
     },
     Case {
         id: "pushgateway",
-        chart: "tests/helm/corpus/prometheus-pushgateway",
+        chart: "../shared/charts/corpus/prometheus-pushgateway",
         values: r#"{"runAsStatefulSet":true,"persistentVolume":{"enabled":true,"size":"1Gi"},"persistentVolumeLabels":{"foo":"bar"},"podLabels":{"foo":"bar"},"serviceMonitor":{"enabled":true},"ingress":{"enabled":true,"hosts":["pushgateway.example.com"]},"route":{"main":{"enabled":true,"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}]}},"networkPolicy":{"allowAll":true},"podDisruptionBudget":{"maxUnavailable":1},"extraManifests":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pushgateway-extra"},"data":{"name":"{{ include \"prometheus-pushgateway.fullname\" . }}"}}]}"#,
     },
     Case {
         id: "blackbox-exporter",
-        chart: "tests/helm/corpus/prometheus-blackbox-exporter",
+        chart: "../shared/charts/corpus/prometheus-blackbox-exporter",
         values: r#"{"myDomain":"tpl.com","configReloader":{"enabled":true},"ingress":{"enabled":true},"networkPolicy":{"enabled":true},"podDisruptionBudget":{"maxUnavailable":1},"serviceMonitor":{"enabled":true,"targets":[{"name":"example-tpl","url":"http://example.{{ .Values.myDomain }}/healthz"},{"name":"example-non-tpl","url":"http://example.non-tpl.com/healthz"}]},"prometheusRule":{"enabled":true,"rules":[{"alert":"BlackboxProbeFailed","expr":"probe_success == 0","for":"5m"}]},"extraEnv":[{"name":"NO_PROXY","value":"localhost"}]}"#,
     },
     Case {
         id: "alertmanager",
-        chart: "tests/helm/corpus/alertmanager",
+        chart: "../shared/charts/corpus/alertmanager",
         values: r#"{"configmapReload":{"enabled":true},"ingress":{"enabled":true,"labels":{"foo":"bar"}},"serviceMonitor":{"enabled":true,"additionalLabels":{"release":"prometheus"}},"podDisruptionBudget":{"maxUnavailable":1},"servicePerReplica":{"enabled":true},"replicaCount":2,"route":{"main":{"enabled":true,"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}]}}}"#,
     },
     Case {
         id: "metrics-server",
-        chart: "tests/helm/corpus/metrics-server",
+        chart: "../shared/charts/corpus/metrics-server",
         values: r#"{"args":["--kubelet-insecure-tls"],"apiService":{"insecureSkipTLSVerify":false},"tls":{"type":"cert-manager"},"metrics":{"enabled":true},"serviceMonitor":{"enabled":true},"podDisruptionBudget":{"enabled":true,"minAvailable":1},"addonResizer":{"enabled":true}}"#,
     },
     Case {
         id: "node-exporter-tls",
-        chart: "tests/helm/corpus/prometheus-node-exporter",
+        chart: "../shared/charts/corpus/prometheus-node-exporter",
         // upstream ci/: kube-rbac-proxy-tlssecret-values.yaml, service-labels-values.yaml, serviceport-values.yaml (extraManifests: a small string manifest instead of the test certificate)
         values: r#"{"fullnameOverride":"prometheus-node-exporter","kubeRBACProxy":{"enabled":true,"tls":{"enabled":true,"tlsClientAuth":true}},"tlsSecret":{"enabled":true,"caItem":"client-ca.crt","secretName":"{{ include \"prometheus-node-exporter.fullname\" . }}-tls","volumeName":"{{ include \"prometheus-node-exporter.fullname\" . }}-tls"},"extraManifests":["apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: '{{ include \"prometheus-node-exporter.fullname\" . }}-extra'\ndata:\n  app: {{ .Chart.AppVersion | quote }}\n"],"service":{"servicePort":80}}"#,
     },
     Case {
         id: "ksm-crs-only",
-        chart: "tests/helm/corpus/kube-state-metrics",
+        chart: "../shared/charts/corpus/kube-state-metrics",
         // upstream ci/: 02-custom-resource-state-only-values.yaml
         values: r#"{"collectors":[],"extraArgs":["--custom-resource-state-only=true"],"customResourceState":{"enabled":true,"config":{"spec":{"resources":[{"groupVersionKind":{"group":"apiextensions.k8s.io","version":"v1","kind":"CustomResourceDefinition"},"metricNamePrefix":"ksm_ci_crd","metrics":[{"name":"info","help":"Info metric for CustomResourceDefinition objects.","each":{"type":"Info","info":{"labelsFromPath":{"name":["metadata","name"]}}}}]}]}}}}"#,
     },
     Case {
         id: "pushgateway-deploy",
-        chart: "tests/helm/corpus/prometheus-pushgateway",
+        chart: "../shared/charts/corpus/prometheus-pushgateway",
         // upstream ci/: persistence-values.yaml, extramanifests-values.yaml, lifecycle-values.yaml, httproute-values.yaml, automount-sa-token-values.yaml
         values: r#"{"persistentVolume":{"enabled":true,"size":"1Gi"},"persistentVolumeLabels":{"foo":"bar","baz":"qux"},"extraManifests":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"foo":"bar"},"name":"pushgateway-extra-cm-first"},"data":{"FOO":"bar"}},{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"baz":"qux"},"name":"pushgateway-extra-cm-second"},"data":{"pushgateway.txt":"{{ include \"prometheus-pushgateway.fullname\" . }}"},"immutable":true}],"lifecycle":{"preStop":{"exec":{"command":["/bin/sh","-c","sleep 10"]}}},"route":{"main":{"enabled":true,"labels":{"foo":"bar","baz":"qux"},"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}],"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"additionalRules":[{"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"remove":["x-request-id"]}}]}]}},"automountServiceAccountToken":false}"#,
     },
     Case {
         id: "blackbox-daemonset",
-        chart: "tests/helm/corpus/prometheus-blackbox-exporter",
+        chart: "../shared/charts/corpus/prometheus-blackbox-exporter",
         // upstream ci/: daemonset-values.yml, secret-values.yaml, hostAliases.yml, httproute-values.yml
         values: r#"{"kind":"DaemonSet","secretConfig":true,"hostAliases":[{"ip":"192.168.1.1","hostNames":["test.example.com","another.example.net"]},{"ip":"192.168.1.2","hostNames":["test2.example.com","another2.example.net"]}],"route":{"main":{"enabled":true,"hostnames":["an.example.com"],"parentRefs":[{"name":"contour"}],"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"additionalRules":[{"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"remove":["x-request-id"]}}]}]}}}"#,
     },
     Case {
         id: "alertmanager-routes",
-        chart: "tests/helm/corpus/alertmanager",
+        chart: "../shared/charts/corpus/alertmanager",
         // upstream ci/: 05-ingress-and-gateway-routes-values.yaml, config-reload-values.yaml
         values: r#"{"route":{"http":{"enabled":true,"apiVersion":"gateway.networking.k8s.io/v1","parentRefs":[{"name":"gateway-1","namespace":"gateway-1","sectionName":"http"}],"hostnames":["alertmanager.example.com"],"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"httpsRedirect":true},"https":{"enabled":true,"apiVersion":"gateway.networking.k8s.io/v1","parentRefs":[{"name":"gateway-1","namespace":"gateway-1","sectionName":"https"}],"hostnames":["alertmanager.example.com"],"matches":[{"path":{"type":"PathPrefix","value":"/"}}]}},"configmapReload":{"enabled":true,"extraArgs":{"listen-address":":8080"},"livenessProbe":{"httpGet":{"path":"/healthz","port":8080,"scheme":"HTTP"}},"readinessProbe":{"httpGet":{"path":"/healthz","port":8080,"scheme":"HTTP"}}}}"#,
     },
     Case {
         id: "metrics-server-secret",
-        chart: "tests/helm/corpus/metrics-server",
+        chart: "../shared/charts/corpus/metrics-server",
         // upstream ci/: tls-existingSecret-values.yaml
         values: r#"{"args":["--kubelet-insecure-tls"],"tls":{"type":"existingSecret","existingSecret":{"name":"metrics-server-existing"}}}"#,
     },
     Case {
         id: "grafana",
-        chart: "tests/helm/corpus/grafana",
+        chart: "../shared/charts/corpus/grafana",
         values: r#"{"adminPassword":"adminpass"}"#,
     },
     Case {
         id: "grafana-features",
-        chart: "tests/helm/corpus/grafana",
+        chart: "../shared/charts/corpus/grafana",
         // upstream ci/: with-nondefault-values.yaml, with-dashboard-values.yaml, with-persistence.yaml,
         // with-extraconfigmapmounts-values.yaml, plus a fixed admin password and the ServiceMonitor
         values: r#"{"global":{"environment":"prod"},"ingress":{"enabled":true,"hosts":["monitoring-{{ .Values.global.environment }}.example.com"]},"route":{"main":{"enabled":true,"labels":{"app":"monitoring-prometheus"},"hostnames":["*.example.com","{{ .Values.global.environment }}.example.com"],"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"additionalRules":[{"filters":[{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":"my-header-name","value":"my-new-header-value"}]}}],"matches":[{"path":{"type":"PathPrefix","value":"/foo/"}}]}]}},"dashboards":{"my-provider":{"my-awesome-dashboard":{"gnetId":10000,"revision":1,"datasource":"Prometheus"}}},"dashboardProviders":{"dashboardproviders.yaml":{"apiVersion":1,"providers":[{"name":"my-provider","orgId":1,"folder":"","type":"file","updateIntervalSeconds":10,"disableDeletion":true,"editable":true,"options":{"path":"/var/lib/grafana/dashboards/my-provider"}}]}},"persistence":{"type":"pvc","enabled":true},"extraConfigmapMounts":[{"name":"{{ include \"grafana.fullname\" . }}","configMap":"{{ include \"grafana.fullname\" . }}","mountPath":"/var/lib/grafana/dashboards/test-dashboard.json","subPath":"grafana.ini","readOnly":true}],"adminPassword":"adminpass","serviceMonitor":{"enabled":true}}"#,
     },
 ];
 
-/// Whether the case's chart is on disk (`../shared/charts` lives outside the repository; the
-/// charts under `tests/helm/corpus/` are always there).
+/// Whether the case's chart is on disk: every chart lives in `../shared/charts`, beside the
+/// repository, not in it. Missing: SKIP locally, a failure in CI (`CI=true`), where `../shared`
+/// is always there.
 pub fn available(case: &Case) -> bool {
-    repo_root().join(case.chart).exists()
+    let path = repo_root().join(case.chart);
+    if path.exists() {
+        return true;
+    }
+    missing_tool(&format!(
+        "chart {} not found at {}",
+        case.id,
+        path.display()
+    ));
+    false
 }
 
 /// The repository root: the workspace directory above the crate that includes this file
@@ -303,7 +313,7 @@ fn charts_in(root: &Path) -> Vec<PathBuf> {
 }
 
 /// Every chart under the corpus roots: `../shared/charts/*`, `../shared/charts/bitnami/*`,
-/// `tests/helm/corpus/*`, and, when `HELM_CORPUS_EXTRA=<dir>` is set, every chart in `<dir>`
+/// `../shared/charts/corpus/*`, and, when `HELM_CORPUS_EXTRA=<dir>` is set, every chart in `<dir>`
 /// (e.g. a bitnami snapshot's `bitnami/`), copied to `target/helm-corpus-extra/` with its
 /// dependencies vendored from its siblings.
 pub fn discover() -> Vec<Found> {
@@ -312,7 +322,7 @@ pub fn discover() -> Vec<Found> {
     for (label, dir) in [
         ("shared", root.join("../shared/charts")),
         ("shared/bitnami", root.join("../shared/charts/bitnami")),
-        ("corpus", root.join("tests/helm/corpus")),
+        ("shared/corpus", root.join("../shared/charts/corpus")),
     ] {
         for p in charts_in(&dir) {
             let name = p.file_name().unwrap().to_string_lossy().to_string();
