@@ -305,11 +305,7 @@ mod tests {
             ..Default::default()
         });
         let written = items
-            .replace_status(
-                "a",
-                &PostParams::default(),
-                serde_json::to_vec(&with_status).unwrap(),
-            )
+            .replace_status("a", &PostParams::default(), &with_status)
             .await
             .unwrap();
         // then what the model names is kept, the config whole, and the unknown field pruned.

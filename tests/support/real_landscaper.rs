@@ -34,11 +34,15 @@ pub fn built(name: &str) -> Option<PathBuf> {
         Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
         Err(e) => format!("{} cannot run ({e})", tool().display()),
     };
+    // Once per test binary, and past the test harness' capture (a passing test's `eprintln!` is
+    // never shown), so that a run without the binaries says so in its output.
     static SAID: OnceLock<()> = OnceLock::new();
     SAID.get_or_init(|| {
-        eprintln!(
-            "SKIP: the real Landscaper is not available: {why} (REAL_LANDSCAPER_BIN names the directory of its binaries; docs/real-landscaper.md)"
-        )
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP: the real Landscaper is not available: {why}; see docs/real-landscaper.md"
+        );
     });
     None
 }

@@ -134,7 +134,10 @@ impl CrdSchemas {
                 };
                 let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
                 let mut s = match v.pointer("/schema/openAPIV3Schema").or(top) {
-                    Some(s) => Some(Schema::compile(s, &path)?),
+                    Some(s) => {
+                        root_metadata_says_only_its_type(s, &path)?;
+                        Some(Schema::compile(s, &path)?)
+                    }
                     None => None,
                 };
                 // legacy `spec.preserveUnknownFields: true`: validate and default, never prune
@@ -155,6 +158,28 @@ impl CrdSchemas {
             .find(|(v, _)| v == version)
             .and_then(|(_, s)| s.as_ref())
     }
+}
+
+/// At a CRD schema's root, `metadata` may give its type and restrict `name` and `generateName`,
+/// nothing else (not even a description), as apiextensions-apiserver's validation says.
+fn root_metadata_says_only_its_type(root: &Value, path: &str) -> Result<(), FieldError> {
+    let Some(Value::Object(metadata)) = root.pointer("/properties/metadata") else {
+        return Ok(());
+    };
+    let restricts_only_names = |key: &str, value: &Value| match key {
+        "type" => value == "object",
+        "properties" => value
+            .as_object()
+            .is_some_and(|p| p.keys().all(|k| k == "name" || k == "generateName")),
+        _ => false,
+    };
+    if metadata.iter().all(|(k, v)| restricts_only_names(k, v)) {
+        return Ok(());
+    }
+    Err(FieldError::forbidden(
+        format!("{path}.properties[metadata]"),
+        "must not specify anything other than name and generateName, but metadata is implicitly specified",
+    ))
 }
 
 fn num(v: &Value, k: &str) -> Option<f64> {
@@ -721,6 +746,22 @@ mod tests {
 
     fn compile(v: Value) -> Schema {
         Schema::compile(&v, "s").unwrap()
+    }
+
+    #[test]
+    fn a_root_metadata_schema_may_only_give_its_type() {
+        let crd = |metadata: Value| {
+            json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema":
+                {"type": "object", "properties": {"metadata": metadata}}}}]}})
+        };
+        assert!(CrdSchemas::compile(&crd(json!({"type": "object"}))).is_ok());
+        let refused = CrdSchemas::compile(&crd(json!({"type": "object", "description": "x"})))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.starts_with("spec.versions[0].schema.openAPIV3Schema.properties[metadata]: Forbidden: must not specify anything other than name and generateName"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -758,7 +758,7 @@ async fn kubectl_apply_validates_lists_explains_crd_fields_and_diffs_by_server_d
     let out = squeezed(&k.run_eventually(&["explain", "deployitem.spec"]).await);
     assert!(out.contains("KIND: DeployItem"), "{out}");
     assert!(
-        out.contains("DeployItemSpec contains the definition"),
+        out.contains("What to deploy, where, and with which deployer"),
         "{out}"
     );
     for field in ["config", "target", "type"] {

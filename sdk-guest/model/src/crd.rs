@@ -175,6 +175,14 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     structural(&mut schema);
     if let Some(root) = schema.as_object_mut() {
         root.remove("title");
+        // At the root, `metadata` may say nothing but its type (kube-apiserver refuses even a
+        // description: "must not specify anything other than name and generateName").
+        if let Some(metadata) = root
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("metadata"))
+        {
+            *metadata = json!({"type": "object"});
+        }
         // The API server fills these in; requiring them says nothing.
         if let Some(required) = root.get_mut("required").and_then(Value::as_array_mut) {
             required.retain(|r| !matches!(r.as_str(), Some("apiVersion" | "kind" | "metadata")));
@@ -336,6 +344,16 @@ mod tests {
 
     #[test]
     fn generated_schemas_are_free_of_what_a_crd_refuses() {
+        for generated in definitions() {
+            let version = &generated.crd.spec.versions[0];
+            let root = serde_json::to_value(&version.schema).unwrap();
+            assert_eq!(
+                root["openAPIV3Schema"]["properties"]["metadata"],
+                json!({"type": "object"}),
+                "{}: a root metadata schema may only say its type",
+                generated.file_name
+            );
+        }
         fn walk(v: &Value, path: &str) {
             if let Value::Object(m) = v {
                 for key in [

@@ -157,11 +157,7 @@ pub fn available(case: &Case) -> bool {
     if path.exists() {
         return true;
     }
-    missing_tool(&format!(
-        "chart {} not found at {}",
-        case.id,
-        path.display()
-    ));
+    skip(format!("chart {} not found at {}", case.id, path.display()));
     false
 }
 
