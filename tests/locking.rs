@@ -437,8 +437,8 @@ async fn given_a_replica_killed_while_holding_locks_when_its_pod_is_gone_then_th
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes_only_the_old_lock()
-{
+async fn given_an_item_deleted_then_its_lock_goes_with_it_and_when_recreated_cleanup_removes_only_an_old_lock_left_behind()
+ {
     let (cluster, client) = setup().await;
     let registry = registry(vec![]).await;
     let replica = start_replica(&cluster, registry, "host-0").await;
@@ -467,27 +467,30 @@ async fn given_an_item_deleted_and_recreated_under_its_name_then_cleanup_removes
         assert!(tokio::time::Instant::now() < deadline, "item not deleted");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Same name, new object, new UID; its lock is held right now.
-    replica.task.abort();
-    if support::backend() == support::Backend::Real {
-        // That server refuses an empty spec.podName, so unlocking deleted the lock: put back
-        // one left behind by a replica that is gone (now that nothing reconciles the item) —
-        // unless the replica was stopped while it held the lock, which left it already.
-        if locks.get_opt(&old_lock).await.unwrap().is_none() {
-            let left = locking::SyncObject::new(
-                "default",
-                &old_lock,
-                locking::SyncObjectSpec {
-                    pod_name: "host-9".into(),
-                    kind: "DeployItem".into(),
-                    name: "same-0".into(),
-                    last_update_time: deployer_host::clock::now(),
-                    prefix: "wasm-deployer".into(),
-                },
-            );
-            locks.create(&PostParams::default(), &left).await.unwrap();
-        }
+    // Its deletion job took its lock with it: the item was gone when the job ended.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while locks.get_opt(&old_lock).await.unwrap().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deleted item's lock is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    replica.task.abort();
+    // A lock of the old object left behind by a replica that is gone (a SIGKILL leaves one),
+    // and the same name created again, whose lock is held right now.
+    let left = locking::SyncObject::new(
+        "default",
+        &old_lock,
+        locking::SyncObjectSpec {
+            pod_name: "host-9".into(),
+            kind: "DeployItem".into(),
+            name: "same-0".into(),
+            last_update_time: deployer_host::clock::now(),
+            prefix: "wasm-deployer".into(),
+        },
+    );
+    locks.create(&PostParams::default(), &left).await.unwrap();
     create_items(&client, 1, "same").await;
     let new = items.get("same-0").await.unwrap();
     let new_lock = format!("wasm-deployer-{}", new.metadata.uid.clone().unwrap());

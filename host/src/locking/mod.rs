@@ -3,14 +3,16 @@
 //!
 //! Owns the SyncObject protocol exactly as Landscaper's `Locker` (contract section 5): take by
 //! create/update with optimistic locking, owner = the replica's pod name, unlock by clearing the
-//! owner (never by deleting), take over from owners whose pod no longer exists ([`PodCache`]),
-//! and delete SyncObjects whose object UID is gone ([`cleaner`]). It does not decide
+//! owner (never by deleting, while the item exists), take over from owners whose pod no longer
+//! exists ([`PodCache`]), and delete SyncObjects whose object UID is gone: at once when this
+//! replica's deletion job removed the item, and periodically for what others left ([`cleaner`]). It does not decide
 //! responsibility and never touches DeployItems.
 
 pub mod cleaner;
 mod pods;
 mod syncobject;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::Client;
@@ -74,6 +76,23 @@ pub struct Locker {
     client: Client,
     config: LockConfig,
     pods: PodCache,
+    unlock_failures: AtomicU64,
+}
+
+/// How long [`Locker::unlock`] retries transient failures.
+pub const UNLOCK_PATIENCE: Duration = Duration::from_secs(30);
+
+/// What became of a lock given back ([`Locker::unlock`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// Its owner is cleared.
+    Unlocked,
+    /// The SyncObject is deleted: its item is gone, or the server refused an empty owner.
+    Deleted,
+    /// Nothing was left to release: the SyncObject is gone or another replica's now.
+    NotOurs,
+    /// Not released (a warning was logged; [`Locker::unlock_failures`] counts it).
+    Failed,
 }
 
 impl Locker {
@@ -84,6 +103,7 @@ impl Locker {
             client,
             config,
             pods,
+            unlock_failures: AtomicU64::new(0),
         }
     }
 
@@ -152,36 +172,129 @@ impl Locker {
         }
     }
 
-    /// Releases a lock by clearing its owner. Errors are only logged: a lock left behind is
-    /// taken over once this pod is gone.
-    pub async fn unlock(&self, lock: Lock) {
+    /// Gives a lock back: clears its owner, or — when `item_deleted` says the item was being
+    /// deleted and it is indeed gone now (by UID, as [`cleaner`] decides) — deletes the
+    /// SyncObject, so no lock outlives its item until the next cleanup.
+    ///
+    /// A transient failure (a conflict on a stale copy, 5xx, a timeout that may have applied, a
+    /// dropped connection) is retried with backoff for up to [`UNLOCK_PATIENCE`], re-reading the
+    /// SyncObject each time: the release is done once it is unlocked, gone, or another replica's.
+    /// The retries run before the reconcile ends, so this replica cannot take the same lock
+    /// again meanwhile. What still fails is a warning naming the lock and counts in
+    /// [`Locker::unlock_failures`]; the lock is then left to the take-over of a dead owner's lock
+    /// and to the cleanup.
+    pub async fn unlock(&self, lock: Lock, item_deleted: bool) -> Released {
         let mut object = *lock.object;
         let namespace = object.metadata.namespace.clone().unwrap_or_default();
         let name = object.metadata.name.clone().unwrap_or_default();
-        object.spec.pod_name = String::new();
-        object.spec.last_update_time = now();
         let api: Api<SyncObject> = Api::namespaced(self.client.clone(), &namespace);
-        match api.replace(&name, &PostParams::default(), &object).await {
-            Ok(_) => {}
+        let deadline = tokio::time::Instant::now() + UNLOCK_PATIENCE;
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let error = match self.release_once(&api, &mut object, item_deleted).await {
+                Ok(released) => return released,
+                Err(e) => e,
+            };
+            let rendered = crate::apierrors::render_error(&error);
+            if !crate::apierrors::transient(&error)
+                || tokio::time::Instant::now() + delay > deadline
+            {
+                self.unlock_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(lock = %format!("{namespace}/{name}"), error = %rendered, "could not release the lock; it stays until its owner pod is gone or the SyncObject cleanup removes it");
+                return Released::Failed;
+            }
+            tracing::debug!(lock = %name, error = %rendered, retry_in = ?delay, "unlock failed; retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+            // The copy may be stale (409), or the write may have applied before the error
+            // (a 504 after applying): read what the server has now.
+            match api.get_opt(&name).await {
+                Ok(None) => return Released::NotOurs,
+                Ok(Some(fresh)) if fresh.metadata.uid != object.metadata.uid => {
+                    return Released::NotOurs;
+                }
+                Ok(Some(fresh)) if fresh.spec.pod_name.is_empty() && !item_deleted => {
+                    return Released::Unlocked;
+                }
+                Ok(Some(fresh))
+                    if fresh.spec.pod_name != self.config.pod_name
+                        && !fresh.spec.pod_name.is_empty() =>
+                {
+                    return Released::NotOurs;
+                }
+                Ok(Some(fresh)) => object = fresh,
+                Err(_) => {} // try again with the copy we have
+            }
+        }
+    }
+
+    /// One attempt of [`Locker::unlock`].
+    async fn release_once(
+        &self,
+        api: &Api<SyncObject>,
+        object: &mut SyncObject,
+        item_deleted: bool,
+    ) -> Result<Released, kube::Error> {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        if item_deleted && self.item_is_gone(object).await? {
+            return self.delete(api, object, false).await;
+        }
+        let mut cleared = object.clone();
+        cleared.spec.pod_name = String::new();
+        cleared.spec.last_update_time = now();
+        match api.replace(&name, &PostParams::default(), &cleared).await {
+            Ok(_) => Ok(Released::Unlocked),
             // A server that refuses the empty owner as invalid (the Debian-built 1.20 test
             // server refuses every empty string in a custom resource): an absent SyncObject is
             // unlocked too, to Landscaper's locking and ours, so delete ours if it is unchanged.
-            Err(kube::Error::Api(s)) if s.code == 422 => {
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: object.metadata.uid.clone(),
-                        resource_version: object.metadata.resource_version.clone(),
-                    }),
-                    ..DeleteParams::default()
-                };
-                if let Err(e) = api.delete(&name, &params).await {
-                    tracing::debug!(lock = %name, error = %crate::apierrors::render_error(&e), "unlock by delete failed");
-                }
-            }
-            Err(e) => {
-                tracing::debug!(lock = %name, error = %crate::apierrors::render_error(&e), "unlock failed")
-            }
+            Err(kube::Error::Api(s)) if s.code == 422 => self.delete(api, object, true).await,
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Released::NotOurs),
+            Err(e) => Err(e),
         }
+    }
+
+    /// Whether the DeployItem a SyncObject locks no longer exists: none of its name, or one
+    /// with another UID (deleted and created again; its lock is another SyncObject).
+    async fn item_is_gone(&self, object: &SyncObject) -> Result<bool, kube::Error> {
+        let namespace = object.metadata.namespace.clone().unwrap_or_default();
+        let items: Api<crate::landscaper::DeployItem> =
+            Api::namespaced(self.client.clone(), &namespace);
+        Ok(match items.get_metadata_opt(&object.spec.name).await? {
+            None => true,
+            Some(item) => {
+                self.lock_name(item.metadata.uid.as_deref().unwrap_or_default())
+                    != object.metadata.name.clone().unwrap_or_default()
+            }
+        })
+    }
+
+    /// Deletes this very SyncObject (its UID; with `unchanged`, also its resourceVersion).
+    async fn delete(
+        &self,
+        api: &Api<SyncObject>,
+        object: &SyncObject,
+        unchanged: bool,
+    ) -> Result<Released, kube::Error> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: object.metadata.uid.clone(),
+                resource_version: unchanged
+                    .then(|| object.metadata.resource_version.clone())
+                    .flatten(),
+            }),
+            ..DeleteParams::default()
+        };
+        let name = object.metadata.name.clone().unwrap_or_default();
+        match api.delete(&name, &params).await {
+            Ok(_) => Ok(Released::Deleted),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Released::NotOurs),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Locks this replica could not release (after retries): each is a warning in the log.
+    pub fn unlock_failures(&self) -> u64 {
+        self.unlock_failures.load(Ordering::Relaxed)
     }
 
     async fn owner_alive(&self, pod: &str) -> Result<bool, kube::Error> {
@@ -189,6 +302,104 @@ impl Locker {
             "" => Ok(false),
             NO_POD_NAME => Ok(true),
             pod => self.pods.exists(pod).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use embedded_apiserver::{ApiServer, FaultConfig};
+    use kube::api::ListParams;
+
+    fn server() -> ApiServer {
+        let server = ApiServer::new(Default::default()).unwrap();
+        for crd in crate::crds::landscaper() {
+            server
+                .install_object(serde_json::to_value(crd).unwrap())
+                .unwrap();
+        }
+        server
+    }
+
+    fn locker(server: &ApiServer) -> Locker {
+        let mut config = LockConfig::from_env("test");
+        config.pod_name = "replica-a".into();
+        Locker::new(server.client(), server.client(), config)
+    }
+
+    async fn locked(locker: &Locker, name: &str, uid: &str) -> Lock {
+        match locker.lock("default", name, uid).await.unwrap() {
+            LockOutcome::Locked(lock) => lock,
+            LockOutcome::NotLocked => panic!("{name} not locked"),
+        }
+    }
+
+    #[tokio::test]
+    async fn given_conflicts_errors_and_timeouts_when_locks_are_released_then_every_one_ends_unlocked()
+     {
+        let server = server();
+        let locker = locker(&server);
+        let mut locks = Vec::new();
+        for i in 0..40 {
+            locks.push(locked(&locker, &format!("item-{i}"), &format!("uid-{i}")).await);
+        }
+        server.set_faults(FaultConfig {
+            write_conflict_probability: 0.2,
+            write_error_probability: 0.1,
+            unavailable_probability: 0.1,
+            timeout_probability: 0.1,
+            ..Default::default()
+        });
+        for lock in locks {
+            let released = locker.unlock(lock, false).await;
+            assert_eq!(released, Released::Unlocked);
+        }
+        server.set_faults(FaultConfig::default());
+        let all: Api<SyncObject> = Api::namespaced(server.client(), "default");
+        let held: Vec<String> = all
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|o| !o.spec.pod_name.is_empty())
+            .filter_map(|o| o.metadata.name)
+            .collect();
+        assert!(held.is_empty(), "still held: {held:?}");
+        assert_eq!(locker.unlock_failures(), 0);
+    }
+
+    #[tokio::test]
+    async fn given_a_finished_deletion_when_the_item_is_gone_then_its_lock_is_deleted_and_when_it_stays_then_unlocked()
+     {
+        let server = server();
+        let locker = locker(&server);
+        let items: Api<crate::landscaper::DeployItem> = Api::namespaced(server.client(), "default");
+        let locks: Api<SyncObject> = Api::namespaced(server.client(), "default");
+        for (name, other_finalizer) in [("gone", false), ("kept", true)] {
+            let mut item: crate::landscaper::DeployItem =
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"type": "landscaper.gardener.cloud/mock"}
+                }))
+                .unwrap();
+            if other_finalizer {
+                item.metadata.finalizers = Some(vec!["example.com/someone-else".into()]);
+            }
+            let item = items.create(&PostParams::default(), &item).await.unwrap();
+            let uid = item.metadata.uid.clone().unwrap();
+            let lock = locked(&locker, name, &uid).await;
+            items.delete(name, &Default::default()).await.unwrap();
+            let released = locker.unlock(lock, true).await;
+            let left = locks.get_opt(&locker.lock_name(&uid)).await.unwrap();
+            if other_finalizer {
+                assert_eq!(released, Released::Unlocked);
+                assert_eq!(left.map(|o| o.spec.pod_name), Some(String::new()));
+            } else {
+                assert_eq!(released, Released::Deleted);
+                assert!(left.is_none(), "the lock of a gone item stays");
+            }
         }
     }
 }

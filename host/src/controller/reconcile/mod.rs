@@ -57,6 +57,7 @@ pub async fn reconcile(watched: Watched<'_>, deployer: &Arc<Deployer>) -> Result
         Locked::Elsewhere(action) => return Ok(action),
         Locked::Here(lock) => lock,
     };
+    let being_deleted = item.is_being_deleted();
     let status = item.status();
     let span = tracing::info_span!(
         "reconcile",
@@ -86,7 +87,9 @@ pub async fn reconcile(watched: Watched<'_>, deployer: &Arc<Deployer>) -> Result
     .instrument(span)
     .await;
     if let (Some(locker), Some(lock)) = (&deployer.locker, lock) {
-        locker.unlock(lock).await;
+        // An item being deleted may be gone once its job ends (the finalizer removed, or the
+        // removal answered with an error after it applied): then its lock goes with it.
+        locker.unlock(lock, being_deleted).await;
     }
     result
 }
@@ -126,8 +129,9 @@ async fn lock(
             *item = fresh;
             Ok(Locked::Here(Some(lock)))
         }
+        // Gone, or deleted and created again: its lock goes with it.
         other => {
-            locker.unlock(lock).await;
+            locker.unlock(lock, true).await;
             other?;
             Ok(Locked::Elsewhere(Action::await_change()))
         }
