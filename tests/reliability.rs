@@ -734,7 +734,7 @@ fn manifest_item(name: &str, value: &str) -> DeployItem {
 
 /// Item `i` of the mixed set: even ones mock (`m-<i>`), odd ones manifest (`c-<i>`).
 fn mixed_item(i: usize, value: &str) -> DeployItem {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         exporting_item(&format!("m-{i}"), value)
     } else {
         manifest_item(&format!("c-{i}"), value)
@@ -743,7 +743,7 @@ fn mixed_item(i: usize, value: &str) -> DeployItem {
 
 /// The merge patch that changes item `i`'s value.
 fn mixed_patch(i: usize, value: &str) -> serde_json::Value {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         json!({"spec": {"config": {"export": {"value": value}}}})
     } else {
         let name = format!("c-{i}");
@@ -879,7 +879,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
         .for_each_concurrent(16, |i| {
             let api = api.clone();
             async move {
-                let name = if i % 2 == 0 {
+                let name = if i.is_multiple_of(2) {
                     format!("m-{i}")
                 } else {
                     format!("c-{i}")
@@ -935,7 +935,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
         .for_each_concurrent(16, |i| {
             let api = api.clone();
             async move {
-                let name = if i % 2 == 0 {
+                let name = if i.is_multiple_of(2) {
                     format!("m-{i}")
                 } else {
                     format!("c-{i}")

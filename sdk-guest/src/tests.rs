@@ -119,7 +119,14 @@ fn typed_models_roundtrip_and_keep_unknown_fields() {
     assert_eq!(status.export_ref.as_ref().unwrap().name, "mock-export-abc");
     assert!(status.extra.contains_key("somethingNew"));
     assert_eq!(di.metadata.finalizers, Some(vec!["x".to_string()]));
-    assert!(di.spec.extra.contains_key("onDelete"));
+    assert_eq!(
+        di.spec
+            .on_delete
+            .as_ref()
+            .unwrap()
+            .skip_uninstall_if_cluster_removed,
+        Some(true)
+    );
     assert_eq!(serde_json::to_value(&di).unwrap(), raw);
 
     let target: Target = serde_json::from_value(json!({

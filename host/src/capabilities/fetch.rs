@@ -530,8 +530,8 @@ impl ItemFetch {
         let ocm_config = self
             .context
             .as_ref()
-            .and_then(|c| c.extra.get("ocmConfig"))
-            .and_then(|r| r["name"].as_str())
+            .and_then(|c| c.ocm_config.as_ref())
+            .map(|r| r.name.as_str())
             .filter(|n| !n.is_empty());
         if let Some(name) = ocm_config {
             let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =

@@ -82,7 +82,7 @@ pub fn init_status(
     status.first_error = None;
     status.last_errors.clear();
     // Deprecated field that Landscaper's defaulting removes on every reconcile.
-    status.extra.remove("deployItemPhase");
+    status.deploy_item_phase = None;
 }
 
 /// `UpdatedError`: the new `lastError` given the previous one.

@@ -89,8 +89,8 @@ impl<'a> Reader<'a> {
                 .and_then(|c| c.metadata.name.as_deref())
                 .unwrap_or_default();
             let ocm_config = context
-                .and_then(|c| c.extra.get("ocmConfig"))
-                .and_then(|r| r["name"].as_str())
+                .and_then(|c| c.ocm_config.as_ref())
+                .map(|r| r.name.as_str())
                 .filter(|n| !n.is_empty());
             e.message.push_str(&if let Some(config) = ocm_config {
                 format!(
