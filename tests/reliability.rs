@@ -79,6 +79,35 @@ fn reason_is(reason: &'static str) -> impl Fn(&kube::Error) -> bool {
     move |e| matches!(e, kube::Error::Api(s) if s.reason == reason)
 }
 
+/// Creates `item`, retrying through faults (a 504'd create answers AlreadyExists on retry).
+async fn create_retrying(api: &Api<DeployItem>, item: &DeployItem) {
+    retrying("create", reason_is("AlreadyExists"), || async {
+        api.create(&PostParams::default(), item).await
+    })
+    .await;
+}
+
+/// Merge-patches item `name`, retrying through faults.
+async fn patch_retrying(api: &Api<DeployItem>, name: &str, patch: &serde_json::Value) {
+    retrying(
+        "patch",
+        |_| false,
+        || async {
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        },
+    )
+    .await;
+}
+
+/// Deletes item `name`, retrying through faults (gone already is done).
+async fn delete_retrying(api: &Api<DeployItem>, name: &str) {
+    retrying("delete", reason_is("NotFound"), || async {
+        api.delete(name, &DeleteParams::default()).await
+    })
+    .await;
+}
+
 /// Watches every DeployItem and checks, on every version it sees, that a job once finished
 /// stays finished with the same phase: no job is finished twice, reopened or rewritten.
 struct JobLedger {
@@ -238,11 +267,7 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
 
     // when items are created,
     for_each_item(&api, "r", n, |api, name| async move {
-        let item = exporting_item(&name, "v1");
-        retrying("create", reason_is("AlreadyExists"), || async {
-            api.create(&PostParams::default(), &item).await
-        })
-        .await;
+        create_retrying(&api, &exporting_item(&name, "v1")).await;
     })
     .await;
     // then every first job finishes Succeeded with its export written,
@@ -257,15 +282,7 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
     // when every item's spec changes,
     for_each_item(&api, "r", n, |api, name| async move {
         let patch = json!({"spec": {"config": {"export": {"value": "v2"}}}});
-        retrying(
-            "patch",
-            |_| false,
-            || async {
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-            },
-        )
-        .await;
+        patch_retrying(&api, &name, &patch).await;
     })
     .await;
     // then every second job finishes and its export holds the new value,
@@ -305,10 +322,7 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
     // when every item is deleted (faults on again),
     server.set_faults(five_percent_faults());
     for_each_item(&api, "r", n, |api, name| async move {
-        retrying("delete", reason_is("NotFound"), || async {
-            api.delete(&name, &DeleteParams::default()).await
-        })
-        .await;
+        delete_retrying(&api, &name).await;
     })
     .await;
     // then all are gone, and so are their export Secrets,
@@ -501,6 +515,81 @@ fn pickups(log: &std::path::Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The embedded server on loopback with Landscaper's CRDs, a Target pointing at it, namespace
+/// `ls-system` with the Pods `replica-0` … `replica-3`, and the configuration of
+/// `deployer-host run` replicas with locking (`workers`, `cleanup_interval`) — what the
+/// replica stories share.
+struct ReplicaCluster {
+    server: embedded_apiserver::ApiServer,
+    client: kube::Client,
+    pods: Api<k8s_openapi::api::core::v1::Pod>,
+    kubeconfig: std::path::PathBuf,
+    config: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    _serving: embedded_apiserver::LoopbackServing,
+}
+
+impl ReplicaCluster {
+    async fn start(workers: usize, cleanup_interval: &str) -> Self {
+        let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
+        let serving = server.serve_on_loopback().await.unwrap();
+        let url = serving.url.clone();
+        let env = deployer_host::dev::DevEnvironment::bootstrap(server.clone(), &url)
+            .await
+            .unwrap();
+        let client = env.client.clone();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
+        )
+        .unwrap();
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "requeueInterval: 200ms\nworkers: {workers}\nhpa: {{maxReplicas: 3}}\n\
+                 locking: {{retryAfter: 200ms, podCacheTimeout: 300ms, cleanupInterval: {cleanup_interval}}}\n\
+                 plugins: {{dir: {:?}, cacheDir: {:?}}}\n",
+                support::plugins_dir(),
+                support::plugins_dir().join("../plugin-cache"),
+            ),
+        )
+        .unwrap();
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "ls-system"}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(client.clone(), "ls-system");
+        for name in ["replica-0", "replica-1", "replica-2", "replica-3"] {
+            let pod = serde_json::from_value(json!({"metadata": {"name": name},
+                "spec": {"containers": [{"name": "host", "image": "wasm-deployer"}]}}))
+            .unwrap();
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+        }
+        Self {
+            server,
+            client,
+            pods,
+            kubeconfig,
+            config,
+            dir,
+            _serving: serving,
+        }
+    }
+
+    /// A `deployer-host run` replica as Pod `pod`.
+    fn replica(&self, pod: &str) -> Replica {
+        Replica::start(pod, &self.kubeconfig, &self.config, self.dir.path())
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_then_every_job_finishes_once()
  {
@@ -508,54 +597,11 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     let n = items_count();
     // Given the embedded server on loopback with Landscaper's CRDs, a Target pointing at it,
     // the replicas' Pods, and three `deployer-host run` replicas with locking,
-    let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
-    let serving = server.serve_on_loopback().await.unwrap();
-    let url = serving.url.clone();
-    let env = deployer_host::dev::DevEnvironment::bootstrap(server.clone(), &url)
-        .await
-        .unwrap();
-    let client = env.client.clone();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
-    )
-    .unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "requeueInterval: 200ms\nworkers: 4\nhpa: {{maxReplicas: 3}}\n\
-             locking: {{retryAfter: 200ms, podCacheTimeout: 300ms, cleanupInterval: 2s}}\n\
-             plugins: {{dir: {:?}, cacheDir: {:?}}}\n",
-            support::plugins_dir(),
-            support::plugins_dir().join("../plugin-cache"),
-        ),
-    )
-    .unwrap();
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "ls-system");
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "ls-system"}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let pod = |name: &str| -> k8s_openapi::api::core::v1::Pod {
-        serde_json::from_value(json!({"metadata": {"name": name},
-            "spec": {"containers": [{"name": "host", "image": "wasm-deployer"}]}}))
-        .unwrap()
-    };
-    for name in ["replica-0", "replica-1", "replica-2", "replica-3"] {
-        pods.create(&PostParams::default(), &pod(name))
-            .await
-            .unwrap();
-    }
+    let cluster = ReplicaCluster::start(4, "2s").await;
+    let (client, pods) = (cluster.client.clone(), cluster.pods.clone());
     let mut replicas: Vec<Replica> = ["replica-0", "replica-1", "replica-2"]
         .iter()
-        .map(|p| Replica::start(p, &kubeconfig, &config, dir.path()))
+        .map(|p| cluster.replica(p))
         .collect();
     let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(client.clone()));
     let api: Api<DeployItem> = Api::namespaced(client.clone(), "default");
@@ -595,19 +641,9 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     pods.delete("replica-1", &DeleteParams::default())
         .await
         .unwrap();
-    replicas.push(Replica::start(
-        "replica-3",
-        &kubeconfig,
-        &config,
-        dir.path(),
-    ));
+    replicas.push(cluster.replica("replica-3"));
     replicas[2].kill();
-    replicas.push(Replica::start(
-        "replica-2",
-        &kubeconfig,
-        &config,
-        dir.path(),
-    ));
+    replicas.push(cluster.replica("replica-2"));
 
     // then every job finishes Succeeded,
     let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
@@ -691,7 +727,7 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     }
     landscaper.abort();
     drop(replicas);
-    drop(serving);
+    drop(cluster);
 }
 
 /// The faults an operator's cluster has on a bad day (issue #46): 2 % of writes 409, 1 % 500,
@@ -732,12 +768,21 @@ fn manifest_item(name: &str, value: &str) -> DeployItem {
     .expect("item")
 }
 
-/// Item `i` of the mixed set: even ones mock (`m-<i>`), odd ones manifest (`c-<i>`).
+/// The name of item `i` of the mixed set: even ones mock (`m-<i>`), odd ones manifest (`c-<i>`).
+fn mixed_name(i: usize) -> String {
+    if i.is_multiple_of(2) {
+        format!("m-{i}")
+    } else {
+        format!("c-{i}")
+    }
+}
+
+/// Item `i` of the mixed set, with `value`.
 fn mixed_item(i: usize, value: &str) -> DeployItem {
     if i.is_multiple_of(2) {
-        exporting_item(&format!("m-{i}"), value)
+        exporting_item(&mixed_name(i), value)
     } else {
-        manifest_item(&format!("c-{i}"), value)
+        manifest_item(&mixed_name(i), value)
     }
 }
 
@@ -746,7 +791,7 @@ fn mixed_patch(i: usize, value: &str) -> serde_json::Value {
     if i.is_multiple_of(2) {
         json!({"spec": {"config": {"export": {"value": value}}}})
     } else {
-        let name = format!("c-{i}");
+        let name = mixed_name(i);
         json!({"spec": {"config": {"manifests": [{"policy": "manage", "manifest": {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": "default"},
@@ -781,55 +826,15 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     // Given the embedded server on loopback with Landscaper's CRDs, a Target pointing at it,
     // the replicas' Pods and three `deployer-host run` replicas with locking (no cleanup within
     // the story), the stand-in, and a ledger of every finished job,
-    let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
-    let serving = server.serve_on_loopback().await.unwrap();
-    let url = serving.url.clone();
-    let env = deployer_host::dev::DevEnvironment::bootstrap(server.clone(), &url)
-        .await
-        .unwrap();
-    let client = env.client.clone();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
-    )
-    .unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "requeueInterval: 200ms\nworkers: 8\nhpa: {{maxReplicas: 3}}\n\
-             locking: {{retryAfter: 200ms, podCacheTimeout: 300ms, cleanupInterval: 1h}}\n\
-             plugins: {{dir: {:?}, cacheDir: {:?}}}\n",
-            support::plugins_dir(),
-            support::plugins_dir().join("../plugin-cache"),
-        ),
-    )
-    .unwrap();
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "ls-system"}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "ls-system");
-    for name in ["replica-0", "replica-1", "replica-2", "replica-3"] {
-        let pod = serde_json::from_value(json!({"metadata": {"name": name},
-            "spec": {"containers": [{"name": "host", "image": "wasm-deployer"}]}}))
-        .unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-    }
+    let cluster = ReplicaCluster::start(8, "1h").await;
+    let (server, client, pods) = (
+        &cluster.server,
+        cluster.client.clone(),
+        cluster.pods.clone(),
+    );
     let mut replicas: Vec<(String, Replica)> = ["replica-0", "replica-1", "replica-2"]
         .iter()
-        .map(|p| {
-            (
-                p.to_string(),
-                Replica::start(p, &kubeconfig, &config, dir.path()),
-            )
-        })
+        .map(|p| (p.to_string(), cluster.replica(p)))
         .collect();
     let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(client.clone()));
     let ledger = JobLedger::start(client.clone());
@@ -840,13 +845,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     stream::iter(0..n)
         .for_each_concurrent(16, |i| {
             let api = api.clone();
-            async move {
-                let item = mixed_item(i, "v1");
-                retrying("create", reason_is("AlreadyExists"), || async {
-                    api.create(&PostParams::default(), &item).await
-                })
-                .await;
-            }
+            async move { create_retrying(&api, &mixed_item(i, "v1")).await }
         })
         .await;
     // and, a fifth of the jobs in, replica-1 is SIGKILLed and its Pod replaced by replica-3,
@@ -866,10 +865,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
         || async { pods.delete("replica-1", &DeleteParams::default()).await },
     )
     .await;
-    replicas.push((
-        "replica-3".into(),
-        Replica::start("replica-3", &kubeconfig, &config, dir.path()),
-    ));
+    replicas.push(("replica-3".into(), cluster.replica("replica-3")));
     let timeout = Duration::from_secs(240 + n as u64 / 10);
     // then every first job finishes Succeeded,
     wait_all(&api, "first jobs", timeout, all_finished(1, n)).await;
@@ -878,23 +874,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     stream::iter(0..n)
         .for_each_concurrent(16, |i| {
             let api = api.clone();
-            async move {
-                let name = if i.is_multiple_of(2) {
-                    format!("m-{i}")
-                } else {
-                    format!("c-{i}")
-                };
-                let patch = mixed_patch(i, "v2");
-                retrying(
-                    "patch",
-                    |_| false,
-                    || async {
-                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                            .await
-                    },
-                )
-                .await;
-            }
+            async move { patch_retrying(&api, &mixed_name(i), &mixed_patch(i, "v2")).await }
         })
         .await;
     // then every second job finishes Succeeded, every export holds the new value and every
@@ -934,17 +914,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     stream::iter(0..n)
         .for_each_concurrent(16, |i| {
             let api = api.clone();
-            async move {
-                let name = if i.is_multiple_of(2) {
-                    format!("m-{i}")
-                } else {
-                    format!("c-{i}")
-                };
-                retrying("delete", reason_is("NotFound"), || async {
-                    api.delete(&name, &DeleteParams::default()).await
-                })
-                .await;
-            }
+            async move { delete_retrying(&api, &mixed_name(i)).await }
         })
         .await;
     // then nothing is left: no item, no deployed ConfigMap, no export Secret, no SyncObject,
@@ -1021,5 +991,5 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     );
     landscaper.abort();
     drop(replicas);
-    drop(serving);
+    drop(cluster);
 }
