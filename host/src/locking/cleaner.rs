@@ -29,13 +29,8 @@ pub async fn cleanup_once(
         }
         let ns = lock.metadata.namespace.clone().unwrap_or_default();
         let lock_name = lock.metadata.name.clone().unwrap_or_default();
-        let items: Api<DeployItem> = Api::namespaced(client.clone(), &ns);
-        let orphaned = match items.get_metadata_opt(&lock.spec.name).await {
-            Ok(None) => true,
-            Ok(Some(item)) => {
-                let uid = item.metadata.uid.unwrap_or_default();
-                format!("{prefix}-{uid}") != lock_name
-            }
+        let orphaned = match item_is_gone(client, prefix, &lock).await {
+            Ok(gone) => gone,
             Err(e) => {
                 tracing::debug!(lock = %lock_name, error = %crate::apierrors::render_error(&e), "cannot check lock owner object; keeping it");
                 false
@@ -63,6 +58,25 @@ pub async fn cleanup_once(
         tracing::info!(count = deleted.len(), "deleted orphaned SyncObjects");
     }
     Ok(deleted)
+}
+
+/// Whether the DeployItem the SyncObject `lock` (of controller `prefix`) locks no longer
+/// exists: no item of its name, or one with another UID (deleted and created again; that
+/// object's lock is another SyncObject). The one rule for the cleanup and for unlocking.
+pub async fn item_is_gone(
+    client: &Client,
+    prefix: &str,
+    lock: &SyncObject,
+) -> Result<bool, kube::Error> {
+    let namespace = lock.metadata.namespace.clone().unwrap_or_default();
+    let items: Api<DeployItem> = Api::namespaced(client.clone(), &namespace);
+    Ok(match items.get_metadata_opt(&lock.spec.name).await? {
+        None => true,
+        Some(item) => {
+            let uid = item.metadata.uid.unwrap_or_default();
+            Some(format!("{prefix}-{uid}")) != lock.metadata.name
+        }
+    })
 }
 
 /// Runs [`cleanup_once`] every `interval` (first after `initial_delay`) until dropped.

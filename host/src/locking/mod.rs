@@ -213,16 +213,14 @@ impl Locker {
                 Ok(Some(fresh)) if fresh.metadata.uid != object.metadata.uid => {
                     return Released::NotOurs;
                 }
-                Ok(Some(fresh)) if fresh.spec.pod_name.is_empty() && !item_deleted => {
-                    return Released::Unlocked;
-                }
-                Ok(Some(fresh))
-                    if fresh.spec.pod_name != self.config.pod_name
-                        && !fresh.spec.pod_name.is_empty() =>
-                {
-                    return Released::NotOurs;
-                }
-                Ok(Some(fresh)) => object = fresh,
+                Ok(Some(fresh)) => match fresh.spec.pod_name.as_str() {
+                    // An earlier attempt applied (a 504 after the write).
+                    "" if !item_deleted => return Released::Unlocked,
+                    owner if !owner.is_empty() && owner != self.config.pod_name => {
+                        return Released::NotOurs;
+                    }
+                    _ => object = fresh,
+                },
                 Err(_) => {} // try again with the copy we have
             }
         }
@@ -236,7 +234,7 @@ impl Locker {
         item_deleted: bool,
     ) -> Result<Released, kube::Error> {
         let name = object.metadata.name.clone().unwrap_or_default();
-        if item_deleted && self.item_is_gone(object).await? {
+        if item_deleted && cleaner::item_is_gone(&self.client, &self.config.prefix, object).await? {
             return self.delete(api, object, false).await;
         }
         let mut cleared = object.clone();
@@ -251,21 +249,6 @@ impl Locker {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(Released::NotOurs),
             Err(e) => Err(e),
         }
-    }
-
-    /// Whether the DeployItem a SyncObject locks no longer exists: none of its name, or one
-    /// with another UID (deleted and created again; its lock is another SyncObject).
-    async fn item_is_gone(&self, object: &SyncObject) -> Result<bool, kube::Error> {
-        let namespace = object.metadata.namespace.clone().unwrap_or_default();
-        let items: Api<crate::landscaper::DeployItem> =
-            Api::namespaced(self.client.clone(), &namespace);
-        Ok(match items.get_metadata_opt(&object.spec.name).await? {
-            None => true,
-            Some(item) => {
-                self.lock_name(item.metadata.uid.as_deref().unwrap_or_default())
-                    != object.metadata.name.clone().unwrap_or_default()
-            }
-        })
     }
 
     /// Deletes this very SyncObject (its UID; with `unchanged`, also its resourceVersion).
