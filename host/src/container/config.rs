@@ -48,6 +48,48 @@ pub struct GarbageCollectionConfig {
     pub interval: Option<String>,
     /// Finished pods kept per DeployItem (the newest). Default 1.
     pub keep_pods: Option<usize>,
+    /// Landscaper's key for `interval`, in seconds: accepted so a Landscaper configuration can be
+    /// moved over as it is, with a deprecation line at start; `interval` wins when both are set.
+    pub requeue_time_seconds: Option<u64>,
+    /// Landscaper's number of collector workers: accepted and ignored (one collector runs per
+    /// host), with a deprecation line at start.
+    pub worker: Option<u32>,
+}
+
+impl GarbageCollectionConfig {
+    /// The collector's interval: `interval`, else Landscaper's `requeueTimeSeconds`, else 1 h.
+    fn interval(&self) -> anyhow::Result<Duration> {
+        const KEY: &str = "container.garbageCollection";
+        if let Some(workers) = self.worker {
+            tracing::warn!(
+                "{KEY}.worker ({workers}) is Landscaper's setting and is ignored: one collector runs per host"
+            );
+        }
+        match (self.interval.as_deref(), self.requeue_time_seconds) {
+            (Some(interval), Some(secs)) => {
+                tracing::warn!(
+                    "{KEY}.requeueTimeSeconds ({secs}) is deprecated and ignored: {KEY}.interval ({interval}) is set"
+                );
+                duration(&format!("{KEY}.interval"), Some(interval), Duration::ZERO)
+            }
+            (None, Some(0)) => {
+                anyhow::bail!(
+                    "{KEY}.requeueTimeSeconds must be a positive number of seconds, got 0"
+                )
+            }
+            (None, Some(secs)) => {
+                tracing::warn!(
+                    "{KEY}.requeueTimeSeconds is deprecated: write `interval: {secs}s` instead"
+                );
+                Ok(Duration::from_secs(secs))
+            }
+            (interval, None) => duration(
+                &format!("{KEY}.interval"),
+                interval,
+                Duration::from_secs(3600),
+            ),
+        }
+    }
 }
 
 /// `container.debug`.
@@ -176,11 +218,7 @@ impl ContainerConfig {
             gc_interval: if gc.disable {
                 None
             } else {
-                Some(duration(
-                    "container.garbageCollection.interval",
-                    gc.interval.as_deref(),
-                    Duration::from_secs(3600),
-                )?)
+                Some(gc.interval()?)
             },
             keep_pods: gc.keep_pods.unwrap_or(1).max(1),
             keep_pod: self.debug.keep_pod,
@@ -461,5 +499,27 @@ mod tests {
             ..Default::default()
         };
         assert!(bad.settings("").is_err());
+    }
+
+    /// Migration: Landscaper's container deployer configuration names the collector's interval
+    /// `requeueTimeSeconds` and its workers `worker`; a host given that configuration as it is
+    /// starts (with a deprecation line), and the interval means the same.
+    #[test]
+    fn landscapers_garbage_collection_keys_are_accepted() {
+        let parse = |yaml: &str| serde_yaml::from_str::<ContainerConfig>(yaml).unwrap();
+        let landscaper = parse("garbageCollection: {worker: 5, requeueTimeSeconds: 600}");
+        let s = landscaper.settings("").unwrap();
+        assert_eq!(s.gc_interval, Some(Duration::from_secs(600)));
+        let both = parse("garbageCollection: {interval: 2m, requeueTimeSeconds: 600}");
+        assert_eq!(
+            both.settings("").unwrap().gc_interval,
+            Some(Duration::from_secs(120))
+        );
+        let zero = parse("garbageCollection: {requeueTimeSeconds: 0}");
+        let err = zero.settings("").unwrap_err().to_string();
+        assert!(err.contains("requeueTimeSeconds"), "{err}");
+        assert!(
+            serde_yaml::from_str::<ContainerConfig>("garbageCollection: {workers: 5}").is_err()
+        );
     }
 }
