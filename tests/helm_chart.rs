@@ -1393,3 +1393,40 @@ async fn given_an_older_crd_when_the_release_is_upgraded_then_its_host_brings_th
         .await
         .unwrap();
 }
+
+/// Kubernetes versions (docs/kubernetes-versions.md): the real-backend stories run on whatever
+/// kube-apiserver `REAL_KUBE_APISERVER` names, e.g. a hand-built newer one. Proven with a copy of
+/// the tool's own build under another path: the server the stories get is that very binary.
+#[tokio::test]
+async fn given_real_kube_apiserver_names_a_binary_when_a_story_starts_the_real_server_then_that_binary_serves_it()
+ {
+    skip_on_embedded!("about the real backend's kube-apiserver");
+    let cache = std::env::var_os("REAL_APISERVER_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/real-apiserver")
+        });
+    let own_build = cache.join("kube-apiserver");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let named = elsewhere.path().join("kube-apiserver-of-my-own");
+    std::fs::copy(&own_build, &named).expect("copying the tool's kube-apiserver");
+    let binaries = support::RealBinaries {
+        kube_apiserver: Some(named.clone()),
+        etcd: None,
+    };
+    let real = support::RealApiServer::start_on("AlwaysAllow", &binaries);
+    let pid = std::fs::read_to_string(real.dir().join("apiserver.pid")).expect("apiserver.pid");
+    let exe = std::fs::read_link(format!("/proc/{}/exe", pid.trim())).expect("the server's binary");
+    assert_eq!(
+        exe,
+        named.canonicalize().unwrap(),
+        "the server runs the named binary"
+    );
+    let version = real
+        .client()
+        .await
+        .apiserver_version()
+        .await
+        .expect("/version");
+    assert_eq!(version.major, "1", "{version:?}");
+}

@@ -296,10 +296,32 @@ fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &st
     let name = format!("my-{lang}-plugin");
     let (ok, out, err) = run(&["plugin", "new", "--lang", lang, &name, "--dir", &dir_arg]);
     assert!(ok, "{lang} new: {out}{err}");
+    let entries = || -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let sources = entries();
     let (ok, out, err) = run(&["plugin", "build", &dir_arg]);
     assert!(ok, "{lang} build: {out}{err}");
     let wasm = out.trim().to_string();
     assert!(wasm.ends_with(&format!("{name}.wasm")), "{out}");
+    // What the build makes on the way (bindings, the core module) stays under target/, as
+    // cargo keeps Rust's: beside the sources there is only the component, and what a language's
+    // own tool always writes there (cargo's lock file, Python's bytecode cache).
+    let made: Vec<String> = entries().difference(&sources).cloned().collect();
+    let own = match lang {
+        "rust" => Some("Cargo.lock"),
+        "python" => Some("__pycache__"),
+        _ => None,
+    };
+    for entry in &made {
+        assert!(
+            entry == "target" || *entry == format!("{name}.wasm") || Some(entry.as_str()) == own,
+            "{lang}: the build left {entry:?} beside the sources ({made:?})"
+        );
+    }
     let item = dir.join("item.yaml").display().to_string();
     let (ok, out, err) = run(&["plugin", "test", &wasm, "--item", &item, "--json"]);
     let checks: Vec<serde_json::Value> =

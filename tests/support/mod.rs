@@ -14,7 +14,8 @@ pub mod real_landscaper;
 pub mod registry;
 #[allow(unused_imports)]
 pub use backend::{
-    Backend, RealApiServer, TestCluster, backend, client_for, ensure_default_service_account,
+    Backend, RealApiServer, RealBinaries, TestCluster, backend, client_for,
+    ensure_default_service_account,
 };
 
 use std::path::PathBuf;

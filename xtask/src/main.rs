@@ -139,10 +139,14 @@ fn main() -> Result<()> {
                         .args(&rest))?,
                     // The host's stories again, each against a real kube-apiserver 1.20.
                     "real" => {
-                        let tool =
-                            workspace_root().join("../shared/tools/real-apiserver/real-apiserver");
-                        run(Command::new(&tool).arg("build"))
-                            .context("building the real kube-apiserver (../shared/tools)")?;
+                        // A kube-apiserver of the user's own (REAL_KUBE_APISERVER, see
+                        // docs/kubernetes-versions.md) needs no build.
+                        if std::env::var_os("REAL_KUBE_APISERVER").is_none_or(|v| v.is_empty()) {
+                            let tool = workspace_root()
+                                .join("../shared/tools/real-apiserver/real-apiserver");
+                            run(Command::new(&tool).arg("build"))
+                                .context("building the real kube-apiserver (../shared/tools)")?;
+                        }
                         run_host_stories_on_real_backend(&rest)?
                     }
                     other => bail!("unknown backend {other:?} (embedded, real)"),
