@@ -8,7 +8,7 @@ use std::time::Duration;
 pub struct Registry {
     child: std::process::Child,
     _dir: tempfile::TempDir,
-    /// `127.0.0.1:<port>` (plain HTTP).
+    /// `127.0.0.1:<port>` (plain HTTP, or HTTPS from [`start_registry_tls`]).
     pub addr: String,
 }
 
@@ -20,16 +20,29 @@ impl Drop for Registry {
 }
 
 pub fn start_registry() -> Option<Registry> {
-    start(None)
+    start(None, None)
+}
+
+/// An authenticating registry (as [`start_registry_with_auth`]) that speaks only HTTPS, with
+/// `cert`'s serving certificate (signed by the test's own CA, valid for 127.0.0.1).
+pub fn start_registry_tls(
+    user: &str,
+    password: &str,
+    cert: &embedded_apiserver::tls::ServingCert,
+) -> Option<Registry> {
+    start(Some((user, password)), Some(cert))
 }
 
 /// Like [`start_registry`], but every request needs HTTP basic authentication as `user` with
 /// `password` (an htpasswd file with a bcrypt hash, as `docker-registry` wants it).
 pub fn start_registry_with_auth(user: &str, password: &str) -> Option<Registry> {
-    start(Some((user, password)))
+    start(Some((user, password)), None)
 }
 
-fn start(auth: Option<(&str, &str)>) -> Option<Registry> {
+fn start(
+    auth: Option<(&str, &str)>,
+    tls: Option<&embedded_apiserver::tls::ServingCert>,
+) -> Option<Registry> {
     let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
@@ -62,10 +75,23 @@ fn start(auth: Option<(&str, &str)>) -> Option<Registry> {
             )
         }
     };
+    let tls = match tls {
+        None => String::new(),
+        Some(cert) => {
+            let (crt, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+            std::fs::write(&crt, cert.cert_pem()).unwrap();
+            std::fs::write(&key, cert.key_pem()).unwrap();
+            format!(
+                ", tls: {{certificate: {}, key: {}}}",
+                crt.display(),
+                key.display()
+            )
+        }
+    };
     std::fs::write(
         &config,
         format!(
-            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n{auth}",
+            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}{tls}}}\n{auth}",
             dir.path().join("data").display()
         ),
     )
