@@ -20,7 +20,7 @@ impl Drop for Registry {
 }
 
 pub fn start_registry() -> Option<Registry> {
-    start(None, None)
+    start("127.0.0.1", None, None)
 }
 
 /// An authenticating registry (as [`start_registry_with_auth`]) that speaks only HTTPS, with
@@ -30,16 +30,29 @@ pub fn start_registry_tls(
     password: &str,
     cert: &embedded_apiserver::tls::ServingCert,
 ) -> Option<Registry> {
-    start(Some((user, password)), Some(cert))
+    start("127.0.0.1", Some((user, password)), Some(cert))
+}
+
+/// [`start_registry_tls`] listening on `ip` (one of the machine's own addresses, in `cert`'s
+/// names): for clients that speak plain HTTP to every loopback registry whatever it serves
+/// (containerd's resolver, and so Helm's registry client, do).
+pub fn start_registry_tls_on(
+    ip: &str,
+    user: &str,
+    password: &str,
+    cert: &embedded_apiserver::tls::ServingCert,
+) -> Option<Registry> {
+    start(ip, Some((user, password)), Some(cert))
 }
 
 /// Like [`start_registry`], but every request needs HTTP basic authentication as `user` with
 /// `password` (an htpasswd file with a bcrypt hash, as `docker-registry` wants it).
 pub fn start_registry_with_auth(user: &str, password: &str) -> Option<Registry> {
-    start(Some((user, password)), None)
+    start("127.0.0.1", Some((user, password)), None)
 }
 
 fn start(
+    ip: &str,
     auth: Option<(&str, &str)>,
     tls: Option<&embedded_apiserver::tls::ServingCert>,
 ) -> Option<Registry> {
@@ -54,7 +67,7 @@ fn start(
         eprintln!("SKIP: docker-registry is not installed");
         return None;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    let port = std::net::TcpListener::bind((ip, 0))
         .unwrap()
         .local_addr()
         .unwrap()
@@ -91,7 +104,7 @@ fn start(
     std::fs::write(
         &config,
         format!(
-            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}{tls}}}\n{auth}",
+            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: {ip}:{port}{tls}}}\n{auth}",
             dir.path().join("data").display()
         ),
     )
@@ -103,7 +116,7 @@ fn start(
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("{ip}:{port}");
     // Owned from here on: dropped (killed and reaped) on every path.
     let registry = Registry {
         child,
