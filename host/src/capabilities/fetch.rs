@@ -75,6 +75,7 @@ impl FetchConfig {
     /// Checks the durations and sizes.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.timeout()?;
+        self.ca_certificates()?;
         if self.max_mib == Some(0) {
             anyhow::bail!("fetch.maxMib must be positive");
         }
@@ -1160,6 +1161,70 @@ mod tests {
         assert!(e.message.contains("charts.example.com"), "{}", e.message);
         assert_eq!(e.operation, "fetch");
         task.abort();
+    }
+
+    /// An HTTPS server on loopback with a certificate of a fresh CA, serving `/small`.
+    async fn serve_tls() -> (String, embedded_apiserver::tls::ServingCert, tokio::task::JoinHandle<()>) {
+        let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let listener =
+            embedded_apiserver::tls::TlsListener::new(listener, cert.server_config().unwrap())
+                .unwrap();
+        let app = axum::Router::new()
+            .route("/small", axum::routing::get(|| async { vec![b'a'; 1024] }));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (url, cert, task)
+    }
+
+    #[tokio::test]
+    async fn the_hosts_ca_bundle_is_trusted_for_every_download_and_an_untrusted_certificate_is_a_configuration_problem()
+     {
+        let (url, cert, task) = serve_tls().await;
+        let untrusted = item_fetch("allow: [127.0.0.1]\n");
+        let e = untrusted
+            .fetch(get(format!("{url}/small"), None))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, "UntrustedCertificate", "{e:?}");
+        assert!(e.has_code(codes::CONFIGURATION_PROBLEM), "{e:?}");
+        assert!(e.message.contains(&format!("GET {url}/small")), "{}", e.message);
+        assert!(e.message.contains("fetch.caBundle"), "{}", e.message);
+
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("ca.pem");
+        std::fs::write(&bundle, cert.ca_pem()).unwrap();
+        let trusted = item_fetch(&format!(
+            "allow: [127.0.0.1]\ncaBundle: {}\n",
+            bundle.display()
+        ));
+        let got = trusted
+            .fetch(get(format!("{url}/small"), None))
+            .await
+            .unwrap();
+        assert_eq!(got.data.len(), 1024);
+
+        // A bundle without a certificate is refused at start.
+        std::fs::write(&bundle, "not a certificate").unwrap();
+        let config: FetchConfig =
+            serde_yaml::from_str(&format!("caBundle: {}\n", bundle.display())).unwrap();
+        let e = Fetcher::new(config).unwrap_err();
+        assert!(format!("{e:#}").contains("holds no PEM certificate"), "{e:#}");
+        task.abort();
+    }
+
+    #[test]
+    fn custom_ca_data_is_pem_or_base64_of_pem() {
+        use base64::Engine as _;
+        let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
+        let pem = cert.ca_pem();
+        assert_eq!(custom_ca(pem).unwrap().len(), 1);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
+        assert_eq!(custom_ca(&b64).unwrap(), custom_ca(pem).unwrap());
+        assert!(custom_ca("bm90IHBlbQ==").unwrap_err().contains("no PEM certificate"));
+        assert!(custom_ca("%%%").is_err());
     }
 
     #[test]
