@@ -241,7 +241,8 @@ impl PrivateRegistry {
             );
             return None;
         };
-        let cert = embedded_apiserver::tls::ServingCert::generate(std::slice::from_ref(&ip)).unwrap();
+        let cert =
+            embedded_apiserver::tls::ServingCert::generate(std::slice::from_ref(&ip)).unwrap();
         let (user, password) = ("landscaper", "integration");
         let registry = support::registry::start_registry_tls_on(&ip, user, password, &cert)?;
         let files = dir.join("registry");
@@ -259,7 +260,8 @@ impl PrivateRegistry {
         )
         .unwrap();
         std::fs::write(files.join("cacerts.crt"), cert.ca_pem()).unwrap();
-        let machine = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+        let machine =
+            std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
         let trust = files.join("trust.pem");
         std::fs::write(&trust, format!("{machine}\n{}", cert.ca_pem())).unwrap();
         // The tool's configuration (`real-landscaper`), and the registry; given with a second
@@ -425,11 +427,12 @@ fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_say
             "ls-system",
             "--skip-waiting-for-system-components",
         ])
-        .args(
-            registry
-                .iter()
-                .flat_map(|r| [std::ffi::OsStr::new("--registry-config"), r.docker_config.as_os_str()]),
-        )
+        .args(registry.iter().flat_map(|r| {
+            [
+                std::ffi::OsStr::new("--registry-config"),
+                r.docker_config.as_os_str(),
+            ]
+        }))
         .stdout(std::fs::File::create(dir.path().join("suite.log")).unwrap())
         .stderr(Stdio::inherit())
         .status()

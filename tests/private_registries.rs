@@ -93,7 +93,12 @@ async fn assert_failed_naming(h: &Harness, name: &str, needles: &[&str]) {
             !s.job_id.is_empty() && s.job_id == s.job_id_finished
         })
         .await;
-    assert_eq!(item.status().phase, Phase::Failed, "{name}: {}", status_of(&item));
+    assert_eq!(
+        item.status().phase,
+        Phase::Failed,
+        "{name}: {}",
+        status_of(&item)
+    );
     let e = item.status().last_error.unwrap();
     assert!(
         e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
@@ -146,7 +151,11 @@ async fn given_a_chart_repository_behind_an_internal_ca_when_the_items_context_g
 
     // And: the same repository is not trusted for items whose Context lacks that CA, though the
     // host has just spoken to it with it.
-    create(&h, &helm_item("repo-without-ca", "without-ca", chart.clone())).await;
+    create(
+        &h,
+        &helm_item("repo-without-ca", "without-ca", chart.clone()),
+    )
+    .await;
     create(&h, &helm_item("repo-other-ca", "other-ca", chart.clone())).await;
     let index = format!("{}/index.yaml", repo.url);
     assert_failed_naming(
@@ -163,7 +172,11 @@ async fn given_a_chart_repository_behind_an_internal_ca_when_the_items_context_g
     assert_failed_naming(
         &h,
         "repo-other-ca",
-        &[&index, "TLS certificate is not trusted", "did not verify it"],
+        &[
+            &index,
+            "TLS certificate is not trusted",
+            "did not verify it",
+        ],
     )
     .await;
     // The chart archive was downloaded once, by the trusted item only.
@@ -265,8 +278,16 @@ async fn given_an_oci_registry_behind_an_internal_ca_when_the_contexts_ocm_crede
     let by_key = json!({"resourceRef": resource_key(COMPONENT, "1.0.0", "chart")});
 
     // When: items with the CA in their Context install the chart by `ref` and by OCM key.
-    create(&h, &helm_item("ref-with-ca", "pull-secret-ca", by_ref.clone())).await;
-    create(&h, &helm_item("ocm-with-ca", "ocm-config-ca", by_key.clone())).await;
+    create(
+        &h,
+        &helm_item("ref-with-ca", "pull-secret-ca", by_ref.clone()),
+    )
+    .await;
+    create(
+        &h,
+        &helm_item("ocm-with-ca", "ocm-config-ca", by_key.clone()),
+    )
+    .await;
     // Then: both install.
     assert_installed(&h, "ref-with-ca").await;
     assert_installed(&h, "ocm-with-ca").await;

@@ -389,7 +389,9 @@ impl ItemFetch {
                 return err(
                     Some(codes::CONFIGURATION_PROBLEM),
                     "UntrustedCertificate",
-                    format!("GET {url}: the server's TLS certificate is not trusted ({why}); {hint}"),
+                    format!(
+                        "GET {url}: the server's TLS certificate is not trusted ({why}); {hint}"
+                    ),
                 );
             }
             err(None, "FetchFailed", format!("GET {url}: {why}"))
@@ -715,7 +717,10 @@ impl ItemFetch {
             return Ok(None);
         };
         let entry_url = entry["url"].as_str().unwrap_or_default().to_string();
-        let ca = match entry["customCAData"].as_str().filter(|c| !c.trim().is_empty()) {
+        let ca = match entry["customCAData"]
+            .as_str()
+            .filter(|c| !c.trim().is_empty())
+        {
             None => Vec::new(),
             Some(data) => custom_ca(data).map_err(|why| {
                 err(
@@ -1164,15 +1169,19 @@ mod tests {
     }
 
     /// An HTTPS server on loopback with a certificate of a fresh CA, serving `/small`.
-    async fn serve_tls() -> (String, embedded_apiserver::tls::ServingCert, tokio::task::JoinHandle<()>) {
+    async fn serve_tls() -> (
+        String,
+        embedded_apiserver::tls::ServingCert,
+        tokio::task::JoinHandle<()>,
+    ) {
         let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}", listener.local_addr().unwrap());
         let listener =
             embedded_apiserver::tls::TlsListener::new(listener, cert.server_config().unwrap())
                 .unwrap();
-        let app = axum::Router::new()
-            .route("/small", axum::routing::get(|| async { vec![b'a'; 1024] }));
+        let app =
+            axum::Router::new().route("/small", axum::routing::get(|| async { vec![b'a'; 1024] }));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -1190,7 +1199,11 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.reason, "UntrustedCertificate", "{e:?}");
         assert!(e.has_code(codes::CONFIGURATION_PROBLEM), "{e:?}");
-        assert!(e.message.contains(&format!("GET {url}/small")), "{}", e.message);
+        assert!(
+            e.message.contains(&format!("GET {url}/small")),
+            "{}",
+            e.message
+        );
         assert!(e.message.contains("fetch.caBundle"), "{}", e.message);
 
         let dir = tempfile::tempdir().unwrap();
@@ -1211,7 +1224,10 @@ mod tests {
         let config: FetchConfig =
             serde_yaml::from_str(&format!("caBundle: {}\n", bundle.display())).unwrap();
         let e = Fetcher::new(config).unwrap_err();
-        assert!(format!("{e:#}").contains("holds no PEM certificate"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("holds no PEM certificate"),
+            "{e:#}"
+        );
         task.abort();
     }
 
@@ -1223,7 +1239,11 @@ mod tests {
         assert_eq!(custom_ca(pem).unwrap().len(), 1);
         let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
         assert_eq!(custom_ca(&b64).unwrap(), custom_ca(pem).unwrap());
-        assert!(custom_ca("bm90IHBlbQ==").unwrap_err().contains("no PEM certificate"));
+        assert!(
+            custom_ca("bm90IHBlbQ==")
+                .unwrap_err()
+                .contains("no PEM certificate")
+        );
         assert!(custom_ca("%%%").is_err());
     }
 

@@ -359,7 +359,9 @@ mod tests {
     fn a_pem_bundle_splits_into_its_certificates() {
         let one = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----";
         let two = "-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----";
-        let bundle = format!("# a comment\n{one}\n-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n{two}\n");
+        let bundle = format!(
+            "# a comment\n{one}\n-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n{two}\n"
+        );
         assert_eq!(
             pem_certificates(&bundle),
             [format!("{one}\n"), format!("{two}\n")]
