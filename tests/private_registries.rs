@@ -7,7 +7,8 @@
 //! `ocmConfig` ConfigMap) for registries, as Landscaper reads them. An item whose Context lacks
 //! the CA fails at once (`Failed`, ERR_CONFIGURATION_PROBLEM) with a message naming the
 //! certificate problem and the URL, even after another item's CA was used for the same server:
-//! trust is per item, never global. Runs on both backends.
+//! trust is per item, never global. The operator's own CA (`fetch.caBundle`) is trusted for
+//! every item and for plugin delivery from a registry behind it. Runs on both backends.
 
 mod manifest;
 mod support;
@@ -309,4 +310,150 @@ async fn given_an_oci_registry_behind_an_internal_ca_when_the_contexts_ocm_crede
         )
         .await;
     }
+}
+
+/// A host started with `fetch.caBundle` = `bundle` (or none), plugin delivery running, whose
+/// plugin directory holds only the helm plugin (the mock comes from the registry).
+async fn host_with_ca_bundle(
+    bundle: Option<&std::path::Path>,
+) -> (
+    Harness,
+    std::sync::Arc<deployer_host::plugin_sources::catalog::Catalog>,
+    tempfile::TempDir,
+) {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        support::plugins_dir().join("helm.wasm"),
+        plugins.path().join("helm.wasm"),
+    )
+    .unwrap();
+    let mut config = HostConfig {
+        requeue_interval: Some("200ms".into()),
+        fetch: serde_yaml::from_str("allow: [127.0.0.1]\nplainHttp: []\n").unwrap(),
+        ..HostConfig::default()
+    };
+    config.fetch.ca_bundle = bundle.map(|b| b.to_path_buf());
+    config.plugins.dir = Some(plugins.path().to_path_buf());
+    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.namespace = Some("default".into());
+    config.plugins.poll_interval = Some("200ms".into());
+    let h = Harness::start_with(Options {
+        config: config.clone(),
+        ..Options::default()
+    })
+    .await;
+    let (catalog, _task) = deployer_host::plugins::start_delivery(
+        &config,
+        h.client.clone(),
+        h.deployer.plugins.clone(),
+        h.deployer.hooks.clone(),
+    )
+    .unwrap();
+    (h, catalog, plugins)
+}
+
+/// Declares the WasmPlugin `delivered` from `reference` (pull secret `regcred`) and waits until
+/// its status says whether it serves.
+async fn deliver(h: &Harness, reference: &str, docker_config: &str) -> Value {
+    use kube::api::{Api, DynamicObject, PostParams};
+    put(
+        h,
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+               "metadata": {"name": "regcred", "namespace": "default"},
+               "stringData": {".dockerconfigjson": docker_config}}),
+    )
+    .await;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        h.client.clone(),
+        "default",
+        &deployer_host::plugin_sources::declarations::resource(),
+    );
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "wasm-deployer.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "delivered", "namespace": "default"},
+        "spec": {"source": {"oci": {"reference": reference, "pullSecrets": ["regcred"]}}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = api.get("delivered").await.unwrap().data["status"].clone();
+        let decided = status["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] != "Unknown")
+        });
+        if decided {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "WasmPlugin delivered: {status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_hosts_ca_bundle_when_a_plugin_comes_from_a_registry_and_a_chart_from_a_repository_behind_that_ca_then_both_are_trusted_for_every_item_and_without_it_neither()
+ {
+    // Given: a registry (HTTPS, basic authentication) holding the mock plugin, and a chart
+    // repository (HTTPS), both with certificates of the operator's CA; the CA in a PEM file.
+    let cert = ServingCert::generate(&[]).unwrap();
+    let Some(registry) = support::registry::start_registry_tls("ops", "s3cret", &cert) else {
+        return;
+    };
+    let docker_config = support::ocm::docker_config(&registry.addr, "ops", "s3cret");
+    let reference = format!("{}/plugins/mock:1", registry.addr);
+    let options = deployer_host::plugin_sources::oci::RegistryOptions {
+        docker_configs: vec![docker_config.clone()],
+        ca_certs: vec![cert.ca_pem().to_string()],
+        ..Default::default()
+    };
+    let mock = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
+    deployer_host::plugin_sources::oci::push(&reference, &mock, "mock", &options)
+        .await
+        .unwrap();
+    let repo = ChartRepo::start_tls(
+        vec![("web", "0.1.0", package(&chart_dir("web"), "0.1.0"))],
+        None,
+        &cert,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, cert.ca_pem()).unwrap();
+    let chart = json!({"helmChartRepo": {"helmChartRepoUrl": repo.url,
+                                         "helmChartName": "web", "helmChartVersion": "0.1.0"}});
+
+    // When: the host has the bundle.
+    {
+        let (h, _catalog, _plugins) = host_with_ca_bundle(Some(&bundle)).await;
+        // Then: the plugin is delivered from the registry, and an item whose Context names no
+        // CA installs the chart.
+        let status = deliver(&h, &reference, &docker_config).await;
+        assert_eq!(status["pluginName"], "mock", "{status:#}");
+        create(&h, &helm_item("bundle-chart", "default", chart.clone())).await;
+        assert_installed(&h, "bundle-chart").await;
+    }
+
+    // When: a host without it.
+    let (h, _catalog, _plugins) = host_with_ca_bundle(None).await;
+    // Then: the plugin is refused naming the certificate, and the item fails naming it.
+    let status = deliver(&h, &reference, &docker_config).await;
+    let error = status["lastError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("UnknownIssuer") && error.contains(&registry.addr),
+        "{status:#}"
+    );
+    create(&h, &helm_item("no-bundle-chart", "default", chart)).await;
+    assert_failed_naming(
+        &h,
+        "no-bundle-chart",
+        &[
+            &repo.url,
+            "TLS certificate is not trusted",
+            "fetch.caBundle",
+        ],
+    )
+    .await;
 }
