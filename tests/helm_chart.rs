@@ -60,8 +60,16 @@ fn value_sets() -> Vec<(&'static str, Value)> {
                    "imagePullSecrets": [{"name": "regcred"}], "tolerations": [{"operator": "Exists"}],
                    "extraConfig": {"events": "all"}, "itemCache": "full", "logFormat": "text", "deployer": {"verbosityLevel": "debug"}}),
         ),
+        (
+            "ca-bundle",
+            json!({"fetch": {"allow": ["registry.corp"], "caBundle": CA_BUNDLE}}),
+        ),
     ]
 }
+
+/// A CA certificate for the `ca-bundle` value set (the operator's PEM, as given in values).
+const CA_BUNDLE: &str =
+    "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIUT3R0ZXN0\n-----END CERTIFICATE-----\n";
 
 fn docs(manifest: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(manifest)
@@ -138,7 +146,30 @@ fn given_the_chart_then_it_lints_clean_and_our_helm_engine_renders_it_byte_for_b
         let config: deployer_host::config::HostConfig =
             serde_yaml::from_str(&rendered_config(&docs(want)))
                 .unwrap_or_else(|e| panic!("{case}: the host refuses the chart's config: {e}"));
-        config.validate().unwrap();
+        if case == "ca-bundle" {
+            // The bundle goes into the configuration Secret, mounted with the configuration,
+            // and the configuration names that file (which exists only in the pod).
+            let docs = docs(want);
+            let secret = find(&docs, "Secret")
+                .into_iter()
+                .find(|s| s["metadata"]["name"].as_str().unwrap().ends_with("-config"))
+                .unwrap();
+            assert_eq!(secret["stringData"]["ca-bundle.pem"], CA_BUNDLE, "{case}");
+            assert_eq!(
+                config.fetch.ca_bundle.as_deref(),
+                Some(std::path::Path::new(
+                    "/etc/wasm-deployer/config/ca-bundle.pem"
+                ))
+            );
+            let deployment = &find(&docs, "Deployment")[0];
+            assert!(
+                deployment["spec"]["template"]["metadata"]["annotations"]["checksum/ca-bundle"]
+                    .is_string(),
+                "{case}: a new bundle rolls the pods"
+            );
+        } else {
+            config.validate().unwrap();
+        }
         let item_cache = if case == "everything" {
             deployer_host::config::ItemCache::Full
         } else {

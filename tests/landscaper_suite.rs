@@ -208,6 +208,110 @@ fn suite_tree(suite: &Path, dir: &Path) -> PathBuf {
     tree
 }
 
+/// Whether a spec is registered only with `--registry-config` (a private OCI registry).
+fn needs_registry(spec: &str) -> bool {
+    spec.starts_with("RegistryTest ") || spec.contains(" private registry ")
+}
+
+/// The private registry the `RegistryTest` and `HelmDeployerTests private registry` specs push
+/// to and read from, as Landscaper's own CI sets it up (`hack/int-test-helper`): Debian's
+/// `docker-registry` on this machine, HTTPS with a certificate of a CA this test makes, basic
+/// authentication. It listens on the machine's own (non-loopback) address, not on 127.0.0.1:
+/// the specs push with Helm's registry client, whose resolver (containerd's) speaks plain HTTP
+/// to every loopback registry and meets a TLS port with `400 Bad Request`. `--registry-config` names a Docker config with its credentials, and
+/// `cacerts.crt` beside it holds the CA (the specs' own clients read it there). The real
+/// Landscaper reads the registry with those credentials (`registry.oci.configFiles`) and trusts
+/// the CA through its trust store (`SSL_CERT_FILE`: the machine's bundle and the CA), as
+/// Landscaper's chart mounts `truststore.secrets`. Our host gets neither: the specs hand it the
+/// credentials and the CA in the Context, per item.
+struct PrivateRegistry {
+    _registry: support::registry::Registry,
+    /// `--registry-config`
+    docker_config: PathBuf,
+    /// What the real Landscaper needs: `LANDSCAPER_ARGS` (its configuration) and `SSL_CERT_FILE`.
+    landscaper_env: Vec<(&'static str, String)>,
+}
+
+impl PrivateRegistry {
+    fn start(dir: &Path, pickup_timeout: &str) -> Option<Self> {
+        use base64::Engine as _;
+        let Some(ip) = own_address() else {
+            eprintln!(
+                "SKIP the private registry specs: this machine has no non-loopback IPv4 address (hostname -I)"
+            );
+            return None;
+        };
+        let cert =
+            embedded_apiserver::tls::ServingCert::generate(std::slice::from_ref(&ip)).unwrap();
+        let (user, password) = ("landscaper", "integration");
+        let registry = support::registry::start_registry_tls_on(&ip, user, password, &cert)?;
+        let files = dir.join("registry");
+        std::fs::create_dir_all(&files).unwrap();
+        let docker_config = files.join("docker.config");
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        std::fs::write(
+            &docker_config,
+            // `username`/`password` as well: the framework decodes the file with plain
+            // `json.Unmarshal`, which leaves `auth` undecoded, and builds the spec's OCM
+            // credentials from those two fields.
+            serde_json::json!({"auths": {&registry.addr: {
+                "auth": auth, "username": user, "password": password}}})
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(files.join("cacerts.crt"), cert.ca_pem()).unwrap();
+        let machine =
+            std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+        let trust = files.join("trust.pem");
+        std::fs::write(&trust, format!("{machine}\n{}", cert.ca_pem())).unwrap();
+        // The tool's configuration (`real-landscaper`), and the registry; given with a second
+        // `--config`, which wins.
+        let config = files.join("landscaper.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "apiVersion: config.landscaper.gardener.cloud/v1alpha1
+kind: LandscaperConfiguration
+controllers: {{installations: {{workers: 5}}, executions: {{workers: 5}}, deployItems: {{workers: 5}}}}
+deployItemTimeouts: {{pickup: {pickup_timeout}}}
+crdManagement: {{deployCrd: true, forceUpdate: true}}
+lsDeployments:
+  deploymentsNamespace: ls-system
+  lsHealthCheckName: ls-hc
+  lsController: landscaper
+  lsMainController: landscaper-main
+  webHook: landscaper-webhooks
+registry:
+  oci:
+    allowPlainHttp: false
+    insecureSkipVerify: false
+    configFiles: [{}]
+",
+                docker_config.display()
+            ),
+        )
+        .unwrap();
+        Some(PrivateRegistry {
+            _registry: registry,
+            docker_config,
+            landscaper_env: vec![
+                ("LANDSCAPER_ARGS", format!("--config {}", config.display())),
+                ("SSL_CERT_FILE", trust.display().to_string()),
+            ],
+        })
+    }
+}
+
+/// The machine's first non-loopback IPv4 address (`hostname -I`).
+fn own_address() -> Option<String> {
+    let out = Command::new("hostname").arg("-I").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback())
+        .map(|a| a.to_string())
+}
+
 /// Escapes a spec text for `-ginkgo.focus` (Go's regexp syntax).
 fn regex_escape(s: &str) -> String {
     let mut out = String::new();
@@ -278,9 +382,29 @@ fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_say
         .prefix("landscaper-suite-")
         .tempdir()
         .unwrap();
+    let pickup_timeout = "10s";
+    let registry = match to_run.iter().any(|r| needs_registry(&r.spec)) {
+        true => PrivateRegistry::start(dir.path(), pickup_timeout),
+        false => None,
+    };
+    let to_run: Vec<&Row> = match &registry {
+        Some(_) => to_run,
+        // docker-registry is missing (said SKIP): the registry specs cannot be registered.
+        None => to_run
+            .into_iter()
+            .filter(|r| !needs_registry(&r.spec))
+            .collect(),
+    };
     let (_host, _url) = start_host(dir.path());
     let kubeconfig = dir.path().join("kubeconfig");
-    let _landscaper = RealLandscaper::start(&kubeconfig, "10s");
+    let _landscaper = RealLandscaper::start_with_env(
+        &kubeconfig,
+        pickup_timeout,
+        registry
+            .as_ref()
+            .map(|r| r.landscaper_env.as_slice())
+            .unwrap_or_default(),
+    );
 
     let focus = to_run
         .iter()
@@ -303,6 +427,12 @@ fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_say
             "ls-system",
             "--skip-waiting-for-system-components",
         ])
+        .args(registry.iter().flat_map(|r| {
+            [
+                std::ffi::OsStr::new("--registry-config"),
+                r.docker_config.as_os_str(),
+            ]
+        }))
         .stdout(std::fs::File::create(dir.path().join("suite.log")).unwrap())
         .stderr(Stdio::inherit())
         .status()

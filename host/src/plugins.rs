@@ -450,6 +450,7 @@ pub fn start_delivery(
             base_limits: config.plugins.limits.resolve(Limits::default())?,
             host_verification: config.plugins.verification.clone(),
             base_registrations: config.hooks.clone().unwrap_or_default(),
+            ca_certs: config.fetch.ca_certificates()?,
         },
         live,
         hooks,

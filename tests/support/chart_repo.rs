@@ -78,7 +78,7 @@ pub fn archive_raw(name: &str, version: &str) -> String {
 
 /// A chart repository on 127.0.0.1.
 pub struct ChartRepo {
-    /// `http://127.0.0.1:<port>`
+    /// `http://127.0.0.1:<port>` (`https://` from [`ChartRepo::start_tls`])
     pub url: String,
     hits: Arc<Mutex<BTreeMap<String, usize>>>,
     task: tokio::task::JoinHandle<()>,
@@ -95,6 +95,24 @@ impl ChartRepo {
     /// writes it (relative URLs, sha256 digests). With `auth`, every request must carry
     /// `Authorization: <auth>` (401 otherwise).
     pub async fn start(charts: Vec<(&str, &str, Vec<u8>)>, auth: Option<String>) -> ChartRepo {
+        Self::serve(charts, auth, None).await
+    }
+
+    /// [`ChartRepo::start`] over HTTPS with `cert`'s serving certificate (signed by the test's
+    /// own CA): `url` is `https://127.0.0.1:<port>`.
+    pub async fn start_tls(
+        charts: Vec<(&str, &str, Vec<u8>)>,
+        auth: Option<String>,
+        cert: &embedded_apiserver::tls::ServingCert,
+    ) -> ChartRepo {
+        Self::serve(charts, auth, Some(cert)).await
+    }
+
+    async fn serve(
+        charts: Vec<(&str, &str, Vec<u8>)>,
+        auth: Option<String>,
+        tls: Option<&embedded_apiserver::tls::ServingCert>,
+    ) -> ChartRepo {
         let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         let mut index = String::from("apiVersion: v1\nentries:\n");
         let mut by_name: BTreeMap<&str, Vec<(&str, String, String)>> = BTreeMap::new();
@@ -120,7 +138,8 @@ impl ChartRepo {
 
         let hits: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", listener.local_addr().unwrap());
         let files = Arc::new(files);
         let counted = hits.clone();
         let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
@@ -146,9 +165,21 @@ impl ChartRepo {
                 }
             }
         });
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let task = match tls {
+            None => tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            }),
+            Some(cert) => {
+                let listener = embedded_apiserver::tls::TlsListener::new(
+                    listener,
+                    cert.server_config().unwrap(),
+                )
+                .unwrap();
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app).await;
+                })
+            }
+        };
         ChartRepo { url, hits, task }
     }
 

@@ -82,13 +82,29 @@ pub enum Schema {
     V3,
 }
 
+/// Registries that speak HTTPS with a certificate of the test's own CA: registry -> CA (PEM).
+static TLS: std::sync::Mutex<BTreeMap<String, String>> = std::sync::Mutex::new(BTreeMap::new());
+
+/// The tooling pushes to `registry` over HTTPS, trusting `ca_pem` (every other registry is
+/// spoken to over plain HTTP).
+pub fn trust(registry: &str, ca_pem: &str) {
+    TLS.lock()
+        .unwrap()
+        .insert(registry.to_string(), ca_pem.to_string());
+}
+
 fn options(registry: &str, auth: Option<(&str, &str)>) -> RegistryOptions {
+    let ca = TLS.lock().unwrap().get(registry).cloned();
     RegistryOptions {
-        plain_http: vec![registry.to_string()],
+        plain_http: match ca {
+            Some(_) => Vec::new(),
+            None => vec![registry.to_string()],
+        },
         docker_configs: auth
             .map(|(u, p)| docker_config(registry, u, p))
             .into_iter()
             .collect(),
+        ca_certs: ca.into_iter().collect(),
     }
 }
 
@@ -224,6 +240,17 @@ pub async fn push_component_as(
 
 /// Pushes a Helm chart archive as `helm push` lays it out; returns its reference.
 pub async fn push_chart(registry: &str, repository: &str, tag: &str, archive: Vec<u8>) -> String {
+    push_chart_as(registry, None, repository, tag, archive).await
+}
+
+/// [`push_chart`] to a registry that wants `auth` (user, password).
+pub async fn push_chart_as(
+    registry: &str,
+    auth: Option<(&str, &str)>,
+    repository: &str,
+    tag: &str,
+    archive: Vec<u8>,
+) -> String {
     let layer = ImageLayer::new(archive, HELM_CHART_LAYER.into(), None);
     let config = Config::new(
         serde_json::to_vec(
@@ -235,7 +262,7 @@ pub async fn push_chart(registry: &str, repository: &str, tag: &str, archive: Ve
         None,
     );
     let reference = format!("{registry}/{repository}:{tag}");
-    push(&reference, registry, None, vec![layer], config).await;
+    push(&reference, registry, auth, vec![layer], config).await;
     reference
 }
 

@@ -114,6 +114,12 @@ impl RealLandscaper {
     /// `start` can say `ready` before that: so this waits for both to log "starting the
     /// controllers", and starts again (the CRDs then exist) if one of them ended.
     pub fn start(kubeconfig: &Path, pickup_timeout: &str) -> Self {
+        Self::start_with_env(kubeconfig, pickup_timeout, &[])
+    }
+
+    /// [`RealLandscaper::start`] with more environment for the tool and the controller (e.g.
+    /// `LANDSCAPER_ARGS`, `SSL_CERT_FILE`).
+    pub fn start_with_env(kubeconfig: &Path, pickup_timeout: &str, env: &[(&str, String)]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("real-landscaper-")
             .tempdir()
@@ -125,6 +131,7 @@ impl RealLandscaper {
                 .arg(me.dir.path())
                 .arg(kubeconfig)
                 .env("LANDSCAPER_PICKUP_TIMEOUT", pickup_timeout)
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
                 .output()
                 .expect("running real-landscaper start");
             let said_ready =

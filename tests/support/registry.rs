@@ -8,7 +8,7 @@ use std::time::Duration;
 pub struct Registry {
     child: std::process::Child,
     _dir: tempfile::TempDir,
-    /// `127.0.0.1:<port>` (plain HTTP).
+    /// `127.0.0.1:<port>` (plain HTTP, or HTTPS from [`start_registry_tls`]).
     pub addr: String,
 }
 
@@ -20,16 +20,42 @@ impl Drop for Registry {
 }
 
 pub fn start_registry() -> Option<Registry> {
-    start(None)
+    start("127.0.0.1", None, None)
+}
+
+/// An authenticating registry (as [`start_registry_with_auth`]) that speaks only HTTPS, with
+/// `cert`'s serving certificate (signed by the test's own CA, valid for 127.0.0.1).
+pub fn start_registry_tls(
+    user: &str,
+    password: &str,
+    cert: &embedded_apiserver::tls::ServingCert,
+) -> Option<Registry> {
+    start("127.0.0.1", Some((user, password)), Some(cert))
+}
+
+/// [`start_registry_tls`] listening on `ip` (one of the machine's own addresses, in `cert`'s
+/// names): for clients that speak plain HTTP to every loopback registry whatever it serves
+/// (containerd's resolver, and so Helm's registry client, do).
+pub fn start_registry_tls_on(
+    ip: &str,
+    user: &str,
+    password: &str,
+    cert: &embedded_apiserver::tls::ServingCert,
+) -> Option<Registry> {
+    start(ip, Some((user, password)), Some(cert))
 }
 
 /// Like [`start_registry`], but every request needs HTTP basic authentication as `user` with
 /// `password` (an htpasswd file with a bcrypt hash, as `docker-registry` wants it).
 pub fn start_registry_with_auth(user: &str, password: &str) -> Option<Registry> {
-    start(Some((user, password)))
+    start("127.0.0.1", Some((user, password)), None)
 }
 
-fn start(auth: Option<(&str, &str)>) -> Option<Registry> {
+fn start(
+    ip: &str,
+    auth: Option<(&str, &str)>,
+    tls: Option<&embedded_apiserver::tls::ServingCert>,
+) -> Option<Registry> {
     let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
@@ -41,7 +67,7 @@ fn start(auth: Option<(&str, &str)>) -> Option<Registry> {
         eprintln!("SKIP: docker-registry is not installed");
         return None;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    let port = std::net::TcpListener::bind((ip, 0))
         .unwrap()
         .local_addr()
         .unwrap()
@@ -62,10 +88,23 @@ fn start(auth: Option<(&str, &str)>) -> Option<Registry> {
             )
         }
     };
+    let tls = match tls {
+        None => String::new(),
+        Some(cert) => {
+            let (crt, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+            std::fs::write(&crt, cert.cert_pem()).unwrap();
+            std::fs::write(&key, cert.key_pem()).unwrap();
+            format!(
+                ", tls: {{certificate: {}, key: {}}}",
+                crt.display(),
+                key.display()
+            )
+        }
+    };
     std::fs::write(
         &config,
         format!(
-            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n{auth}",
+            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\nhttp: {{addr: {ip}:{port}{tls}}}\n{auth}",
             dir.path().join("data").display()
         ),
     )
@@ -77,7 +116,7 @@ fn start(auth: Option<(&str, &str)>) -> Option<Registry> {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("{ip}:{port}");
     // Owned from here on: dropped (killed and reaped) on every path.
     let registry = Registry {
         child,

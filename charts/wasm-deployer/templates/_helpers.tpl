@@ -105,8 +105,9 @@ are written: the host refuses unknown keys and nulls where it expects a section.
 {{- with $v.plugins.perPlugin }}{{ $_ := set $plugins "perPlugin" . }}{{ end }}
 {{- $_ := set $c "plugins" $plugins }}
 {{- with $v.hooks }}{{ $_ := set $c "hooks" . }}{{ end }}
-{{- $fetch := deepCopy $v.fetch }}
+{{- $fetch := omit (deepCopy $v.fetch) "caBundle" }}
 {{- $_ := set $fetch "cacheDir" "/var/cache/wasm-deployer/blobs" }}
+{{- if $v.fetch.caBundle }}{{ $_ := set $fetch "caBundle" "/etc/wasm-deployer/config/ca-bundle.pem" }}{{ end }}
 {{- $_ := set $c "fetch" $fetch }}
 {{- $container := omit $v.container "namespace" "hostImage" }}
 {{- $_ := set $container "namespace" (include "wasm-deployer.containerNamespace" .) }}

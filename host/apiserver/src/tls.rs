@@ -26,7 +26,9 @@ pub struct ServingCert {
     ca_pem: String,
     ca_der: CertificateDer<'static>,
     cert_der: CertificateDer<'static>,
+    cert_pem: String,
     key_der: Vec<u8>,
+    key_pem: String,
 }
 
 impl std::fmt::Debug for ServingCert {
@@ -90,13 +92,26 @@ impl ServingCert {
             ca_pem: ca_cert.pem(),
             ca_der: ca_cert.der().clone(),
             cert_der: cert.der().clone(),
+            cert_pem: cert.pem(),
             key_der: key.serialize_der(),
+            key_pem: key.serialize_pem(),
         })
     }
 
     /// The CA certificate (PEM): what a client trusts (`certificate-authority-data`).
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// The serving certificate (PEM), for servers other than this crate's (tests hand it to a
+    /// registry or chart repository they start).
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// The serving certificate's private key (PKCS#8 PEM).
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
     }
 
     /// The CA certificate (DER).

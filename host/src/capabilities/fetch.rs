@@ -43,6 +43,12 @@ pub struct FetchConfig {
     /// Hosts whose TLS certificates are not verified (`deployer.oci.insecureSkipVerify`).
     #[serde(default)]
     pub insecure_skip_verify: Vec<String>,
+    /// A PEM file of CA certificates the host trusts, besides the system's, for every download
+    /// of its own: plugins' fetches and OCM reads of every item, and plugin delivery from OCI
+    /// registries (the operator's internal CA; Landscaper's chart mounts such CAs into its
+    /// pods' trust store, `landscaper.truststore`). Read at start. An item's own CAs come from
+    /// its Context and are trusted for that item only.
+    pub ca_bundle: Option<PathBuf>,
     /// Largest download in MiB. Default 64.
     pub max_mib: Option<u64>,
     /// Timeout of one request (Go duration), also bounded by the invocation deadline.
@@ -69,10 +75,33 @@ impl FetchConfig {
     /// Checks the durations and sizes.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.timeout()?;
+        self.ca_certificates()?;
         if self.max_mib == Some(0) {
             anyhow::bail!("fetch.maxMib must be positive");
         }
         Ok(())
+    }
+
+    /// The certificates of `caBundle` (PEM, one per certificate); none without it. A file that
+    /// cannot be read, or holds no certificate, is an error.
+    pub fn ca_certificates(&self) -> anyhow::Result<Vec<String>> {
+        let Some(path) = &self.ca_bundle else {
+            return Ok(Vec::new());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("fetch.caBundle: reading {}", path.display()))?;
+        let certs = registry::pem_certificates(&text);
+        if certs.is_empty() {
+            anyhow::bail!(
+                "fetch.caBundle: {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                path.display()
+            );
+        }
+        for c in &certs {
+            reqwest::Certificate::from_pem(c.as_bytes())
+                .with_context(|| format!("fetch.caBundle: {}", path.display()))?;
+        }
+        Ok(certs)
     }
 
     fn timeout(&self) -> anyhow::Result<Duration> {
@@ -93,6 +122,11 @@ pub struct Fetcher {
     timeout: Duration,
     http: reqwest::Client,
     http_insecure: reqwest::Client,
+    /// The certificates of `fetch.caBundle` (trusted for every download).
+    host_cas: Vec<String>,
+    /// Clients that also trust one item's CA (`customCAData`), by (insecure, CA PEM): a
+    /// connection such a client made is never used for a request without that CA.
+    ca_clients: Mutex<HashMap<(bool, String), reqwest::Client>>,
     cache: BlobCache,
     /// Downloads that went to the network (the rest came from the cache).
     pub downloads: std::sync::atomic::AtomicU64,
@@ -112,19 +146,14 @@ impl Fetcher {
         config.validate()?;
         registry::install_crypto();
         let timeout = config.timeout()?;
-        let build = |insecure: bool| {
-            reqwest::Client::builder()
-                .timeout(timeout)
-                .danger_accept_invalid_certs(insecure)
-                .user_agent(concat!("wasm-deployer/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .context("building the HTTP client")
-        };
+        let host_cas = config.ca_certificates()?;
         Ok(Fetcher {
             max_bytes: config.max_mib.unwrap_or(64) << 20,
             timeout,
-            http: build(false)?,
-            http_insecure: build(true)?,
+            http: http_client(timeout, false, &host_cas)?,
+            http_insecure: http_client(timeout, true, &host_cas)?,
+            host_cas,
+            ca_clients: Mutex::default(),
             cache: BlobCache::new(
                 config.cache_mib.unwrap_or(256) << 20,
                 config.cache_dir.clone(),
@@ -139,12 +168,67 @@ impl Fetcher {
         self.config.allows(location)
     }
 
+    /// The HTTP client for a request: the shared one, or one that also trusts `ca` (PEM
+    /// certificates of one item's Context).
+    fn http_client(&self, insecure: bool, ca: &[String]) -> anyhow::Result<reqwest::Client> {
+        if ca.is_empty() {
+            return Ok(match insecure {
+                true => self.http_insecure.clone(),
+                false => self.http.clone(),
+            });
+        }
+        let key = (insecure, ca.concat());
+        let mut clients = self.ca_clients.lock().expect("client cache");
+        if let Some(c) = clients.get(&key) {
+            return Ok(c.clone());
+        }
+        // Distinct CAs are few (one per repository); a bound keeps a churning set from growing.
+        if clients.len() >= 64 {
+            clients.clear();
+        }
+        let roots: Vec<String> = self.host_cas.iter().chain(ca).cloned().collect();
+        let client = http_client(self.timeout, insecure, &roots)?;
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+
     fn insecure(&self, host: &str) -> bool {
         self.config
             .insecure_skip_verify
             .iter()
             .any(|h| h == host || host_without_port(host) == h)
     }
+}
+
+/// An HTTP client with `timeout` that trusts the system's roots and `roots` (PEM certificates).
+fn http_client(
+    timeout: Duration,
+    insecure: bool,
+    roots: &[String],
+) -> anyhow::Result<reqwest::Client> {
+    let roots = roots
+        .iter()
+        .map(|pem| reqwest::Certificate::from_pem(pem.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .context("a CA certificate")?;
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .danger_accept_invalid_certs(insecure)
+        .tls_certs_merge(roots)
+        .user_agent(concat!("wasm-deployer/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("building the HTTP client")
+}
+
+/// What the Context's `helmChartRepoCredentials` give for one URL.
+#[derive(Debug, Default)]
+struct RepoAuth {
+    /// The `url` of the entry used.
+    url: String,
+    /// `Authorization` header.
+    header: Option<String>,
+    /// The entry's `customCAData`, one PEM text per certificate.
+    ca: Vec<String>,
 }
 
 /// One registry repository, reached as the host's configuration and the item's Context say.
@@ -155,6 +239,9 @@ pub(crate) struct OciSession {
     client: oci_client::Client,
     auth: oci_client::secrets::RegistryAuth,
 }
+
+/// Docker configs, and registry CAs as (`host[:port]`, PEM).
+type RegistryCredentials = (Vec<String>, Vec<(String, String)>);
 
 /// What a plugin may fetch for one item: the shared [`Fetcher`] and the item's Context.
 pub struct ItemFetch {
@@ -270,13 +357,22 @@ impl ItemFetch {
             Some(p) => format!("{host}:{p}"),
             None => host,
         };
-        let client = if self.fetcher.insecure(&host_port) {
-            &self.fetcher.http_insecure
-        } else {
-            &self.fetcher.http
-        };
+        let auth = self.repo_auth(url).await?.unwrap_or_default();
+        let client = self
+            .fetcher
+            .http_client(self.fetcher.insecure(&host_port), &auth.ca)
+            .map_err(|e| {
+                err(
+                    Some(codes::CONFIGURATION_PROBLEM),
+                    "HelmChartRepoCredentials",
+                    format!(
+                        "customCAData of the helmChartRepoCredentials entry for {}: {e:#}",
+                        auth.url
+                    ),
+                )
+            })?;
         let mut request = client.get(parsed.clone());
-        if let Some(header) = self.auth_header(url).await? {
+        if let Some(header) = &auth.header {
             request = request.header(reqwest::header::AUTHORIZATION, header);
         }
         let failed = |e: reqwest::Error| {
@@ -285,6 +381,19 @@ impl ItemFetch {
             } else {
                 error_chain(&e)
             };
+            if is_certificate_problem(&why) {
+                let hint = match auth.ca.is_empty() {
+                    true => "give the CA that signed it as customCAData of the Context's helmChartRepoCredentials entry for this URL, or the host's fetch.caBundle".to_string(),
+                    false => format!("the customCAData of the Context's helmChartRepoCredentials entry for {} did not verify it", auth.url),
+                };
+                return err(
+                    Some(codes::CONFIGURATION_PROBLEM),
+                    "UntrustedCertificate",
+                    format!(
+                        "GET {url}: the server's TLS certificate is not trusted ({why}); {hint}"
+                    ),
+                );
+            }
             err(None, "FetchFailed", format!("GET {url}: {why}"))
         };
         let response = request.send().await.map_err(failed)?;
@@ -407,9 +516,22 @@ impl ItemFetch {
             )
         })?;
         let registry_host = r.resolve_registry().to_string();
+        let (docker_configs, registry_cas) = self.registry_credentials().await?;
+        // The host's CAs, and the CA the item's Context gives for this registry only.
+        let mut ca_certs = self.fetcher.host_cas.clone();
+        ca_certs.extend(
+            registry_cas
+                .into_iter()
+                .filter(|(key, _)| {
+                    key == &registry_host
+                        || (!key.contains(':') && key == host_without_port(&registry_host))
+                })
+                .flat_map(|(_, pem)| registry::pem_certificates(&pem)),
+        );
         let options = registry::RegistryOptions {
             plain_http: self.fetcher.config.plain_http.clone(),
-            docker_configs: self.docker_configs().await?,
+            docker_configs,
+            ca_certs,
         };
         let client = registry::client_with(
             &options,
@@ -506,8 +628,10 @@ impl ItemFetch {
 
     /// Docker configs of the Context's registry pull secrets (resolved by the controller; an
     /// `.ocmcredentialconfig` is turned into one), and of the OCM configuration in the
-    /// Context's `ocmConfig` ConfigMap (key `.ocmconfig`, as Landscaper reads it).
-    async fn docker_configs(&self) -> Result<Vec<String>, DeployerError> {
+    /// Context's `ocmConfig` ConfigMap (key `.ocmconfig`, as Landscaper reads it); with the
+    /// registry CAs (`host[:port]`, PEM) the OCM configurations among them give.
+    async fn registry_credentials(&self) -> Result<RegistryCredentials, DeployerError> {
+        let mut cas = Vec::new();
         let mut docs: Vec<String> = self
             .context
             .as_ref()
@@ -520,6 +644,7 @@ impl ItemFetch {
                         match is_docker {
                             true => doc.clone(),
                             false => {
+                                cas.extend(crate::ocm::credentials::certificate_authorities(doc));
                                 crate::ocm::credentials::docker_config(doc).unwrap_or_default()
                             }
                         }
@@ -560,15 +685,16 @@ impl ItemFetch {
                 )));
             };
             docs.extend(crate::ocm::credentials::docker_config(text));
+            cas.extend(crate::ocm::credentials::certificate_authorities(text));
         }
-        Ok(docs)
+        Ok((docs, cas))
     }
 
-    /// The `Authorization` header for `url` from the Context's
-    /// `configurations.helmChartRepoCredentials.auths[]`: the entry whose `url` is the longest
-    /// prefix of the request (`authHeader`, or `secretRef` in the Context's namespace, key
-    /// `authHeader` by default).
-    async fn auth_header(&self, url: &str) -> Result<Option<String>, DeployerError> {
+    /// What the Context's `configurations.helmChartRepoCredentials.auths[]` give for `url`: the
+    /// entry whose `url` is the longest prefix of the request — its `Authorization` header
+    /// (`authHeader`, or `secretRef` in the Context's namespace, key `authHeader` by default)
+    /// and its `customCAData` (PEM; base64 of PEM is taken too, as the API's comment words it).
+    async fn repo_auth(&self, url: &str) -> Result<Option<RepoAuth>, DeployerError> {
         let Some(auths) = self
             .context
             .as_ref()
@@ -590,8 +716,34 @@ impl ItemFetch {
         else {
             return Ok(None);
         };
+        let entry_url = entry["url"].as_str().unwrap_or_default().to_string();
+        let ca = match entry["customCAData"]
+            .as_str()
+            .filter(|c| !c.trim().is_empty())
+        {
+            None => Vec::new(),
+            Some(data) => custom_ca(data).map_err(|why| {
+                err(
+                    Some(codes::CONFIGURATION_PROBLEM),
+                    "HelmChartRepoCredentials",
+                    format!(
+                        "customCAData of the helmChartRepoCredentials entry for {entry_url}: {why}"
+                    ),
+                )
+            })?,
+        };
+        let header = self.auth_header(entry).await?;
+        Ok(Some(RepoAuth {
+            url: entry_url,
+            header: Some(header),
+            ca,
+        }))
+    }
+
+    /// The `Authorization` header of a `helmChartRepoCredentials` entry.
+    async fn auth_header(&self, entry: &serde_json::Value) -> Result<String, DeployerError> {
         if let Some(header) = entry["authHeader"].as_str() {
-            return Ok(Some(header.to_string()));
+            return Ok(header.to_string());
         }
         let Some(name) = entry["secretRef"]["name"].as_str() else {
             return Err(err(
@@ -617,7 +769,7 @@ impl ItemFetch {
                 .map(|v| String::from_utf8_lossy(&v.0).to_string())
         });
         match value {
-            Some(v) => Ok(Some(v.trim().to_string())),
+            Some(v) => Ok(v.trim().to_string()),
             None => Err(err(
                 None,
                 "HelmChartRepoCredentials",
@@ -628,6 +780,36 @@ impl ItemFetch {
             )),
         }
     }
+}
+
+/// The certificates of a `customCAData`: PEM, or base64 of PEM; each must parse.
+fn custom_ca(data: &str) -> Result<Vec<String>, String> {
+    use base64::Engine as _;
+    let text = if data.contains("-----BEGIN") {
+        data.to_string()
+    } else {
+        let compact: String = data.split_whitespace().collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(compact)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or("neither PEM nor base64 of PEM")?
+    };
+    let certs = registry::pem_certificates(&text);
+    if certs.is_empty() {
+        return Err("holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into());
+    }
+    for c in &certs {
+        reqwest::Certificate::from_pem(c.as_bytes()).map_err(|e| error_chain(&e))?;
+    }
+    Ok(certs)
+}
+
+/// Whether a transport error is a TLS certificate that was not accepted (unknown issuer,
+/// wrong name, expired): a configuration problem that retrying the same job does not fix.
+fn is_certificate_problem(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    t.contains("invalid peer certificate") || t.contains("certificate verify failed")
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -671,6 +853,15 @@ fn oci_error(
     use oci_client::errors::OciDistributionError as E;
     let text = error_chain(&e);
     let message = format!("{what} {reference}: {text}");
+    if is_certificate_problem(&text) {
+        return err(
+            Some(codes::CONFIGURATION_PROBLEM),
+            "UntrustedCertificate",
+            format!(
+                "{what} {reference}: the registry's TLS certificate is not trusted ({text}); give the CA that signed it as certificateAuthority of the registry's OCIRegistry credentials (the Context's .ocmcredentialconfig pull secret or ocmConfig), or the host's fetch.caBundle"
+            ),
+        );
+    }
     match &e {
         E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => {
             err(Some(codes::UNAUTHORIZED), "Unauthorized", message)
@@ -975,6 +1166,85 @@ mod tests {
         assert!(e.message.contains("charts.example.com"), "{}", e.message);
         assert_eq!(e.operation, "fetch");
         task.abort();
+    }
+
+    /// An HTTPS server on loopback with a certificate of a fresh CA, serving `/small`.
+    async fn serve_tls() -> (
+        String,
+        embedded_apiserver::tls::ServingCert,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let listener =
+            embedded_apiserver::tls::TlsListener::new(listener, cert.server_config().unwrap())
+                .unwrap();
+        let app =
+            axum::Router::new().route("/small", axum::routing::get(|| async { vec![b'a'; 1024] }));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (url, cert, task)
+    }
+
+    #[tokio::test]
+    async fn the_hosts_ca_bundle_is_trusted_for_every_download_and_an_untrusted_certificate_is_a_configuration_problem()
+     {
+        let (url, cert, task) = serve_tls().await;
+        let untrusted = item_fetch("allow: [127.0.0.1]\n");
+        let e = untrusted
+            .fetch(get(format!("{url}/small"), None))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, "UntrustedCertificate", "{e:?}");
+        assert!(e.has_code(codes::CONFIGURATION_PROBLEM), "{e:?}");
+        assert!(
+            e.message.contains(&format!("GET {url}/small")),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("fetch.caBundle"), "{}", e.message);
+
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("ca.pem");
+        std::fs::write(&bundle, cert.ca_pem()).unwrap();
+        let trusted = item_fetch(&format!(
+            "allow: [127.0.0.1]\ncaBundle: {}\n",
+            bundle.display()
+        ));
+        let got = trusted
+            .fetch(get(format!("{url}/small"), None))
+            .await
+            .unwrap();
+        assert_eq!(got.data.len(), 1024);
+
+        // A bundle without a certificate is refused at start.
+        std::fs::write(&bundle, "not a certificate").unwrap();
+        let config: FetchConfig =
+            serde_yaml::from_str(&format!("caBundle: {}\n", bundle.display())).unwrap();
+        let e = Fetcher::new(config).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("holds no PEM certificate"),
+            "{e:#}"
+        );
+        task.abort();
+    }
+
+    #[test]
+    fn custom_ca_data_is_pem_or_base64_of_pem() {
+        use base64::Engine as _;
+        let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
+        let pem = cert.ca_pem();
+        assert_eq!(custom_ca(pem).unwrap().len(), 1);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
+        assert_eq!(custom_ca(&b64).unwrap(), custom_ca(pem).unwrap());
+        assert!(
+            custom_ca("bm90IHBlbQ==")
+                .unwrap_err()
+                .contains("no PEM certificate")
+        );
+        assert!(custom_ca("%%%").is_err());
     }
 
     #[test]

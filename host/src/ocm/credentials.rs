@@ -13,15 +13,41 @@ use serde_json::{Map, Value, json};
 pub fn docker_config(text: &str) -> Option<String> {
     let doc: Value = serde_yaml::from_str(text).ok()?;
     let mut auths = Map::new();
-    collect(&doc, &mut auths);
+    for_each_registry(&doc, &mut |key, p| {
+        if auths.contains_key(key) {
+            return;
+        }
+        if let (Some(u), Some(pw)) = (p["username"].as_str(), p["password"].as_str()) {
+            auths.insert(key.to_string(), json!({"username": u, "password": pw}));
+        }
+    });
     (!auths.is_empty()).then(|| json!({"auths": auths}).to_string())
 }
 
-fn collect(doc: &Value, auths: &mut Map<String, Value>) {
+/// The CA certificates (PEM) the OCM configuration gives for OCI registries: the
+/// `certificateAuthority` property of an `OCIRegistry` consumer's credentials, as
+/// (`host[:port]`, PEM) — what OCM's registry client adds to the system's roots for that
+/// registry only (`ocireg` in the OCM Go library Landscaper vendors).
+pub fn certificate_authorities(text: &str) -> Vec<(String, String)> {
+    let Ok(doc) = serde_yaml::from_str::<Value>(text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for_each_registry(&doc, &mut |key, p| {
+        if let Some(ca) = p["certificateAuthority"].as_str().filter(|c| !c.is_empty()) {
+            out.push((key.to_string(), ca.to_string()));
+        }
+    });
+    out
+}
+
+/// Calls `f(host[:port], properties)` for every credentials entry of every `OCIRegistry`
+/// consumer of the document (and of the documents a generic configuration holds).
+fn for_each_registry(doc: &Value, f: &mut dyn FnMut(&str, &Value)) {
     let kind = doc["type"].as_str().unwrap_or_default();
     if kind.starts_with("generic.config.ocm.software") {
         for c in doc["configurations"].as_array().into_iter().flatten() {
-            collect(c, auths);
+            for_each_registry(c, f);
         }
         return;
     }
@@ -47,11 +73,7 @@ fn collect(doc: &Value, auths: &mut Map<String, Value>) {
             None => host.to_string(),
         };
         for c in consumer["credentials"].as_array().into_iter().flatten() {
-            let p = &c["properties"];
-            if let (Some(u), Some(pw)) = (p["username"].as_str(), p["password"].as_str()) {
-                auths.insert(key.clone(), json!({"username": u, "password": pw}));
-                break;
-            }
+            f(&key, &c["properties"]);
         }
     }
 }
@@ -86,6 +108,29 @@ consumers:
             d
         );
         assert!(docker_config("{\"auths\": {}}").is_none());
+        assert!(certificate_authorities(creds).is_empty());
         assert!(docker_config("not: [an ocm config").is_none());
+    }
+
+    #[test]
+    fn a_registry_ca_comes_from_the_credentials_of_its_consumer() {
+        let creds = r#"
+type: credentials.config.ocm.software
+consumers:
+- identity: {type: OCIRegistry, hostname: 127.0.0.1, port: "5000"}
+  credentials:
+  - type: Credentials
+    properties: {username: ocm, password: s3cret, certificateAuthority: "-----BEGIN CERTIFICATE-----\nAA\n-----END CERTIFICATE-----\n"}
+- identity: {type: OCIRegistry, hostname: other.example}
+  credentials: [{type: Credentials, properties: {username: a, password: b}}]
+"#;
+        assert_eq!(
+            certificate_authorities(creds),
+            [(
+                "127.0.0.1:5000".to_string(),
+                "-----BEGIN CERTIFICATE-----\nAA\n-----END CERTIFICATE-----\n".to_string()
+            )]
+        );
+        assert!(certificate_authorities("not: [yaml").is_empty());
     }
 }

@@ -253,6 +253,8 @@ pub struct Catalog {
     /// The hooks serving now, and the host's own `hooks:` (run first).
     hooks: Arc<crate::hooks::LiveHooks>,
     base_registrations: Vec<crate::config::HookRegistration>,
+    /// CA certificates (PEM) trusted for OCI sources besides the system's (`fetch.caBundle`).
+    ca_certs: Vec<String>,
     pub metrics: CatalogMetrics,
 }
 
@@ -266,6 +268,9 @@ pub struct CatalogSettings {
     pub host_verification: super::VerificationSpec,
     /// The host's own `hooks:` (run before delivered hooks).
     pub base_registrations: Vec<crate::config::HookRegistration>,
+    /// CA certificates (PEM) trusted for OCI sources besides the system's: the host's
+    /// `fetch.caBundle` (a private registry behind the company's CA).
+    pub ca_certs: Vec<String>,
 }
 
 impl Catalog {
@@ -283,6 +288,7 @@ impl Catalog {
             base_limits,
             host_verification,
             base_registrations,
+            ca_certs,
         } = settings;
         let current = live.current();
         Catalog {
@@ -299,6 +305,7 @@ impl Catalog {
             host_verification,
             hooks,
             base_registrations,
+            ca_certs,
             metrics: CatalogMetrics::default(),
         }
     }
@@ -624,7 +631,10 @@ impl Catalog {
         &self,
         o: &super::OciSource,
     ) -> Result<oci::RegistryOptions, Refused> {
-        let mut options = oci::RegistryOptions::default();
+        let mut options = oci::RegistryOptions {
+            ca_certs: self.ca_certs.clone(),
+            ..Default::default()
+        };
         if o.plain_http
             && let Ok(r) = oci::parse(&o.reference)
         {

@@ -28,6 +28,40 @@ pub struct RegistryOptions {
     pub plain_http: Vec<String>,
     /// Docker config documents (`{"auths": {...}}`) with credentials.
     pub docker_configs: Vec<String>,
+    /// PEM CA certificates trusted besides the system's (the host's `fetch.caBundle`; an item's
+    /// registry CA from its Context's OCM credentials). Only for the client built with these
+    /// options: nothing else trusts them.
+    pub ca_certs: Vec<String>,
+}
+
+/// The certificates (`-----BEGIN CERTIFICATE-----` blocks) of a PEM document, each as its own
+/// PEM text; anything else in the document is skipped.
+pub fn pem_certificates(pem: &str) -> Vec<String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut out = Vec::new();
+    let mut rest = pem;
+    while let Some(start) = rest.find(BEGIN) {
+        let Some(len) = rest[start..].find(END) else {
+            break;
+        };
+        let end = start + len + END.len();
+        out.push(format!("{}\n", &rest[start..end]));
+        rest = &rest[end..];
+    }
+    out
+}
+
+fn extra_roots(options: &RegistryOptions) -> Vec<oci_client::client::Certificate> {
+    options
+        .ca_certs
+        .iter()
+        .flat_map(|pem| pem_certificates(pem))
+        .map(|pem| oci_client::client::Certificate {
+            encoding: oci_client::client::CertificateEncoding::Pem,
+            data: pem.into_bytes(),
+        })
+        .collect()
 }
 
 /// What a pull brought.
@@ -54,6 +88,7 @@ pub fn client_for(reference: &Reference, options: &RegistryOptions) -> (Client, 
     install_crypto();
     let client = Client::new(ClientConfig {
         protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
+        extra_root_certificates: extra_roots(options),
         ..Default::default()
     });
     (
@@ -73,6 +108,7 @@ pub fn client_with(
     Client::new(ClientConfig {
         protocol: ClientProtocol::HttpsExcept(options.plain_http.clone()),
         accept_invalid_certificates: insecure,
+        extra_root_certificates: extra_roots(options),
         read_timeout: Some(timeout),
         connect_timeout: Some(timeout),
         ..Default::default()
@@ -317,5 +353,19 @@ mod tests {
             RegistryAuth::Basic("o".into(), "p".into())
         );
         assert_eq!(auth_for("nowhere.io", &docs), RegistryAuth::Anonymous);
+    }
+
+    #[test]
+    fn a_pem_bundle_splits_into_its_certificates() {
+        let one = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----";
+        let two = "-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----";
+        let bundle = format!(
+            "# a comment\n{one}\n-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n{two}\n"
+        );
+        assert_eq!(
+            pem_certificates(&bundle),
+            [format!("{one}\n"), format!("{two}\n")]
+        );
+        assert!(pem_certificates("not pem").is_empty());
     }
 }
