@@ -93,56 +93,6 @@ async fn stage(options: StageOptions) -> Stage {
     }
 }
 
-/// An Installation in [`NS`] with an inline blueprint: imports the Target `cluster` (bound to
-/// [`TARGET`]) and the data imports `data` (name -> DataObject), exports `exports` (name ->
-/// DataObject); `deploy` and `export` are the GoTemplates of its deploy and export executions.
-fn installation(
-    name: &str,
-    data: &[(&str, &str)],
-    exports: &[(&str, &str)],
-    deploy: &str,
-    export: Option<&str>,
-) -> Value {
-    let mut blueprint = json!({
-        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-        "kind": "Blueprint",
-        "jsonSchema": "https://json-schema.org/draft/2019-09/schema",
-        "imports": [{"name": "cluster", "targetType": "landscaper.gardener.cloud/kubernetes-cluster"}],
-        "exports": exports.iter().map(|(n, _)| json!({"name": n, "type": "data", "schema": {"type": "string"}})).collect::<Vec<_>>(),
-        "deployExecutions": [{"name": "default", "type": "GoTemplate", "template": deploy}],
-    });
-    for (n, _) in data {
-        blueprint["imports"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"name": n, "type": "data", "schema": {"type": "string"}}));
-    }
-    if let Some(export) = export {
-        blueprint["exportExecutions"] =
-            json!([{"name": "default", "type": "GoTemplate", "template": export}]);
-    }
-    json!({
-        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-        "kind": "Installation",
-        "metadata": {
-            "name": name, "namespace": NS,
-            "annotations": {"landscaper.gardener.cloud/operation": "reconcile"},
-        },
-        "spec": {
-            "imports": {
-                "targets": [{"name": "cluster", "target": TARGET}],
-                "data": data.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
-            },
-            "exports": {
-                "data": exports.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
-            },
-            "blueprint": {"inline": {"filesystem": {
-                "blueprint.yaml": serde_yaml::to_string(&blueprint).unwrap(),
-            }}},
-        },
-    })
-}
-
 /// The four-type deploy execution: `config` (manifest: a Namespace and a ConfigMap, exporting the
 /// ConfigMap's color) -> `chart` (helm: the `web` chart with the color as its message) -> `job`
 /// (container: a program that exports what it saw) -> `check` (mock).
@@ -333,7 +283,9 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     let export = "exports:\n  color: {{ .deployitems.config.color }}\n  checked: {{ .deployitems.check.checked }}\n";
     apply(
         &ls::installations(c, NS),
-        installation(
+        ls::inline_installation(
+            NS,
+            TARGET,
             "demo",
             &[("color", "color")],
             &[("color", "exported-color"), ("checked", "exported-check")],
@@ -500,7 +452,7 @@ fn one_item(name: &str, ty: &str, config: Value) -> Value {
         "name": "item", "type": ty, "target": {"import": "cluster"}, "config": config,
     }]}))
     .unwrap();
-    installation(name, &[], &[], &deploy, None)
+    ls::inline_installation(NS, TARGET, name, &[], &[], &deploy, None)
 }
 
 fn mock_config(phase: &str) -> Value {
@@ -679,7 +631,7 @@ async fn given_a_running_job_when_the_installation_is_interrupted_then_every_unf
     );
     apply(
         &ls::installations(c, NS),
-        installation("interrupted", &[], &[], &deploy, None),
+        ls::inline_installation(NS, TARGET, "interrupted", &[], &[], &deploy, None),
     )
     .await;
     wait_item(&s.h, "slow", |i| i.status().last_reconcile_time.is_some()).await;
@@ -919,7 +871,9 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
         .await;
         apply(
             &ls::installations(c, NS),
-            installation(
+            ls::inline_installation(
+                NS,
+                TARGET,
                 "same",
                 &[("color", "color")],
                 &[],
@@ -1304,3 +1258,4 @@ r#"deployItems:
     .unwrap();
     assert!(db_key.contains("example.com/acme/db"), "{db_key}");
 }
+
