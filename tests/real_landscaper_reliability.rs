@@ -407,8 +407,17 @@ async fn given_faults_and_a_killed_replica_when_the_real_landscaper_installs_cha
     let kinds = |errors: &[String]| {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for e in errors {
-            // the kind of failure, without the object names in the message
+            // the kind of failure: phase, operation and reason, without object names
             let kind: String = e.split(": ").take(2).collect::<Vec<_>>().join(": ");
+            let kind = kind
+                .split(['"', '/'])
+                .next()
+                .unwrap_or_default()
+                .split(" rel-")
+                .next()
+                .unwrap_or_default()
+                .trim_end()
+                .to_string();
             *kinds.entry(kind).or_default() += 1;
         }
         kinds
