@@ -404,6 +404,9 @@ async fn given_faults_and_a_killed_replica_when_the_real_landscaper_installs_cha
     let picked_up = assert_each_job_picked_up_once(&replicas);
     // (The size, the times and the counts, for docs/reliability.md.)
     let retried = landscaper.log_count("update retry status");
+    // Central mode deletes the SyncObjects of deleted objects every 3 h after a random delay
+    // (`pkg/utils/lock/lock_cleaner.go`): had it run, it could have masked a lock we leaked.
+    let ls_cleanups = landscaper.log_count("locker: starting syncobject cleanup");
     let kinds = |errors: &[String]| {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for e in errors {
@@ -428,7 +431,8 @@ async fn given_faults_and_a_killed_replica_when_the_real_landscaper_installs_cha
         std::io::stderr(),
         "real-landscaper reliability: {n} Installations, {} items; {items_deployed} item jobs \
          finished before deletion, {} in all, {} picked up; Landscaper retried {retried} times; \
-         deployed in {first_round:.0?}, changed by {second_round:.0?}, deleted by {deleted:.0?}; \
+         Landscaper's SyncObject cleanup ran {ls_cleanups} times; deployed in {first_round:.0?}, \
+         changed by {second_round:.0?}, deleted by {deleted:.0?}; \
          item jobs by phase {:?}; {} Installation jobs failed by Landscaper: {:#?}; \
          {} Execution jobs: {:#?}; the first:\n{}",
         4 * n,
