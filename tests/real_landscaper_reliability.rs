@@ -402,7 +402,15 @@ async fn given_faults_and_a_killed_replica_when_the_real_landscaper_installs_cha
     // and no job of ours finished twice or reopened, and none was picked up by two replicas.
     ledger.assert_clean();
     let picked_up = assert_each_job_picked_up_once(&replicas);
-    // (The size, the times and the counts, for docs/reliability.md.)
+    // (The size, the times and the counts, for docs/reliability.md; and what Landscaper's own
+    // objects it left: DataObjects and Targets other than the story's imports and Target.)
+    let landscapers_left: Vec<String> = list_retrying(&data_objects)
+        .await
+        .into_iter()
+        .chain(list_retrying(&ls::ls_api(&client, "Target", "targets", NS)).await)
+        .filter_map(|o| o.metadata.name)
+        .filter(|n| !n.starts_with("value-") && n != TARGET)
+        .collect();
     let retried = landscaper.log_count("update retry status");
     // Central mode deletes the SyncObjects of deleted objects every 3 h after a random delay
     // (`pkg/utils/lock/lock_cleaner.go`): had it run, it could have masked a lock we leaked.
@@ -431,7 +439,8 @@ async fn given_faults_and_a_killed_replica_when_the_real_landscaper_installs_cha
         std::io::stderr(),
         "real-landscaper reliability: {n} Installations, {} items; {items_deployed} item jobs \
          finished before deletion, {} in all, {} picked up; Landscaper retried {retried} times; \
-         Landscaper's SyncObject cleanup ran {ls_cleanups} times; deployed in {first_round:.0?}, \
+         Landscaper's SyncObject cleanup ran {ls_cleanups} times; Landscaper's DataObjects and \
+         Targets left: {landscapers_left:?}; deployed in {first_round:.0?}, \
          changed by {second_round:.0?}, deleted by {deleted:.0?}; \
          item jobs by phase {:?}; {} Installation jobs failed by Landscaper: {:#?}; \
          {} Execution jobs: {:#?}; the first:\n{}",
