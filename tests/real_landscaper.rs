@@ -434,15 +434,8 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     );
     // the container deployer's objects are gone from the host namespace.
     let host_secrets: Api<Secret> = Api::namespaced(c.clone(), HOST_NS);
-    let left: Vec<String> = host_secrets
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .filter(|n| !n.starts_with("default-token"))
-        .collect();
+    let left =
+        support::replicas::names_where(&host_secrets, |n| !n.starts_with("default-token")).await;
     assert!(left.is_empty(), "container Secrets left: {left:?}");
 }
 

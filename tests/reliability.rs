@@ -20,7 +20,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::replicas::{
     JobLedger, Replica, ReplicaCluster, assert_each_job_picked_up_once, assert_nothing_left,
-    assert_succeeded_with_export, operator_faults, peak_rss_mib, pickups, reason_is, retrying,
+    assert_succeeded_with_export, names_where, operator_faults, peak_rss_mib, pickups, reason_is,
+    retrying,
 };
 use support::{Harness, Options};
 
@@ -237,15 +238,7 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
     })
     .await;
     server.set_faults(FaultConfig::default());
-    let left: Vec<String> = secrets
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .filter(|name| name.starts_with("mock-export"))
-        .collect();
+    let left = names_where(&secrets, |name| name.starts_with("mock-export")).await;
     assert!(left.is_empty(), "leaked export Secrets: {left:?}");
     // and no job was finished twice or reopened along the way.
     ledger.assert_clean();

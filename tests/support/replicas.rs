@@ -385,24 +385,11 @@ pub async fn assert_nothing_left(client: &kube::Client, namespace: &str, configm
             .into_iter()
             .map(|o| format!("{} (owner {:?})", o.spec.name, o.spec.pod_name))
             .collect();
-        let exports: Vec<String> = secrets
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|s| s.metadata.name)
-            .filter(|n| n.starts_with("mock-export") || n.ends_with("-export"))
-            .collect();
-        let objects: Vec<String> = configmaps
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|c| c.metadata.name)
-            .filter(|n| n.starts_with(configmap_prefix))
-            .collect();
+        let exports = names_where(&secrets, |n| {
+            n.starts_with("mock-export") || n.ends_with("-export")
+        })
+        .await;
+        let objects = names_where(&configmaps, |n| n.starts_with(configmap_prefix)).await;
         if (locks.is_empty() && exports.is_empty() && objects.is_empty())
             || tokio::time::Instant::now() > deadline
         {
@@ -415,6 +402,21 @@ pub async fn assert_nothing_left(client: &kube::Client, namespace: &str, configm
         (vec![], vec![], vec![]),
         "left behind: (SyncObjects, export Secrets, ConfigMaps)"
     );
+}
+
+/// The names of the objects of `api` for which `keep` holds.
+pub async fn names_where<K>(api: &Api<K>, keep: impl Fn(&str) -> bool) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.meta().name.clone())
+        .filter(|n| keep(n))
+        .collect()
 }
 
 /// Asserts that no (item, jobID) was picked up by two of `replicas` (pod name, replica), from
