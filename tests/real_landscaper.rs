@@ -93,56 +93,6 @@ async fn stage(options: StageOptions) -> Stage {
     }
 }
 
-/// An Installation in [`NS`] with an inline blueprint: imports the Target `cluster` (bound to
-/// [`TARGET`]) and the data imports `data` (name -> DataObject), exports `exports` (name ->
-/// DataObject); `deploy` and `export` are the GoTemplates of its deploy and export executions.
-fn installation(
-    name: &str,
-    data: &[(&str, &str)],
-    exports: &[(&str, &str)],
-    deploy: &str,
-    export: Option<&str>,
-) -> Value {
-    let mut blueprint = json!({
-        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-        "kind": "Blueprint",
-        "jsonSchema": "https://json-schema.org/draft/2019-09/schema",
-        "imports": [{"name": "cluster", "targetType": "landscaper.gardener.cloud/kubernetes-cluster"}],
-        "exports": exports.iter().map(|(n, _)| json!({"name": n, "type": "data", "schema": {"type": "string"}})).collect::<Vec<_>>(),
-        "deployExecutions": [{"name": "default", "type": "GoTemplate", "template": deploy}],
-    });
-    for (n, _) in data {
-        blueprint["imports"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"name": n, "type": "data", "schema": {"type": "string"}}));
-    }
-    if let Some(export) = export {
-        blueprint["exportExecutions"] =
-            json!([{"name": "default", "type": "GoTemplate", "template": export}]);
-    }
-    json!({
-        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-        "kind": "Installation",
-        "metadata": {
-            "name": name, "namespace": NS,
-            "annotations": {"landscaper.gardener.cloud/operation": "reconcile"},
-        },
-        "spec": {
-            "imports": {
-                "targets": [{"name": "cluster", "target": TARGET}],
-                "data": data.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
-            },
-            "exports": {
-                "data": exports.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
-            },
-            "blueprint": {"inline": {"filesystem": {
-                "blueprint.yaml": serde_yaml::to_string(&blueprint).unwrap(),
-            }}},
-        },
-    })
-}
-
 /// The four-type deploy execution: `config` (manifest: a Namespace and a ConfigMap, exporting the
 /// ConfigMap's color) -> `chart` (helm: the `web` chart with the color as its message) -> `job`
 /// (container: a program that exports what it saw) -> `check` (mock).
@@ -333,7 +283,9 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     let export = "exports:\n  color: {{ .deployitems.config.color }}\n  checked: {{ .deployitems.check.checked }}\n";
     apply(
         &ls::installations(c, NS),
-        installation(
+        ls::inline_installation(
+            NS,
+            TARGET,
             "demo",
             &[("color", "color")],
             &[("color", "exported-color"), ("checked", "exported-check")],
@@ -482,15 +434,8 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     );
     // the container deployer's objects are gone from the host namespace.
     let host_secrets: Api<Secret> = Api::namespaced(c.clone(), HOST_NS);
-    let left: Vec<String> = host_secrets
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .filter(|n| !n.starts_with("default-token"))
-        .collect();
+    let left =
+        support::replicas::names_where(&host_secrets, |n| !n.starts_with("default-token")).await;
     assert!(left.is_empty(), "container Secrets left: {left:?}");
 }
 
@@ -500,7 +445,7 @@ fn one_item(name: &str, ty: &str, config: Value) -> Value {
         "name": "item", "type": ty, "target": {"import": "cluster"}, "config": config,
     }]}))
     .unwrap();
-    installation(name, &[], &[], &deploy, None)
+    ls::inline_installation(NS, TARGET, name, &[], &[], &deploy, None)
 }
 
 fn mock_config(phase: &str) -> Value {
@@ -679,7 +624,7 @@ async fn given_a_running_job_when_the_installation_is_interrupted_then_every_unf
     );
     apply(
         &ls::installations(c, NS),
-        installation("interrupted", &[], &[], &deploy, None),
+        ls::inline_installation(NS, TARGET, "interrupted", &[], &[], &deploy, None),
     )
     .await;
     wait_item(&s.h, "slow", |i| i.status().last_reconcile_time.is_some()).await;
@@ -919,7 +864,9 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
         .await;
         apply(
             &ls::installations(c, NS),
-            installation(
+            ls::inline_installation(
+                NS,
+                TARGET,
                 "same",
                 &[("color", "color")],
                 &[],
@@ -1303,4 +1250,187 @@ r#"deployItems:
     )
     .unwrap();
     assert!(db_key.contains("example.com/acme/db"), "{db_key}");
+}
+
+/// The YAML blocks of docs/ocm.md's walk-through, by `kind`, with the registry
+/// `registry.example.com` served at `addr` over plain HTTP (`https://` becomes `http://`).
+fn ocm_walk_through(addr: &str) -> BTreeMap<String, Value> {
+    let doc =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/ocm.md"))
+            .expect("docs/ocm.md");
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Walk-through"))
+        .expect("docs/ocm.md has a walk-through");
+    let mut blocks = BTreeMap::new();
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        let Some(indent) = line.strip_suffix("```yaml").map(str::len) else {
+            continue;
+        };
+        let mut yaml = String::new();
+        for line in lines.by_ref() {
+            if line.trim() == "```" {
+                break;
+            }
+            yaml.push_str(line.get(indent..).unwrap_or(""));
+            yaml.push('\n');
+        }
+        let yaml = yaml
+            .replace("https://registry.example.com", &format!("http://{addr}"))
+            .replace("registry.example.com", addr);
+        let value: Value = serde_yaml::from_str(&yaml).expect("a YAML block of the walk-through");
+        blocks.insert(value["kind"].as_str().unwrap().to_string(), value);
+    }
+    blocks
+}
+
+/// Issue #45: docs/ocm.md's walk-through, applied as written (its YAML read from the doc), with
+/// the real Landscaper and Debian's `docker-registry` as `registry.example.com`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation_are_applied_then_landscaper_resolves_the_component_and_our_host_installs_the_chart()
+ {
+    use support::ocm::{BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component};
+    require_real_landscaper!();
+    let Some(registry) = support::registry::start_registry() else {
+        return;
+    };
+    let addr = registry.addr.clone();
+    let walk = ocm_walk_through(&addr);
+    let (context, blueprint, installation) = (
+        walk.get("Context").expect("the walk-through's Context"),
+        walk.get("Blueprint").expect("the walk-through's Blueprint"),
+        walk.get("Installation")
+            .expect("the walk-through's Installation"),
+    );
+    let ns = installation["metadata"]["namespace"].as_str().unwrap();
+    let name = installation["metadata"]["name"].as_str().unwrap();
+    // Given step 1: the component version with the chart and the blueprint, in the registry,
+    let component = &installation["spec"]["componentDescriptor"]["ref"];
+    push_component(
+        &addr,
+        context["repositoryContext"]["subPath"].as_str().unwrap(),
+        component["componentName"].as_str().unwrap(),
+        component["version"].as_str().unwrap(),
+        vec![
+            Resource::local(
+                "chart",
+                "helmChart",
+                HELM_CHART_LAYER,
+                support::chart_repo::package(&support::chart_repo::chart_dir("web"), "0.1.0"),
+            ),
+            Resource::local(
+                "blueprint",
+                "landscaper.gardener.cloud/blueprint",
+                BLUEPRINT_MEDIA_TYPE,
+                blueprint_archive(blueprint),
+            ),
+        ],
+        Schema::V2,
+    )
+    .await;
+    // step 2: the host may fetch from it (over plain HTTP here),
+    let mut fetch: deployer_host::capabilities::FetchConfig =
+        serde_yaml::from_str(&format!("allow: [{addr}]\n")).unwrap();
+    fetch.plain_http = vec![addr.clone()];
+    let s = stage(StageOptions {
+        fetch: Some(fetch),
+        ..StageOptions::default()
+    })
+    .await;
+    // (the chart's Deployment becomes ready as on a cluster with nodes)
+    s.h.server.as_ref().unwrap().set_simulate_workloads(true);
+    let c = &s.h.client;
+    Api::<Namespace>::all(c.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    // the pull secret the Context names, and the Target `my-cluster` the Installation imports,
+    let pull: Secret = serde_json::from_value(json!({
+        "metadata": {"name": context["registryPullSecrets"][0]["name"], "namespace": ns},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": support::ocm::docker_config(&addr, "user", "secret")},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &pull)
+        .await
+        .unwrap();
+    let target = installation["spec"]["imports"]["targets"][0]["target"]
+        .as_str()
+        .unwrap();
+    apply(
+        &ls::ls_api(c, "Target", "targets", ns),
+        json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+            "metadata": {"name": target, "namespace": ns},
+            "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                     "config": {"kubeconfig": std::fs::read_to_string(s.dev.kubeconfig()).unwrap()}},
+        }),
+    )
+    .await;
+    // step 3: the Context, over the `default` Context Landscaper's central mode made there,
+    let contexts = ls::ls_api(c, "Context", "contexts", ns);
+    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+    while contexts.get_opt("default").await.unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Landscaper made no default Context in {ns}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    apply(&contexts, context.clone()).await;
+
+    // When the walk-through's Installation is applied,
+    apply(&ls::installations(c, ns), installation.clone()).await;
+
+    // then Landscaper resolves the component version and its blueprint and the Installation
+    // succeeds,
+    let (inst, phase) = wait_job_after(c, ns, name, None, JOB_TIMEOUT).await;
+    let items =
+        s.h.items(ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+    let described = items
+        .iter()
+        .map(|i| format!("{:?}: {:?}", i.metadata.name, i.status().last_error))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(phase, "Succeeded", "{}\n{described}", ls::status(&inst));
+    // our host ran its helm item, resolving the chart by Landscaper's resource key,
+    assert_eq!(items.len(), 1, "{described}");
+    let st = items[0].status();
+    assert_eq!(st.phase, Phase::Succeeded);
+    assert!(
+        st.deployer
+            .is_some_and(|d| d.identity.starts_with("wasm-deployer")),
+        "run by our host"
+    );
+    assert!(
+        items[0].spec.config.as_ref().unwrap()["chart"]["resourceRef"].is_string(),
+        "Landscaper rendered the key"
+    );
+    // and the release is there, with the blueprint's values.
+    let releases = Api::<Secret>::namespaced(c.clone(), ns)
+        .list(&ListParams::default().labels("owner=helm,name=web"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(releases.len(), 1);
+    assert_eq!(
+        releases[0].metadata.labels.as_ref().unwrap()["status"],
+        "deployed"
+    );
+    let cm = config_map(&s.h, ns, "web-config")
+        .await
+        .expect("the chart's ConfigMap");
+    assert_eq!(cm.data.unwrap()["message"], "hello from OCM");
+    // Landscaper's central mode kept the Context as the walk-through wrote it.
+    let kept = contexts.get("default").await.unwrap();
+    assert_eq!(kept.data["repositoryContext"], context["repositoryContext"]);
 }

@@ -3,28 +3,38 @@
 //! Every story checks what a Landscaper user relies on: every job finishes exactly once with
 //! the right phase, no status is lost, nothing (export Secret, SyncObject) is leaked.
 //!
-//! Sizes scale with `RELIABILITY_ITEMS` (default 500) for longer runs by hand.
+//! Sizes scale with `RELIABILITY_ITEMS` (default 500; 100 on kube-apiserver 1.20) for longer
+//! runs by hand. The replica stories run on both backends: on kube-apiserver 1.20 with the
+//! kill -9 but without injected faults (fault injection is the embedded server's).
 
 mod support;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deployer_host::landscaper::{DeployItem, Phase};
 use embedded_apiserver::FaultConfig;
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
+use support::replicas::{
+    JobLedger, Replica, ReplicaCluster, assert_each_job_picked_up_once, assert_nothing_left,
+    assert_succeeded_with_export, names_where, operator_faults, peak_rss_mib, pickups, reason_is,
+    retrying,
+};
 use support::{Harness, Options};
 
+/// `RELIABILITY_ITEMS`; by default 500, and 100 on kube-apiserver 1.20 (the smaller variant:
+/// etcd's writes make a job there several times slower than on the embedded server).
 fn items_count() -> usize {
     std::env::var("RELIABILITY_ITEMS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(500)
+        .unwrap_or(match support::backend() {
+            support::Backend::Embedded => 500,
+            support::Backend::Real => 100,
+        })
 }
 
 /// A mock item that exports `value` (so every job writes an export Secret).
@@ -46,24 +56,6 @@ fn exporting_item(name: &str, value: &str) -> DeployItem {
     .expect("item")
 }
 
-/// Runs a test-side API call until it succeeds: the test's own requests meet the same faults
-/// as the host's. `done_if` accepts errors that mean an earlier, unacknowledged attempt
-/// took effect (a 504'd create answered AlreadyExists on retry).
-async fn retrying<T, F, Fut>(what: &str, done_if: impl Fn(&kube::Error) -> bool, op: F) -> Option<T>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = kube::Result<T>>,
-{
-    for _ in 0..100 {
-        match op().await {
-            Ok(v) => return Some(v),
-            Err(e) if done_if(&e) => return None,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    panic!("{what}: still failing after 100 attempts");
-}
-
 /// Runs `op` on the items `{prefix}-0` … `{prefix}-{n-1}`, 16 at a time (a busy Landscaper).
 async fn for_each_item<F, Fut>(api: &Api<DeployItem>, prefix: &str, n: usize, op: F)
 where
@@ -73,10 +65,6 @@ where
     stream::iter(0..n)
         .for_each_concurrent(16, |i| op(api.clone(), format!("{prefix}-{i}")))
         .await;
-}
-
-fn reason_is(reason: &'static str) -> impl Fn(&kube::Error) -> bool {
-    move |e| matches!(e, kube::Error::Api(s) if s.reason == reason)
 }
 
 /// Creates `item`, retrying through faults (a 504'd create answers AlreadyExists on retry).
@@ -106,87 +94,6 @@ async fn delete_retrying(api: &Api<DeployItem>, name: &str) {
         api.delete(name, &DeleteParams::default()).await
     })
     .await;
-}
-
-/// Watches every DeployItem and checks, on every version it sees, that a job once finished
-/// stays finished with the same phase: no job is finished twice, reopened or rewritten.
-struct JobLedger {
-    /// (item uid, jobID) → the phase it finished with.
-    finished: Arc<Mutex<HashMap<(String, String), Phase>>>,
-    violations: Arc<Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl JobLedger {
-    fn start(client: kube::Client) -> Self {
-        let finished = Arc::new(Mutex::new(HashMap::new()));
-        let violations = Arc::new(Mutex::new(Vec::new()));
-        let task = tokio::spawn({
-            let (finished, violations) = (finished.clone(), violations.clone());
-            async move {
-                let api: Api<DeployItem> = Api::namespaced(client, "default");
-                let stream = watcher(api, watcher::Config::default())
-                    .default_backoff()
-                    .applied_objects();
-                futures::pin_mut!(stream);
-                loop {
-                    let item = match stream.try_next().await {
-                        Ok(Some(item)) => item,
-                        Ok(None) => return,
-                        Err(_) => continue,
-                    };
-                    let s = item.status();
-                    let uid = item.metadata.uid.clone().unwrap_or_default();
-                    let name = item.metadata.name.clone().unwrap_or_default();
-                    let mut finished = finished.lock().unwrap();
-                    let key = (uid, s.job_id.clone());
-                    let done = !s.job_id.is_empty() && s.job_id == s.job_id_finished;
-                    match (finished.get(&key), done) {
-                        (None, true) => {
-                            if !s.phase.is_final() {
-                                violations.lock().unwrap().push(format!(
-                                    "{name}: job {} finished in non-final phase {}",
-                                    s.job_id, s.phase
-                                ));
-                            }
-                            finished.insert(key, s.phase.clone());
-                        }
-                        (Some(phase), true) if *phase != s.phase => {
-                            violations.lock().unwrap().push(format!(
-                                "{name}: job {} finished twice ({phase}, then {})",
-                                s.job_id, s.phase
-                            ))
-                        }
-                        (Some(_), false) => violations.lock().unwrap().push(format!(
-                            "{name}: job {} reopened after it finished (phase {})",
-                            s.job_id, s.phase
-                        )),
-                        _ => {}
-                    }
-                }
-            }
-        });
-        Self {
-            finished,
-            violations,
-            task,
-        }
-    }
-
-    fn finished_jobs(&self) -> usize {
-        self.finished.lock().unwrap().len()
-    }
-
-    fn assert_clean(&self) {
-        let v = self.violations.lock().unwrap();
-        assert!(v.is_empty(), "{} violations:\n{}", v.len(), v.join("\n"));
-    }
-}
-
-impl Drop for JobLedger {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// Polls (the test's reads may fail: they meet the faults too) until `pred` holds for all items.
@@ -331,15 +238,7 @@ async fn given_api_faults_and_dropped_watches_then_every_item_converges_and_noth
     })
     .await;
     server.set_faults(FaultConfig::default());
-    let left: Vec<String> = secrets
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .filter(|name| name.starts_with("mock-export"))
-        .collect();
+    let left = names_where(&secrets, |name| name.starts_with("mock-export")).await;
     assert!(left.is_empty(), "leaked export Secrets: {left:?}");
     // and no job was finished twice or reopened along the way.
     ledger.assert_clean();
@@ -446,157 +345,12 @@ async fn given_a_plugin_reaching_beyond_its_grant_then_every_attempt_is_denied_a
     );
 }
 
-/// One `deployer-host run` process: a replica as pod `pod`, logging JSON to `log`.
-struct Replica {
-    child: std::process::Child,
-    log: std::path::PathBuf,
-}
-
-impl Replica {
-    fn start(
-        pod: &str,
-        kubeconfig: &std::path::Path,
-        config: &std::path::Path,
-        dir: &std::path::Path,
-    ) -> Self {
-        let log = dir.join(format!("{pod}-{}.log", uuid_suffix()));
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
-            .args(["--log-format", "json", "run", "--kubeconfig"])
-            .arg(kubeconfig)
-            .arg("--config")
-            .arg(config)
-            .env("MY_POD_NAME", pod)
-            .env("MY_POD_NAMESPACE", "ls-system")
-            .env("RUST_LOG", "info,kube=warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("deployer-host run");
-        Self { child, log }
-    }
-
-    /// SIGKILL: no shutdown, no lock released.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn uuid_suffix() -> String {
-    format!(
-        "{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
-
-/// (item, jobID) of every "picked up job" line in a replica's JSON log.
-fn pickups(log: &std::path::Path) -> Vec<(String, String)> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|l| l["message"] == "picked up job")
-        .map(|l| {
-            let span = &l["span"];
-            (
-                span["item"].as_str().unwrap_or_default().to_string(),
-                span["job"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
-}
-
-/// The embedded server on loopback with Landscaper's CRDs, a Target pointing at it, namespace
-/// `ls-system` with the Pods `replica-0` … `replica-3`, and the configuration of
-/// `deployer-host run` replicas with locking (`workers`, `cleanup_interval`) — what the
-/// replica stories share.
-struct ReplicaCluster {
-    server: embedded_apiserver::ApiServer,
-    client: kube::Client,
-    pods: Api<k8s_openapi::api::core::v1::Pod>,
-    kubeconfig: std::path::PathBuf,
-    config: std::path::PathBuf,
-    dir: tempfile::TempDir,
-    _serving: embedded_apiserver::LoopbackServing,
-}
-
-impl ReplicaCluster {
-    async fn start(workers: usize, cleanup_interval: &str) -> Self {
-        let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
-        let serving = server.serve_on_loopback().await.unwrap();
-        let url = serving.url.clone();
-        let env = deployer_host::dev::DevEnvironment::bootstrap(server.clone(), &url)
-            .await
-            .unwrap();
-        let client = env.client.clone();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            embedded_apiserver::ApiServer::kubeconfig_yaml(&url),
-        )
-        .unwrap();
-        let config = dir.path().join("config.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "requeueInterval: 200ms\nworkers: {workers}\nhpa: {{maxReplicas: 3}}\n\
-                 locking: {{retryAfter: 200ms, podCacheTimeout: 300ms, cleanupInterval: {cleanup_interval}}}\n\
-                 plugins: {{dir: {:?}, cacheDir: {:?}}}\n",
-                support::plugins_dir(),
-                support::plugins_dir().join("../plugin-cache"),
-            ),
-        )
-        .unwrap();
-        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": "ls-system"}})).unwrap(),
-            )
-            .await
-            .unwrap();
-        let pods: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(client.clone(), "ls-system");
-        for name in ["replica-0", "replica-1", "replica-2", "replica-3"] {
-            let pod = serde_json::from_value(json!({"metadata": {"name": name},
-                "spec": {"containers": [{"name": "host", "image": "wasm-deployer"}]}}))
-            .unwrap();
-            pods.create(&PostParams::default(), &pod).await.unwrap();
-        }
-        Self {
-            server,
-            client,
-            pods,
-            kubeconfig,
-            config,
-            dir,
-            _serving: serving,
-        }
-    }
-
-    /// A `deployer-host run` replica as Pod `pod`.
-    fn replica(&self, pod: &str) -> Replica {
-        Replica::start(pod, &self.kubeconfig, &self.config, self.dir.path())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_then_every_job_finishes_once()
  {
-    skip_on_real!("the replicas are processes served by the embedded server over loopback TCP");
     let n = items_count();
-    // Given the embedded server on loopback with Landscaper's CRDs, a Target pointing at it,
-    // the replicas' Pods, and three `deployer-host run` replicas with locking,
+    // Given the API server (embedded on loopback, or kube-apiserver 1.20) with Landscaper's
+    // CRDs, a Target pointing at it, the replicas' Pods, and three `deployer-host run` replicas with locking,
     let cluster = ReplicaCluster::start(4, "2s").await;
     let (client, pods) = (cluster.client.clone(), cluster.pods.clone());
     let mut replicas: Vec<Replica> = ["replica-0", "replica-1", "replica-2"]
@@ -730,19 +484,6 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     drop(cluster);
 }
 
-/// The faults an operator's cluster has on a bad day (issue #46): 2 % of writes 409, 1 % 500,
-/// 1 % of requests 503, 2 % 504 after applying, a watch dropped every ~100 events.
-fn operator_faults() -> FaultConfig {
-    FaultConfig {
-        write_conflict_probability: 0.02,
-        write_error_probability: 0.01,
-        unavailable_probability: 0.01,
-        timeout_probability: 0.02,
-        watch_drop_probability: 0.01,
-        ..FaultConfig::default()
-    }
-}
-
 /// A manifest item deploying ConfigMap `<name>` with `value`, and exporting that value.
 fn manifest_item(name: &str, value: &str) -> DeployItem {
     serde_json::from_value(json!({
@@ -800,17 +541,6 @@ fn mixed_patch(i: usize, value: &str) -> serde_json::Value {
     }
 }
 
-/// A process' peak resident set (VmHWM), in MiB.
-fn peak_rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
 /// Issue #46, as an operator runs it: three locking replicas behind one API server that fails
 /// requests and drops watches, one of them SIGKILLed a few seconds in and replaced; mock and
 /// manifest items driven by dev mode's Landscaper stand-in through create → job → change → job →
@@ -820,18 +550,14 @@ fn peak_rss_mib(pid: u32) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and_die_then_each_job_runs_once_and_nothing_is_left()
  {
-    skip_on_real!("fault injection is the embedded server's");
     let n = items_count();
     let started = std::time::Instant::now();
-    // Given the embedded server on loopback with Landscaper's CRDs, a Target pointing at it,
-    // the replicas' Pods and three `deployer-host run` replicas with locking (no cleanup within
-    // the story), the stand-in, and a ledger of every finished job,
+    // Given the API server (the embedded one on loopback, injecting faults; on kube-apiserver
+    // 1.20 without faults) with Landscaper's CRDs, a Target pointing at it, the replicas' Pods
+    // and three `deployer-host run` replicas with locking (no cleanup within the story), the
+    // stand-in, and a ledger of every finished job,
     let cluster = ReplicaCluster::start(8, "1h").await;
-    let (server, client, pods) = (
-        &cluster.server,
-        cluster.client.clone(),
-        cluster.pods.clone(),
-    );
+    let client = cluster.client.clone();
     let mut replicas: Vec<(String, Replica)> = ["replica-0", "replica-1", "replica-2"]
         .iter()
         .map(|p| (p.to_string(), cluster.replica(p)))
@@ -839,7 +565,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(client.clone()));
     let ledger = JobLedger::start(client.clone());
     let api: Api<DeployItem> = Api::namespaced(client.clone(), "default");
-    server.set_faults(operator_faults());
+    cluster.set_faults(operator_faults());
 
     // when the items are created (half mock, half manifest),
     stream::iter(0..n)
@@ -849,23 +575,9 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
         })
         .await;
     // and, a fifth of the jobs in, replica-1 is SIGKILLed and its Pod replaced by replica-3,
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while ledger.finished_jobs() < n / 5 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no progress: {} jobs finished",
-            ledger.finished_jobs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    replicas[1].1.kill();
-    retrying(
-        "delete the killed replica's Pod",
-        reason_is("NotFound"),
-        || async { pods.delete("replica-1", &DeleteParams::default()).await },
-    )
-    .await;
-    replicas.push(("replica-3".into(), cluster.replica("replica-3")));
+    cluster
+        .kill_and_replace(&mut replicas, &ledger, n / 5, Duration::from_secs(120))
+        .await;
     let timeout = Duration::from_secs(240 + n as u64 / 10);
     // then every first job finishes Succeeded,
     wait_all(&api, "first jobs", timeout, all_finished(1, n)).await;
@@ -880,24 +592,13 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     // then every second job finishes Succeeded, every export holds the new value and every
     // ConfigMap the new data,
     wait_all(&api, "update jobs", timeout, all_finished(2, n)).await;
-    server.set_faults(FaultConfig::default());
+    cluster.set_faults(FaultConfig::default());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), "default");
     for item in api.list(&ListParams::default()).await.unwrap().items {
         let name = item.metadata.name.clone().unwrap_or_default();
-        let s = item.status();
-        assert_eq!(s.phase, Phase::Succeeded, "{name}: {:?}", s.last_error);
-        let export = s
-            .export_ref
-            .unwrap_or_else(|| panic!("{name}: no exportRef"));
-        let secret = secrets.get(&export.name).await.expect("the export Secret");
-        let config: serde_json::Value =
-            serde_yaml::from_slice(&secret.data.unwrap()["config"].0).unwrap();
-        assert_eq!(
-            config["value"], "v2",
-            "{name}: the export of the second job"
-        );
+        assert_succeeded_with_export(&secrets, &item, "v2").await;
         if name.starts_with("c-") {
             let cm = configmaps.get(&name).await.expect("the deployed ConfigMap");
             assert_eq!(cm.data.unwrap()["value"], "v2", "{name}");
@@ -910,7 +611,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     assert_eq!(ledger.finished_jobs(), 2 * n, "two finished jobs per item");
 
     // when every item is deleted (faults on again),
-    server.set_faults(operator_faults());
+    cluster.set_faults(operator_faults());
     stream::iter(0..n)
         .for_each_concurrent(16, |i| {
             let api = api.clone();
@@ -919,62 +620,11 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
         .await;
     // then nothing is left: no item, no deployed ConfigMap, no export Secret, no SyncObject,
     wait_all(&api, "deletion", timeout, |items| items.is_empty()).await;
-    server.set_faults(FaultConfig::default());
-    let syncobjects: Api<deployer_host::locking::SyncObject> =
-        Api::namespaced(client.clone(), "default");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let left = loop {
-        let locks: Vec<String> = syncobjects
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| format!("{} (owner {:?})", o.spec.name, o.spec.pod_name))
-            .collect();
-        let exports: Vec<String> = secrets
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|s| s.metadata.name)
-            .filter(|n| n.starts_with("mock-export") || n.ends_with("-export"))
-            .collect();
-        let objects: Vec<String> = configmaps
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|c| c.metadata.name)
-            .filter(|n| n.starts_with("c-"))
-            .collect();
-        if (locks.is_empty() && exports.is_empty() && objects.is_empty())
-            || tokio::time::Instant::now() > deadline
-        {
-            break (locks, exports, objects);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert_eq!(
-        left,
-        (vec![], vec![], vec![]),
-        "left behind: (SyncObjects, export Secrets, ConfigMaps)"
-    );
+    cluster.set_faults(FaultConfig::default());
+    assert_nothing_left(&client, "default", "c-").await;
     // no job finished twice or reopened, and none was picked up by two replicas.
     ledger.assert_clean();
-    let mut by_job: HashMap<(String, String), Vec<String>> = HashMap::new();
-    for (pod, r) in &replicas {
-        for key in pickups(&r.log) {
-            by_job.entry(key).or_default().push(pod.clone());
-        }
-    }
-    let twice: Vec<_> = by_job.iter().filter(|(_, pods)| pods.len() > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "picked up by more than one replica: {twice:?}"
-    );
+    assert_each_job_picked_up_once(&replicas);
     // (The size, time and each live replica's peak RSS, for docs/reliability.md.)
     let rss: Vec<String> = replicas
         .iter()

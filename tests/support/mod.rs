@@ -12,6 +12,7 @@ pub mod ocm;
 pub mod real_helm;
 pub mod real_landscaper;
 pub mod registry;
+pub mod replicas;
 #[allow(unused_imports)]
 pub use backend::{
     Backend, RealApiServer, RealBinaries, TestCluster, backend, client_for,

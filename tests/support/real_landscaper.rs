@@ -185,6 +185,20 @@ impl RealLandscaper {
         }
     }
 
+    /// How many lines of both controllers' logs contain `text`.
+    pub fn log_count(&self, text: &str) -> usize {
+        ["main.log", "central.log"]
+            .iter()
+            .map(|name| {
+                std::fs::read_to_string(self.dir.path().join(name))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains(text))
+                    .count()
+            })
+            .sum()
+    }
+
     /// The last `lines` lines of both controllers' logs (for failure messages).
     pub fn log_tail(&self, lines: usize) -> String {
         let mut out = String::new();
@@ -329,4 +343,57 @@ pub async fn wait_job_after(
     .await;
     let phase = status(&inst)["phase"].as_str().unwrap_or("").to_string();
     (inst, phase)
+}
+
+/// An Installation `name` in `namespace` with an inline blueprint (no component descriptor),
+/// annotated `operation: reconcile`: it imports the Target `cluster` (bound to the Target
+/// `target`) and the data imports `data` (name -> DataObject), exports `exports` (name ->
+/// DataObject); `deploy` and `export` are the GoTemplates of its deploy and export executions.
+pub fn inline_installation(
+    namespace: &str,
+    target: &str,
+    name: &str,
+    data: &[(&str, &str)],
+    exports: &[(&str, &str)],
+    deploy: &str,
+    export: Option<&str>,
+) -> Value {
+    let mut blueprint = json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Blueprint",
+        "jsonSchema": "https://json-schema.org/draft/2019-09/schema",
+        "imports": [{"name": "cluster", "targetType": "landscaper.gardener.cloud/kubernetes-cluster"}],
+        "exports": exports.iter().map(|(n, _)| json!({"name": n, "type": "data", "schema": {"type": "string"}})).collect::<Vec<_>>(),
+        "deployExecutions": [{"name": "default", "type": "GoTemplate", "template": deploy}],
+    });
+    for (n, _) in data {
+        blueprint["imports"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": n, "type": "data", "schema": {"type": "string"}}));
+    }
+    if let Some(export) = export {
+        blueprint["exportExecutions"] =
+            json!([{"name": "default", "type": "GoTemplate", "template": export}]);
+    }
+    json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "Installation",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "annotations": {"landscaper.gardener.cloud/operation": "reconcile"},
+        },
+        "spec": {
+            "imports": {
+                "targets": [{"name": "cluster", "target": target}],
+                "data": data.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
+            },
+            "exports": {
+                "data": exports.iter().map(|(n, d)| json!({"name": n, "dataRef": d})).collect::<Vec<_>>(),
+            },
+            "blueprint": {"inline": {"filesystem": {
+                "blueprint.yaml": serde_yaml::to_string(&blueprint).unwrap(),
+            }}},
+        },
+    })
 }
