@@ -7,6 +7,9 @@
 //!   the chart renders), and ends `Failed` with that error and `ERR_TIMEOUT` when it never is.
 //! - Template mode (`helmDeployment: false`) applies hook templates as ordinary objects, as
 //!   Landscaper's manifest-only mode does.
+//! - What the plugin applies, in both modes, is what real Go Helm applies: every chart of
+//!   `../shared/charts/corpus/`, object by object (SKIP when the corpus or helm-python-sdk is
+//!   missing, a failure with `CI=true`).
 
 mod manifest;
 mod support;
@@ -264,8 +267,8 @@ async fn given_helm_deployment_false_when_the_chart_has_hooks_then_they_are_appl
         get(&h, "v1", "ConfigMap", Some("tpl"), "tpl-post")
             .await
             .unwrap()["data"]["revision"],
-        "1",
-        "rendered as an install"
+        "0",
+        "rendered as Landscaper renders it: an install, revision 0"
     );
     // The release's ordinary templates are there too, and no release Secret.
     assert!(
@@ -634,6 +637,60 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
             }
             compared += 1;
         }
+
+        // And template mode (`helmDeployment: false`), after the plugin uninstalled the release:
+        // the same objects as Landscaper's manifest-only mode applies them — Helm's, without
+        // Helm's ownership metadata and with the deployer's labels (stripped on both sides).
+        manifest::delete_item(&h, &item_name).await;
+        h.wait_gone("default", &item_name, Duration::from_secs(120))
+            .await;
+        let tpl_name = format!("cmp-tpl-{i}");
+        let mut item = helm_item(
+            &tpl_name,
+            "gadget",
+            "180s",
+            json!({"name": release, "namespace": ns, "createNamespace": true,
+                   "helmDeployment": false, "readinessChecks": {"disableDefault": true}}),
+        );
+        item["spec"]["config"]["chart"] = json!({"archive": {"raw": raw}});
+        create(&h, &item).await;
+        let done = h
+            .wait_for("default", &tpl_name, Duration::from_secs(180), |i| {
+                let s = i.status();
+                !s.job_id.is_empty() && s.job_id == s.job_id_finished
+            })
+            .await;
+        assert_eq!(
+            done.status().phase,
+            Phase::Succeeded,
+            "{chart_name} (template mode): {}",
+            status_of(&done)
+        );
+        for (k, helm_object) in keys.iter().zip(&theirs) {
+            let ours = live_object(&h, &ns, k).await.unwrap_or_else(|| {
+                panic!("{chart_name}: {k:?} applied by the plugin in template mode")
+            });
+            let mut paths = Vec::new();
+            diff(
+                "",
+                &without_owners(helm_object),
+                &without_owners(&ours),
+                &mut paths,
+            );
+            for (p, theirs, mine) in paths {
+                if random
+                    .iter()
+                    .any(|(kind, name, rp)| kind == &k.1 && name == &k.2 && &p == rp)
+                {
+                    continue;
+                }
+                differences.push(format!(
+                    "{chart_name} {} {} (template mode): {p}: helm {theirs} / plugin {mine}",
+                    k.1, k.2
+                ));
+            }
+            compared += 1;
+        }
     }
     eprintln!(
         "compared {compared} objects of {} charts in {:.1} s; rendered-compared: {rendered_only:?}",
@@ -641,6 +698,39 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
         started.elapsed().as_secs_f64()
     );
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// An object without the ownership metadata that differs by mode: Helm's (`managed-by`
+/// label, release annotations) and the template-mode deployer's labels.
+fn without_owners(o: &Value) -> Value {
+    let mut o = o.clone();
+    for (section, keys) in [
+        (
+            "labels",
+            &[
+                "app.kubernetes.io/managed-by",
+                "helm.deployer.landscaper.gardener.cloud/deployitem",
+                "manifest.deployer.landscaper.gardener.cloud/deployitem",
+            ][..],
+        ),
+        (
+            "annotations",
+            &[
+                "meta.helm.sh/release-name",
+                "meta.helm.sh/release-namespace",
+            ][..],
+        ),
+    ] {
+        if let Some(m) = o["metadata"][section].as_object_mut() {
+            for k in keys {
+                m.remove(*k);
+            }
+            if m.is_empty() {
+                o["metadata"].as_object_mut().unwrap().remove(section);
+            }
+        }
+    }
+    o
 }
 
 /// A value for a message (at most 300 characters).

@@ -34,7 +34,9 @@ fn manifests(
         namespace: config.namespace.clone(),
         values_files: vec![config.values.to_string()],
         is_upgrade: false,
-        revision: 1,
+        // Landscaper's template mode renders with release options `Revision: 0`
+        // (`pkg/deployer/helm/helm.go`, `Template`).
+        revision: 0,
         // Helm 3's document split, as in `actions::render`.
         split_mode: helm_engine::sort::SplitMode::Legacy,
         ..Default::default()
