@@ -753,7 +753,8 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     assert_eq!(cm["data"]["revision"], "1");
 
     // Someone else's ConfigMap that the next revision renders: refused as Helm refuses it,
-    // before any revision is written.
+    // before any revision is written, and retried (as Landscaper retries it) — the job stays
+    // open with the refusal on the item.
     put(
         &h,
         json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -761,16 +762,23 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     )
     .await;
     let config = web_config("atomic", "atomic", json!({"adopt": "foreign"}));
-    let item = reconfigure(&h, "atomic", config).await;
-    assert_eq!(item.status().phase, Phase::Failed);
-    let e = item.status().last_error.unwrap();
+    let before = set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
+    let item = h
+        .wait_for("default", "atomic", Duration::from_secs(60), |i| {
+            let s = i.status();
+            s.job_id != before
+                && s.last_error.as_ref().is_some_and(|e| {
+                    e.message.contains("ConfigMap \"foreign\" in namespace \"atomic\" exists and cannot be imported into the current release")
+                })
+        })
+        .await;
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Progressing, "{}", status_of(&item));
+    assert_ne!(s.job_id, s.job_id_finished, "retried, not final");
+    let e = s.last_error.unwrap();
     assert!(
-        e.message.contains("ConfigMap \"foreign\" in namespace \"atomic\" exists and cannot be imported into the current release"),
-        "{}",
-        e.message
-    );
-    assert!(
-        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        e.codes.iter().any(|c| c == codes::FOR_INFO_ONLY)
+            && !e.codes.iter().any(|c| codes::is_unrecoverable(c)),
         "{e:?}"
     );
     assert_eq!(
@@ -778,10 +786,11 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
         Some(&(3, "deployed".to_string()))
     );
 
-    // takeOwnership adopts it.
+    // takeOwnership adopts it: the retried job succeeds with the new configuration.
     let mut config = web_config("atomic", "atomic", json!({"adopt": "foreign"}));
     config["helmDeploymentConfig"] = json!({"upgrade": {"takeOwnership": true}});
-    let item = reconfigure(&h, "atomic", config).await;
+    set_config(&h, "atomic", &helm_item("atomic", config)["spec"]["config"]).await;
+    let item = wait_next_job(&h, "atomic", &before).await;
     assert_succeeded(&item);
     let cm = get(&h, "v1", "ConfigMap", Some("atomic"), "foreign")
         .await

@@ -23,11 +23,11 @@
 //! * `Err` always leaves the state idle. Errors carry Landscaper's operation
 //!   (`InstallHelmRelease`, `UpgradeHelmRelease`, `RollbackHelmRelease`, `DeleteHelmRelease`)
 //!   and reason (`Install`, `Update`, `Rollback`, `Uninstall`). Chart, values and schema
-//!   problems and a release living in another namespace are `ERR_CONFIGURATION_PROBLEM`;
-//!   a failed release (hooks, apply, atomic recovery) ends the job too: `ERR_TIMEOUT` for
-//!   timeouts, `ERR_CONFIGURATION_PROBLEM` otherwise (Landscaper retries until the progressing
-//!   timeout, adding a failed revision per attempt); only "another operation is in progress"
-//!   is retried. The conflict/hook failures Landscaper marks also get `ERR_FOR_INFO_ONLY`.
+//!   problems and a release living in another namespace are `ERR_CONFIGURATION_PROBLEM`
+//!   (final); a failed release (objects that cannot be built or applied, ownership, hooks,
+//!   atomic recovery) is retried, as Landscaper retries it until the progressing timeout
+//!   (a failed revision per attempt, history capped); a wait that ran out of time is
+//!   `ERR_TIMEOUT`. The conflict/hook failures Landscaper marks also get `ERR_FOR_INFO_ONLY`.
 //! * Transient Kubernetes errors in the middle of an action (conflicts, unavailable API,
 //!   kinds not served yet) are answered `Pending` with the error as message, until the
 //!   action's deadline; permanent ones (`Invalid`, `BadRequest`, `Forbidden`, …) fail the
@@ -404,21 +404,19 @@ impl ActionState {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// A failed action. The release is marked `failed` (or recovered by `atomic`), so the job ends
-/// here: a timeout is `ERR_TIMEOUT`, any other failure `ERR_CONFIGURATION_PROBLEM` (what the
-/// chart renders or its hooks do cannot succeed by repeating the same job; Landscaper retries
-/// until the progressing timeout, adding a failed revision per attempt). Only "another
-/// operation is in progress" is retried: the stuck record is removed, so the next attempt runs.
+/// A failed action. The release is marked `failed` (or recovered by `atomic`) and the error is
+/// **retried**, as Landscaper retries it (its install/upgrade errors carry no unrecoverable
+/// code): a CRD or webhook not ready yet, a quota, an object of someone else, a hook that
+/// failed — the next attempt (a new revision, history capped by `MaxHistory`) may succeed,
+/// until the item's progressing timeout ends the job. A wait or hook that ran out of time
+/// (`timed out waiting for the condition`) is `ERR_TIMEOUT`: the action's deadline is the
+/// remaining progressing time (or the configured `timeout`). The conflict/hook failures
+/// Landscaper marks get `ERR_FOR_INFO_ONLY`.
 fn action_error(action: Action, message: String) -> DeployerError {
     let (op, reason) = action.operation();
     let mut e = DeployerError::retryable(reason, message).with_operation(op);
-    if !e.message.contains(ERR_PENDING) {
-        let code = if e.message.contains("timed out waiting for the condition") {
-            codes::TIMEOUT
-        } else {
-            codes::CONFIGURATION_PROBLEM
-        };
-        e = e.with_code(code);
+    if e.message.contains("timed out waiting for the condition") {
+        e = e.with_code(codes::TIMEOUT);
     }
     const INFO_ONLY: [&str; 5] = [
         "rendered manifests contain a resource that already exists",
@@ -457,8 +455,6 @@ fn permanent(e: &DeployerError) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Manifests and objects
 
-/// The objects of a manifest stream (documents split as Helm does, comments-only documents
-/// skipped, `List`s expanded), as JSON.
 /// Sets `protocol: TCP` (the API server's own default) on every port of a Service and of the
 /// containers of a Pod, a pod template or a CronJob's job template that omits it. Kubernetes
 /// before 1.21 refuses server-side apply of such a port ("associative list with keys has an
@@ -496,9 +492,39 @@ pub fn default_port_protocols(object: &mut Value) {
     }
 }
 
+/// The documents of a YAML stream as Kubernetes' `yaml.YAMLReader` (under client-go's
+/// `resource.Builder`, which Helm's `KubeClient.Build` uses, and Landscaper's
+/// `YAMLOrJSONDecoder`) cuts them: at every line that starts with `---` (followed by nothing
+/// but blanks or a comment), each document keeping all of its lines with their line breaks.
+/// So a block scalar that ends a document keeps its final newline, as Helm's install applies
+/// it (`releaseutil.SplitManifests` only decides how the release manifest is laid out).
+pub fn yaml_documents(stream: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut doc = String::new();
+    for line in stream.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("---") {
+            let rest = rest.trim();
+            if !rest.is_empty() && !rest.starts_with('#') {
+                return Err(format!("invalid Yaml document separator: {rest}"));
+            }
+            if !doc.is_empty() {
+                out.push(std::mem::take(&mut doc));
+            }
+            continue;
+        }
+        doc.push_str(line);
+    }
+    if !doc.is_empty() {
+        out.push(doc);
+    }
+    Ok(out)
+}
+
+/// The objects of a manifest stream (documents as [`yaml_documents`] cuts them, empty and
+/// comments-only documents skipped, `List`s expanded), as JSON.
 pub fn parse_manifest(manifest: &str) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
-    for doc in helm_engine::sort::split_manifests(manifest, helm_engine::sort::SplitMode::Legacy) {
+    for doc in yaml_documents(manifest)? {
         let parsed = helm_engine::yaml::parse(&doc).map_err(|e| e.0)?;
         if matches!(parsed, helm_engine::value::Value::Nil) {
             continue;

@@ -448,6 +448,10 @@ pub struct Progress {
     /// Exports read from the release values when the chart was rendered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_exports: Option<Value>,
+    /// The failure of this job's first attempt, persisted with phase `Progressing` before it
+    /// is reported (so a retried error shows `Progressing`, as in Landscaper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<DeployerError>,
 }
 
 /// ProviderStatus (contract 7.6).

@@ -74,6 +74,12 @@ pub const CP_DELETING: &str = "helm deployer: start deleting";
 
 /// Poll interval while waiting for readiness or exports.
 const POLL: Duration = Duration::from_secs(1);
+/// Delay before reporting a failure persisted with phase `Progressing`.
+const PERSIST_FIRST: Duration = Duration::from_millis(50);
+/// A retried failure with less progressing time left than this ends the job with
+/// `ERR_TIMEOUT` and the failure itself: the host's next attempt (its requeue interval,
+/// Landscaper's 5 s) would only meet the timeout at its start checkpoint.
+const LAST_ATTEMPT: Duration = Duration::from_secs(5);
 const STEP_RELEASE: &str = "release";
 const STEP_APPLIED: &str = "applied";
 const STEP_READY: &str = "ready";
@@ -113,22 +119,145 @@ fn waiting(
     )
 }
 
-/// The values a chart renders with: the chart's `values.yaml` under the item's `values`
-/// (for value exports; Helm's own coalescing happens in the engine).
-fn render_values(chart: &helm_engine::Chart, user: &Value) -> Value {
-    let mut values = chart
-        .values
-        .as_deref()
-        .and_then(|raw| helm_engine::values::read_values(&String::from_utf8_lossy(raw)).ok())
-        .map(|v| helm_engine::json::to_serde(&v))
-        .filter(Value::is_object)
-        .unwrap_or_else(|| Value::Object(Map::new()));
-    strategies::deep_merge(&mut values, user);
-    values
+/// A failed attempt of the release (or apply) step. Configuration problems and timeouts end
+/// the job; anything else is retried by the host, as Landscaper retries its helm deployer's
+/// errors until the progressing timeout:
+/// - the first failure of a job still in `Init` is persisted first (phase `Progressing`,
+///   the failure in `progress.failure`) and reported by the next call, so a retried error is
+///   seen with `Progressing`, as Landscaper shows it;
+/// - with less than [`LAST_ATTEMPT`] of the progressing time left, the failure ends the job
+///   with `ERR_TIMEOUT`, its own message kept, instead of a bare timeout at the next attempt.
+fn failed_attempt(
+    ctx: &Ctx,
+    inv: &Invocation,
+    status: &mut ProviderStatus,
+    job_id: &str,
+    e: DeployerError,
+) -> Result<Response, DeployerError> {
+    if e.is_unrecoverable() {
+        return Err(e);
+    }
+    if ctx.remaining().is_some_and(|left| left < LAST_ATTEMPT) {
+        let message = format!(
+            "{} (retried until the progressing timeout; no time left for another attempt)",
+            e.message
+        );
+        return Err(DeployerError { message, ..e }.with_code(sdk_guest::codes::TIMEOUT));
+    }
+    if inv.current_phase() != phase::INIT {
+        return Err(e);
+    }
+    let progress = status.progress.get_or_insert_with(Progress::default);
+    if progress.job_id != job_id {
+        *progress = Progress {
+            job_id: job_id.into(),
+            step: STEP_RELEASE.into(),
+            ..Default::default()
+        };
+    }
+    progress.failure = Some(e);
+    Ok(Response {
+        phase: Some(phase::PROGRESSING),
+        provider_status: Some(status.to_json()),
+        retry_after: Some(PERSIST_FIRST),
+        ..Default::default()
+    })
 }
 
-/// Exports without `fromResource`, read from the render values (`jsonPath: .Values.x`); a
-/// missing path is an error (Landscaper: `ConstructExportFromValues`, retried).
+/// The failure [`failed_attempt`] persisted for this job and not reported yet (no error is
+/// recorded on the item in this job: `status.firstError` is cleared at every pickup).
+fn unreported_failure(
+    inv: &Invocation,
+    status: &ProviderStatus,
+    job_id: &str,
+) -> Option<DeployerError> {
+    let reported = inv
+        .deploy_item
+        .pointer("/status/firstError")
+        .is_some_and(|e| !e.is_null());
+    status
+        .progress
+        .as_ref()
+        .filter(|p| p.job_id == job_id && !reported)
+        .and_then(|p| p.failure.clone())
+}
+
+/// The values a chart renders with, as Helm's `CoalesceValues` makes them: the item's
+/// `values` over the chart's `values.yaml` and its subcharts' (Landscaper calls it without
+/// `ProcessDependencies`, so a disabled subchart's values are there too).
+fn render_values(chart: &helm_engine::Chart, user: &Value) -> Value {
+    let Ok(wc) = helm_engine::deps::WChart::from_chart(chart) else {
+        return Value::Object(Map::new());
+    };
+    let user = match helm_engine::json::from_serde(user) {
+        helm_engine::value::Value::Map(m) => m,
+        _ => Default::default(),
+    };
+    let coalesced = helm_engine::deps::coalesce_values(&wc, &user, false);
+    helm_engine::json::to_serde(&helm_engine::value::Value::Map(coalesced))
+}
+
+/// `.Chart` as Go's `jsonpath` sees Helm's `*chart.Metadata`: every field, by its JSON name
+/// (`.Chart.version`) and by its Go name (`.Chart.Version`); unset fields are zero values.
+fn chart_root(md: &helm_engine::chart::Metadata) -> Value {
+    const FIELDS: [(&str, &str); 17] = [
+        ("name", "Name"),
+        ("home", "Home"),
+        ("sources", "Sources"),
+        ("version", "Version"),
+        ("description", "Description"),
+        ("keywords", "Keywords"),
+        ("maintainers", "Maintainers"),
+        ("icon", "Icon"),
+        ("apiVersion", "APIVersion"),
+        ("condition", "Condition"),
+        ("tags", "Tags"),
+        ("appVersion", "AppVersion"),
+        ("deprecated", "Deprecated"),
+        ("annotations", "Annotations"),
+        ("kubeVersion", "KubeVersion"),
+        ("dependencies", "Dependencies"),
+        ("type", "Type"),
+    ];
+    let set = release::metadata_json(md);
+    let mut out = Map::new();
+    for (json_name, go_name) in FIELDS {
+        let zero = match json_name {
+            "deprecated" => Value::Bool(false),
+            "sources" | "keywords" | "maintainers" | "annotations" | "dependencies" => Value::Null,
+            _ => Value::String(String::new()),
+        };
+        let v = set.get(json_name).cloned().unwrap_or(zero);
+        out.insert(json_name.into(), v.clone());
+        out.insert(go_name.into(), v);
+    }
+    Value::Object(out)
+}
+
+/// `.Capabilities` as Landscaper's value exports see it: Helm's `DefaultCapabilities`
+/// (`ToRenderValues` without a cluster), here the engine's defaults, by Go and JSON names.
+fn capabilities_root() -> Value {
+    let kube =
+        helm_engine::objects::KubeVersion::parse(helm_engine::render::DEFAULT_KUBE_VERSION).ok();
+    let (version, major, minor) = kube
+        .map(|k| (k.version, k.major, k.minor))
+        .unwrap_or_default();
+    let kube = serde_json::json!({
+        "Version": version, "Major": major, "Minor": minor,
+        "version": version, "major": major, "minor": minor,
+    });
+    let apis: Vec<&str> = helm_engine::objects::DEFAULT_API_VERSIONS.to_vec();
+    serde_json::json!({
+        "KubeVersion": kube, "kubeVersion": kube,
+        "APIVersions": apis, "apiVersions": apis,
+    })
+}
+
+/// Exports without `fromResource` read Helm's render root as Landscaper builds it for them
+/// (`chartutil.ToRenderValues` with release options `{Name, Namespace, Revision: 0,
+/// IsInstall: true}`): `.Values` (coalesced), `.Release.{Name, Namespace, IsInstall,
+/// IsUpgrade, Revision, Service}`, `.Chart.*`, `.Capabilities.*`. A missing path is an error
+/// (Landscaper: `ConstructExportFromValues`, retried).
 fn value_exports(config: &Config, chart: &helm_engine::Chart) -> Result<Value, DeployerError> {
     let mut out = Value::Object(Map::new());
     let mut exports = config.value_exports().peekable();
@@ -137,8 +266,12 @@ fn value_exports(config: &Config, chart: &helm_engine::Chart) -> Result<Value, D
     }
     let root = serde_json::json!({
         "Values": render_values(chart, &config.values),
-        "Release": {"Name": config.name, "Namespace": config.namespace},
-        "Chart": {"Name": chart.metadata.name, "Version": chart.metadata.version},
+        "Release": {
+            "Name": config.name, "Namespace": config.namespace,
+            "IsUpgrade": false, "IsInstall": true, "Revision": 0, "Service": "Helm",
+        },
+        "Chart": chart_root(&chart.metadata),
+        "Capabilities": capabilities_root(),
     });
     for e in exports {
         let err = |m: String| {
@@ -324,11 +457,21 @@ impl Deployer for HelmDeployer {
             .map(|p| p.step.clone())
             .unwrap_or_default();
 
+        if let Some(failure) = unreported_failure(&inv, &status, &job_id) {
+            return Err(failure);
+        }
+        if let Some(p) = status.progress.as_mut() {
+            p.failure = None;
+        }
         if step.is_empty() || step == STEP_RELEASE {
-            let answer = if config.helm_deployment {
-                Self::release_step(ctx, &config, &mut status, &job_id)?
+            let attempt = if config.helm_deployment {
+                Self::release_step(ctx, &config, &mut status, &job_id)
             } else {
-                template::apply_step(ctx, &item_name, &job_id, &config, &mut status)?
+                template::apply_step(ctx, &item_name, &job_id, &config, &mut status)
+            };
+            let answer = match attempt {
+                Ok(answer) => answer,
+                Err(e) => return failed_attempt(ctx, &inv, &mut status, &job_id, e),
             };
             if let Err(response) = answer {
                 return Ok(response);
@@ -427,6 +570,9 @@ impl Deployer for HelmDeployer {
         };
         inv.require_kubernetes_target("helm deployer", "delete")?;
         let wait = config.as_ref().is_some_and(|c| c.deployment.uninstall.wait);
+        // `uninstall.timeout` bounds the uninstall (its hooks and `wait`); without it, the
+        // item's remaining progressing time does (Landscaper's timeout).
+        let timeout = config.as_ref().and_then(|c| c.deployment.uninstall.timeout);
         let mut progress = status.progress.clone().unwrap_or_default();
         if progress.step != "delete" {
             progress = Progress {
@@ -436,7 +582,8 @@ impl Deployer for HelmDeployer {
         }
         let mut state: actions::ActionState =
             serde_json::from_value(progress.action.clone()).unwrap_or_default();
-        let outcome = actions::uninstall(ctx, &name, &namespace, wait, &mut state);
+        let outcome =
+            actions::uninstall_with_timeout(ctx, &name, &namespace, wait, timeout, &mut state);
         progress.action = serde_json::to_value(&state).unwrap_or_default();
         let fail = |e: DeployerError| DeployerError {
             operation: "DeleteHelmRelease".into(),
@@ -495,6 +642,77 @@ mod tests {
     }
 
     #[test]
+    fn uninstall_timeout_bounds_the_uninstall() {
+        use actions::fake::FakeCluster;
+        let cluster = FakeCluster::new();
+        let ctx = Ctx::native(&cluster);
+        cluster.set_remaining(Some(Duration::from_secs(600)));
+        // A release with a pre-delete Job hook that never completes (no controller runs it).
+        let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: cleanup\n  annotations:\n    helm.sh/hook: pre-delete\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: busybox\n";
+        let chart = helm_engine::Chart::load_files(vec![
+            (
+                "Chart.yaml".into(),
+                b"apiVersion: v2\nname: c\nversion: 1.0.0\n".to_vec(),
+            ),
+            ("templates/job.yaml".into(), job.as_bytes().to_vec()),
+        ])
+        .unwrap();
+        let mut state = actions::ActionState::default();
+        let request = actions::Request {
+            release_name: "web",
+            namespace: "apps",
+            chart: &chart,
+            values: &json!({}),
+            install: actions::Flags::default(),
+            upgrade: actions::Flags::default(),
+        };
+        actions::install_or_upgrade(&ctx, &request, &mut state).unwrap();
+        let invocation = |timeout: &str| {
+            let mut inv = Invocation::for_item(json!({
+                "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"type": TYPE, "config": {
+                    "apiVersion": config::API_VERSION, "kind": "ProviderConfiguration",
+                    "name": "web", "namespace": "apps", "chart": {"archive": {"raw": "x"}},
+                    "helmDeploymentConfig": {"uninstall": {"timeout": timeout}},
+                }},
+            }));
+            inv.target = Some(
+                serde_json::from_value(json!({"target": {
+                    "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+                    "metadata": {"name": "t", "namespace": "default"},
+                    "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster"}},
+                    "content": ""}))
+                .unwrap(),
+            );
+            inv
+        };
+        let mut previous = json!({
+            "apiVersion": config::API_VERSION, "kind": "ProviderStatus",
+            "release": {"name": "web", "namespace": "apps", "revision": 1, "chart": "c-1.0.0"},
+        });
+        // The hook runs: the uninstall waits for it.
+        let mut inv = invocation("30s");
+        inv.previous_provider_status = Some(previous.clone());
+        let r = HelmDeployer::delete(&ctx, inv).unwrap();
+        assert!(r.retry_after.is_some(), "{r:?}");
+        previous = r.provider_status.unwrap();
+        // Past `uninstall.timeout` (not the item's ten minutes): the uninstall fails.
+        cluster.advance(Duration::from_secs(31));
+        let mut inv = invocation("30s");
+        inv.previous_provider_status = Some(previous);
+        let e = HelmDeployer::delete(&ctx, inv).unwrap_err();
+        assert!(
+            e.message.contains("timed out waiting for the condition")
+                && e.message.contains("cleanup"),
+            "{}",
+            e.message
+        );
+        assert!(e.has_code(sdk_guest::codes::TIMEOUT), "{e:?}");
+        assert_eq!(e.operation, "DeleteHelmRelease");
+    }
+
+    #[test]
     fn value_exports_read_the_merged_values() {
         let chart = helm_engine::Chart::load_files(vec![
             (
@@ -515,13 +733,36 @@ mod tests {
                 {"key": "image.tag", "jsonPath": ".Values.image.tag"},
                 {"key": "repo", "jsonPath": ".Values.image.repository"},
                 {"key": "chart", "jsonPath": ".Chart.Version"},
+                {"key": "chartName", "jsonPath": ".Chart.name"},
+                {"key": "appVersion", "jsonPath": ".Chart.AppVersion"},
+                {"key": "release.ns", "jsonPath": ".Release.Namespace"},
+                {"key": "release.install", "jsonPath": ".Release.IsInstall"},
+                {"key": "release.revision", "jsonPath": ".Release.Revision"},
+                {"key": "release.service", "jsonPath": ".Release.Service"},
+                {"key": "kube", "jsonPath": ".Capabilities.KubeVersion.Major"},
             ]},
         }))
         .unwrap();
         let out = value_exports(&config, &chart).unwrap();
         assert_eq!(
             out,
-            json!({"image": {"tag": "2.0"}, "repo": "nginx", "chart": "1.2.3"})
+            json!({"image": {"tag": "2.0"}, "repo": "nginx", "chart": "1.2.3",
+                   "chartName": "c", "appVersion": "",
+                   "release": {"ns": "apps", "install": true, "revision": 0, "service": "Helm"},
+                   "kube": "1"})
+        );
+        let whole = config::parse(&json!({
+            "apiVersion": config::API_VERSION, "kind": "ProviderConfiguration",
+            "name": "web", "namespace": "apps", "chart": {"archive": {"raw": "x"}},
+            "exports": {"exports": [{"key": "apis", "jsonPath": ".Capabilities.APIVersions"}]},
+        }))
+        .unwrap();
+        let apis = value_exports(&whole, &chart).unwrap();
+        assert!(
+            apis["apis"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!("apps/v1"))),
+            "{apis}"
         );
         let missing = config::parse(&json!({
             "apiVersion": config::API_VERSION, "kind": "ProviderConfiguration",

@@ -444,7 +444,7 @@ fn insert_strs(m: &mut Map<String, Value>, key: &str, v: &[String]) {
     }
 }
 
-fn metadata_json(md: &helm_engine::chart::Metadata) -> Value {
+pub(crate) fn metadata_json(md: &helm_engine::chart::Metadata) -> Value {
     let mut m = Map::new();
     insert_str(&mut m, "name", &md.name);
     insert_str(&mut m, "home", &md.home);

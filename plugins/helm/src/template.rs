@@ -1,6 +1,7 @@
 //! Template mode (`helmDeployment: false`, contract 7.3/7.4): render the chart, then apply the
-//! objects through the manifest deployer's applier — chart `crds/` first, then the templates,
-//! all with policy `manage`, plus the release Namespace with policy `keep` when
+//! objects through the manifest deployer's applier — chart `crds/` first, then every rendered
+//! file (hook templates too, as ordinary objects, as Landscaper applies them; not
+//! `NOTES.txt`), all with policy `manage`, plus the release Namespace with policy `keep` when
 //! `createNamespace` is set; objects labelled with the DeployItem's name; orphans of the
 //! previous job deleted by `deletionGroupsDuringUpdate`; uninstall by `deletionGroups`.
 //! No release Secret is written.
@@ -33,7 +34,9 @@ fn manifests(
         namespace: config.namespace.clone(),
         values_files: vec![config.values.to_string()],
         is_upgrade: false,
-        revision: 1,
+        // Landscaper's template mode renders with release options `Revision: 0`
+        // (`pkg/deployer/helm/helm.go`, `Template`).
+        revision: 0,
         // Helm 3's document split, as in `actions::render`.
         split_mode: helm_engine::sort::SplitMode::Legacy,
         ..Default::default()
@@ -41,16 +44,27 @@ fn manifests(
     let rendered = helm_engine::render(&loaded.chart, &opts).map_err(|e| {
         DeployerError::configuration("RenderHelmValues", e.to_string()).with_operation("Template")
     })?;
+    // As Landscaper's manifest-only mode: the chart's `crds/`, then every rendered file —
+    // hooks included, as ordinary objects; only `NOTES.txt` is left out — each decoded as a
+    // YAML stream (so a block scalar that ends a document keeps its final newline).
     let mut docs: Vec<(String, String)> = rendered.crds.clone();
     docs.extend(
         rendered
-            .manifests
+            .files
             .iter()
-            .map(|m| (m.name.clone(), m.content.clone())),
+            .filter(|(path, _)| !path.ends_with("/NOTES.txt") && path.as_str() != "NOTES.txt")
+            .map(|(path, text)| (path.clone(), text.clone())),
     );
     let mut out = Vec::new();
     for (path, text) in docs {
-        for doc in helm_engine::sort::split_manifests(&text, Default::default()) {
+        let documents = crate::actions::yaml_documents(&text).map_err(|e| {
+            DeployerError::configuration(
+                "RenderHelmValues",
+                format!("YAML parse error on {path}: {e}"),
+            )
+            .with_operation("Template")
+        })?;
+        for doc in documents {
             let parsed = helm_engine::yaml::parse(&doc).map_err(|e| {
                 DeployerError::configuration(
                     "RenderHelmValues",

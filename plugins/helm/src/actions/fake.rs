@@ -92,6 +92,12 @@ impl FakeCluster {
             .push((verb.into(), name.into(), reason.into()));
     }
 
+    /// Injected failures end.
+    pub fn clear_failures(&self) {
+        self.failures.lock().unwrap().clear();
+        self.unknown_kinds.lock().unwrap().clear();
+    }
+
     /// Discovery does not know `kind`.
     pub fn unknown_kind(&self, kind: &str) {
         self.unknown_kinds.lock().unwrap().push(kind.into());

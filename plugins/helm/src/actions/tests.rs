@@ -149,8 +149,8 @@ fn an_install_failure_marks_the_release_failed() {
     assert!(e.message.contains("injected failure"), "{}", e.message);
     assert_eq!(e.operation, "InstallHelmRelease");
     assert!(
-        e.has_code(codes::CONFIGURATION_PROBLEM),
-        "a failed release ends the job: {e:?}"
+        !e.is_unrecoverable(),
+        "a failed release is retried, as Landscaper retries it: {e:?}"
     );
     let h = history(&ctx);
     assert_eq!(h.len(), 1);
@@ -161,6 +161,47 @@ fn an_install_failure_marks_the_release_failed() {
         "{}",
         h[0].2
     );
+}
+
+#[test]
+fn a_retried_install_adds_a_revision_per_attempt_and_the_history_stays_capped() {
+    let cluster = FakeCluster::new();
+    let ctx = Ctx::native(&cluster);
+    cluster.unknown_kind("Widget");
+    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n";
+    let c = chart(&[("cm.yaml", CM), ("widget.yaml", widget)]);
+    let values = json!({});
+    let mut r = req(&c, &values);
+    r.install.max_history = 3;
+    let mut state = ActionState::default();
+    // A kind the cluster does not serve yet: nothing is recorded (Helm fails while building
+    // the objects), and the error is retried.
+    let e = install_or_upgrade(&ctx, &r, &mut state).unwrap_err();
+    assert!(!e.is_unrecoverable(), "{e:?}");
+    assert!(
+        e.message.contains("no matches for kind \"Widget\"")
+            && e.message.contains("ensure CRDs are installed first"),
+        "{}",
+        e.message
+    );
+    assert!(history(&ctx).is_empty());
+    // An apply that keeps failing: one failed revision per attempt, at most `max_history`.
+    cluster.clear_failures();
+    cluster.fail("patch", "rel-cm", "Invalid");
+    for _ in 0..5 {
+        let e = install_or_upgrade(&ctx, &r, &mut state).unwrap_err();
+        assert!(!e.is_unrecoverable(), "{e:?}");
+        assert!(state.is_idle());
+    }
+    let h = history(&ctx);
+    assert_eq!(h.len(), 3, "{h:?}");
+    assert!(h.iter().all(|r| r.1 == Status::Failed), "{h:?}");
+    assert_eq!(h.last().unwrap().0, 5);
+    // Once the cause is gone, the next attempt installs.
+    cluster.clear_failures();
+    let rel = done(install_or_upgrade(&ctx, &r, &mut state).unwrap());
+    assert_eq!((rel.version, rel.info.status), (6, Status::Deployed));
+    assert!(history(&ctx).len() <= 3);
 }
 
 #[test]
@@ -749,4 +790,26 @@ fn ports_without_protocol_get_tcp_for_server_side_apply_on_old_servers() {
     let mut cm = json!({"kind": "ConfigMap", "data": {"a": "b"}});
     default_port_protocols(&mut cm);
     assert_eq!(cm, json!({"kind": "ConfigMap", "data": {"a": "b"}}));
+}
+
+#[test]
+fn documents_are_cut_as_kubernetes_yaml_reader_cuts_them() {
+    let docs = yaml_documents("---\n# Source: a\nx: |\n  s\n\n---   # c\ny: 1\n---\n").unwrap();
+    assert_eq!(docs, ["# Source: a\nx: |\n  s\n\n", "y: 1\n"]);
+    assert!(yaml_documents("a: 1\n--- b: 2\n").is_err());
+}
+
+#[test]
+fn a_script_that_ends_a_template_keeps_its_final_newline_as_helm_install_applies_it() {
+    let cluster = FakeCluster::new();
+    let ctx = Ctx::native(&cluster);
+    // As bitnami's scripts ConfigMaps: the block scalar is followed by the template's `---`.
+    let scripts = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rel-scripts\ndata:\n  start.sh: |\n    #!/bin/sh\n    exec server\n---\n";
+    let c = chart(&[("scripts.yaml", scripts)]);
+    let mut state = ActionState::default();
+    done(install_or_upgrade(&ctx, &req(&c, &json!({})), &mut state).unwrap());
+    assert_eq!(
+        cm(&cluster, "rel-scripts").unwrap()["data"]["start.sh"],
+        "#!/bin/sh\nexec server\n"
+    );
 }
