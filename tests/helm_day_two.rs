@@ -35,9 +35,16 @@ async fn harness() -> Harness {
     .await
 }
 
-/// A helm DeployItem on the harness' `default` Target, the chart given as an inline archive of
-/// `dir`; `helm_deployment: false` is Landscaper's template mode.
-fn item(name: &str, dir: &Path, namespace: &str, values: Value, helm_deployment: bool) -> Value {
+/// A helm DeployItem on the harness' `default` Target installing release `release` of the chart
+/// in `dir` (as an inline archive); `helm_deployment: false` is Landscaper's template mode.
+fn item(
+    name: &str,
+    release: &str,
+    dir: &Path,
+    namespace: &str,
+    values: Value,
+    helm_deployment: bool,
+) -> Value {
     use base64::Engine as _;
     let raw = base64::engine::general_purpose::STANDARD.encode(package(dir, "0.1.0"));
     json!({
@@ -48,7 +55,7 @@ fn item(name: &str, dir: &Path, namespace: &str, values: Value, helm_deployment:
                  "timeout": "120s",
                  "config": {
                      "apiVersion": API_VERSION, "kind": "ProviderConfiguration",
-                     "name": name, "namespace": namespace, "createNamespace": true,
+                     "name": release, "namespace": namespace, "createNamespace": true,
                      "helmDeployment": helm_deployment,
                      "chart": {"archive": {"raw": raw}},
                      "values": values,
@@ -106,7 +113,11 @@ impl RealHelm {
             .await
             .unwrap();
         let Some(out) = out else { return false };
-        assert!(out.get("error").is_none(), "real helm refused: {}", out["error"]);
+        assert!(
+            out.get("error").is_none(),
+            "real helm refused: {}",
+            out["error"]
+        );
         true
     }
 }
@@ -140,10 +151,13 @@ async fn given_bitnami_valkey_with_a_generated_password_when_installed_and_upgra
     let mut oracle = Vec::new();
     for (i, rev) in ["1", "2", "3"].iter().enumerate() {
         let op = if i == 0 { "install" } else { "upgrade" };
-        if !helm.run(op, &chart, "vk", "oracle", valkey_values(rev)).await {
+        if !helm
+            .run(op, &chart, "vk", "oracle", valkey_values(rev))
+            .await
+        {
             return;
         }
-        oracle.push(secret_value(&h, "oracle", "vk", "valkey-password").await);
+        oracle.push(secret_value(&h, "oracle", "vk-valkey", "valkey-password").await);
     }
     assert!(!oracle[0].is_empty());
     assert!(
@@ -155,18 +169,27 @@ async fn given_bitnami_valkey_with_a_generated_password_when_installed_and_upgra
     for (mode, release_mode) in [("release", true), ("template", false)] {
         let name = format!("vk-{mode}");
         let ns = format!("ours-{mode}");
+        // A release name is one per cluster for the helm deployer, so each has its own.
         let secret = format!("{name}-valkey");
-        create(&h, &item(&name, &chart, &ns, valkey_values("1"), release_mode)).await;
+        let secret = secret.as_str();
+        create(
+            &h,
+            &item(&name, &name, &chart, &ns, valkey_values("1"), release_mode),
+        )
+        .await;
         assert_succeeded(&wait_done(&h, &name).await);
-        let first = secret_value(&h, &ns, &secret, "valkey-password").await;
+        let first = secret_value(&h, &ns, secret, "valkey-password").await;
         assert!(!first.is_empty());
         for rev in ["2", "3"] {
-            let next = item(&name, &chart, &ns, valkey_values(rev), release_mode);
+            let next = item(&name, &name, &chart, &ns, valkey_values(rev), release_mode);
             reconfigure(&h, &name, &next).await;
-            let labels = get(&h, "v1", "Secret", Some(&ns), &secret).await.unwrap();
-            assert_eq!(labels["metadata"]["labels"]["revision"], rev, "{mode}: upgraded");
+            let labels = get(&h, "v1", "Secret", Some(&ns), secret).await.unwrap();
             assert_eq!(
-                secret_value(&h, &ns, &secret, "valkey-password").await,
+                labels["metadata"]["labels"]["revision"], rev,
+                "{mode}: upgraded"
+            );
+            assert_eq!(
+                secret_value(&h, &ns, secret, "valkey-password").await,
                 first,
                 "{mode} mode: the password Secret never changes, as with real Helm"
             );
@@ -201,7 +224,7 @@ data:
   wrongScope: {{ lookup "v1" "ConfigMap" "" "probe" | toJson | quote }}
   listKind: {{ $list.kind | quote }}
   listApiVersion: {{ $list.apiVersion | quote }}
-  listNames: {{ range $list.items }}{{ .metadata.name }},{{ end }}
+  listNames: {{ range $list.items }}{{ if not (hasPrefix $.Release.Name .metadata.name) }}{{ .metadata.name }},{{ end }}{{ end }}
   namespace: {{ $ns.metadata.name | quote }}
   kubeVersion: {{ .Capabilities.KubeVersion.Version | quote }}
   kubeMajor: {{ .Capabilities.KubeVersion.Major | quote }}
@@ -261,12 +284,12 @@ const WIDGET_CRD: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "C
 async fn probe(h: &Harness, namespace: &str) {
     put(
         h,
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
     )
     .await;
     put(
         h,
-        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "probe", "namespace": namespace, "labels": {"team": "db"}},
                 "data": {"value": "from-the-cluster"}}),
     )
@@ -274,36 +297,29 @@ async fn probe(h: &Harness, namespace: &str) {
 }
 
 async fn facts(h: &Harness, namespace: &str, release: &str) -> Value {
-    let cm = get(h, "v1", "ConfigMap", Some(namespace), &format!("{release}-facts"))
-        .await
-        .unwrap_or_else(|| panic!("facts of {namespace}/{release}"));
+    let cm = get(
+        h,
+        "v1",
+        "ConfigMap",
+        Some(namespace),
+        &format!("{release}-facts"),
+    )
+    .await
+    .unwrap_or_else(|| panic!("facts of {namespace}/{release}"));
     cm["data"].clone()
 }
 
-async fn served_api_version(h: &Harness, namespace: &str, kind: &str, name: &str) -> String {
-    for av in [
-        "autoscaling/v2",
-        "autoscaling/v2beta2",
-        "policy/v1",
-        "policy/v1beta1",
-    ] {
-        if !av.starts_with(if kind == "PodDisruptionBudget" { "policy" } else { "autoscaling" }) {
-            continue;
-        }
-        let api = manifest::api(&h.client, av, kind, Some(namespace));
-        if let Ok(o) = api.get(name).await {
-            // The object as last applied names the version the chart chose.
-            let v = serde_json::to_value(&o).unwrap();
-            let applied = v["metadata"]["managedFields"]
-                .as_array()
-                .and_then(|m| m.first())
-                .and_then(|m| m["apiVersion"].as_str())
-                .unwrap_or(av)
-                .to_string();
-            return applied;
-        }
-    }
-    panic!("{kind} {namespace}/{name} not found");
+/// Whether `kind` `namespace/name` can be read at `api_version`.
+async fn exists_at(
+    h: &Harness,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    get(h, api_version, kind, Some(namespace), name)
+        .await
+        .is_some()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,8 +354,30 @@ async fn given_a_chart_reading_the_cluster_when_installed_by_items_and_by_real_h
     {
         return;
     }
-    create(&h, &item("facts-r", &chart, "ours-release", json!({"round": "1"}), true)).await;
-    create(&h, &item("facts-t", &chart, "ours-template", json!({"round": "1"}), false)).await;
+    create(
+        &h,
+        &item(
+            "facts-r",
+            "facts-r",
+            &chart,
+            "ours-release",
+            json!({"round": "1"}),
+            true,
+        ),
+    )
+    .await;
+    create(
+        &h,
+        &item(
+            "facts-t",
+            "facts-t",
+            &chart,
+            "ours-template",
+            json!({"round": "1"}),
+            false,
+        ),
+    )
+    .await;
     assert_succeeded(&wait_done(&h, "facts-r").await);
     assert_succeeded(&wait_done(&h, "facts-t").await);
 
@@ -348,8 +386,16 @@ async fn given_a_chart_reading_the_cluster_when_installed_by_items_and_by_real_h
     assert_eq!(oracle["kubeVersion"], server.git_version.as_str());
     assert_eq!(oracle["kubeMinor"], server.minor.as_str());
     assert_eq!(oracle["widgets"], "false");
-    let expected_hpa = if serves_hpa_v2 { "autoscaling/v2" } else { "autoscaling/v2beta2" };
-    let expected_pdb = if serves_pdb_v1 { "policy/v1" } else { "policy/v1beta1" };
+    let expected_hpa = if serves_hpa_v2 {
+        "autoscaling/v2"
+    } else {
+        "autoscaling/v2beta2"
+    };
+    let expected_pdb = if serves_pdb_v1 {
+        "policy/v1"
+    } else {
+        "policy/v1beta1"
+    };
     assert_eq!(oracle["hpa"], expected_hpa);
     assert_eq!(oracle["pdb"], expected_pdb);
     for (ns, release) in [("ours-release", "facts-r"), ("ours-template", "facts-t")] {
@@ -358,19 +404,12 @@ async fn given_a_chart_reading_the_cluster_when_installed_by_items_and_by_real_h
         assert_eq!(ours["namespace"], ns);
         ours["namespace"] = oracle["namespace"].clone();
         assert_eq!(ours, oracle, "{ns}: rendered as real Helm renders it");
-        assert_eq!(
-            served_api_version(&h, ns, "HorizontalPodAutoscaler", release).await,
-            expected_hpa
-        );
-        assert_eq!(
-            served_api_version(&h, ns, "PodDisruptionBudget", release).await,
-            expected_pdb
-        );
+        assert!(exists_at(&h, expected_hpa, "HorizontalPodAutoscaler", ns, release).await);
+        assert!(exists_at(&h, expected_pdb, "PodDisruptionBudget", ns, release).await);
     }
 
     // Round 2: the Widget CRD appears; the next render of each sees the group and the Widget.
-    put(&h, &serde_json::from_str(WIDGET_CRD).unwrap()).await;
-    support::until("the Widget CRD is served", Duration::from_secs(30), || true).await;
+    put(&h, serde_json::from_str(WIDGET_CRD).unwrap()).await;
     for _ in 0..60 {
         if served("facts.example.com/v1").await {
             break;
@@ -381,15 +420,45 @@ async fn given_a_chart_reading_the_cluster_when_installed_by_items_and_by_real_h
         helm.run("upgrade", &chart, "facts", "oracle", json!({"round": "2"}))
             .await
     );
-    reconfigure(&h, "facts-r", &item("facts-r", &chart, "ours-release", json!({"round": "2"}), true)).await;
-    reconfigure(&h, "facts-t", &item("facts-t", &chart, "ours-template", json!({"round": "2"}), false)).await;
+    reconfigure(
+        &h,
+        "facts-r",
+        &item(
+            "facts-r",
+            "facts-r",
+            &chart,
+            "ours-release",
+            json!({"round": "2"}),
+            true,
+        ),
+    )
+    .await;
+    reconfigure(
+        &h,
+        "facts-t",
+        &item(
+            "facts-t",
+            "facts-t",
+            &chart,
+            "ours-template",
+            json!({"round": "2"}),
+            false,
+        ),
+    )
+    .await;
     let oracle = facts(&h, "oracle", "facts").await;
     assert_eq!(oracle["widgets"], "true", "{oracle}");
     assert_eq!(oracle["widgetKind"], "true", "{oracle}");
     assert!(
-        get(&h, "facts.example.com/v1", "Widget", Some("oracle"), "facts")
-            .await
-            .is_some()
+        get(
+            &h,
+            "facts.example.com/v1",
+            "Widget",
+            Some("oracle"),
+            "facts"
+        )
+        .await
+        .is_some()
     );
     for (ns, release) in [("ours-release", "facts-r"), ("ours-template", "facts-t")] {
         let mut ours = facts(&h, ns, release).await;
@@ -411,14 +480,18 @@ async fn given_a_lookup_of_a_kind_the_cluster_does_not_serve_when_reconciled_the
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("bad");
     std::fs::create_dir_all(root.join("templates")).unwrap();
-    std::fs::write(root.join("Chart.yaml"), "apiVersion: v2\nname: bad\nversion: 0.1.0\n").unwrap();
+    std::fs::write(
+        root.join("Chart.yaml"),
+        "apiVersion: v2\nname: bad\nversion: 0.1.0\n",
+    )
+    .unwrap();
     std::fs::write(
         root.join("templates/cm.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  x: {{ lookup \"nothere.example.com/v1\" \"Thing\" \"\" \"x\" | toJson | quote }}\n",
     )
     .unwrap();
     for (name, release_mode) in [("bad-r", true), ("bad-t", false)] {
-        create(&h, &item(name, &root, name, json!({}), release_mode)).await;
+        create(&h, &item(name, name, &root, name, json!({}), release_mode)).await;
         let done = wait_done(&h, name).await;
         let s = done.status();
         assert_eq!(s.phase, Phase::Failed, "{name}");

@@ -97,8 +97,7 @@ pub use landscaper_model::{
     DeployItemStatus, DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult,
     HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectMeta, ObjectRef, ObjectReference,
     OcmOrigin, PatchType, Phase, ResolvedTarget, ResourceInfo, Response, ServerVersion, Target,
-    TargetSpec, codes,
-    decode_at, for_each_hook_type, format_rfc3339, plugin::phase,
+    TargetSpec, codes, decode_at, for_each_hook_type, format_rfc3339, plugin::phase,
 };
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).

@@ -557,7 +557,10 @@ mod tests {
                 b"apiVersion: v2\nname: c\nversion: 0.1.0\n".to_vec(),
             ),
             // A YAML comment, so any text is a valid document.
-            ("templates/t.yaml".into(), format!("# {template}").into_bytes()),
+            (
+                "templates/t.yaml".into(),
+                format!("# {template}").into_bytes(),
+            ),
         ])
         .unwrap()
     }
@@ -620,7 +623,12 @@ mod tests {
         assert_eq!(rendered(&c, &opts), "c2VjcmV0|false|{}|1");
         assert_eq!(
             cluster.0.borrow().as_slice(),
-            ["v1 Secret ns db", "v1 Secret ns db", "v1 Secret ns gone", "v1 Secret  "]
+            [
+                "v1 Secret ns db",
+                "v1 Secret ns db",
+                "v1 Secret ns gone",
+                "v1 Secret  "
+            ]
         );
     }
 
@@ -634,7 +642,9 @@ mod tests {
         };
         let e = render(&c, &opts).unwrap_err().to_string();
         assert!(
-            e.contains("error calling lookup: unable to get apiresource from unstructured: /v1, Kind=Nope"),
+            e.contains(
+                "error calling lookup: unable to get apiresource from unstructured: /v1, Kind=Nope"
+            ),
             "{e}"
         );
     }

@@ -234,7 +234,9 @@ impl ItemServices {
                 Err(kube::Error::Api(s)) if s.code == 401 || s.code == 403 => {
                     return Err(kube_error(kube::Error::Api(s)));
                 }
-                Err(e) => tracing::debug!(group_version = %gv, error = %e, "discovery of a group version failed; listed without kinds"),
+                Err(e) => {
+                    tracing::debug!(group_version = %gv, error = %e, "discovery of a group version failed; listed without kinds")
+                }
             }
         }
         let set: Vec<String> = set.into_iter().collect();

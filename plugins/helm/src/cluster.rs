@@ -148,7 +148,9 @@ mod tests {
         // A kind the served core group does not have: nothing; an unserved group: Helm's error.
         assert_eq!(cluster.lookup("v1", "Nope", "ns", "x").unwrap(), None);
         assert_eq!(
-            cluster.lookup("example.com/v1", "Widget", "ns", "x").unwrap_err(),
+            cluster
+                .lookup("example.com/v1", "Widget", "ns", "x")
+                .unwrap_err(),
             "unable to get apiresource from unstructured: example.com/v1, Kind=Widget: the server could not find the requested resource"
         );
     }

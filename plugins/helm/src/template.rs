@@ -29,7 +29,8 @@ fn manifests(
     let loaded = source::resolve(ctx, &config.chart)?;
     let values = value_exports(config, &loaded.chart)?;
     // Landscaper's template mode renders against the target cluster too.
-    let cluster = crate::cluster::TargetCluster::read(ctx).map_err(|e| e.or_operation("Template"))?;
+    let cluster =
+        crate::cluster::TargetCluster::read(ctx).map_err(|e| e.or_operation("Template"))?;
     let opts = cluster.options(helm_engine::RenderOptions {
         release_name: config.name.clone(),
         namespace: config.namespace.clone(),

@@ -312,11 +312,16 @@ impl NativeHost for FakeCluster {
             )),
             KubeOp::ApiVersions => {
                 // The built-in groups plus whatever the fake holds.
-                let mut set: std::collections::BTreeSet<String> =
-                    ["v1", "v1/ConfigMap", "v1/Secret", "apps/v1", "apps/v1/Deployment"]
-                        .into_iter()
-                        .map(String::from)
-                        .collect();
+                let mut set: std::collections::BTreeSet<String> = [
+                    "v1",
+                    "v1/ConfigMap",
+                    "v1/Secret",
+                    "apps/v1",
+                    "apps/v1/Deployment",
+                ]
+                .into_iter()
+                .map(String::from)
+                .collect();
                 for o in self.objects.lock().unwrap().values() {
                     let av = o["apiVersion"].as_str().unwrap_or("").to_string();
                     set.insert(format!("{av}/{}", o["kind"].as_str().unwrap_or("")));
