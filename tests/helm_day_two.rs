@@ -129,59 +129,84 @@ async fn secret_value(h: &Harness, namespace: &str, name: &str, key: &str) -> St
     s["data"][key].as_str().unwrap_or_default().to_string()
 }
 
-fn valkey() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/charts/corpus/valkey")
+fn postgresql() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/charts/bitnami/postgresql")
 }
 
-/// Valkey, standalone, nothing that needs a controller to settle.
-fn valkey_values(revision: &str) -> Value {
+/// PostgreSQL, standalone, no volume; no PodDisruptionBudget, which this chart always writes as
+/// `policy/v1` (kube-apiserver 1.20 serves `policy/v1beta1` only). Its `postgres-password` is
+/// `common.secrets.lookup` of its own Secret, else `randAlphaNum 10`.
+fn postgresql_values(revision: &str) -> Value {
     json!({"architecture": "standalone",
-           "primary": {"persistence": {"enabled": false}},
+           "primary": {"persistence": {"enabled": false}, "pdb": {"create": false}},
            "commonLabels": {"revision": revision}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_bitnami_valkey_with_a_generated_password_when_installed_and_upgraded_twice_then_the_password_never_changes_as_with_real_helm()
+async fn given_bitnami_postgresql_with_a_generated_password_when_installed_and_upgraded_twice_then_the_password_never_changes_as_with_real_helm()
  {
     let h = harness().await;
     let helm = RealHelm::for_harness(&h).await;
-    let chart = valkey();
+    let chart = postgresql();
 
-    // Real Helm first, the oracle: install, upgrade, upgrade.
-    let mut oracle = Vec::new();
-    for (i, rev) in ["1", "2", "3"].iter().enumerate() {
-        let op = if i == 0 { "install" } else { "upgrade" };
-        if !helm
-            .run(op, &chart, "vk", "oracle", valkey_values(rev))
-            .await
-        {
-            return;
+    // Real Helm first, the oracle: install, upgrade, upgrade. Not on kube-apiserver 1.20:
+    // Helm 4 (helm-python-sdk) installs with server-side apply, which 1.20 refuses for this
+    // chart's Services ("associative list with keys has an element that omits key field
+    // \"protocol\""); the `facts` story below has real Helm as the oracle for lookup there.
+    if support::backend() == support::Backend::Embedded {
+        let mut oracle = Vec::new();
+        for (i, rev) in ["1", "2", "3"].iter().enumerate() {
+            let op = if i == 0 { "install" } else { "upgrade" };
+            if !helm
+                .run(op, &chart, "db", "oracle", postgresql_values(rev))
+                .await
+            {
+                return;
+            }
+            oracle.push(secret_value(&h, "oracle", "db-postgresql", "postgres-password").await);
         }
-        oracle.push(secret_value(&h, "oracle", "vk-valkey", "valkey-password").await);
+        assert!(!oracle[0].is_empty());
+        assert!(
+            oracle.iter().all(|p| *p == oracle[0]),
+            "real Helm keeps the password: {oracle:?}"
+        );
+    } else {
+        eprintln!(
+            "SKIP the real-Helm half on the real API server (Helm 4 server-side apply vs 1.20)"
+        );
     }
-    assert!(!oracle[0].is_empty());
-    assert!(
-        oracle.iter().all(|p| *p == oracle[0]),
-        "real Helm keeps the password: {oracle:?}"
-    );
 
     // The same with a DeployItem in each mode.
     for (mode, release_mode) in [("release", true), ("template", false)] {
-        let name = format!("vk-{mode}");
+        let name = format!("db-{mode}");
         let ns = format!("ours-{mode}");
         // A release name is one per cluster for the helm deployer, so each has its own.
-        let secret = format!("{name}-valkey");
+        let secret = format!("{name}-postgresql");
         let secret = secret.as_str();
         create(
             &h,
-            &item(&name, &name, &chart, &ns, valkey_values("1"), release_mode),
+            &item(
+                &name,
+                &name,
+                &chart,
+                &ns,
+                postgresql_values("1"),
+                release_mode,
+            ),
         )
         .await;
         assert_succeeded(&wait_done(&h, &name).await);
-        let first = secret_value(&h, &ns, secret, "valkey-password").await;
+        let first = secret_value(&h, &ns, secret, "postgres-password").await;
         assert!(!first.is_empty());
         for rev in ["2", "3"] {
-            let next = item(&name, &name, &chart, &ns, valkey_values(rev), release_mode);
+            let next = item(
+                &name,
+                &name,
+                &chart,
+                &ns,
+                postgresql_values(rev),
+                release_mode,
+            );
             reconfigure(&h, &name, &next).await;
             let labels = get(&h, "v1", "Secret", Some(&ns), secret).await.unwrap();
             assert_eq!(
@@ -189,7 +214,7 @@ async fn given_bitnami_valkey_with_a_generated_password_when_installed_and_upgra
                 "{mode}: upgraded"
             );
             assert_eq!(
-                secret_value(&h, &ns, secret, "valkey-password").await,
+                secret_value(&h, &ns, secret, "postgres-password").await,
                 first,
                 "{mode} mode: the password Secret never changes, as with real Helm"
             );
