@@ -197,6 +197,7 @@ impl ItemServices {
     /// aggregated API) stays listed without kinds, as Helm tolerates `GroupDiscoveryFailed`.
     async fn api_versions(&self, on: Option<&str>) -> Result<Option<String>, DeployerError> {
         const WHAT: &str = "could not get apiVersions from Kubernetes";
+        let started = std::time::Instant::now();
         let (client, _) = self.cluster(on).await?;
         let core = client
             .list_core_api_versions()
@@ -240,6 +241,12 @@ impl ItemServices {
             }
         }
         let set: Vec<String> = set.into_iter().collect();
+        tracing::debug!(
+            group_versions = group_versions.len(),
+            entries = set.len(),
+            millis = started.elapsed().as_millis() as u64,
+            "discovered the API versions of a Target cluster"
+        );
         Ok(Some(serde_json::to_string(&set).map_err(internal)?))
     }
 
