@@ -105,14 +105,27 @@ impl RealHelm {
         }
     }
 
-    /// `op` (install / upgrade) of `dir` as release `name` in `namespace`.
-    async fn run(&self, op: &str, dir: &Path, name: &str, namespace: &str, values: Value) -> bool {
+    /// `op` (install / upgrade) of `dir` as release `name` in `namespace`: what Helm answered.
+    async fn answer(
+        &self,
+        op: &str,
+        dir: &Path,
+        name: &str,
+        namespace: &str,
+        values: Value,
+    ) -> Option<Value> {
         let job = json!({"op": op, "chart": dir, "name": name, "namespace": namespace,
                          "values": values, "kubeconfig": self.kubeconfig});
-        let out = tokio::task::spawn_blocking(move || support::real_helm::run(job))
+        tokio::task::spawn_blocking(move || support::real_helm::run(job))
             .await
-            .unwrap();
-        let Some(out) = out else { return false };
+            .unwrap()
+    }
+
+    /// [`RealHelm::answer`], asserting Helm did not refuse; false: Helm is not installed.
+    async fn run(&self, op: &str, dir: &Path, name: &str, namespace: &str, values: Value) -> bool {
+        let Some(out) = self.answer(op, dir, name, namespace, values).await else {
+            return false;
+        };
         assert!(
             out.get("error").is_none(),
             "real helm refused: {}",
@@ -499,7 +512,7 @@ async fn given_a_chart_reading_the_cluster_when_installed_by_items_and_by_real_h
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_lookup_of_a_kind_the_cluster_does_not_serve_when_reconciled_then_the_item_fails_with_helms_error()
+async fn given_a_lookup_of_a_kind_the_cluster_does_not_serve_when_reconciled_then_the_item_fails_with_real_helms_error()
  {
     let h = harness().await;
     let dir = tempfile::tempdir().unwrap();
@@ -515,16 +528,21 @@ async fn given_a_lookup_of_a_kind_the_cluster_does_not_serve_when_reconciled_the
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  x: {{ lookup \"nothere.example.com/v1\" \"Thing\" \"\" \"x\" | toJson | quote }}\n",
     )
     .unwrap();
+    const HELMS_ERROR: &str = "error calling lookup: unable to get apiresource from unstructured: nothere.example.com/v1, Kind=Thing: the server could not find the requested resource";
+    let helm = RealHelm::for_harness(&h).await;
+    if let Some(out) = helm
+        .answer("install", &root, "bad", "bad-oracle", json!({}))
+        .await
+    {
+        let e = out["error"].as_str().unwrap_or_default();
+        assert!(e.contains(HELMS_ERROR), "real Helm: {e}");
+    }
     for (name, release_mode) in [("bad-r", true), ("bad-t", false)] {
         create(&h, &item(name, name, &root, name, json!({}), release_mode)).await;
         let done = wait_done(&h, name).await;
         let s = done.status();
         assert_eq!(s.phase, Phase::Failed, "{name}");
         let e = s.last_error.clone().unwrap();
-        assert!(
-            e.message.contains("error calling lookup: unable to get apiresource from unstructured: nothere.example.com/v1, Kind=Thing"),
-            "{name}: {}",
-            e.message
-        );
+        assert!(e.message.contains(HELMS_ERROR), "{name}: {}", e.message);
     }
 }
