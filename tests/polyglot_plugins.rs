@@ -449,7 +449,7 @@ async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_wh
             let p = dir.join("wit").join(f);
             let text = std::fs::read_to_string(&p)
                 .unwrap()
-                .replace("@1.3.0", "@1.9.0");
+                .replace("@1.4.0", "@1.9.0");
             std::fs::write(&p, text).unwrap();
         }
         let p = dir.join("wit/deployer.wit");
@@ -493,7 +493,7 @@ async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_wh
     let cases = [
         (
             &newer,
-            "built against wasm-deployer:plugin@1.9.0, newer than this host's 1.3.0",
+            "built against wasm-deployer:plugin@1.9.0, newer than this host's 1.4.0",
         ),
         (&trapping, "describe of"),
         (

@@ -220,6 +220,19 @@ impl MemoryCluster {
                 objects.insert(k, o.clone());
                 Ok(Some(o.to_string()))
             }
+            KubeOp::ServerVersion => Ok(Some(
+                json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-memory"}).to_string(),
+            )),
+            KubeOp::ApiVersions => {
+                // Every group version and kind of the objects held, plus the core group.
+                let mut set = std::collections::BTreeSet::from(["v1".to_string()]);
+                for o in objects.values() {
+                    let av = o["apiVersion"].as_str().unwrap_or_default().to_string();
+                    set.insert(format!("{av}/{}", o["kind"].as_str().unwrap_or_default()));
+                    set.insert(av);
+                }
+                Ok(Some(json!(set).to_string()))
+            }
             KubeOp::Discover { api_version, kind } => {
                 let plural = format!("{}s", kind.to_lowercase());
                 Ok(Some(

@@ -64,7 +64,7 @@ import (
 )
 
 // WITVersion is the WIT package version this helper speaks (`wasm-deployer:plugin@…`).
-const WITVersion = "1.3.0"
+const WITVersion = "1.4.0"
 
 // Landscaper error codes (sdk-guest/model/src/codes.rs).
 const (

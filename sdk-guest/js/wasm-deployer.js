@@ -1,7 +1,7 @@
 // wasm-deployer.js — write wasm-deployer deployer plugins in JavaScript (componentize-js).
 //
 // The JS twin of the Rust `sdk-guest` crate, for the WIT world
-// `wasm-deployer:plugin/deployer-plugin@1.3.0`. A plugin author never touches WIT records:
+// `wasm-deployer:plugin/deployer-plugin@1.4.0`. A plugin author never touches WIT records:
 //
 //   import { deployerPlugin, ConfigurationError } from './wasm-deployer.js';
 //
@@ -32,10 +32,10 @@
 //
 // Hook plugins (world `hook-plugin`) use `hooks.js` instead: it imports only log and clock.
 
-import { checkpoint as witCheckpoint, remainingMillis as witRemainingMillis } from 'wasm-deployer:plugin/progress@1.3.0';
-import * as witKube from 'wasm-deployer:plugin/kubernetes@1.3.0';
-import * as witCluster from 'wasm-deployer:plugin/cluster@1.3.0';
-import * as witSecondary from 'wasm-deployer:plugin/secondary-targets@1.3.0';
+import { checkpoint as witCheckpoint, remainingMillis as witRemainingMillis } from 'wasm-deployer:plugin/progress@1.4.0';
+import * as witKube from 'wasm-deployer:plugin/kubernetes@1.4.0';
+import * as witCluster from 'wasm-deployer:plugin/cluster@1.4.0';
+import * as witSecondary from 'wasm-deployer:plugin/secondary-targets@1.4.0';
 import {
   BaseCtx,
   ConfigurationError,

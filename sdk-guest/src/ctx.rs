@@ -10,6 +10,7 @@
 
 use crate::model::{
     DeployerError, FetchRequest, Fetched, KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo,
+    ServerVersion,
 };
 use serde_json::Value;
 use std::time::Duration;
@@ -355,6 +356,30 @@ impl<'a> Ctx<'a> {
             })
         })
         .transpose()
+    }
+
+    /// The Target cluster's `/version` (WIT `cluster-info.server-version`, 1.4).
+    pub fn server_version(&self) -> Result<ServerVersion, DeployerError> {
+        let out = self.kube(KubeOp::ServerVersion)?;
+        serde_json::from_str(out.as_deref().unwrap_or("null")).map_err(|e| {
+            DeployerError::internal(
+                "InvalidHostResponse",
+                format!("host returned an invalid server version: {e}"),
+            )
+        })
+    }
+
+    /// Every `group/version` and `group/version/Kind` the Target cluster serves, sorted
+    /// (WIT `cluster-info.api-versions`, 1.4; Helm's `GetVersionSet`). Asked anew on every
+    /// call, so a CRD created a moment ago is in it.
+    pub fn api_versions(&self) -> Result<Vec<String>, DeployerError> {
+        let out = self.kube(KubeOp::ApiVersions)?;
+        serde_json::from_str(out.as_deref().unwrap_or("null")).map_err(|e| {
+            DeployerError::internal(
+                "InvalidHostResponse",
+                format!("host returned invalid API versions: {e}"),
+            )
+        })
     }
 }
 

@@ -96,12 +96,12 @@ pub use landscaper_model::{
     self as model, ConditionReport, ConditionStatus, Context, DeployItem, DeployItemSpec,
     DeployItemStatus, DeployerError, Description, FetchRequest, Fetched, HookInput, HookResult,
     HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectMeta, ObjectRef, ObjectReference,
-    OcmOrigin, PatchType, Phase, ResolvedTarget, ResourceInfo, Response, Target, TargetSpec, codes,
-    decode_at, for_each_hook_type, format_rfc3339, plugin::phase,
+    OcmOrigin, PatchType, Phase, ResolvedTarget, ResourceInfo, Response, ServerVersion, Target,
+    TargetSpec, codes, decode_at, for_each_hook_type, format_rfc3339, plugin::phase,
 };
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
-pub const WIT_VERSION: &str = "1.3.0";
+pub const WIT_VERSION: &str = "1.4.0";
 
 /// A deployer: what a plugin implements.
 ///

@@ -113,6 +113,17 @@ pub(crate) fn kube(op: KubeOp) -> Result<Option<String>, DeployerError> {
                 })
             })
         }
+        // 1.4: `cluster-info` (only imported by plugins that use it).
+        KubeOp::ServerVersion => wit::cluster_info::server_version().map(|v| {
+            let v = crate::ServerVersion {
+                major: v.major,
+                minor: v.minor,
+                git_version: v.git_version,
+            };
+            Some(serde_json::to_string(&v).unwrap_or_default())
+        }),
+        KubeOp::ApiVersions => wit::cluster_info::api_versions()
+            .map(|l| Some(serde_json::to_string(&l).unwrap_or_default())),
     };
     r.map_err(error_from_wit)
 }

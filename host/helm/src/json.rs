@@ -116,6 +116,28 @@ pub fn from_serde(v: &serde_json::Value) -> Value {
     }
 }
 
+/// Converts an object of the Kubernetes API into a template value as client-go's unstructured
+/// JSON decoding does (what `lookup` returns): whole numbers become int64, others float64.
+pub fn from_unstructured(v: &serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        serde_json::Value::Array(a) => {
+            Value::from(a.iter().map(from_unstructured).collect::<Vec<_>>())
+        }
+        serde_json::Value::Object(o) => {
+            let m: Map = o
+                .iter()
+                .map(|(k, v)| (k.clone(), from_unstructured(v)))
+                .collect();
+            Value::from(m)
+        }
+        other => from_serde(other),
+    }
+}
+
 /// Converts a template value to serde JSON (for schema validation).
 pub fn to_serde(v: &Value) -> serde_json::Value {
     match v {

@@ -31,4 +31,4 @@ pub mod yaml;
 
 pub use chart::{Chart, LoadError};
 pub use cli::{TemplateArgs, TemplateOutput, cli_template, cli_template_output};
-pub use render::{RenderError, RenderOptions, Rendered, render};
+pub use render::{ClusterCapabilities, Lookup, RenderError, RenderOptions, Rendered, render};

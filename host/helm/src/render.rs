@@ -22,9 +22,40 @@ use crate::values::{merge_maps, parse_set, read_values, table};
 /// Default Kubernetes version of Helm v3.21 / v4.2 builds.
 pub const DEFAULT_KUBE_VERSION: &str = "v1.36.0";
 
+/// Helm's `lookup` against a cluster (`pkg/engine/lookup_func.go`), for renders that have one
+/// (a Helm install or upgrade, Landscaper's template mode). Without it `lookup` is empty, as in
+/// `helm template`.
+pub trait Lookup {
+    /// `lookup apiVersion kind namespace name`: with a name, the object as the API returns it,
+    /// `Ok(None)` when it does not exist; with an empty name, the List object of `namespace`
+    /// (all namespaces, or the cluster-scoped kind, when `namespace` is empty). `Err` fails the
+    /// render with that message (after Go's `error calling lookup: `).
+    fn lookup(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>, String>;
+}
+
+/// `.Capabilities` of a cluster, as Helm fills them from discovery (`action.getCapabilities`):
+/// the server's `/version` and `GetVersionSet`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterCapabilities {
+    /// `/version`'s `gitVersion` (`.Capabilities.KubeVersion.Version`), e.g. `v1.20.15`.
+    pub git_version: String,
+    /// `/version`'s `major`.
+    pub major: String,
+    /// `/version`'s `minor` (may carry a `+`, as on some providers).
+    pub minor: String,
+    /// Every served `group/version` and `group/version/Kind` (core: `v1`, `v1/Pod`).
+    pub api_versions: Vec<String>,
+}
+
 /// Options of a render (the flags of `helm template`).
-#[derive(Debug, Clone)]
-pub struct RenderOptions {
+#[derive(Clone)]
+pub struct RenderOptions<'a> {
     /// Release name (`--release-name`/positional NAME); default `release-name`.
     pub release_name: String,
     /// `--name-template`, rendered to produce the release name.
@@ -53,9 +84,37 @@ pub struct RenderOptions {
     pub subchart_notes: bool,
     /// Document splitting of the Helm version to match (default: current Helm).
     pub split_mode: SplitMode,
+    /// `.Capabilities` from a cluster's discovery instead of `kube_version` and the built-in
+    /// API versions (`api_versions` are still added).
+    pub cluster: Option<ClusterCapabilities>,
+    /// `lookup` against a cluster; `None`: `lookup` is empty.
+    pub lookup: Option<&'a dyn Lookup>,
 }
 
-impl Default for RenderOptions {
+impl std::fmt::Debug for RenderOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderOptions")
+            .field("release_name", &self.release_name)
+            .field("name_template", &self.name_template)
+            .field("namespace", &self.namespace)
+            .field("values_files", &self.values_files)
+            .field("set", &self.set)
+            .field("set_string", &self.set_string)
+            .field("kube_version", &self.kube_version)
+            .field("api_versions", &self.api_versions)
+            .field("include_crds", &self.include_crds)
+            .field("is_upgrade", &self.is_upgrade)
+            .field("revision", &self.revision)
+            .field("skip_schema_validation", &self.skip_schema_validation)
+            .field("subchart_notes", &self.subchart_notes)
+            .field("split_mode", &self.split_mode)
+            .field("cluster", &self.cluster)
+            .field("lookup", &self.lookup.map(|_| "cluster"))
+            .finish()
+    }
+}
+
+impl Default for RenderOptions<'_> {
     fn default() -> Self {
         RenderOptions {
             release_name: "release-name".into(),
@@ -72,6 +131,8 @@ impl Default for RenderOptions {
             skip_schema_validation: false,
             subchart_notes: false,
             split_mode: SplitMode::default(),
+            cluster: None,
+            lookup: None,
         }
     }
 }
@@ -210,10 +271,27 @@ fn release_name(opts: &RenderOptions) -> Result<String, RenderError> {
 }
 
 fn capabilities(opts: &RenderOptions) -> Result<Rc<Capabilities>, RenderError> {
-    let kv = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
-    let kube = KubeVersion::parse(kv)
-        .map_err(|e| RenderError::Invalid(format!("invalid kube version '{kv}': {e}")))?;
-    let mut apis: Vec<String> = DEFAULT_API_VERSIONS.iter().map(|s| s.to_string()).collect();
+    let (kube, mut apis) = match &opts.cluster {
+        Some(c) => {
+            // Helm: KubeVersion{Version: gitVersion, Major, Minor} as the server says.
+            let mut kube = KubeVersion::parse(&c.git_version).map_err(|e| {
+                RenderError::Invalid(format!(
+                    "invalid kube version '{}' from the cluster: {e}",
+                    c.git_version
+                ))
+            })?;
+            kube.major = c.major.clone();
+            kube.minor = c.minor.clone();
+            (kube, c.api_versions.clone())
+        }
+        None => {
+            let kv = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
+            let kube = KubeVersion::parse(kv)
+                .map_err(|e| RenderError::Invalid(format!("invalid kube version '{kv}': {e}")))?;
+            let apis: Vec<String> = DEFAULT_API_VERSIONS.iter().map(|s| s.to_string()).collect();
+            (kube, apis)
+        }
+    };
     for a in &opts.api_versions {
         apis.extend(a.split(',').filter(|s| !s.is_empty()).map(String::from));
     }
@@ -397,7 +475,7 @@ pub fn render(chart: &Chart, opts: &RenderOptions) -> Result<Rendered, RenderErr
     let root_name = wc.name().to_string();
     rec_all_templates(&wc, &root_name, &top, true, &mut tpls);
 
-    let eng = Engine::new(func_map());
+    let eng = Engine::new(func_map()).with_lookup(opts.lookup);
     let mut keys: Vec<String> = tpls.keys().cloned().collect();
     sort_templates(&mut keys);
     for k in &keys {
@@ -465,4 +543,140 @@ pub fn render(chart: &Chart, opts: &RenderOptions) -> Result<Rendered, RenderErr
         include_crds: opts.include_crds,
         split_mode: opts.split_mode,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    fn chart(template: &str) -> Chart {
+        Chart::load_files(vec![
+            (
+                "Chart.yaml".into(),
+                b"apiVersion: v2\nname: c\nversion: 0.1.0\n".to_vec(),
+            ),
+            // A YAML comment, so any text is a valid document.
+            (
+                "templates/t.yaml".into(),
+                format!("# {template}").into_bytes(),
+            ),
+        ])
+        .unwrap()
+    }
+
+    fn rendered(chart: &Chart, opts: &RenderOptions) -> String {
+        let text = render(chart, opts).unwrap().files["c/templates/t.yaml"].clone();
+        text.strip_prefix("# ").unwrap().to_string()
+    }
+
+    /// A cluster with one Secret, recording what was asked.
+    struct OneSecret(RefCell<Vec<String>>);
+
+    impl Lookup for OneSecret {
+        fn lookup(
+            &self,
+            api_version: &str,
+            kind: &str,
+            namespace: &str,
+            name: &str,
+        ) -> Result<Option<serde_json::Value>, String> {
+            self.0
+                .borrow_mut()
+                .push(format!("{api_version} {kind} {namespace} {name}"));
+            match (kind, name) {
+                ("Secret", "db") => Ok(Some(serde_json::json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "db", "namespace": namespace, "generation": 3},
+                    "data": {"password": "c2VjcmV0"}
+                }))),
+                ("Secret", "") => Ok(Some(serde_json::json!({
+                    "apiVersion": "v1", "kind": "SecretList", "metadata": {}, "items": [{"metadata": {"name": "db"}}]
+                }))),
+                ("Nope", _) => Err("unable to get apiresource from unstructured: /v1, Kind=Nope: the server could not find the requested resource".into()),
+                _ => Ok(None),
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_cluster_lookup_is_an_empty_map_as_in_helm_template() {
+        let c = chart("{{ lookup \"v1\" \"Secret\" \"ns\" \"db\" | toJson }}");
+        assert_eq!(rendered(&c, &RenderOptions::default()), "{}");
+    }
+
+    #[test]
+    fn with_a_cluster_lookup_returns_the_object_the_list_or_an_empty_map() {
+        let cluster = OneSecret(RefCell::new(Vec::new()));
+        let c = chart(concat!(
+            "{{ (lookup \"v1\" \"Secret\" .Release.Namespace \"db\").data.password }}|",
+            "{{ (lookup \"v1\" \"Secret\" \"ns\" \"db\").metadata.generation | kindIs \"float64\" }}|",
+            "{{ lookup \"v1\" \"Secret\" \"ns\" \"gone\" | toJson }}|",
+            "{{ len (lookup \"v1\" \"Secret\" \"\" \"\").items }}"
+        ));
+        let opts = RenderOptions {
+            namespace: "ns".into(),
+            lookup: Some(&cluster),
+            ..Default::default()
+        };
+        // Whole numbers are integers, as client-go decodes them (not float64 as fromJson).
+        assert_eq!(rendered(&c, &opts), "c2VjcmV0|false|{}|1");
+        assert_eq!(
+            cluster.0.borrow().as_slice(),
+            [
+                "v1 Secret ns db",
+                "v1 Secret ns db",
+                "v1 Secret ns gone",
+                "v1 Secret  "
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lookup_error_fails_the_render_with_helms_wording() {
+        let cluster = OneSecret(RefCell::new(Vec::new()));
+        let c = chart("{{ lookup \"v1\" \"Nope\" \"ns\" \"x\" }}");
+        let opts = RenderOptions {
+            lookup: Some(&cluster),
+            ..Default::default()
+        };
+        let e = render(&c, &opts).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "error calling lookup: unable to get apiresource from unstructured: /v1, Kind=Nope"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cluster_capabilities_replace_the_defaults() {
+        let c = chart(concat!(
+            "{{ .Capabilities.KubeVersion.Version }} {{ .Capabilities.KubeVersion.Major }}.",
+            "{{ .Capabilities.KubeVersion.Minor }} {{ .Capabilities.KubeVersion }} ",
+            "{{ .Capabilities.APIVersions.Has \"policy/v1beta1\" }} ",
+            "{{ .Capabilities.APIVersions.Has \"policy/v1\" }} ",
+            "{{ .Capabilities.APIVersions.Has \"policy/v1beta1/PodDisruptionBudget\" }} ",
+            "{{ semverCompare \">=1.21-0\" .Capabilities.KubeVersion.Version }}"
+        ));
+        let defaults = rendered(&c, &RenderOptions::default());
+        assert_eq!(defaults, "v1.36.0 1.36 v1.36.0 true true false true");
+        let opts = RenderOptions {
+            cluster: Some(ClusterCapabilities {
+                git_version: "v1.20.15".into(),
+                major: "1".into(),
+                minor: "20+".into(),
+                api_versions: vec![
+                    "v1".into(),
+                    "policy/v1beta1".into(),
+                    "policy/v1beta1/PodDisruptionBudget".into(),
+                ],
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            rendered(&c, &opts),
+            "v1.20.15 1.20+ v1.20.15 true false true false"
+        );
+    }
 }

@@ -309,10 +309,6 @@ fn corpus_defaults_match_helm() {
     for f in &found {
         let res = &results[&f.id];
         let chart = Chart::load_dir(&f.dir);
-        let opts = RenderOptions {
-            split_mode: SplitMode::Legacy,
-            ..Default::default()
-        };
         let only = std::env::var("CORPUS_ONLY").ok();
         if only.as_deref().is_some_and(|o| !f.id.contains(o)) {
             continue;
@@ -321,6 +317,11 @@ fn corpus_defaults_match_helm() {
         let mine = std::thread::Builder::new()
             .stack_size(256 << 20)
             .spawn(move || {
+                // Built here: options with a `lookup` borrow it, so they stay on one thread.
+                let opts = RenderOptions {
+                    split_mode: SplitMode::Legacy,
+                    ..Default::default()
+                };
                 chart
                     .map_err(|e| e.to_string())
                     .and_then(|c| render(&c, &opts).map_err(|e| e.to_string()))

@@ -66,5 +66,5 @@ pub use wasm::store::DENIED_NETWORK_ATTEMPTS;
 pub use sdk_guest::{
     ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched, HookInput,
     HookResult, HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectRef, OcmOrigin, PatchType,
-    ResolvedTarget, ResourceInfo, Response, codes, phase,
+    ResolvedTarget, ResourceInfo, Response, ServerVersion, codes, phase,
 };

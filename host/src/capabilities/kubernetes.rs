@@ -9,7 +9,7 @@
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiResource, Scope};
-use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo};
+use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo, ServerVersion};
 
 use super::clusters::ClusterKey;
 use super::{ItemServices, error, internal, kube_error};
@@ -170,7 +170,84 @@ impl ItemServices {
                 self.patch(on, &target, patch).await
             }
             KubeOp::Discover { api_version, kind } => self.discover(on, api_version, &kind).await,
+            KubeOp::ServerVersion => self.server_version(on).await,
+            KubeOp::ApiVersions => self.api_versions(on).await,
         }
+    }
+
+    /// The cluster's `/version` (what Helm reads for `.Capabilities.KubeVersion`).
+    async fn server_version(&self, on: Option<&str>) -> Result<Option<String>, DeployerError> {
+        let (client, _) = self.cluster(on).await?;
+        let info = client
+            .apiserver_version()
+            .await
+            .map_err(|e| discovery_error("could not get server version from Kubernetes", e))?;
+        let v = ServerVersion {
+            major: info.major,
+            minor: info.minor,
+            git_version: info.git_version,
+        };
+        Ok(Some(serde_json::to_string(&v).map_err(internal)?))
+    }
+
+    /// Helm's `GetVersionSet`: every served `group/version` (core `v1`) and `group/version/Kind`
+    /// of each group version's resources (subresources included: their kind counts), asked
+    /// anew on every call — no cache, so a CRD created a moment ago is in it, as Helm re-reads
+    /// discovery per action. A group version whose resources cannot be read (an unavailable
+    /// aggregated API) stays listed without kinds, as Helm tolerates `GroupDiscoveryFailed`.
+    async fn api_versions(&self, on: Option<&str>) -> Result<Option<String>, DeployerError> {
+        const WHAT: &str = "could not get apiVersions from Kubernetes";
+        let started = std::time::Instant::now();
+        let (client, _) = self.cluster(on).await?;
+        let core = client
+            .list_core_api_versions()
+            .await
+            .map_err(|e| discovery_error(WHAT, e))?;
+        let groups = client
+            .list_api_groups()
+            .await
+            .map_err(|e| discovery_error(WHAT, e))?;
+        let mut group_versions: Vec<(String, bool)> =
+            core.versions.into_iter().map(|v| (v, true)).collect();
+        for g in groups.groups {
+            group_versions.extend(g.versions.into_iter().map(|v| (v.group_version, false)));
+        }
+        let resources = futures::future::join_all(group_versions.iter().map(|(gv, core)| {
+            let client = client.clone();
+            async move {
+                if *core {
+                    client.list_core_api_resources(gv).await
+                } else {
+                    client.list_api_group_resources(gv).await
+                }
+            }
+        }))
+        .await;
+        let mut set = std::collections::BTreeSet::new();
+        for ((gv, _), listed) in group_versions.iter().zip(resources) {
+            set.insert(gv.clone());
+            match listed {
+                Ok(list) => {
+                    for r in list.resources {
+                        set.insert(format!("{gv}/{}", r.kind));
+                    }
+                }
+                Err(kube::Error::Api(s)) if s.code == 401 || s.code == 403 => {
+                    return Err(kube_error(kube::Error::Api(s)));
+                }
+                Err(e) => {
+                    tracing::debug!(group_version = %gv, error = %e, "discovery of a group version failed; listed without kinds")
+                }
+            }
+        }
+        let set: Vec<String> = set.into_iter().collect();
+        tracing::debug!(
+            group_versions = group_versions.len(),
+            entries = set.len(),
+            millis = started.elapsed().as_millis() as u64,
+            "discovered the API versions of a Target cluster"
+        );
+        Ok(Some(serde_json::to_string(&set).map_err(internal)?))
     }
 
     async fn get(&self, on: Option<&str>, r: &ObjectRef) -> Result<Option<String>, DeployerError> {
@@ -298,6 +375,19 @@ impl ItemServices {
             })
             .unwrap_or_default()
         }))
+    }
+}
+
+/// A failed discovery request in Helm's words (`<what>: <cause>`); 401/403 as `ERR_UNAUTHORIZED`.
+fn discovery_error(what: &str, e: kube::Error) -> DeployerError {
+    match e {
+        kube::Error::Api(s) if s.code == 401 || s.code == 403 => kube_error(kube::Error::Api(s)),
+        e => DeployerError {
+            operation: "kubernetes".into(),
+            reason: "ServerDiscovery".into(),
+            message: format!("{what}: {e}"),
+            ..Default::default()
+        },
     }
 }
 

@@ -937,7 +937,10 @@ pub fn install_or_upgrade(
     {
         values = cur.config.clone();
     }
-    let opts = RenderOptions {
+    // Against the Target cluster, as Helm's install/upgrade: `.Capabilities`, `lookup`.
+    let cluster = crate::cluster::TargetCluster::read(ctx)
+        .map_err(|e| e.or_operation(action.operation().0))?;
+    let opts = cluster.options(RenderOptions {
         release_name: name.into(),
         namespace: ns.into(),
         values_files: if values.is_null() {
@@ -953,7 +956,7 @@ pub fn install_or_upgrade(
         // whose template ends in `\n---` keeps no trailing newline in its last value.
         split_mode: helm_engine::sort::SplitMode::Legacy,
         ..Default::default()
-    };
+    });
     let rendered =
         render(req.chart, &opts).map_err(|e| config_error(action, "RenderChart", e.to_string()))?;
 

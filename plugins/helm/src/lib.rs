@@ -21,6 +21,7 @@
 //! Must not touch: status writes, the export Secret, finalizers — the host owns those.
 
 pub mod actions;
+mod cluster;
 pub mod config;
 pub mod release;
 pub mod source;

@@ -29,7 +29,10 @@ fn manifests(
 ) -> Result<(Vec<Manifest>, Value), DeployerError> {
     let loaded = source::resolve(ctx, &config.chart)?;
     let values = value_exports(config, &loaded.chart)?;
-    let opts = helm_engine::RenderOptions {
+    // Landscaper's template mode renders against the target cluster too.
+    let cluster =
+        crate::cluster::TargetCluster::read(ctx).map_err(|e| e.or_operation("Template"))?;
+    let opts = cluster.options(helm_engine::RenderOptions {
         release_name: config.name.clone(),
         namespace: config.namespace.clone(),
         values_files: vec![config.values.to_string()],
@@ -40,7 +43,7 @@ fn manifests(
         // Helm 3's document split, as in `actions::render`.
         split_mode: helm_engine::sort::SplitMode::Legacy,
         ..Default::default()
-    };
+    });
     let rendered = helm_engine::render(&loaded.chart, &opts).map_err(|e| {
         DeployerError::configuration("RenderHelmValues", e.to_string()).with_operation("Template")
     })?;

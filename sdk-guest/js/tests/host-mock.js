@@ -39,3 +39,8 @@ export const fetch = {
 export const ocm = {
   getResource: (...a) => call('ocm.getResource', ...a),
 };
+// WIT 1.4 `cluster-info` (the world imports it; the helper does not use it yet).
+export const clusterInfo = {
+  serverVersion: (...a) => call('clusterInfo.serverVersion', ...a),
+  apiVersions: (...a) => call('clusterInfo.apiVersions', ...a),
+};

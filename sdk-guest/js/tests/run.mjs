@@ -25,9 +25,10 @@ function build(source, world, name) {
   const wasm = join(work, `${name}.wasm`);
   execFileSync(process.execPath, [join(sdk, 'componentize.mjs'), '--toolchain', toolchain, '--wit', join(repo, 'wit'),
     '--world', world, '--root', repo, source, wasm], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const imports = ['log', 'clock', 'progress', 'kubernetes', 'cluster', 'secondary-targets', 'fetch', 'ocm'];
+  const imports = ['log', 'clock', 'progress', 'kubernetes', 'cluster', 'secondary-targets', 'fetch', 'ocm',
+    'cluster-info'];
   const maps = imports.flatMap((i) => ['--map',
-    `wasm-deployer:plugin/${i}@1.3.0=../host-mock.js#${i.replace(/-(.)/g, (_, c) => c.toUpperCase())}`]);
+    `wasm-deployer:plugin/${i}@1.4.0=../host-mock.js#${i.replace(/-(.)/g, (_, c) => c.toUpperCase())}`]);
   execFileSync(join(toolchain, 'node_modules/.bin/jco'),
     ['transpile', wasm, '-o', join(work, name), '--name', name, '--no-typescript', '--quiet', ...maps],
     { stdio: ['ignore', 'ignore', 'inherit'] });

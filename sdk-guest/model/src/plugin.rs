@@ -491,6 +491,12 @@ pub enum KubeOp {
         /// `kind`, e.g. `Deployment`.
         kind: String,
     },
+    /// The server's `/version` (WIT `cluster-info.server-version`, 1.4). Result:
+    /// `Some(`[`ServerVersion`]` as json)`.
+    ServerVersion,
+    /// Every served `group/version` and `group/version/Kind` (WIT `cluster-info.api-versions`,
+    /// 1.4; Helm's `GetVersionSet`). Result: `Some(json array of strings)`, sorted.
+    ApiVersions,
 }
 
 impl KubeOp {
@@ -504,6 +510,8 @@ impl KubeOp {
             KubeOp::List { .. } => "list",
             KubeOp::Patch { .. } => "patch",
             KubeOp::Discover { .. } => "discover",
+            KubeOp::ServerVersion => "get server version",
+            KubeOp::ApiVersions => "discover API versions",
         }
     }
 }
@@ -531,6 +539,18 @@ pub struct ResourceInfo {
     pub plural: String,
     /// Whether objects of the kind are namespaced.
     pub namespaced: bool,
+}
+
+/// A cluster's `/version` (WIT `cluster-info.server-version`, 1.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerVersion {
+    /// `major`, e.g. `1`.
+    pub major: String,
+    /// `minor`, e.g. `20`.
+    pub minor: String,
+    /// `gitVersion`, e.g. `v1.20.15`.
+    pub git_version: String,
 }
 
 /// A download the host does for the plugin (WIT `fetch`, 1.2): the plugin has no sockets.

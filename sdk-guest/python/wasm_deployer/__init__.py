@@ -73,7 +73,7 @@ __all__ = [
     "export_hooks",
 ]
 
-WIT_VERSION = "1.3.0"
+WIT_VERSION = "1.4.0"
 
 # ---- the generated bindings (present only inside a componentize-py build) --------------------
 

@@ -127,9 +127,19 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want("fromToml", a, 1)?;
         Ok(error_map("fromToml is not supported by helm-engine".into()))
     });
-    m.insert("lookup", |_, a| {
+    m.insert("lookup", |ex, a| {
         want("lookup", a, 4)?;
-        Ok(Value::new_map())
+        let (api_version, kind) = (arg_str(&a[0])?, arg_str(&a[1])?);
+        let (namespace, name) = (arg_str(&a[2])?, arg_str(&a[3])?);
+        // No cluster (`helm template`, lint): an empty map.
+        let Some(cluster) = ex.eng.lookup else {
+            return Ok(Value::new_map());
+        };
+        match cluster.lookup(api_version, kind, namespace, name) {
+            Ok(Some(found)) => Ok(json::from_unstructured(&found)),
+            Ok(None) => Ok(Value::new_map()),
+            Err(e) => Err(FuncError::call(e)),
+        }
     });
 }
 

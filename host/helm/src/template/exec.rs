@@ -18,7 +18,7 @@ enum Flow {
 /// Execution state of one template invocation.
 pub struct Exec<'e> {
     /// The engine (template set and functions).
-    pub eng: &'e Engine,
+    pub eng: &'e Engine<'e>,
     /// Variables: name, value, and whether the value is a nil *interface* (a `range` element)
     /// rather than an invalid value (what a pipeline yields for nil); see `eval_field_chain`.
     vars: Vec<(Rc<str>, Value, bool)>,
@@ -31,7 +31,7 @@ pub struct Exec<'e> {
 type R<T> = Result<T, TemplateError>;
 
 impl<'e> Exec<'e> {
-    pub(crate) fn new(eng: &'e Engine, tmpl: Rc<Template>, data: Value) -> Self {
+    pub(crate) fn new(eng: &'e Engine<'e>, tmpl: Rc<Template>, data: Value) -> Self {
         Exec {
             eng,
             vars: vec![(Rc::from("$"), data, false)],

@@ -169,15 +169,17 @@ impl FuncError {
 }
 
 /// A set of templates plus the function map: Go's `*template.Template` namespace.
-pub struct Engine {
+pub struct Engine<'l> {
     pub(crate) templates: RefCell<HashMap<Rc<str>, Rc<Template>>>,
     pub(crate) funcs: HashMap<&'static str, Func>,
     /// `missingkey=error` instead of `missingkey=zero`.
     pub strict: bool,
     pub(crate) include_depth: RefCell<HashMap<String, usize>>,
+    /// What `lookup` asks; `None`: no cluster, `lookup` is empty (as in `helm template`).
+    pub(crate) lookup: Option<&'l dyn crate::render::Lookup>,
 }
 
-impl Engine {
+impl<'l> Engine<'l> {
     /// Creates an engine with the given function map.
     pub fn new(funcs: HashMap<&'static str, Func>) -> Self {
         Engine {
@@ -185,7 +187,14 @@ impl Engine {
             funcs,
             strict: false,
             include_depth: RefCell::new(HashMap::new()),
+            lookup: None,
         }
+    }
+
+    /// The engine with `lookup` served by `lookup` (a cluster) instead of empty.
+    pub fn with_lookup(mut self, lookup: Option<&'l dyn crate::render::Lookup>) -> Self {
+        self.lookup = lookup;
+        self
     }
 
     /// Parses `src` as template `name` (and its `define`s) into the set. Later definitions

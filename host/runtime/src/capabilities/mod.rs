@@ -11,6 +11,7 @@
 //! | [`secondary_targets`] | `secondary-targets` (1.1) | deployers |
 //! | [`fetch`] | `fetch` (1.2) | deployers |
 //! | [`ocm`] | `ocm` (1.3) | deployers |
+//! | [`cluster_info`] | `cluster-info` (1.4) | deployers |
 //!
 //! Hooks (components that export `hooks` but not `deployer`) get `log` and `clock` only: they
 //! see the item and answer, they have no Kubernetes access. WASI p2 is linked for every plugin
@@ -25,6 +26,7 @@
 //! `HostServices`, which the controller scopes to the item.
 
 pub(crate) mod clock;
+pub(crate) mod cluster_info;
 pub(crate) mod fetch;
 pub(crate) mod log;
 pub(crate) mod ocm;
@@ -84,6 +86,7 @@ pub(crate) fn linker(engine: &Engine, grants: Grants) -> Result<Linker<State>> {
         wit::secondary_targets::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::fetch::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::ocm::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
+        wit::cluster_info::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
     }
     Ok(linker)
 }

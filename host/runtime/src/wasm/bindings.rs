@@ -11,6 +11,7 @@ wasmtime::component::bindgen!({
         "wasm-deployer:plugin/secondary-targets": async,
         "wasm-deployer:plugin/fetch": async,
         "wasm-deployer:plugin/ocm": async,
+        "wasm-deployer:plugin/cluster-info": async,
     },
     exports: { default: async },
 });

@@ -114,6 +114,7 @@ impl HostServices for FakeHost {
             KubeOp::Delete(_) => None,
             // 0.2 (`cluster`) operations: not used by the runtime tests.
             KubeOp::List { .. } | KubeOp::Patch { .. } | KubeOp::Discover { .. } => None,
+            KubeOp::ServerVersion | KubeOp::ApiVersions => None,
         })
     }
 }

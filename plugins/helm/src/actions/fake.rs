@@ -313,6 +313,28 @@ impl NativeHost for FakeCluster {
                 objects.insert(k, o.clone());
                 Ok(Some(o.to_string()))
             }
+            KubeOp::ServerVersion => Ok(Some(
+                json!({"major": "1", "minor": "30", "gitVersion": "v1.30.0-fake"}).to_string(),
+            )),
+            KubeOp::ApiVersions => {
+                // The built-in groups plus whatever the fake holds.
+                let mut set: std::collections::BTreeSet<String> = [
+                    "v1",
+                    "v1/ConfigMap",
+                    "v1/Secret",
+                    "apps/v1",
+                    "apps/v1/Deployment",
+                ]
+                .into_iter()
+                .map(String::from)
+                .collect();
+                for o in self.objects.lock().unwrap().values() {
+                    let av = o["apiVersion"].as_str().unwrap_or("").to_string();
+                    set.insert(format!("{av}/{}", o["kind"].as_str().unwrap_or("")));
+                    set.insert(av);
+                }
+                Ok(Some(serde_json::to_string(&set).unwrap()))
+            }
             KubeOp::Discover { api_version, kind } => {
                 if self.unknown_kinds.lock().unwrap().contains(&kind) {
                     return Ok(None);

@@ -1053,6 +1053,46 @@ func StoreResourceInfo(c *Call, p uint32, v ResourceInfo) {
 	}
 }
 
+// The server's `/version`.
+//
+// WIT: record `cluster-info.version-info`.
+type VersionInfo struct {
+	// `major`, e.g. `1`.
+	Major string
+	// `minor`, e.g. `20` (some providers add a `+`).
+	Minor string
+	// `gitVersion`, e.g. `v1.20.15`.
+	GitVersion string
+}
+
+// Size and alignment of VersionInfo in linear memory.
+const (
+	SizeVersionInfo  = 24
+	AlignVersionInfo = 4
+)
+
+// LoadVersionInfo reads a VersionInfo at p.
+func LoadVersionInfo(p uint32) VersionInfo {
+	return VersionInfo{
+		Major:      LiftString(Ld32(p+0), Ld32((p+0)+4)),
+		Minor:      LiftString(Ld32(p+8), Ld32((p+8)+4)),
+		GitVersion: LiftString(Ld32(p+16), Ld32((p+16)+4)),
+	}
+}
+
+// StoreVersionInfo writes v at p; c keeps its strings and lists alive.
+func StoreVersionInfo(c *Call, p uint32, v VersionInfo) {
+	p143, n144 := c.Str(v.Major)
+	St32(p+0, p143)
+	St32((p+0)+4, n144)
+	p145, n146 := c.Str(v.Minor)
+	St32(p+8, p145)
+	St32((p+8)+4, n146)
+	p147, n148 := c.Str(v.GitVersion)
+	St32(p+16, p147)
+	St32((p+16)+4, n148)
+}
+
 // A resource's content and where it came from.
 //
 // WIT: record `ocm.component-resource`.
@@ -1091,53 +1131,53 @@ func LoadComponentResource(p uint32) ComponentResource {
 
 // StoreComponentResource writes v at p; c keeps its strings and lists alive.
 func StoreComponentResource(c *Call, p uint32, v ComponentResource) {
-	p143, n144 := c.Str(v.ComponentName)
-	St32(p+0, p143)
-	St32((p+0)+4, n144)
-	p145, n146 := c.Str(v.ComponentVersion)
-	St32(p+8, p145)
-	St32((p+8)+4, n146)
-	p147, n148 := c.Str(v.Name)
-	St32(p+16, p147)
-	St32((p+16)+4, n148)
-	p149, n150 := c.Str(v.Version)
-	St32(p+24, p149)
-	St32((p+24)+4, n150)
-	p151, n152 := c.Str(v.Type)
-	St32(p+32, p151)
-	St32((p+32)+4, n152)
-	p153, n154 := c.Str(v.AccessType)
-	St32(p+40, p153)
-	St32((p+40)+4, n154)
+	p149, n150 := c.Str(v.ComponentName)
+	St32(p+0, p149)
+	St32((p+0)+4, n150)
+	p151, n152 := c.Str(v.ComponentVersion)
+	St32(p+8, p151)
+	St32((p+8)+4, n152)
+	p153, n154 := c.Str(v.Name)
+	St32(p+16, p153)
+	St32((p+16)+4, n154)
+	p155, n156 := c.Str(v.Version)
+	St32(p+24, p155)
+	St32((p+24)+4, n156)
+	p157, n158 := c.Str(v.Type)
+	St32(p+32, p157)
+	St32((p+32)+4, n158)
+	p159, n160 := c.Str(v.AccessType)
+	St32(p+40, p159)
+	St32((p+40)+4, n160)
 	StoreBlob(c, p+48, v.Content)
 }
 
-//go:wasmimport wasm-deployer:plugin/log@1.3.0 log
+//go:wasmimport wasm-deployer:plugin/log@1.4.0 log
 func importLogLog(f0 uint32, f1 uint32, f2 uint32)
 
 // Emit one log record at `level`. Never fails; the host may drop records below its
 // configured level.
 //
-// WIT: `wasm-deployer:plugin/log@1.3.0#log`.
+// WIT: `wasm-deployer:plugin/log@1.4.0#log`.
 func LogLog(level LogLevel, message string) {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	f0 = uint32(level)
-	p155, n156 := c.Str(message)
-	f1 = uint32(p155)
-	f2 = uint32(n156)
+	p161, n162 := c.Str(message)
+	f1 = uint32(p161)
+	f2 = uint32(n162)
 	importLogLog(f0, f1, f2)
 	c.Done()
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.3.0 now-unix-millis
+//go:wasmimport wasm-deployer:plugin/clock@1.4.0 now-unix-millis
 func importClockNowUnixMillis() uint64
 
 // Wall-clock time as milliseconds since the Unix epoch (UTC).
 //
-// WIT: `wasm-deployer:plugin/clock@1.3.0#now-unix-millis`.
+// WIT: `wasm-deployer:plugin/clock@1.4.0#now-unix-millis`.
 func ClockNowUnixMillis() uint64 {
 	c := new(Call)
 	raw := importClockNowUnixMillis()
@@ -1146,13 +1186,13 @@ func ClockNowUnixMillis() uint64 {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.3.0 now-rfc3339
+//go:wasmimport wasm-deployer:plugin/clock@1.4.0 now-rfc3339
 func importClockNowRfc3339(ret uint32)
 
 // Wall-clock time formatted as RFC 3339 (UTC, e.g. `2026-01-01T00:00:00Z`), the
 // format Kubernetes timestamps use.
 //
-// WIT: `wasm-deployer:plugin/clock@1.3.0#now-rfc3339`.
+// WIT: `wasm-deployer:plugin/clock@1.4.0#now-rfc3339`.
 func ClockNowRfc3339() string {
 	c := new(Call)
 	ret := c.Alloc(8, 4)
@@ -1164,13 +1204,13 @@ func ClockNowRfc3339() string {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.3.0 monotonic-nanos
+//go:wasmimport wasm-deployer:plugin/clock@1.4.0 monotonic-nanos
 func importClockMonotonicNanos() uint64
 
 // Monotonic time in nanoseconds since an arbitrary fixed point of this invocation.
 // Only differences are meaningful.
 //
-// WIT: `wasm-deployer:plugin/clock@1.3.0#monotonic-nanos`.
+// WIT: `wasm-deployer:plugin/clock@1.4.0#monotonic-nanos`.
 func ClockMonotonicNanos() uint64 {
 	c := new(Call)
 	raw := importClockMonotonicNanos()
@@ -1179,45 +1219,45 @@ func ClockMonotonicNanos() uint64 {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/progress@1.3.0 checkpoint
+//go:wasmimport wasm-deployer:plugin/progress@1.4.0 checkpoint
 func importProgressCheckpoint(f0 uint32, f1 uint32, ret uint32)
 
 // Report that the plugin reached the named checkpoint. Returns an error with code
 // `ERR_TIMEOUT`, reason `ProgressingTimeout` and message `timeout at: "<name>"` once
 // the item's progressing timeout has passed; the plugin should return that error.
 //
-// WIT: `wasm-deployer:plugin/progress@1.3.0#checkpoint`.
+// WIT: `wasm-deployer:plugin/progress@1.4.0#checkpoint`.
 func ProgressCheckpoint(name string) Result[struct{}, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p157, n158 := c.Str(name)
-	f0 = uint32(p157)
-	f1 = uint32(n158)
+	p163, n164 := c.Str(name)
+	f0 = uint32(p163)
+	f1 = uint32(n164)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importProgressCheckpoint(f0, f1, ret)
 	r := func() Result[struct{}, DeployerError] {
-		var r159 Result[struct{}, DeployerError]
+		var r165 Result[struct{}, DeployerError]
 		if Ld8(ret) == 0 {
 		} else {
-			r159.IsErr = true
-			r159.Err = LoadDeployerError((ret) + 4)
+			r165.IsErr = true
+			r165.Err = LoadDeployerError((ret) + 4)
 		}
-		return r159
+		return r165
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/progress@1.3.0 remaining-millis
+//go:wasmimport wasm-deployer:plugin/progress@1.4.0 remaining-millis
 func importProgressRemainingMillis(ret uint32)
 
 // Milliseconds left until the progressing timeout, or none if it has already passed.
 // Use it as the deadline for waits.
 //
-// WIT: `wasm-deployer:plugin/progress@1.3.0#remaining-millis`.
+// WIT: `wasm-deployer:plugin/progress@1.4.0#remaining-millis`.
 func ProgressRemainingMillis() *uint64 {
 	c := new(Call)
 	ret := c.Alloc(16, 8)
@@ -1226,19 +1266,19 @@ func ProgressRemainingMillis() *uint64 {
 		if Ld8(ret) == 0 {
 			return nil
 		}
-		v160 := Ld64((ret) + 8)
-		return &v160
+		v166 := Ld64((ret) + 8)
+		return &v166
 	}()
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 get
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 get
 func importKubernetesGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Read an object. Returns its JSON, or none if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#get`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#get`.
 func KubernetesGet(ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1250,115 +1290,115 @@ func KubernetesGet(ref ObjectRef) Result[*string, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p161, n162 := c.Str(ref.ApiVersion)
-	f0 = uint32(p161)
-	f1 = uint32(n162)
-	p163, n164 := c.Str(ref.Kind)
-	f2 = uint32(p163)
-	f3 = uint32(n164)
+	p167, n168 := c.Str(ref.ApiVersion)
+	f0 = uint32(p167)
+	f1 = uint32(n168)
+	p169, n170 := c.Str(ref.Kind)
+	f2 = uint32(p169)
+	f3 = uint32(n170)
 	if ref.Namespace != nil {
 		f4 = 1
-		p165, n166 := c.Str((*ref.Namespace))
-		f5 = uint32(p165)
-		f6 = uint32(n166)
+		p171, n172 := c.Str((*ref.Namespace))
+		f5 = uint32(p171)
+		f6 = uint32(n172)
 	}
-	p167, n168 := c.Str(ref.Name)
-	f7 = uint32(p167)
-	f8 = uint32(n168)
+	p173, n174 := c.Str(ref.Name)
+	f7 = uint32(p173)
+	f8 = uint32(n174)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[*string, DeployerError] {
-		var r169 Result[*string, DeployerError]
+		var r175 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r169.Ok = func() *string {
+			r175.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v170 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v170
+				v176 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v176
 			}()
 		} else {
-			r169.IsErr = true
-			r169.Err = LoadDeployerError((ret) + 4)
+			r175.IsErr = true
+			r175.Err = LoadDeployerError((ret) + 4)
 		}
-		return r169
+		return r175
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 create
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 create
 func importKubernetesCreate(f0 uint32, f1 uint32, ret uint32)
 
 // Create an object from its JSON (must include `apiVersion`, `kind`, `metadata`).
 // Returns the created object as JSON.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#create`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#create`.
 func KubernetesCreate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p171, n172 := c.Str(object)
-	f0 = uint32(p171)
-	f1 = uint32(n172)
+	p177, n178 := c.Str(object)
+	f0 = uint32(p177)
+	f1 = uint32(n178)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesCreate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r173 Result[string, DeployerError]
+		var r179 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r173.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r179.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r173.IsErr = true
-			r173.Err = LoadDeployerError((ret) + 4)
+			r179.IsErr = true
+			r179.Err = LoadDeployerError((ret) + 4)
 		}
-		return r173
+		return r179
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 update
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 update
 func importKubernetesUpdate(f0 uint32, f1 uint32, ret uint32)
 
 // Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
 // concurrency). Returns the updated object as JSON.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#update`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#update`.
 func KubernetesUpdate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p174, n175 := c.Str(object)
-	f0 = uint32(p174)
-	f1 = uint32(n175)
+	p180, n181 := c.Str(object)
+	f0 = uint32(p180)
+	f1 = uint32(n181)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesUpdate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r176 Result[string, DeployerError]
+		var r182 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r176.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r182.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r176.IsErr = true
-			r176.Err = LoadDeployerError((ret) + 4)
+			r182.IsErr = true
+			r182.Err = LoadDeployerError((ret) + 4)
 		}
-		return r176
+		return r182
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.3.0 delete
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 delete
 func importKubernetesDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Delete an object. Returns true if it existed, false if it was already gone.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.3.0#delete`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#delete`.
 func KubernetesDelete(ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1370,47 +1410,47 @@ func KubernetesDelete(ref ObjectRef) Result[bool, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p177, n178 := c.Str(ref.ApiVersion)
-	f0 = uint32(p177)
-	f1 = uint32(n178)
-	p179, n180 := c.Str(ref.Kind)
-	f2 = uint32(p179)
-	f3 = uint32(n180)
+	p183, n184 := c.Str(ref.ApiVersion)
+	f0 = uint32(p183)
+	f1 = uint32(n184)
+	p185, n186 := c.Str(ref.Kind)
+	f2 = uint32(p185)
+	f3 = uint32(n186)
 	if ref.Namespace != nil {
 		f4 = 1
-		p181, n182 := c.Str((*ref.Namespace))
-		f5 = uint32(p181)
-		f6 = uint32(n182)
+		p187, n188 := c.Str((*ref.Namespace))
+		f5 = uint32(p187)
+		f6 = uint32(n188)
 	}
-	p183, n184 := c.Str(ref.Name)
-	f7 = uint32(p183)
-	f8 = uint32(n184)
+	p189, n190 := c.Str(ref.Name)
+	f7 = uint32(p189)
+	f8 = uint32(n190)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[bool, DeployerError] {
-		var r185 Result[bool, DeployerError]
+		var r191 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r185.Ok = (Ld8((ret)+4) != 0)
+			r191.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r185.IsErr = true
-			r185.Err = LoadDeployerError((ret) + 4)
+			r191.IsErr = true
+			r191.Err = LoadDeployerError((ret) + 4)
 		}
-		return r185
+		return r191
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/fetch@1.3.0 http-get
+//go:wasmimport wasm-deployer:plugin/fetch@1.4.0 http-get
 func importFetchHttpGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, ret uint32)
 
 // GET `url` (`http://` or `https://`). If `expected-digest` (`sha256:<hex>`) is given
 // and the cache has it, no request is made; a download whose digest differs fails with
 // `DigestMismatch`.
 //
-// WIT: `wasm-deployer:plugin/fetch@1.3.0#http-get`.
+// WIT: `wasm-deployer:plugin/fetch@1.4.0#http-get`.
 func FetchHttpGet(url string, expectedDigest *string) Result[Blob, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1418,85 +1458,85 @@ func FetchHttpGet(url string, expectedDigest *string) Result[Blob, DeployerError
 	var f2 uint32
 	var f3 uint32
 	var f4 uint32
-	p186, n187 := c.Str(url)
-	f0 = uint32(p186)
-	f1 = uint32(n187)
+	p192, n193 := c.Str(url)
+	f0 = uint32(p192)
+	f1 = uint32(n193)
 	if expectedDigest != nil {
 		f2 = 1
-		p188, n189 := c.Str((*expectedDigest))
-		f3 = uint32(p188)
-		f4 = uint32(n189)
+		p194, n195 := c.Str((*expectedDigest))
+		f3 = uint32(p194)
+		f4 = uint32(n195)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importFetchHttpGet(f0, f1, f2, f3, f4, ret)
 	r := func() Result[Blob, DeployerError] {
-		var r190 Result[Blob, DeployerError]
+		var r196 Result[Blob, DeployerError]
 		if Ld8(ret) == 0 {
-			r190.Ok = LoadBlob((ret) + 4)
+			r196.Ok = LoadBlob((ret) + 4)
 		} else {
-			r190.IsErr = true
-			r190.Err = LoadDeployerError((ret) + 4)
+			r196.IsErr = true
+			r196.Err = LoadDeployerError((ret) + 4)
 		}
-		return r190
+		return r196
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/fetch@1.3.0 oci-pull
+//go:wasmimport wasm-deployer:plugin/fetch@1.4.0 oci-pull
 func importFetchOciPull(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // Pull `reference` (`host[:port]/repository:tag` or `…@sha256:<hex>`) and return its
 // first layer whose media type is in `layer-media-types` (in manifest order). The layer
 // is served from the cache when its digest is there.
 //
-// WIT: `wasm-deployer:plugin/fetch@1.3.0#oci-pull`.
+// WIT: `wasm-deployer:plugin/fetch@1.4.0#oci-pull`.
 func FetchOciPull(reference string, layerMediaTypes []string) Result[OciArtifact, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p191, n192 := c.Str(reference)
-	f0 = uint32(p191)
-	f1 = uint32(n192)
-	p193, n194 := func() (uint32, uint32) {
-		base195 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
-		for i196, e197 := range layerMediaTypes {
-			p198, n199 := c.Str(e197)
-			St32(base195+uint32(i196)*8, p198)
-			St32((base195+uint32(i196)*8)+4, n199)
+	p197, n198 := c.Str(reference)
+	f0 = uint32(p197)
+	f1 = uint32(n198)
+	p199, n200 := func() (uint32, uint32) {
+		base201 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
+		for i202, e203 := range layerMediaTypes {
+			p204, n205 := c.Str(e203)
+			St32(base201+uint32(i202)*8, p204)
+			St32((base201+uint32(i202)*8)+4, n205)
 		}
-		return base195, uint32(len(layerMediaTypes))
+		return base201, uint32(len(layerMediaTypes))
 	}()
-	f2 = uint32(p193)
-	f3 = uint32(n194)
+	f2 = uint32(p199)
+	f3 = uint32(n200)
 	ret := c.Alloc(48, 4)
 	mark := EnterImport()
 	importFetchOciPull(f0, f1, f2, f3, ret)
 	r := func() Result[OciArtifact, DeployerError] {
-		var r200 Result[OciArtifact, DeployerError]
+		var r206 Result[OciArtifact, DeployerError]
 		if Ld8(ret) == 0 {
-			r200.Ok = LoadOciArtifact((ret) + 4)
+			r206.Ok = LoadOciArtifact((ret) + 4)
 		} else {
-			r200.IsErr = true
-			r200.Err = LoadDeployerError((ret) + 4)
+			r206.IsErr = true
+			r206.Err = LoadDeployerError((ret) + 4)
 		}
-		return r200
+		return r206
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 get
+//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 get
 func importClusterGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Read an object. Returns its JSON, or none if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.3.0#get`.
+// WIT: `wasm-deployer:plugin/cluster@1.4.0#get`.
 func ClusterGet(ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1508,46 +1548,46 @@ func ClusterGet(ref ObjectRef) Result[*string, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p201, n202 := c.Str(ref.ApiVersion)
-	f0 = uint32(p201)
-	f1 = uint32(n202)
-	p203, n204 := c.Str(ref.Kind)
-	f2 = uint32(p203)
-	f3 = uint32(n204)
+	p207, n208 := c.Str(ref.ApiVersion)
+	f0 = uint32(p207)
+	f1 = uint32(n208)
+	p209, n210 := c.Str(ref.Kind)
+	f2 = uint32(p209)
+	f3 = uint32(n210)
 	if ref.Namespace != nil {
 		f4 = 1
-		p205, n206 := c.Str((*ref.Namespace))
-		f5 = uint32(p205)
-		f6 = uint32(n206)
+		p211, n212 := c.Str((*ref.Namespace))
+		f5 = uint32(p211)
+		f6 = uint32(n212)
 	}
-	p207, n208 := c.Str(ref.Name)
-	f7 = uint32(p207)
-	f8 = uint32(n208)
+	p213, n214 := c.Str(ref.Name)
+	f7 = uint32(p213)
+	f8 = uint32(n214)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[*string, DeployerError] {
-		var r209 Result[*string, DeployerError]
+		var r215 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r209.Ok = func() *string {
+			r215.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v210 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v210
+				v216 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v216
 			}()
 		} else {
-			r209.IsErr = true
-			r209.Err = LoadDeployerError((ret) + 4)
+			r215.IsErr = true
+			r215.Err = LoadDeployerError((ret) + 4)
 		}
-		return r209
+		return r215
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 list
+//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 list
 func importClusterList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, ret uint32)
 
 // List objects of one kind: in `namespace`, or in all namespaces (and for
@@ -1555,7 +1595,7 @@ func importClusterList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5
 // (`a=b,c!=d,e in (f,g),!h`) if given. Returns the List object as JSON (`items` carry
 // `apiVersion` and `kind`).
 //
-// WIT: `wasm-deployer:plugin/cluster@1.3.0#list`.
+// WIT: `wasm-deployer:plugin/cluster@1.4.0#list`.
 func ClusterList(apiVersion string, kind string, namespace *string, labelSelector *string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1568,90 +1608,27 @@ func ClusterList(apiVersion string, kind string, namespace *string, labelSelecto
 	var f7 uint32
 	var f8 uint32
 	var f9 uint32
-	p211, n212 := c.Str(apiVersion)
-	f0 = uint32(p211)
-	f1 = uint32(n212)
-	p213, n214 := c.Str(kind)
-	f2 = uint32(p213)
-	f3 = uint32(n214)
+	p217, n218 := c.Str(apiVersion)
+	f0 = uint32(p217)
+	f1 = uint32(n218)
+	p219, n220 := c.Str(kind)
+	f2 = uint32(p219)
+	f3 = uint32(n220)
 	if namespace != nil {
 		f4 = 1
-		p215, n216 := c.Str((*namespace))
-		f5 = uint32(p215)
-		f6 = uint32(n216)
+		p221, n222 := c.Str((*namespace))
+		f5 = uint32(p221)
+		f6 = uint32(n222)
 	}
 	if labelSelector != nil {
 		f7 = 1
-		p217, n218 := c.Str((*labelSelector))
-		f8 = uint32(p217)
-		f9 = uint32(n218)
+		p223, n224 := c.Str((*labelSelector))
+		f8 = uint32(p223)
+		f9 = uint32(n224)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterList(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, ret)
-	r := func() Result[string, DeployerError] {
-		var r219 Result[string, DeployerError]
-		if Ld8(ret) == 0 {
-			r219.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
-		} else {
-			r219.IsErr = true
-			r219.Err = LoadDeployerError((ret) + 4)
-		}
-		return r219
-	}()
-	LeaveImport(mark)
-	c.Done()
-	return r
-}
-
-//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 create
-func importClusterCreate(f0 uint32, f1 uint32, ret uint32)
-
-// Create an object from its JSON. Returns the created object as JSON.
-//
-// WIT: `wasm-deployer:plugin/cluster@1.3.0#create`.
-func ClusterCreate(object string) Result[string, DeployerError] {
-	c := new(Call)
-	var f0 uint32
-	var f1 uint32
-	p220, n221 := c.Str(object)
-	f0 = uint32(p220)
-	f1 = uint32(n221)
-	ret := c.Alloc(44, 4)
-	mark := EnterImport()
-	importClusterCreate(f0, f1, ret)
-	r := func() Result[string, DeployerError] {
-		var r222 Result[string, DeployerError]
-		if Ld8(ret) == 0 {
-			r222.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
-		} else {
-			r222.IsErr = true
-			r222.Err = LoadDeployerError((ret) + 4)
-		}
-		return r222
-	}()
-	LeaveImport(mark)
-	c.Done()
-	return r
-}
-
-//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 update
-func importClusterUpdate(f0 uint32, f1 uint32, ret uint32)
-
-// Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
-// concurrency). Returns the updated object as JSON.
-//
-// WIT: `wasm-deployer:plugin/cluster@1.3.0#update`.
-func ClusterUpdate(object string) Result[string, DeployerError] {
-	c := new(Call)
-	var f0 uint32
-	var f1 uint32
-	p223, n224 := c.Str(object)
-	f0 = uint32(p223)
-	f1 = uint32(n224)
-	ret := c.Alloc(44, 4)
-	mark := EnterImport()
-	importClusterUpdate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
 		var r225 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
@@ -1667,12 +1644,75 @@ func ClusterUpdate(object string) Result[string, DeployerError] {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 patch
+//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 create
+func importClusterCreate(f0 uint32, f1 uint32, ret uint32)
+
+// Create an object from its JSON. Returns the created object as JSON.
+//
+// WIT: `wasm-deployer:plugin/cluster@1.4.0#create`.
+func ClusterCreate(object string) Result[string, DeployerError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	p226, n227 := c.Str(object)
+	f0 = uint32(p226)
+	f1 = uint32(n227)
+	ret := c.Alloc(44, 4)
+	mark := EnterImport()
+	importClusterCreate(f0, f1, ret)
+	r := func() Result[string, DeployerError] {
+		var r228 Result[string, DeployerError]
+		if Ld8(ret) == 0 {
+			r228.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		} else {
+			r228.IsErr = true
+			r228.Err = LoadDeployerError((ret) + 4)
+		}
+		return r228
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 update
+func importClusterUpdate(f0 uint32, f1 uint32, ret uint32)
+
+// Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
+// concurrency). Returns the updated object as JSON.
+//
+// WIT: `wasm-deployer:plugin/cluster@1.4.0#update`.
+func ClusterUpdate(object string) Result[string, DeployerError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	p229, n230 := c.Str(object)
+	f0 = uint32(p229)
+	f1 = uint32(n230)
+	ret := c.Alloc(44, 4)
+	mark := EnterImport()
+	importClusterUpdate(f0, f1, ret)
+	r := func() Result[string, DeployerError] {
+		var r231 Result[string, DeployerError]
+		if Ld8(ret) == 0 {
+			r231.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		} else {
+			r231.IsErr = true
+			r231.Err = LoadDeployerError((ret) + 4)
+		}
+		return r231
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 patch
 func importClusterPatch(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, f11 uint32, f12 uint32, f13 uint32, f14 uint32, f15 uint32, ret uint32)
 
 // Patch an object. `patch` is the patch document as JSON. Returns the patched object.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.3.0#patch`.
+// WIT: `wasm-deployer:plugin/cluster@1.4.0#patch`.
 func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1691,30 +1731,30 @@ func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[stri
 	var f13 uint32
 	var f14 uint32
 	var f15 uint32
-	p226, n227 := c.Str(ref.ApiVersion)
-	f0 = uint32(p226)
-	f1 = uint32(n227)
-	p228, n229 := c.Str(ref.Kind)
-	f2 = uint32(p228)
-	f3 = uint32(n229)
+	p232, n233 := c.Str(ref.ApiVersion)
+	f0 = uint32(p232)
+	f1 = uint32(n233)
+	p234, n235 := c.Str(ref.Kind)
+	f2 = uint32(p234)
+	f3 = uint32(n235)
 	if ref.Namespace != nil {
 		f4 = 1
-		p230, n231 := c.Str((*ref.Namespace))
-		f5 = uint32(p230)
-		f6 = uint32(n231)
+		p236, n237 := c.Str((*ref.Namespace))
+		f5 = uint32(p236)
+		f6 = uint32(n237)
 	}
-	p232, n233 := c.Str(ref.Name)
-	f7 = uint32(p232)
-	f8 = uint32(n233)
-	p234, n235 := c.Str(patch)
-	f9 = uint32(p234)
-	f10 = uint32(n235)
+	p238, n239 := c.Str(ref.Name)
+	f7 = uint32(p238)
+	f8 = uint32(n239)
+	p240, n241 := c.Str(patch)
+	f9 = uint32(p240)
+	f10 = uint32(n241)
 	f11 = uint32(options.PatchType)
 	if options.FieldManager != nil {
 		f12 = 1
-		p236, n237 := c.Str((*options.FieldManager))
-		f13 = uint32(p236)
-		f14 = uint32(n237)
+		p242, n243 := c.Str((*options.FieldManager))
+		f13 = uint32(p242)
+		f14 = uint32(n243)
 	}
 	if options.Force {
 		f15 = 1
@@ -1723,26 +1763,26 @@ func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[stri
 	mark := EnterImport()
 	importClusterPatch(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, ret)
 	r := func() Result[string, DeployerError] {
-		var r238 Result[string, DeployerError]
+		var r244 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r238.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r244.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r238.IsErr = true
-			r238.Err = LoadDeployerError((ret) + 4)
+			r244.IsErr = true
+			r244.Err = LoadDeployerError((ret) + 4)
 		}
-		return r238
+		return r244
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 delete
+//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 delete
 func importClusterDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Delete an object (background propagation). Returns true if it existed.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.3.0#delete`.
+// WIT: `wasm-deployer:plugin/cluster@1.4.0#delete`.
 func ClusterDelete(ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1754,87 +1794,149 @@ func ClusterDelete(ref ObjectRef) Result[bool, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p239, n240 := c.Str(ref.ApiVersion)
-	f0 = uint32(p239)
-	f1 = uint32(n240)
-	p241, n242 := c.Str(ref.Kind)
-	f2 = uint32(p241)
-	f3 = uint32(n242)
+	p245, n246 := c.Str(ref.ApiVersion)
+	f0 = uint32(p245)
+	f1 = uint32(n246)
+	p247, n248 := c.Str(ref.Kind)
+	f2 = uint32(p247)
+	f3 = uint32(n248)
 	if ref.Namespace != nil {
 		f4 = 1
-		p243, n244 := c.Str((*ref.Namespace))
-		f5 = uint32(p243)
-		f6 = uint32(n244)
+		p249, n250 := c.Str((*ref.Namespace))
+		f5 = uint32(p249)
+		f6 = uint32(n250)
 	}
-	p245, n246 := c.Str(ref.Name)
-	f7 = uint32(p245)
-	f8 = uint32(n246)
+	p251, n252 := c.Str(ref.Name)
+	f7 = uint32(p251)
+	f8 = uint32(n252)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[bool, DeployerError] {
-		var r247 Result[bool, DeployerError]
+		var r253 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r247.Ok = (Ld8((ret)+4) != 0)
+			r253.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r247.IsErr = true
-			r247.Err = LoadDeployerError((ret) + 4)
+			r253.IsErr = true
+			r253.Err = LoadDeployerError((ret) + 4)
 		}
-		return r247
+		return r253
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.3.0 discover
+//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 discover
 func importClusterDiscover(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // Discovery: how the cluster serves `api-version`/`kind`, or none if it does not.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.3.0#discover`.
+// WIT: `wasm-deployer:plugin/cluster@1.4.0#discover`.
 func ClusterDiscover(apiVersion string, kind string) Result[*ResourceInfo, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p248, n249 := c.Str(apiVersion)
-	f0 = uint32(p248)
-	f1 = uint32(n249)
-	p250, n251 := c.Str(kind)
-	f2 = uint32(p250)
-	f3 = uint32(n251)
+	p254, n255 := c.Str(apiVersion)
+	f0 = uint32(p254)
+	f1 = uint32(n255)
+	p256, n257 := c.Str(kind)
+	f2 = uint32(p256)
+	f3 = uint32(n257)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterDiscover(f0, f1, f2, f3, ret)
 	r := func() Result[*ResourceInfo, DeployerError] {
-		var r252 Result[*ResourceInfo, DeployerError]
+		var r258 Result[*ResourceInfo, DeployerError]
 		if Ld8(ret) == 0 {
-			r252.Ok = func() *ResourceInfo {
+			r258.Ok = func() *ResourceInfo {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v253 := LoadResourceInfo(((ret) + 4) + 4)
-				return &v253
+				v259 := LoadResourceInfo(((ret) + 4) + 4)
+				return &v259
 			}()
 		} else {
-			r252.IsErr = true
-			r252.Err = LoadDeployerError((ret) + 4)
+			r258.IsErr = true
+			r258.Err = LoadDeployerError((ret) + 4)
 		}
-		return r252
+		return r258
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.3.0 get
+//go:wasmimport wasm-deployer:plugin/cluster-info@1.4.0 server-version
+func importClusterInfoServerVersion(ret uint32)
+
+// The server's version (`GET /version`).
+//
+// WIT: `wasm-deployer:plugin/cluster-info@1.4.0#server-version`.
+func ClusterInfoServerVersion() Result[VersionInfo, DeployerError] {
+	c := new(Call)
+	ret := c.Alloc(44, 4)
+	mark := EnterImport()
+	importClusterInfoServerVersion(ret)
+	r := func() Result[VersionInfo, DeployerError] {
+		var r260 Result[VersionInfo, DeployerError]
+		if Ld8(ret) == 0 {
+			r260.Ok = LoadVersionInfo((ret) + 4)
+		} else {
+			r260.IsErr = true
+			r260.Err = LoadDeployerError((ret) + 4)
+		}
+		return r260
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/cluster-info@1.4.0 api-versions
+func importClusterInfoApiVersions(ret uint32)
+
+// Every `group/version` the cluster serves (core: `v1`) and every `group/version/Kind` of
+// its resources, CRD-served groups included, without duplicates, sorted: Helm's
+// `GetVersionSet`. A group version whose resources cannot be listed (an unavailable
+// aggregated API) is listed without its kinds, as Helm does.
+//
+// WIT: `wasm-deployer:plugin/cluster-info@1.4.0#api-versions`.
+func ClusterInfoApiVersions() Result[[]string, DeployerError] {
+	c := new(Call)
+	ret := c.Alloc(44, 4)
+	mark := EnterImport()
+	importClusterInfoApiVersions(ret)
+	r := func() Result[[]string, DeployerError] {
+		var r261 Result[[]string, DeployerError]
+		if Ld8(ret) == 0 {
+			r261.Ok = func() []string {
+				p262 := Ld32((ret) + 4)
+				out263 := make([]string, Ld32(((ret)+4)+4))
+				for i264 := range out263 {
+					out263[i264] = LiftString(Ld32(p262+uint32(i264)*8), Ld32((p262+uint32(i264)*8)+4))
+				}
+				return out263
+			}()
+		} else {
+			r261.IsErr = true
+			r261.Err = LoadDeployerError((ret) + 4)
+		}
+		return r261
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.4.0 get
 func importSecondaryTargetsGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, ret uint32)
 
 // Read an object on the cluster of Target `target-name`. None if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.3.0#get`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.4.0#get`.
 func SecondaryTargetsGet(targetName string, ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1848,55 +1950,55 @@ func SecondaryTargetsGet(targetName string, ref ObjectRef) Result[*string, Deplo
 	var f8 uint32
 	var f9 uint32
 	var f10 uint32
-	p254, n255 := c.Str(targetName)
-	f0 = uint32(p254)
-	f1 = uint32(n255)
-	p256, n257 := c.Str(ref.ApiVersion)
-	f2 = uint32(p256)
-	f3 = uint32(n257)
-	p258, n259 := c.Str(ref.Kind)
-	f4 = uint32(p258)
-	f5 = uint32(n259)
+	p265, n266 := c.Str(targetName)
+	f0 = uint32(p265)
+	f1 = uint32(n266)
+	p267, n268 := c.Str(ref.ApiVersion)
+	f2 = uint32(p267)
+	f3 = uint32(n268)
+	p269, n270 := c.Str(ref.Kind)
+	f4 = uint32(p269)
+	f5 = uint32(n270)
 	if ref.Namespace != nil {
 		f6 = 1
-		p260, n261 := c.Str((*ref.Namespace))
-		f7 = uint32(p260)
-		f8 = uint32(n261)
+		p271, n272 := c.Str((*ref.Namespace))
+		f7 = uint32(p271)
+		f8 = uint32(n272)
 	}
-	p262, n263 := c.Str(ref.Name)
-	f9 = uint32(p262)
-	f10 = uint32(n263)
+	p273, n274 := c.Str(ref.Name)
+	f9 = uint32(p273)
+	f10 = uint32(n274)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, ret)
 	r := func() Result[*string, DeployerError] {
-		var r264 Result[*string, DeployerError]
+		var r275 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r264.Ok = func() *string {
+			r275.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v265 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v265
+				v276 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v276
 			}()
 		} else {
-			r264.IsErr = true
-			r264.Err = LoadDeployerError((ret) + 4)
+			r275.IsErr = true
+			r275.Err = LoadDeployerError((ret) + 4)
 		}
-		return r264
+		return r275
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.3.0 list
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.4.0 list
 func importSecondaryTargetsList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, f11 uint32, ret uint32)
 
 // List objects of one kind on the cluster of Target `target-name` (arguments as in
 // `cluster.list`). Returns the List object as JSON.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.3.0#list`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.4.0#list`.
 func SecondaryTargetsList(targetName string, apiVersion string, kind string, namespace *string, labelSelector *string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1911,52 +2013,52 @@ func SecondaryTargetsList(targetName string, apiVersion string, kind string, nam
 	var f9 uint32
 	var f10 uint32
 	var f11 uint32
-	p266, n267 := c.Str(targetName)
-	f0 = uint32(p266)
-	f1 = uint32(n267)
-	p268, n269 := c.Str(apiVersion)
-	f2 = uint32(p268)
-	f3 = uint32(n269)
-	p270, n271 := c.Str(kind)
-	f4 = uint32(p270)
-	f5 = uint32(n271)
+	p277, n278 := c.Str(targetName)
+	f0 = uint32(p277)
+	f1 = uint32(n278)
+	p279, n280 := c.Str(apiVersion)
+	f2 = uint32(p279)
+	f3 = uint32(n280)
+	p281, n282 := c.Str(kind)
+	f4 = uint32(p281)
+	f5 = uint32(n282)
 	if namespace != nil {
 		f6 = 1
-		p272, n273 := c.Str((*namespace))
-		f7 = uint32(p272)
-		f8 = uint32(n273)
+		p283, n284 := c.Str((*namespace))
+		f7 = uint32(p283)
+		f8 = uint32(n284)
 	}
 	if labelSelector != nil {
 		f9 = 1
-		p274, n275 := c.Str((*labelSelector))
-		f10 = uint32(p274)
-		f11 = uint32(n275)
+		p285, n286 := c.Str((*labelSelector))
+		f10 = uint32(p285)
+		f11 = uint32(n286)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsList(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, ret)
 	r := func() Result[string, DeployerError] {
-		var r276 Result[string, DeployerError]
+		var r287 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r276.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r287.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r276.IsErr = true
-			r276.Err = LoadDeployerError((ret) + 4)
+			r287.IsErr = true
+			r287.Err = LoadDeployerError((ret) + 4)
 		}
-		return r276
+		return r287
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.3.0 delete
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.4.0 delete
 func importSecondaryTargetsDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, ret uint32)
 
 // Delete an object on the cluster of Target `target-name` (background propagation).
 // Returns true if it existed.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.3.0#delete`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.4.0#delete`.
 func SecondaryTargetsDelete(targetName string, ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1970,80 +2072,80 @@ func SecondaryTargetsDelete(targetName string, ref ObjectRef) Result[bool, Deplo
 	var f8 uint32
 	var f9 uint32
 	var f10 uint32
-	p277, n278 := c.Str(targetName)
-	f0 = uint32(p277)
-	f1 = uint32(n278)
-	p279, n280 := c.Str(ref.ApiVersion)
-	f2 = uint32(p279)
-	f3 = uint32(n280)
-	p281, n282 := c.Str(ref.Kind)
-	f4 = uint32(p281)
-	f5 = uint32(n282)
+	p288, n289 := c.Str(targetName)
+	f0 = uint32(p288)
+	f1 = uint32(n289)
+	p290, n291 := c.Str(ref.ApiVersion)
+	f2 = uint32(p290)
+	f3 = uint32(n291)
+	p292, n293 := c.Str(ref.Kind)
+	f4 = uint32(p292)
+	f5 = uint32(n293)
 	if ref.Namespace != nil {
 		f6 = 1
-		p283, n284 := c.Str((*ref.Namespace))
-		f7 = uint32(p283)
-		f8 = uint32(n284)
+		p294, n295 := c.Str((*ref.Namespace))
+		f7 = uint32(p294)
+		f8 = uint32(n295)
 	}
-	p285, n286 := c.Str(ref.Name)
-	f9 = uint32(p285)
-	f10 = uint32(n286)
+	p296, n297 := c.Str(ref.Name)
+	f9 = uint32(p296)
+	f10 = uint32(n297)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, ret)
 	r := func() Result[bool, DeployerError] {
-		var r287 Result[bool, DeployerError]
+		var r298 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r287.Ok = (Ld8((ret)+4) != 0)
+			r298.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r287.IsErr = true
-			r287.Err = LoadDeployerError((ret) + 4)
+			r298.IsErr = true
+			r298.Err = LoadDeployerError((ret) + 4)
 		}
-		return r287
+		return r298
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/ocm@1.3.0 get-resource
+//go:wasmimport wasm-deployer:plugin/ocm@1.4.0 get-resource
 func importOcmGetResource(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // The content of the resource `resource-key` names.
 //
-// WIT: `wasm-deployer:plugin/ocm@1.3.0#get-resource`.
+// WIT: `wasm-deployer:plugin/ocm@1.4.0#get-resource`.
 func OcmGetResource(resourceKey string, layerMediaTypes []string) Result[ComponentResource, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p288, n289 := c.Str(resourceKey)
-	f0 = uint32(p288)
-	f1 = uint32(n289)
-	p290, n291 := func() (uint32, uint32) {
-		base292 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
-		for i293, e294 := range layerMediaTypes {
-			p295, n296 := c.Str(e294)
-			St32(base292+uint32(i293)*8, p295)
-			St32((base292+uint32(i293)*8)+4, n296)
+	p299, n300 := c.Str(resourceKey)
+	f0 = uint32(p299)
+	f1 = uint32(n300)
+	p301, n302 := func() (uint32, uint32) {
+		base303 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
+		for i304, e305 := range layerMediaTypes {
+			p306, n307 := c.Str(e305)
+			St32(base303+uint32(i304)*8, p306)
+			St32((base303+uint32(i304)*8)+4, n307)
 		}
-		return base292, uint32(len(layerMediaTypes))
+		return base303, uint32(len(layerMediaTypes))
 	}()
-	f2 = uint32(p290)
-	f3 = uint32(n291)
+	f2 = uint32(p301)
+	f3 = uint32(n302)
 	ret := c.Alloc(80, 4)
 	mark := EnterImport()
 	importOcmGetResource(f0, f1, f2, f3, ret)
 	r := func() Result[ComponentResource, DeployerError] {
-		var r297 Result[ComponentResource, DeployerError]
+		var r308 Result[ComponentResource, DeployerError]
 		if Ld8(ret) == 0 {
-			r297.Ok = LoadComponentResource((ret) + 4)
+			r308.Ok = LoadComponentResource((ret) + 4)
 		} else {
-			r297.IsErr = true
-			r297.Err = LoadDeployerError((ret) + 4)
+			r308.IsErr = true
+			r308.Err = LoadDeployerError((ret) + 4)
 		}
-		return r297
+		return r308
 	}()
 	LeaveImport(mark)
 	c.Done()
