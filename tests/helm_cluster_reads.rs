@@ -19,6 +19,7 @@ use deployer_host::landscaper::{DeployItem, Phase};
 use manifest::{create, get, put, set_config, wait_done, wait_next_job};
 use serde_json::{Value, json};
 use support::chart_repo::package;
+use support::real_helm::RealHelm;
 use support::{Harness, Options};
 
 const TYPE: &str = "landscaper.gardener.cloud/helm";
@@ -77,62 +78,34 @@ async fn reconfigure(h: &Harness, name: &str, item: &Value) -> DeployItem {
     done
 }
 
-/// Real Go Helm against the harness' API server; `None`: helm-python-sdk is not installed
-/// (SKIP locally, a failure with `CI=true`).
-struct RealHelm {
-    kubeconfig: String,
-    _stop: Option<embedded_apiserver::LoopbackServing>,
+/// `op` (install / upgrade) of `dir` as release `name` in `namespace` by real Helm: what Helm
+/// answered; `None`: Helm is not installed.
+async fn helm_answer(
+    helm: &RealHelm,
+    op: &str,
+    dir: &Path,
+    name: &str,
+    namespace: &str,
+    values: Value,
+) -> Option<Value> {
+    helm.run(
+        json!({"op": op, "chart": dir, "name": name, "namespace": namespace, "values": values}),
+    )
+    .await
 }
 
-impl RealHelm {
-    async fn for_harness(h: &Harness) -> RealHelm {
-        if let Some(real) = &h.real {
-            return RealHelm {
-                kubeconfig: real.kubeconfig.clone(),
-                _stop: None,
-            };
-        }
-        let serving = h
-            .server
-            .as_ref()
-            .unwrap()
-            .serve_on_loopback()
-            .await
-            .unwrap();
-        RealHelm {
-            kubeconfig: serving.kubeconfig(),
-            _stop: Some(serving),
-        }
-    }
-
-    /// `op` (install / upgrade) of `dir` as release `name` in `namespace`: what Helm answered.
-    async fn answer(
-        &self,
-        op: &str,
-        dir: &Path,
-        name: &str,
-        namespace: &str,
-        values: Value,
-    ) -> Option<Value> {
-        let job = json!({"op": op, "chart": dir, "name": name, "namespace": namespace,
-                         "values": values, "kubeconfig": self.kubeconfig});
-        tokio::task::spawn_blocking(move || support::real_helm::run(job))
-            .await
-            .unwrap()
-    }
-
-    /// [`RealHelm::answer`], asserting Helm did not refuse; false: Helm is not installed.
-    async fn run(&self, op: &str, dir: &Path, name: &str, namespace: &str, values: Value) -> bool {
-        let Some(out) = self.answer(op, dir, name, namespace, values).await else {
-            return false;
-        };
-        assert!(
-            out.get("error").is_none(),
-            "real helm refused: {}",
-            out["error"]
-        );
-        true
-    }
+/// [`helm_answer`], asserting Helm did not refuse; false: Helm is not installed.
+async fn helm_run(
+    helm: &RealHelm,
+    op: &str,
+    dir: &Path,
+    name: &str,
+    namespace: &str,
+    values: Value,
+) -> bool {
+    helm.ok(json!({"op": op, "chart": dir, "name": name, "namespace": namespace, "values": values}))
+        .await
+        .is_some()
 }
 
 async fn secret_value(h: &Harness, namespace: &str, name: &str, key: &str) -> String {
@@ -170,10 +143,7 @@ async fn given_bitnami_postgresql_with_a_generated_password_when_installed_and_u
         let mut oracle = Vec::new();
         for (i, rev) in ["1", "2", "3"].iter().enumerate() {
             let op = if i == 0 { "install" } else { "upgrade" };
-            if !helm
-                .run(op, &chart, "db", "oracle", postgresql_values(rev))
-                .await
-            {
+            if !helm_run(&helm, op, &chart, "db", "oracle", postgresql_values(rev)).await {
                 return;
             }
             oracle.push(secret_value(&h, "oracle", "db-postgresql", "postgres-password").await);
@@ -386,9 +356,15 @@ async fn given_a_chart_reading_the_cluster_when_installed_by_items_and_by_real_h
         probe(&h, ns).await;
     }
     // Round 1: no Widget CRD yet.
-    if !helm
-        .run("install", &chart, "facts", "oracle", json!({"round": "1"}))
-        .await
+    if !helm_run(
+        &helm,
+        "install",
+        &chart,
+        "facts",
+        "oracle",
+        json!({"round": "1"}),
+    )
+    .await
     {
         return;
     }
@@ -455,8 +431,15 @@ async fn given_a_chart_reading_the_cluster_when_installed_by_items_and_by_real_h
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(
-        helm.run("upgrade", &chart, "facts", "oracle", json!({"round": "2"}))
-            .await
+        helm_run(
+            &helm,
+            "upgrade",
+            &chart,
+            "facts",
+            "oracle",
+            json!({"round": "2"})
+        )
+        .await
     );
     reconfigure(
         &h,
@@ -530,10 +513,7 @@ async fn given_a_lookup_of_a_kind_the_cluster_does_not_serve_when_reconciled_the
     .unwrap();
     const HELMS_ERROR: &str = "error calling lookup: unable to get apiresource from unstructured: nothere.example.com/v1, Kind=Thing: the server could not find the requested resource";
     let helm = RealHelm::for_harness(&h).await;
-    if let Some(out) = helm
-        .answer("install", &root, "bad", "bad-oracle", json!({}))
-        .await
-    {
+    if let Some(out) = helm_answer(&helm, "install", &root, "bad", "bad-oracle", json!({})).await {
         let e = out["error"].as_str().unwrap_or_default();
         assert!(e.contains(HELMS_ERROR), "real Helm: {e}");
     }

@@ -21,6 +21,7 @@ use deployer_host::landscaper::{DeployItem, Phase, codes};
 use manifest::{create, get, put, wait_done};
 use serde_json::{Value, json};
 use support::chart_repo::archive_raw;
+use support::real_helm::RealHelm;
 use support::{Harness, Options};
 
 async fn harness() -> Harness {
@@ -281,42 +282,6 @@ async fn given_helm_deployment_false_when_the_chart_has_hooks_then_they_are_appl
 
 // ---------------------------------------------------------------------------------------------
 // What the plugin applies equals what real Go Helm applies.
-
-/// Real Go Helm (`tests/chart/helm.py`) against the harness' API server.
-struct RealHelm {
-    kubeconfig: String,
-    _stop: Option<embedded_apiserver::LoopbackServing>,
-}
-
-impl RealHelm {
-    async fn for_harness(h: &Harness) -> RealHelm {
-        if let Some(real) = &h.real {
-            return RealHelm {
-                kubeconfig: real.kubeconfig.clone(),
-                _stop: None,
-            };
-        }
-        let serving = h
-            .server
-            .as_ref()
-            .unwrap()
-            .serve_on_loopback()
-            .await
-            .unwrap();
-        RealHelm {
-            kubeconfig: serving.kubeconfig(),
-            _stop: Some(serving),
-        }
-    }
-
-    /// One job; `None`: helm-python-sdk is not installed (SKIP locally, a failure with CI).
-    async fn run(&self, mut job: Value) -> Option<Value> {
-        job["kubeconfig"] = json!(self.kubeconfig);
-        tokio::task::spawn_blocking(move || support::real_helm::run(job))
-            .await
-            .unwrap()
-    }
-}
 
 /// The charts of `../shared/charts/corpus/` (empty when the corpus is missing: SKIP locally, a
 /// failure with `CI=true`, as the engine's corpus tests do).

@@ -18,6 +18,7 @@ use manifest::{
 };
 use serde_json::{Value, json};
 use support::chart_repo::{ChartRepo, archive_raw, chart_dir, package};
+use support::real_helm::RealHelm;
 use support::{Harness, Options};
 
 const TYPE: &str = "landscaper.gardener.cloud/helm";
@@ -118,52 +119,6 @@ async fn release_secrets(h: &Harness, namespace: &str, release: &str) -> Vec<(i6
         .collect();
     out.sort();
     out
-}
-
-/// Real Go Helm against the harness' API server (`tests/chart/helm.py`); `None`: not installed
-/// (SKIP locally, a failure with `CI=true`).
-struct RealHelm {
-    kubeconfig: String,
-    _stop: Option<embedded_apiserver::LoopbackServing>,
-}
-
-impl RealHelm {
-    async fn for_harness(h: &Harness) -> RealHelm {
-        if let Some(real) = &h.real {
-            return RealHelm {
-                kubeconfig: real.kubeconfig.clone(),
-                _stop: None,
-            };
-        }
-        let serving = h
-            .server
-            .as_ref()
-            .unwrap()
-            .serve_on_loopback()
-            .await
-            .unwrap();
-        RealHelm {
-            kubeconfig: serving.kubeconfig(),
-            _stop: Some(serving),
-        }
-    }
-
-    async fn run(&self, mut job: Value) -> Option<Value> {
-        job["kubeconfig"] = json!(self.kubeconfig);
-        tokio::task::spawn_blocking(move || support::real_helm::run(job))
-            .await
-            .unwrap()
-    }
-
-    async fn ok(&self, job: Value) -> Option<Value> {
-        let v = self.run(job).await?;
-        assert!(
-            v.get("error").is_none(),
-            "real helm refused: {}",
-            v["error"]
-        );
-        Some(v)
-    }
 }
 
 /// Writes the status a Deployment controller writes once every replica is available (neither

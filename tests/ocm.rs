@@ -337,22 +337,7 @@ async fn given_a_registry_that_wants_credentials_when_the_context_has_its_pull_s
     };
     let addr = registry.addr.clone();
     let archive = package(&chart_dir("web"), "0.1.0");
-    support::ocm::push_component_as(
-        &addr,
-        Some(("ocm", "s3cret")),
-        "ocm",
-        COMPONENT,
-        "1.0.0",
-        vec![Resource::local(
-            "chart",
-            "helmChart",
-            HELM_CHART_LAYER,
-            archive,
-        )],
-        &[],
-        Schema::V2,
-    )
-    .await;
+    support::ocm::push_chart_component(&addr, Some(("ocm", "s3cret")), COMPONENT, archive).await;
     let h = Harness::start_with(options(&addr, "127.0.0.1")).await;
     // The Context `default` names the repository and a pull secret with the credentials; the
     // Context `anonymous` names the same repository without one.

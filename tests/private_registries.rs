@@ -21,7 +21,7 @@ use embedded_apiserver::tls::ServingCert;
 use manifest::{create, put, wait_done};
 use serde_json::{Value, json};
 use support::chart_repo::{ChartRepo, chart_dir, package};
-use support::ocm::{HELM_CHART_LAYER, Resource, Schema, resource_key};
+use support::ocm::resource_key;
 use support::{Harness, Options};
 
 const TYPE: &str = "landscaper.gardener.cloud/helm";
@@ -204,22 +204,7 @@ async fn given_an_oci_registry_behind_an_internal_ca_when_the_contexts_ocm_crede
         archive.clone(),
     )
     .await;
-    support::ocm::push_component_as(
-        &addr,
-        Some(("ocm", "s3cret")),
-        "ocm",
-        COMPONENT,
-        "1.0.0",
-        vec![Resource::local(
-            "chart",
-            "helmChart",
-            HELM_CHART_LAYER,
-            archive,
-        )],
-        &[],
-        Schema::V2,
-    )
-    .await;
+    support::ocm::push_chart_component(&addr, Some(("ocm", "s3cret")), COMPONENT, archive).await;
     let h = harness().await;
 
     // The credentials as OCM configurations with the registry's CA — a pull secret's

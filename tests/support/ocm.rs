@@ -148,6 +148,32 @@ pub async fn push_component(
     .await
 }
 
+/// The stories' component: `name` 1.0.0 under `ocm/` with one resource `chart` (type
+/// `helmChart`) holding the chart `archive` as a local blob, schema v2.
+pub async fn push_chart_component(
+    registry: &str,
+    auth: Option<(&str, &str)>,
+    name: &str,
+    archive: Vec<u8>,
+) -> Value {
+    push_component_as(
+        registry,
+        auth,
+        "ocm",
+        name,
+        "1.0.0",
+        vec![Resource::local(
+            "chart",
+            "helmChart",
+            HELM_CHART_LAYER,
+            archive,
+        )],
+        &[],
+        Schema::V2,
+    )
+    .await
+}
+
 /// [`push_component`] to a registry that wants `auth` (user, password), with component
 /// `references` (reference name, component name, version).
 #[allow(clippy::too_many_arguments)]
