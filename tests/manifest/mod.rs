@@ -226,7 +226,49 @@ pub fn base64_decode(s: &str) -> String {
 
 /// Creates or replaces an object through the API.
 pub async fn put(h: &Harness, obj: Value) -> Value {
-    put_on(&h.client, obj).await
+    let written = put_on(&h.client, obj).await;
+    seen_by_host(h, &written).await;
+    written
+}
+
+/// A story that changes a Target or a Context goes on once the host's watch-fed cache holds
+/// the change (jobs read those caches; a job started a moment earlier would see the old
+/// object, as Landscaper's informer-backed reads would). Other kinds: at once.
+async fn seen_by_host(h: &Harness, written: &Value) {
+    let (Some(ns), Some(name), Some(rv)) = (
+        written["metadata"]["namespace"].as_str(),
+        written["metadata"]["name"].as_str(),
+        written["metadata"]["resourceVersion"].as_str(),
+    ) else {
+        return;
+    };
+    let lookups = &h.deployer.lookups;
+    type Probe<'a> = Box<dyn Fn() -> Option<Option<String>> + 'a>;
+    // Some(cached resourceVersion) while the cache is synced; None when it is not.
+    let probe: Probe = match (written["apiVersion"].as_str(), written["kind"].as_str()) {
+        (Some("landscaper.gardener.cloud/v1alpha1"), Some("Context")) => Box::new(|| {
+            lookups
+                .contexts
+                .is_synced()
+                .then(|| lookups.contexts.cached_version(ns, name))
+        }),
+        (Some("landscaper.gardener.cloud/v1alpha1"), Some("Target")) => Box::new(|| {
+            lookups
+                .targets
+                .is_synced()
+                .then(|| lookups.targets.cached_version(ns, name))
+        }),
+        _ => return,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Not synced: jobs GET the object, so they see the change anyway.
+    while probe().is_some_and(|cached| cached.as_deref() != Some(rv)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host's cache never saw {ns}/{name} at resourceVersion {rv}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 /// Creates or replaces an object on the cluster of `client`.
@@ -250,10 +292,11 @@ pub async fn merge(
     name: &str,
     patch: Value,
 ) {
-    api(&h.client, api_version, kind, ns)
+    let written = api(&h.client, api_version, kind, ns)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
+    seen_by_host(h, &serde_json::to_value(written).unwrap()).await;
 }
 
 pub fn cm(name: &str, data: Value) -> Value {
