@@ -79,6 +79,12 @@ pub struct Options {
     /// The administrator's bearer token (`system:admin`, `system:masters`) instead of the
     /// well-known [`auth::ADMIN_TOKEN`], which is then refused. `None` by default.
     pub admin_token: Option<String>,
+    /// Finalize an emptied terminating namespace this long after it was deleted, from a
+    /// background task, as kube-controller-manager's namespace controller does on a cluster:
+    /// until then the namespace stays `Terminating`, and a repeated DELETE answers 200 as
+    /// kube-apiserver does. `None` (default): within the request that empties it. Dev mode
+    /// sets 1 s. Needs a Tokio runtime when the server is created (without one: at once).
+    pub namespace_finalize_delay: Option<Duration>,
 }
 
 impl Default for Options {
@@ -92,6 +98,7 @@ impl Default for Options {
             rbac: false,
             tls: false,
             admin_token: None,
+            namespace_finalize_delay: None,
         }
     }
 }
@@ -178,6 +185,11 @@ impl ApiServer {
                 g.snapshot_to(dir)?;
             }
             g.simulate = opts.simulate_workloads;
+            // The delay needs the background task below, and so a runtime.
+            g.namespace_finalize_delay = opts
+                .namespace_finalize_delay
+                .filter(|_| tokio::runtime::Handle::try_current().is_ok());
+            g.schedule_terminating_namespaces();
             let ns_rt = g
                 .registry
                 .by_key(registry::NAMESPACE_KEY)
@@ -200,20 +212,33 @@ impl ApiServer {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(42);
-        Ok(ApiServer {
-            shared: Arc::new(Shared {
-                store,
-                faults: RwLock::new(opts.faults.clone()),
-                dice: faults::Dice::new(seed),
-                stats: Mutex::new(Stats::default()),
-                audit_on: AtomicBool::new(false),
-                audit: Mutex::new(Vec::new()),
-                tokens: auth::Tokens::with_admin(opts.admin_token.clone()),
-                opts,
-            }),
-            stop: None,
-        })
-        .and_then(|server| {
+        let finalize_delay = store.lock().namespace_finalize_delay;
+        let shared = Arc::new(Shared {
+            store,
+            faults: RwLock::new(opts.faults.clone()),
+            dice: faults::Dice::new(seed),
+            stats: Mutex::new(Stats::default()),
+            audit_on: AtomicBool::new(false),
+            audit: Mutex::new(Vec::new()),
+            tokens: auth::Tokens::with_admin(opts.admin_token.clone()),
+            opts,
+        });
+        if let Some(delay) = finalize_delay {
+            // The namespace controller: finalizes what is due, until the server is dropped.
+            let weak = Arc::downgrade(&shared);
+            let tick = (delay / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(tick).await;
+                    let Some(shared) = weak.upgrade() else { break };
+                    shared
+                        .store
+                        .lock()
+                        .finalize_due_namespaces(std::time::Instant::now());
+                }
+            });
+        }
+        Ok(ApiServer { shared, stop: None }).and_then(|server| {
             if server.shared.opts.rbac {
                 server.bootstrap_rbac()?;
             }

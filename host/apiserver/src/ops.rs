@@ -934,6 +934,53 @@ impl Inner {
     }
 
     fn maybe_finish_namespace(&mut self, ns: &str) {
+        if let Some(delay) = self.namespace_finalize_delay {
+            // Later, from the namespace controller's task (finalize_due_namespaces).
+            if self
+                .lookup(NAMESPACE_KEY, "", ns)
+                .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+            {
+                self.namespaces_due
+                    .entry(ns.to_string())
+                    .or_insert_with(|| std::time::Instant::now() + delay);
+            }
+            return;
+        }
+        self.finish_namespace(ns);
+    }
+
+    /// Hands every terminating namespace to the namespace controller (a server loaded from
+    /// disk may hold some).
+    pub(crate) fn schedule_terminating_namespaces(&mut self) {
+        let terminating: Vec<String> = self
+            .objects_of(NAMESPACE_KEY, None)
+            .iter()
+            .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+            .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        for ns in terminating {
+            self.maybe_finish_namespace(&ns);
+        }
+    }
+
+    /// The namespace controller's pass: finalizes and removes every terminating namespace whose
+    /// time has come and which is empty (one that is not is looked at again when its last
+    /// object goes).
+    pub(crate) fn finalize_due_namespaces(&mut self, now: std::time::Instant) {
+        let due: Vec<String> = self
+            .namespaces_due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(ns, _)| ns.clone())
+            .collect();
+        for ns in due {
+            self.namespaces_due.remove(&ns);
+            self.finish_namespace(&ns);
+        }
+    }
+
+    fn finish_namespace(&mut self, ns: &str) {
         let Some(n) = self.lookup(NAMESPACE_KEY, "", ns) else {
             return;
         };

@@ -121,6 +121,10 @@ pub struct Inner {
     pub(crate) simulate: bool,
     /// Set while [`Inner::aggregate_cluster_roles`] writes (its own writes do not recurse).
     aggregating: bool,
+    /// [`crate::Options::namespace_finalize_delay`] (only with a runtime to run the task).
+    pub(crate) namespace_finalize_delay: Option<std::time::Duration>,
+    /// Terminating namespaces and when the namespace controller may finalize them.
+    pub(crate) namespaces_due: BTreeMap<String, std::time::Instant>,
 }
 
 /// Resource key of ClusterRoles (their writes re-aggregate aggregated ClusterRoles).
@@ -150,6 +154,8 @@ impl Store {
                 schemas: HashMap::new(),
                 simulate: false,
                 aggregating: false,
+                namespace_finalize_delay: None,
+                namespaces_due: BTreeMap::new(),
             }),
         }
     }

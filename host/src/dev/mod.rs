@@ -289,6 +289,9 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         rbac: options.rbac,
         tls: options.rbac,
         admin_token: options.rbac.then(random_token),
+        // As a cluster's namespace controller: a deleted namespace stays Terminating a moment
+        // (Landscaper's own test framework deletes a spec's namespace twice and relies on it).
+        namespace_finalize_delay: Some(std::time::Duration::from_secs(1)),
         ..Default::default()
     })?;
     let listener = tokio::net::TcpListener::bind(options.listen)

@@ -205,3 +205,51 @@ async fn serving_publishes_the_kubernetes_service_with_the_port_it_listens_on() 
         .expect("publish");
     assert_eq!(s.resource_version(), rv);
 }
+
+/// With `namespace_finalize_delay` (dev mode), as on a cluster with a namespace controller: the
+/// emptied namespace stays `Terminating` until the controller's turn, a repeated DELETE answers
+/// 200 (kube-apiserver 1.20 does the same), and then the namespace is gone.
+#[tokio::test]
+async fn with_a_finalize_delay_a_deleted_namespace_stays_terminating_until_the_controller_removes_it()
+ {
+    let s = embedded_apiserver::ApiServer::new(embedded_apiserver::Options {
+        namespace_finalize_delay: Some(std::time::Duration::from_millis(300)),
+        ..Default::default()
+    })
+    .unwrap();
+    let (code, _) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces",
+        Some("application/json"),
+        &json!({"metadata": {"name": "twice"}}).to_string(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, _) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/twice/configmaps",
+        Some("application/json"),
+        &json!({"metadata": {"name": "c"}}).to_string(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, first) = raw(&s, "DELETE", "/api/v1/namespaces/twice", None, "").await;
+    assert_eq!(code, 200, "{first}");
+    // The content goes at once; the namespace waits for the controller.
+    let (code, _) = raw(&s, "GET", "/api/v1/namespaces/twice/configmaps/c", None, "").await;
+    assert_eq!(code, 404);
+    let (code, again) = raw(&s, "DELETE", "/api/v1/namespaces/twice", None, "").await;
+    assert_eq!(code, 200, "a repeated DELETE while Terminating: {again}");
+    assert_eq!(again["status"]["phase"], "Terminating");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (code, _) = raw(&s, "GET", "/api/v1/namespaces/twice", None, "").await;
+        if code == 404 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the namespace stays");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
