@@ -51,6 +51,32 @@ fn helm_item(name: &str, chart: &str, timeout: &str, mut config: Value) -> Value
     })
 }
 
+/// A helm item installing the chart archive `raw` (base64) as `release` in `ns`, in release mode
+/// or (`helm_deployment: false`) template mode, once its job has finished.
+async fn install_archive(
+    h: &Harness,
+    item_name: &str,
+    raw: &str,
+    release: &str,
+    ns: &str,
+    helm_deployment: bool,
+) -> DeployItem {
+    let mut item = helm_item(
+        item_name,
+        "gadget",
+        "180s",
+        json!({"name": release, "namespace": ns, "createNamespace": true,
+               "helmDeployment": helm_deployment, "readinessChecks": {"disableDefault": true}}),
+    );
+    item["spec"]["config"]["chart"] = json!({"archive": {"raw": raw}});
+    create(h, &item).await;
+    h.wait_for("default", item_name, Duration::from_secs(180), |i| {
+        let s = i.status();
+        !s.job_id.is_empty() && s.job_id == s.job_id_finished
+    })
+    .await
+}
+
 /// The CRD of the `gadget` chart's custom resource (not in the chart: the cluster must serve it).
 fn gadget_crd() -> Value {
     json!({
@@ -551,21 +577,7 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
                 .encode(support::chart_repo::package(dir, &version))
         };
         let item_name = format!("cmp-{i}");
-        let mut item = helm_item(
-            &item_name,
-            "gadget",
-            "180s",
-            json!({"name": release, "namespace": ns, "createNamespace": true,
-                   "readinessChecks": {"disableDefault": true}}),
-        );
-        item["spec"]["config"]["chart"] = json!({"archive": {"raw": raw}});
-        create(&h, &item).await;
-        let done = h
-            .wait_for("default", &item_name, Duration::from_secs(180), |i| {
-                let s = i.status();
-                !s.job_id.is_empty() && s.job_id == s.job_id_finished
-            })
-            .await;
+        let done = install_archive(&h, &item_name, &raw, &release, &ns, true).await;
         assert_eq!(
             done.status().phase,
             Phase::Succeeded,
@@ -610,21 +622,7 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
         h.wait_gone("default", &item_name, Duration::from_secs(120))
             .await;
         let tpl_name = format!("cmp-tpl-{i}");
-        let mut item = helm_item(
-            &tpl_name,
-            "gadget",
-            "180s",
-            json!({"name": release, "namespace": ns, "createNamespace": true,
-                   "helmDeployment": false, "readinessChecks": {"disableDefault": true}}),
-        );
-        item["spec"]["config"]["chart"] = json!({"archive": {"raw": raw}});
-        create(&h, &item).await;
-        let done = h
-            .wait_for("default", &tpl_name, Duration::from_secs(180), |i| {
-                let s = i.status();
-                !s.job_id.is_empty() && s.job_id == s.job_id_finished
-            })
-            .await;
+        let done = install_archive(&h, &tpl_name, &raw, &release, &ns, false).await;
         assert_eq!(
             done.status().phase,
             Phase::Succeeded,
