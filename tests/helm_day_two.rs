@@ -101,21 +101,11 @@ fn status_of(item: &DeployItem) -> String {
 
 /// The release Secrets of `release` in `namespace` (their `status` labels, by revision).
 async fn release_statuses(h: &Harness, namespace: &str, release: &str) -> Vec<String> {
-    let secrets = manifest::api(&h.client, "v1", "Secret", Some(namespace));
-    let lp = kube::api::ListParams::default().labels(&format!("owner=helm,name={release}"));
-    let mut out: Vec<(i64, String)> = secrets
-        .list(&lp)
+    manifest::release_secrets(h, namespace, release)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .map(|s| {
-            let labels = s.metadata.labels.unwrap_or_default();
-            (labels["version"].parse().unwrap(), labels["status"].clone())
-        })
-        .collect();
-    out.sort();
-    out.into_iter().map(|(_, s)| s).collect()
+        .map(|(_, status)| status)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,6 +383,30 @@ async fn live_object(
     Some(o)
 }
 
+/// How `mine` (the plugin's object `kind`/`name` of `chart`) differs from `theirs` (Helm's), one
+/// line a path, leaving out the paths that differ between two of Helm's own renders (`random`).
+fn differing(
+    chart: &str,
+    mode: &str,
+    kind: &str,
+    name: &str,
+    theirs: &Value,
+    mine: &Value,
+    random: &[(String, String, String)],
+) -> Vec<String> {
+    let mut paths = Vec::new();
+    diff("", theirs, mine, &mut paths);
+    paths
+        .into_iter()
+        .filter(|(p, _, _)| {
+            !random
+                .iter()
+                .any(|r| r.0 == kind && r.1 == name && &r.2 == p)
+        })
+        .map(|(p, a, b)| format!("{chart} {kind} {name}{mode}: {p}: helm {a} / plugin {b}"))
+        .collect()
+}
+
 /// The paths where `a` and `b` differ, with both values.
 fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<(String, String, String)>) {
     match (a, b) {
@@ -514,18 +528,15 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
                         .unwrap_or("")
                         .to_string(),
                 );
-                let mut paths = Vec::new();
-                diff("", theirs, mine, &mut paths);
-                for (p, a, b) in paths {
-                    if !random
-                        .iter()
-                        .any(|r| r.0 == kind && r.1 == name && r.2 == p)
-                    {
-                        differences.push(format!(
-                            "{chart_name} {kind} {name}: {p}: helm {a} / plugin {b}"
-                        ));
-                    }
-                }
+                differences.extend(differing(
+                    &chart_name,
+                    "",
+                    &kind,
+                    &name,
+                    theirs,
+                    mine,
+                    &random,
+                ));
                 compared += 1;
             }
             rendered_only.push(format!(
@@ -598,20 +609,15 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
             let ours = live_object(&h, &ns, k)
                 .await
                 .unwrap_or_else(|| panic!("{chart_name}: {k:?} applied by the plugin"));
-            let mut paths = Vec::new();
-            diff("", helm_object, &ours, &mut paths);
-            for (p, theirs, mine) in paths {
-                if random
-                    .iter()
-                    .any(|(kind, name, rp)| kind == &k.1 && name == &k.2 && &p == rp)
-                {
-                    continue;
-                }
-                differences.push(format!(
-                    "{chart_name} {} {}: {p}: helm {theirs} / plugin {mine}",
-                    k.1, k.2
-                ));
-            }
+            differences.extend(differing(
+                &chart_name,
+                "",
+                &k.1,
+                &k.2,
+                helm_object,
+                &ours,
+                &random,
+            ));
             compared += 1;
         }
 
@@ -633,25 +639,15 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
             let ours = live_object(&h, &ns, k).await.unwrap_or_else(|| {
                 panic!("{chart_name}: {k:?} applied by the plugin in template mode")
             });
-            let mut paths = Vec::new();
-            diff(
-                "",
+            differences.extend(differing(
+                &chart_name,
+                " (template mode)",
+                &k.1,
+                &k.2,
                 &without_owners(helm_object),
                 &without_owners(&ours),
-                &mut paths,
-            );
-            for (p, theirs, mine) in paths {
-                if random
-                    .iter()
-                    .any(|(kind, name, rp)| kind == &k.1 && name == &k.2 && &p == rp)
-                {
-                    continue;
-                }
-                differences.push(format!(
-                    "{chart_name} {} {} (template mode): {p}: helm {theirs} / plugin {mine}",
-                    k.1, k.2
-                ));
-            }
+                &random,
+            ));
             compared += 1;
         }
     }

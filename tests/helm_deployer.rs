@@ -90,37 +90,6 @@ async fn reconfigure(h: &Harness, name: &str, config: Value) -> DeployItem {
     wait_next_job(h, name, &old).await
 }
 
-/// The release Secrets of `release` in `namespace`: (revision, status) by revision.
-async fn release_secrets(h: &Harness, namespace: &str, release: &str) -> Vec<(i64, String)> {
-    let secrets = manifest::api(&h.client, "v1", "Secret", Some(namespace));
-    let lp = kube::api::ListParams::default().labels(&format!("owner=helm,name={release}"));
-    let mut out: Vec<(i64, String)> = secrets
-        .list(&lp)
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|s| {
-            let v = serde_json::to_value(&s).unwrap();
-            assert_eq!(v["type"], "helm.sh/release.v1");
-            let labels = &v["metadata"]["labels"];
-            assert_eq!(
-                v["metadata"]["name"],
-                format!(
-                    "sh.helm.release.v1.{release}.v{}",
-                    labels["version"].as_str().unwrap()
-                )
-            );
-            (
-                labels["version"].as_str().unwrap().parse().unwrap(),
-                labels["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// Writes the status a Deployment controller writes once every replica is available (neither
 /// backend runs controllers in these stories).
 async fn deployment_ready(h: &Harness, namespace: &str, name: &str) {
@@ -185,7 +154,7 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
 
     // Then: release v1 deployed, stored as Helm stores it; objects carry Helm's ownership.
     assert_eq!(
-        release_secrets(&h, "web-apps", "web").await,
+        manifest::release_secrets(&h, "web-apps", "web").await,
         [(1, "deployed".into())]
     );
     let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config")
@@ -260,7 +229,7 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     .await;
     assert_succeeded(&item);
     assert_eq!(
-        release_secrets(&h, "web-apps", "web").await,
+        manifest::release_secrets(&h, "web-apps", "web").await,
         [(1, "superseded".into()), (2, "deployed".into())]
     );
     let cm = get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config")
@@ -332,7 +301,11 @@ async fn given_a_chart_archive_when_reconciled_then_a_real_helm_release_is_insta
     // When the item is deleted: the release is uninstalled, its Secrets and objects are gone.
     delete_item(&h, "web").await;
     h.wait_gone("default", "web", Duration::from_secs(60)).await;
-    assert!(release_secrets(&h, "web-apps", "web").await.is_empty());
+    assert!(
+        manifest::release_secrets(&h, "web-apps", "web")
+            .await
+            .is_empty()
+    );
     assert!(
         get(&h, "v1", "ConfigMap", Some("web-apps"), "web-config")
             .await
@@ -534,7 +507,7 @@ async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_
     let item = wait_done(&h, "oci").await;
     assert_succeeded(&item);
     assert_eq!(
-        release_secrets(&h, "oci", "oci").await,
+        manifest::release_secrets(&h, "oci", "oci").await,
         [(1, "deployed".into())]
     );
 
@@ -567,7 +540,7 @@ async fn given_helm_deployment_false_when_reconciled_then_the_objects_are_applie
     let item = wait_done(&h, "tpl").await;
     assert_succeeded(&item);
     assert!(
-        release_secrets(&h, "tpl", "tpl").await.is_empty(),
+        manifest::release_secrets(&h, "tpl", "tpl").await.is_empty(),
         "no release Secret"
     );
     let cm = get(&h, "v1", "ConfigMap", Some("tpl"), "tpl-config")
@@ -658,7 +631,11 @@ async fn given_chart_hooks_when_installed_and_uninstalled_then_they_run_in_order
         pre_delete.expect("pre-delete hook ran")["data"]["ran"],
         "pre-delete"
     );
-    assert!(release_secrets(&h, "hooks", "hooks").await.is_empty());
+    assert!(
+        manifest::release_secrets(&h, "hooks", "hooks")
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -694,7 +671,7 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
     assert!(e.message.contains("atomic-migrate"), "{}", e.message);
     assert!(e.codes.iter().any(|c| c == codes::TIMEOUT), "{e:?}");
     assert_eq!(
-        release_secrets(&h, "atomic", "atomic").await,
+        manifest::release_secrets(&h, "atomic", "atomic").await,
         [
             (1, "superseded".into()),
             (2, "failed".into()),
@@ -737,7 +714,9 @@ async fn given_an_upgrade_that_fails_when_atomic_then_the_release_is_rolled_back
         "{e:?}"
     );
     assert_eq!(
-        release_secrets(&h, "atomic", "atomic").await.last(),
+        manifest::release_secrets(&h, "atomic", "atomic")
+            .await
+            .last(),
         Some(&(3, "deployed".to_string()))
     );
 
@@ -828,7 +807,7 @@ async fn given_bad_input_when_reconciled_then_the_item_fails_saying_what_is_wron
         assert!(e.message.contains(needle), "{name}: {}", e.message);
     }
     assert!(
-        release_secrets(&h, "bad", "x").await.is_empty(),
+        manifest::release_secrets(&h, "bad", "x").await.is_empty(),
         "nothing half-written"
     );
     create(

@@ -310,3 +310,34 @@ pub async fn delete_item(h: &Harness, name: &str) {
         .await
         .unwrap();
 }
+
+/// The release Secrets of `release` in `namespace`: (revision, status) by revision.
+pub async fn release_secrets(h: &Harness, namespace: &str, release: &str) -> Vec<(i64, String)> {
+    let secrets = api(&h.client, "v1", "Secret", Some(namespace));
+    let lp = kube::api::ListParams::default().labels(&format!("owner=helm,name={release}"));
+    let mut out: Vec<(i64, String)> = secrets
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| {
+            let v = serde_json::to_value(&s).unwrap();
+            assert_eq!(v["type"], "helm.sh/release.v1");
+            let labels = &v["metadata"]["labels"];
+            assert_eq!(
+                v["metadata"]["name"],
+                format!(
+                    "sh.helm.release.v1.{release}.v{}",
+                    labels["version"].as_str().unwrap()
+                )
+            );
+            (
+                labels["version"].as_str().unwrap().parse().unwrap(),
+                labels["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
