@@ -14,6 +14,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod house;
+
 const WASM_TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "plugin";
 
@@ -22,10 +24,12 @@ fn usage() -> ! {
         "usage: cargo xtask <command>\n\n\
          \x20 dev [ARGS...]              build plugins and host, start `deployer-host dev --apply examples/`\n\
          \x20 test [--backends embedded,real] [CARGO TEST ARGS...]\n\
-         \x20                            build plugins, check the generated CRDs, then `cargo test --workspace`\n\
+         \x20                            build plugins, check the generated CRDs and house rules, then `cargo test --workspace`\n\
          \x20                            (embedded API server); `real` runs the host's stories again on a real\n\
          \x20                            kube-apiserver. Stories with the real Landscaper run where\n\
          \x20                            $REAL_LANDSCAPER_BIN holds its binaries, else say SKIP\n\
+         \x20 house [--check]            the house rules: functions over 120 lines, files over 1,000 non-test\n\
+         \x20                            lines, import circles between a crate's files (`--check`: fail on any)\n\
          \x20 crds [--check]             write Landscaper's CRDs, generated from landscaper-model, into the\n\
          \x20                            chart (`--check`: fail if the chart's files differ)\n\
          \x20 image [--push REF] [--plain-http] [--out DIR]\n\
@@ -93,112 +97,119 @@ fn main() -> Result<()> {
             ensure_wasm_target()?;
             build_plugins(&only)
         }
-        Some("dev") => {
-            ensure_wasm_target()?;
-            build_plugins(&[])?;
-            let root = workspace_root();
-            let mut cmd = Command::new(cargo());
-            cmd.current_dir(&root)
-                .args([
-                    "run",
-                    "--release",
-                    "-p",
-                    "deployer-host",
-                    "--",
-                    "dev",
-                    "--apply",
-                ])
-                .arg(root.join("examples"))
-                .args(args);
-            run(&mut cmd)
-        }
-        Some("test") => {
-            let mut backends = vec!["embedded".to_string()];
-            let mut rest = Vec::new();
-            while let Some(a) = args.next() {
-                match a.as_str() {
-                    "--backends" => {
-                        let list = args.next().unwrap_or_else(|| usage());
-                        backends = list.split(',').map(str::to_string).collect();
-                    }
-                    _ => rest.push(a),
-                }
-            }
-            // The chart's Landscaper CRDs are what the model generates (as go-bindgen --check).
-            crds(true)?;
-            ensure_wasm_target()?;
-            build_plugins(&[])?;
-            build_polyglot(&[])?;
-            guest_sdk_tests()?;
-            for backend in &backends {
-                match backend.as_str() {
-                    // Everything, against the project's own API server.
-                    "embedded" => run(Command::new(cargo())
-                        .current_dir(workspace_root())
-                        .args(["test", "--workspace"])
-                        .args(&rest))?,
-                    // The host's stories again, each against a real kube-apiserver 1.20.
-                    "real" => {
-                        // A kube-apiserver of the user's own (REAL_KUBE_APISERVER, see
-                        // docs/kubernetes-versions.md) needs no build.
-                        if std::env::var_os("REAL_KUBE_APISERVER").is_none_or(|v| v.is_empty()) {
-                            let tool = workspace_root()
-                                .join("../shared/tools/real-apiserver/real-apiserver");
-                            run(Command::new(&tool).arg("build"))
-                                .context("building the real kube-apiserver (../shared/tools)")?;
-                        }
-                        run_host_stories_on_real_backend(&rest)?
-                    }
-                    other => bail!("unknown backend {other:?} (embedded, real)"),
-                }
-            }
-            Ok(())
-        }
-        Some("crds") => {
-            let check = match args.next().as_deref() {
-                None => false,
-                Some("--check") => true,
-                Some(_) => usage(),
-            };
-            crds(check)
-        }
-        Some("go-bindgen") => {
-            let check = match args.next().as_deref() {
-                None => false,
-                Some("--check") => true,
-                Some(_) => usage(),
-            };
-            go_bindgen(check)
-        }
+        Some("dev") => dev(args.collect()),
+        Some("test") => test(args.collect()),
+        Some("crds") => crds(check_flag(args)),
+        Some("house") => house::run(&workspace_root(), check_flag(args)),
+        Some("go-bindgen") => go_bindgen(check_flag(args)),
         Some("build-polyglot") => {
             let langs: Vec<String> = args.collect();
             build_polyglot(&langs)
         }
         Some("image") => image(args.collect()),
-        Some("bench") => {
-            ensure_wasm_target()?;
-            build_plugins(&[])?;
-            build_polyglot(&[])?;
-            // The peer benchmark's rows on a real kube-apiserver 1.20: the tool builds it first
-            // (cached after the first time). Landscaper's Go deployers, its peers, are not built
-            // here: they are taken from $REAL_LANDSCAPER_BIN, and the bench says SKIP without them.
-            let tool = workspace_root().join("../shared/tools/real-apiserver/real-apiserver");
-            run(Command::new(&tool).arg("build"))
-                .context("building the real kube-apiserver (../shared/tools)")?;
-            // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language,
-            // helm, and side by side with Landscaper's Go deployers.
-            let args: Vec<String> = args.collect();
-            for bench in ["e2e", "scale", "languages", "helm", "peers"] {
-                run(Command::new(cargo())
-                    .current_dir(workspace_root())
-                    .env("BENCH_WRITE_DOCS", "1")
-                    .args(["bench", "-p", "deployer-host", "--bench", bench])
-                    .args(&args))?;
-            }
-            Ok(())
-        }
+        Some("bench") => bench(args.collect()),
         _ => usage(),
     }
+}
+
+/// The one optional argument of `crds`, `house` and `go-bindgen`.
+fn check_flag(mut args: impl Iterator<Item = String>) -> bool {
+    match args.next().as_deref() {
+        None => false,
+        Some("--check") => true,
+        Some(_) => usage(),
+    }
+}
+
+/// `cargo xtask dev`: the plugins, then the host's dev mode with the examples applied.
+fn dev(args: Vec<String>) -> Result<()> {
+    ensure_wasm_target()?;
+    build_plugins(&[])?;
+    let root = workspace_root();
+    let mut cmd = Command::new(cargo());
+    cmd.current_dir(&root)
+        .args([
+            "run",
+            "--release",
+            "-p",
+            "deployer-host",
+            "--",
+            "dev",
+            "--apply",
+        ])
+        .arg(root.join("examples"))
+        .args(args);
+    run(&mut cmd)
+}
+
+/// `cargo xtask test`: the generated files and house rules checked, every plugin built, then
+/// the workspace's tests on each backend asked for.
+fn test(args: Vec<String>) -> Result<()> {
+    let mut backends = vec!["embedded".to_string()];
+    let mut rest = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--backends" => {
+                let list = args.next().unwrap_or_else(|| usage());
+                backends = list.split(',').map(str::to_string).collect();
+            }
+            _ => rest.push(a),
+        }
+    }
+    // The chart's Landscaper CRDs are what the model generates (as go-bindgen --check).
+    crds(true)?;
+    house::run(&workspace_root(), true)?;
+    ensure_wasm_target()?;
+    build_plugins(&[])?;
+    build_polyglot(&[])?;
+    guest_sdk_tests()?;
+    for backend in &backends {
+        match backend.as_str() {
+            // Everything, against the project's own API server.
+            "embedded" => run(Command::new(cargo())
+                .current_dir(workspace_root())
+                .args(["test", "--workspace"])
+                .args(&rest))?,
+            // The host's stories again, each against a real kube-apiserver 1.20.
+            "real" => {
+                // A kube-apiserver of the user's own (REAL_KUBE_APISERVER, see
+                // docs/kubernetes-versions.md) needs no build.
+                if std::env::var_os("REAL_KUBE_APISERVER").is_none_or(|v| v.is_empty()) {
+                    let tool =
+                        workspace_root().join("../shared/tools/real-apiserver/real-apiserver");
+                    run(Command::new(&tool).arg("build"))
+                        .context("building the real kube-apiserver (../shared/tools)")?;
+                }
+                run_host_stories_on_real_backend(&rest)?
+            }
+            other => bail!("unknown backend {other:?} (embedded, real)"),
+        }
+    }
+    Ok(())
+}
+
+/// `cargo xtask bench`: every benchmark, each writing its table into docs/.
+fn bench(args: Vec<String>) -> Result<()> {
+    ensure_wasm_target()?;
+    build_plugins(&[])?;
+    build_polyglot(&[])?;
+    // The peer benchmark's rows on a real kube-apiserver 1.20: the tool builds it first
+    // (cached after the first time). Landscaper's Go deployers, its peers, are not built
+    // here: they are taken from $REAL_LANDSCAPER_BIN, and the bench says SKIP without them.
+    let tool = workspace_root().join("../shared/tools/real-apiserver/real-apiserver");
+    run(Command::new(&tool).arg("build"))
+        .context("building the real kube-apiserver (../shared/tools)")?;
+    // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language,
+    // helm, and side by side with Landscaper's Go deployers.
+    for bench in ["e2e", "scale", "languages", "helm", "peers"] {
+        run(Command::new(cargo())
+            .current_dir(workspace_root())
+            .env("BENCH_WRITE_DOCS", "1")
+            .args(["bench", "-p", "deployer-host", "--bench", bench])
+            .args(&args))?;
+    }
+    Ok(())
 }
 
 /// The container image's binary: static (musl), so the image needs no libc.
