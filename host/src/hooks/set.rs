@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use anyhow::bail;
 use plugin_runtime::{DeployerError, EncodedHookInput, HookPlugin, PluginRegistry};
+use sdk_guest::{HookResult, HookType};
 
-use super::{HookResult, HookType, aggregate};
+use super::aggregation::aggregate;
 use crate::config::HookRegistration;
 
 /// One registration: a hook plugin, the DeployItem types it runs for, its hook types.
