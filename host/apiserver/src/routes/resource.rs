@@ -34,6 +34,19 @@ struct Target<'a> {
     verb: &'static str,
 }
 
+/// Why a URL names no resource: a JSON Status (`NotFound`, `MethodNotAllowed`), or Go's
+/// plain-text 404 for a group/version nothing serves.
+enum NoTarget {
+    Status(ApiError),
+    PageNotFound,
+}
+
+impl From<ApiError> for NoTarget {
+    fn from(e: ApiError) -> Self {
+        NoTarget::Status(e)
+    }
+}
+
 /// Serves a resource URL; `rest` is the path after the group version.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn resource(
@@ -49,7 +62,8 @@ pub(super) async fn resource(
 ) -> Response {
     let t = match target(api, method, group, version, rest, q) {
         Ok(t) => t,
-        Err(answer) => return answer,
+        Err(NoTarget::Status(e)) => return e.into_response(),
+        Err(NoTarget::PageNotFound) => return page_not_found(),
     };
     let stat_res = match t.sub_name {
         Some(s) => format!("{}/{s}", t.rt.qualified()),
@@ -89,8 +103,7 @@ pub(super) async fn resource(
     result.unwrap_or_else(|e| e.into_response())
 }
 
-/// The type, scope, subresource and verb a resource URL names; `Err` is the answer when it
-/// names none (a JSON `NotFound` Status, Go's plain-text 404, or `MethodNotAllowed`).
+/// The type, scope, subresource and verb a resource URL names.
 fn target<'a>(
     api: &ApiServer,
     method: &Method,
@@ -98,8 +111,8 @@ fn target<'a>(
     version: &str,
     rest: &[&'a str],
     q: &Query,
-) -> Result<Target<'a>, Response> {
-    let no_resource = || ApiError::no_resource().into_response();
+) -> Result<Target<'a>, NoTarget> {
+    let no_resource = || NoTarget::Status(ApiError::no_resource());
     let (ns, rest) = if rest.len() >= 3
         && rest[0] == "namespaces"
         && !matches!(rest[2], "status" | "finalize")
@@ -131,7 +144,7 @@ fn target<'a>(
             "status"
         }
     });
-    let verb = verb_of(method, name, q).map_err(IntoResponse::into_response)?;
+    let verb = verb_of(method, name, q)?;
     Ok(Target {
         rt,
         ns,
@@ -148,7 +161,7 @@ fn resource_type(
     group: &str,
     version: &str,
     plural: &str,
-) -> Result<Arc<ResourceType>, Response> {
+) -> Result<Arc<ResourceType>, NoTarget> {
     let (rt, builtin_group_version) = {
         let store = api.shared.store.lock();
         let rt = store.registry.get(group, version, plural).cloned();
@@ -163,9 +176,9 @@ fn resource_type(
         // A built-in group/version answers a JSON Status; anything else (an unknown group, or a
         // CRD group without this CRD) falls through to Go's plain-text 404, as in a real server.
         if builtin_group_version {
-            ApiError::no_resource().into_response()
+            NoTarget::Status(ApiError::no_resource())
         } else {
-            page_not_found()
+            NoTarget::PageNotFound
         }
     })
 }
