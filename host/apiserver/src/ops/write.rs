@@ -15,7 +15,7 @@ use crate::patch;
 use crate::registry::{CRD_KEY, NAMESPACE_KEY, ResourceType};
 use crate::status::ApiError;
 use crate::store::{Inner, Obj, now, rv_of, uid_of};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 impl Inner {
@@ -57,26 +57,7 @@ impl Inner {
                 "resourceVersion should not be set on objects to be created",
             ));
         }
-        let name = match m.get("name").and_then(Value::as_str) {
-            Some(n) if !n.is_empty() => n.to_string(),
-            _ => match m.get("generateName").and_then(Value::as_str) {
-                Some(g) if !g.is_empty() => loop {
-                    let n = format!("{g}{}", random_suffix());
-                    if self.lookup(&rt.key(), ns, &n).is_none() {
-                        break n;
-                    }
-                },
-                _ => {
-                    return Err(ApiError::invalid(
-                        &rt.group,
-                        &rt.kind,
-                        "",
-                        "metadata.name",
-                        "Required value: name or generateName is required",
-                    ));
-                }
-            },
-        };
+        let name = self.name_for_create(rt, ns, m)?;
         validate_name(rt, &name)?;
         m.insert("name".into(), json!(name));
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -95,6 +76,59 @@ impl Inner {
         }
         normalize_meta(&mut body)?;
         self.admit(rt, &mut body, None, o.strict_fields)?;
+        self.namespace_accepts_new_content(rt, ns, &name)?;
+        if self.lookup(&rt.key(), ns, &name).is_some() {
+            return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
+        }
+        if rt.key() == CRD_KEY {
+            validate_crd(rt, &name, &body)?;
+        }
+        server_defaults(rt, &mut body, None);
+        if o.dry_run {
+            return Ok(Arc::new(body));
+        }
+        let obj = self.commit(rt, ns, &name, Some(body));
+        self.simulate_after(rt, ns, &name);
+        Ok(obj)
+    }
+
+    /// `metadata.name`, or `generateName` with a random suffix no object of the type has yet.
+    fn name_for_create(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        m: &Map<String, Value>,
+    ) -> Result<String, ApiError> {
+        Ok(match m.get("name").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => match m.get("generateName").and_then(Value::as_str) {
+                Some(g) if !g.is_empty() => loop {
+                    let n = format!("{g}{}", random_suffix());
+                    if self.lookup(&rt.key(), ns, &n).is_none() {
+                        break n;
+                    }
+                },
+                _ => {
+                    return Err(ApiError::invalid(
+                        &rt.group,
+                        &rt.kind,
+                        "",
+                        "metadata.name",
+                        "Required value: name or generateName is required",
+                    ));
+                }
+            },
+        })
+    }
+
+    /// A namespaced object may only be created in a namespace that exists and is not
+    /// terminating.
+    fn namespace_accepts_new_content(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         if rt.namespaced {
             match self.lookup(NAMESPACE_KEY, "", ns) {
                 None => return Err(ApiError::namespace_not_found(ns)),
@@ -117,19 +151,7 @@ impl Inner {
                 _ => {}
             }
         }
-        if self.lookup(&rt.key(), ns, &name).is_some() {
-            return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
-        }
-        if rt.key() == CRD_KEY {
-            validate_crd(rt, &name, &body)?;
-        }
-        server_defaults(rt, &mut body, None);
-        if o.dry_run {
-            return Ok(Arc::new(body));
-        }
-        let obj = self.commit(rt, ns, &name, Some(body));
-        self.simulate_after(rt, ns, &name);
-        Ok(obj)
+        Ok(())
     }
 
     /// PUT (main resource or `/status`). Returns the object and whether anything was written.
