@@ -4,7 +4,7 @@
 //! Owns: [`Inner::admit`] and the helpers the write paths share. Must not touch: the store's
 //! contents (admission reads allocations, never writes).
 
-use super::MAX_STORED_BYTES;
+use super::options::MAX_STORED_BYTES;
 use crate::builtin;
 use crate::patch::PatchError;
 use crate::registry::{self, CRD_KEY, NAMESPACE_KEY, ResourceType};

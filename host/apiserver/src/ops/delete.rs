@@ -9,7 +9,7 @@
 //! after DELETE. Must not touch: admission (that is `admission`) or the write paths.
 
 use super::admission::{finalizers, meta, normalize_meta, server_defaults};
-use super::{DeleteOpts, Deleted};
+use super::options::{DeleteOpts, Deleted};
 use crate::registry::{NAMESPACE_KEY, ResourceType};
 use crate::selectors::Selector;
 use crate::status::ApiError;

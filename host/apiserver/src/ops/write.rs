@@ -8,7 +8,7 @@ use super::admission::{
     check_type, finalizers, meta, normalize_meta, patch_err, random_suffix, server_defaults,
     spec_changed, validate_crd,
 };
-use super::{PatchKind, WriteOpts};
+use super::options::{PatchKind, WriteOpts};
 use crate::apply::{self, Scope};
 use crate::builtin::validate_name;
 use crate::patch;
