@@ -206,16 +206,7 @@ pub fn apply(
     if let Some(m) = cfg.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
     }
-    let restricted = match scope {
-        Scope::Status => json!({ "status": cfg.get("status").cloned().unwrap_or(json!({})) }),
-        Scope::Main { ignore_status } => {
-            let mut c = cfg.clone();
-            if ignore_status && let Some(m) = c.as_object_mut() {
-                m.remove("status");
-            }
-            c
-        }
-    };
+    let restricted = applied_part(&cfg, scope);
     let sub = matches!(scope, Scope::Status).then_some("status");
     let mut new_set = BTreeSet::new();
     leaf_paths(&restricted, &mut vec![], &mut new_set);
@@ -235,28 +226,8 @@ pub fn apply(
     let old_set = mine
         .map(|i| decode(entries[i].get("fieldsV1").unwrap_or(&Value::Null)))
         .unwrap_or_default();
-
-    // Other Apply managers and their sets.
-    let mut others: Vec<(usize, String, BTreeSet<Path>)> = Vec::new();
-    for (i, e) in entries.iter().enumerate() {
-        if Some(i) == mine || e.get("operation").and_then(Value::as_str) != Some("Apply") {
-            continue;
-        }
-        let name = e
-            .get("manager")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        others.push((i, name, decode(e.get("fieldsV1").unwrap_or(&Value::Null))));
-    }
-    let mut conflicts = Vec::new();
-    for (_, name, set) in &others {
-        for p in new_set.intersection(set) {
-            if get_at(&obj, p) != get_at(&restricted, p) {
-                conflicts.push(format!("conflict with \"{name}\": {}", path_str(p)));
-            }
-        }
-    }
+    let others = other_appliers(&entries, mine);
+    let conflicts = conflicts(&obj, &restricted, &new_set, &others);
     if !conflicts.is_empty() && !force {
         let n = conflicts.len();
         return Err(format!(
@@ -284,19 +255,8 @@ pub fn apply(
             }
         }
     }
-    // Forced: other managers lose the fields we now own.
     if force {
-        for (i, _, set) in &others {
-            let shared: Vec<&Path> = set.intersection(&new_set).collect();
-            if !shared.is_empty() {
-                let remaining: BTreeSet<Path> = set.difference(&new_set).cloned().collect();
-                entries[*i]["fieldsV1"] = encode(&remaining);
-            }
-        }
-        entries.retain(|e| {
-            e.get("fieldsV1")
-                .is_none_or(|f| f.as_object().is_none_or(|m| !m.is_empty()))
-        });
+        take_over_fields(&mut entries, &others, &new_set);
     }
     let api_version = cfg
         .get("apiVersion")
@@ -328,6 +288,81 @@ pub fn apply(
             }
         }
     }
+    set_managed_fields(&mut obj, entries);
+    Ok(obj)
+}
+
+/// The part of the configuration the apply owns: `status` alone for the status subresource;
+/// otherwise all of it, without `status` when the kind has a status subresource.
+fn applied_part(cfg: &Value, scope: Scope) -> Value {
+    match scope {
+        Scope::Status => json!({ "status": cfg.get("status").cloned().unwrap_or(json!({})) }),
+        Scope::Main { ignore_status } => {
+            let mut c = cfg.clone();
+            if ignore_status && let Some(m) = c.as_object_mut() {
+                m.remove("status");
+            }
+            c
+        }
+    }
+}
+
+/// Other Apply managers (index into `entries`, name, field set); `mine` is skipped.
+fn other_appliers(entries: &[Value], mine: Option<usize>) -> Vec<(usize, String, BTreeSet<Path>)> {
+    let mut others = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if Some(i) == mine || e.get("operation").and_then(Value::as_str) != Some("Apply") {
+            continue;
+        }
+        let name = e
+            .get("manager")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        others.push((i, name, decode(e.get("fieldsV1").unwrap_or(&Value::Null))));
+    }
+    others
+}
+
+/// Fields another applier owns that this apply sets to a different value.
+fn conflicts(
+    obj: &Value,
+    restricted: &Value,
+    new_set: &BTreeSet<Path>,
+    others: &[(usize, String, BTreeSet<Path>)],
+) -> Vec<String> {
+    let mut conflicts = Vec::new();
+    for (_, name, set) in others {
+        for p in new_set.intersection(set) {
+            if get_at(obj, p) != get_at(restricted, p) {
+                conflicts.push(format!("conflict with \"{name}\": {}", path_str(p)));
+            }
+        }
+    }
+    conflicts
+}
+
+/// Forced: other managers lose the fields we now own (an entry left with none goes).
+fn take_over_fields(
+    entries: &mut Vec<Value>,
+    others: &[(usize, String, BTreeSet<Path>)],
+    new_set: &BTreeSet<Path>,
+) {
+    for (i, _, set) in others {
+        let shared: Vec<&Path> = set.intersection(new_set).collect();
+        if !shared.is_empty() {
+            let remaining: BTreeSet<Path> = set.difference(new_set).cloned().collect();
+            entries[*i]["fieldsV1"] = encode(&remaining);
+        }
+    }
+    entries.retain(|e| {
+        e.get("fieldsV1")
+            .is_none_or(|f| f.as_object().is_none_or(|m| !m.is_empty()))
+    });
+}
+
+/// `metadata.managedFields` = `entries` (removed when empty).
+fn set_managed_fields(obj: &mut Value, entries: Vec<Value>) {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
@@ -339,7 +374,6 @@ pub fn apply(
     } else {
         obj["metadata"]["managedFields"] = Value::Array(entries);
     }
-    Ok(obj)
 }
 
 #[cfg(test)]

@@ -768,59 +768,9 @@ pub fn admit(
         .to_string();
     let mut errs = Vec::new();
     match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "ConfigMap") => {
-            string_map(obj, "data", "ConfigMap")?;
-            bytes_map(obj, "binaryData", "ConfigMap")?;
-            config_key_errors(obj, "data", &mut errs);
-            config_key_errors(obj, "binaryData", &mut errs);
-            let size = value_bytes(obj, "data", false) + value_bytes(obj, "binaryData", true);
-            too_big(size, "[]", &mut errs);
-        }
-        ("", "Secret") => {
-            bytes_map(obj, "data", "Secret")?;
-            string_map(obj, "stringData", "Secret")?;
-            if let Some(Value::Object(sd)) =
-                obj.as_object_mut().and_then(|m| m.remove("stringData"))
-            {
-                let data = obj_at(obj, &["data"]);
-                for (k, v) in sd {
-                    data.insert(k, json!(base64_encode(v.as_str().unwrap_or("").as_bytes())));
-                }
-            }
-            if let Some(m) = obj.as_object_mut() {
-                default(m, "type", json!("Opaque"));
-                if m.get("data")
-                    .and_then(Value::as_object)
-                    .is_some_and(Map::is_empty)
-                {
-                    m.remove("data");
-                }
-            }
-            config_key_errors(obj, "data", &mut errs);
-            too_big(value_bytes(obj, "data", true), "data", &mut errs);
-        }
-        ("", "Namespace") => {
-            let name = name.clone();
-            let labels = obj_at(obj, &["metadata", "labels"]);
-            labels.insert("kubernetes.io/metadata.name".into(), json!(name));
-            // `kubernetes` on create; an update without spec.finalizers keeps the old ones.
-            let fins = match obj.pointer("/spec/finalizers") {
-                Some(f) => Some(f.clone()),
-                None => match old {
-                    Some(o) => o.pointer("/spec/finalizers").cloned(),
-                    None => Some(json!(["kubernetes"])),
-                },
-            };
-            let spec = obj_at(obj, &["spec"]);
-            match fins {
-                Some(f) => {
-                    spec.insert("finalizers".into(), f);
-                }
-                None => {
-                    spec.remove("finalizers");
-                }
-            }
-        }
+        ("", "ConfigMap") => config_map(obj, &mut errs)?,
+        ("", "Secret") => secret(obj, &mut errs)?,
+        ("", "Namespace") => namespace_defaults(obj, &name, old),
         ("", "Pod") => {
             pod_defaults(obj, old.is_none());
             let spec = obj["spec"].clone();
@@ -831,55 +781,9 @@ pub fn admit(
             service_defaults(obj, old, alloc)?;
             service_errors(obj, old, &mut errs);
         }
-        ("apps", "Deployment") => {
-            let spec = obj_at(obj, &["spec"]);
-            default(spec, "replicas", json!(1));
-            default(spec, "revisionHistoryLimit", json!(10));
-            default(spec, "progressDeadlineSeconds", json!(600));
-            let strat = obj_at(obj, &["spec", "strategy"]);
-            default(strat, "type", json!("RollingUpdate"));
-            if strat["type"] == "RollingUpdate" {
-                let ru = obj_at(obj, &["spec", "strategy", "rollingUpdate"]);
-                default(ru, "maxUnavailable", json!("25%"));
-                default(ru, "maxSurge", json!("25%"));
-            }
-            template_spec(obj, &["spec"]);
-            workload_errors(obj, "Deployment", &mut errs);
-        }
-        ("apps", "StatefulSet") => {
-            let spec = obj_at(obj, &["spec"]);
-            default(spec, "replicas", json!(1));
-            default(spec, "podManagementPolicy", json!("OrderedReady"));
-            default(spec, "revisionHistoryLimit", json!(10));
-            default(
-                spec,
-                "persistentVolumeClaimRetentionPolicy",
-                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
-            );
-            let us = obj_at(obj, &["spec", "updateStrategy"]);
-            default(us, "type", json!("RollingUpdate"));
-            if us["type"] == "RollingUpdate" {
-                default(
-                    obj_at(obj, &["spec", "updateStrategy", "rollingUpdate"]),
-                    "partition",
-                    json!(0),
-                );
-            }
-            template_spec(obj, &["spec"]);
-            workload_errors(obj, "StatefulSet", &mut errs);
-        }
-        ("apps", "DaemonSet") => {
-            default(obj_at(obj, &["spec"]), "revisionHistoryLimit", json!(10));
-            let us = obj_at(obj, &["spec", "updateStrategy"]);
-            default(us, "type", json!("RollingUpdate"));
-            if us["type"] == "RollingUpdate" {
-                let ru = obj_at(obj, &["spec", "updateStrategy", "rollingUpdate"]);
-                default(ru, "maxUnavailable", json!(1));
-                default(ru, "maxSurge", json!(0));
-            }
-            template_spec(obj, &["spec"]);
-            workload_errors(obj, "DaemonSet", &mut errs);
-        }
+        ("apps", "Deployment") => deployment(obj, &mut errs),
+        ("apps", "StatefulSet") => stateful_set(obj, &mut errs),
+        ("apps", "DaemonSet") => daemon_set(obj, &mut errs),
         ("apps", "ReplicaSet") => {
             default(obj_at(obj, &["spec"]), "replicas", json!(1));
             template_spec(obj, &["spec"]);
@@ -889,36 +793,7 @@ pub fn admit(
             job_defaults(obj, &["spec"], old);
             workload_errors(obj, "Job", &mut errs);
         }
-        ("batch", "CronJob") => {
-            let spec = obj_at(obj, &["spec"]);
-            default(spec, "concurrencyPolicy", json!("Allow"));
-            default(spec, "suspend", json!(false));
-            default(spec, "successfulJobsHistoryLimit", json!(3));
-            default(spec, "failedJobsHistoryLimit", json!(1));
-            let js = obj_at(obj, &["spec", "jobTemplate", "spec"]);
-            default(js, "backoffLimit", json!(6));
-            default(js, "completionMode", json!("NonIndexed"));
-            default(js, "suspend", json!(false));
-            template_spec(obj, &["spec", "jobTemplate", "spec"]);
-            if obj
-                .pointer("/spec/schedule")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
-                errs.push(FieldError::required("spec.schedule", ""));
-            }
-            let ps = obj
-                .pointer("/spec/jobTemplate/spec/template/spec")
-                .cloned()
-                .unwrap_or(json!({}));
-            container_errors(&ps, "spec.jobTemplate.spec.template.spec", &mut errs);
-            restart_policy_errors(
-                &ps,
-                "spec.jobTemplate.spec.template.spec",
-                &["OnFailure", "Never"],
-                &mut errs,
-            );
-        }
+        ("batch", "CronJob") => cron_job(obj, &mut errs),
         _ => {}
     }
     if errs.is_empty() {
@@ -926,6 +801,151 @@ pub fn admit(
     } else {
         Err(ApiError::invalid_fields(&rt.group, &rt.kind, &name, &errs))
     }
+}
+
+/// ConfigMap: string `data`, base64 `binaryData`, valid keys, the size limit.
+fn config_map(obj: &mut Value, errs: &mut Vec<FieldError>) -> Result<(), ApiError> {
+    string_map(obj, "data", "ConfigMap")?;
+    bytes_map(obj, "binaryData", "ConfigMap")?;
+    config_key_errors(obj, "data", errs);
+    config_key_errors(obj, "binaryData", errs);
+    let size = value_bytes(obj, "data", false) + value_bytes(obj, "binaryData", true);
+    too_big(size, "[]", errs);
+    Ok(())
+}
+
+/// Secret: `stringData` folded into `data`, type `Opaque` by default, valid keys, the size limit.
+fn secret(obj: &mut Value, errs: &mut Vec<FieldError>) -> Result<(), ApiError> {
+    bytes_map(obj, "data", "Secret")?;
+    string_map(obj, "stringData", "Secret")?;
+    if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+        let data = obj_at(obj, &["data"]);
+        for (k, v) in sd {
+            data.insert(k, json!(base64_encode(v.as_str().unwrap_or("").as_bytes())));
+        }
+    }
+    if let Some(m) = obj.as_object_mut() {
+        default(m, "type", json!("Opaque"));
+        if m.get("data")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
+            m.remove("data");
+        }
+    }
+    config_key_errors(obj, "data", errs);
+    too_big(value_bytes(obj, "data", true), "data", errs);
+    Ok(())
+}
+
+/// Namespace: the `kubernetes.io/metadata.name` label and the `kubernetes` finalizer.
+fn namespace_defaults(obj: &mut Value, name: &str, old: Option<&Value>) {
+    let labels = obj_at(obj, &["metadata", "labels"]);
+    labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+    // `kubernetes` on create; an update without spec.finalizers keeps the old ones.
+    let fins = match obj.pointer("/spec/finalizers") {
+        Some(f) => Some(f.clone()),
+        None => match old {
+            Some(o) => o.pointer("/spec/finalizers").cloned(),
+            None => Some(json!(["kubernetes"])),
+        },
+    };
+    let spec = obj_at(obj, &["spec"]);
+    match fins {
+        Some(f) => {
+            spec.insert("finalizers".into(), f);
+        }
+        None => {
+            spec.remove("finalizers");
+        }
+    }
+}
+
+/// Deployment defaults (replicas, history, progress deadline, rolling update) and checks.
+fn deployment(obj: &mut Value, errs: &mut Vec<FieldError>) {
+    let spec = obj_at(obj, &["spec"]);
+    default(spec, "replicas", json!(1));
+    default(spec, "revisionHistoryLimit", json!(10));
+    default(spec, "progressDeadlineSeconds", json!(600));
+    let strat = obj_at(obj, &["spec", "strategy"]);
+    default(strat, "type", json!("RollingUpdate"));
+    if strat["type"] == "RollingUpdate" {
+        let ru = obj_at(obj, &["spec", "strategy", "rollingUpdate"]);
+        default(ru, "maxUnavailable", json!("25%"));
+        default(ru, "maxSurge", json!("25%"));
+    }
+    template_spec(obj, &["spec"]);
+    workload_errors(obj, "Deployment", errs);
+}
+
+/// StatefulSet defaults (replicas, pod management, history, PVC retention, partition) and checks.
+fn stateful_set(obj: &mut Value, errs: &mut Vec<FieldError>) {
+    let spec = obj_at(obj, &["spec"]);
+    default(spec, "replicas", json!(1));
+    default(spec, "podManagementPolicy", json!("OrderedReady"));
+    default(spec, "revisionHistoryLimit", json!(10));
+    default(
+        spec,
+        "persistentVolumeClaimRetentionPolicy",
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+    );
+    let us = obj_at(obj, &["spec", "updateStrategy"]);
+    default(us, "type", json!("RollingUpdate"));
+    if us["type"] == "RollingUpdate" {
+        default(
+            obj_at(obj, &["spec", "updateStrategy", "rollingUpdate"]),
+            "partition",
+            json!(0),
+        );
+    }
+    template_spec(obj, &["spec"]);
+    workload_errors(obj, "StatefulSet", errs);
+}
+
+/// DaemonSet defaults (history, rolling update) and checks.
+fn daemon_set(obj: &mut Value, errs: &mut Vec<FieldError>) {
+    default(obj_at(obj, &["spec"]), "revisionHistoryLimit", json!(10));
+    let us = obj_at(obj, &["spec", "updateStrategy"]);
+    default(us, "type", json!("RollingUpdate"));
+    if us["type"] == "RollingUpdate" {
+        let ru = obj_at(obj, &["spec", "updateStrategy", "rollingUpdate"]);
+        default(ru, "maxUnavailable", json!(1));
+        default(ru, "maxSurge", json!(0));
+    }
+    template_spec(obj, &["spec"]);
+    workload_errors(obj, "DaemonSet", errs);
+}
+
+/// CronJob defaults (concurrency, suspend, history limits, job template) and checks.
+fn cron_job(obj: &mut Value, errs: &mut Vec<FieldError>) {
+    let spec = obj_at(obj, &["spec"]);
+    default(spec, "concurrencyPolicy", json!("Allow"));
+    default(spec, "suspend", json!(false));
+    default(spec, "successfulJobsHistoryLimit", json!(3));
+    default(spec, "failedJobsHistoryLimit", json!(1));
+    let js = obj_at(obj, &["spec", "jobTemplate", "spec"]);
+    default(js, "backoffLimit", json!(6));
+    default(js, "completionMode", json!("NonIndexed"));
+    default(js, "suspend", json!(false));
+    template_spec(obj, &["spec", "jobTemplate", "spec"]);
+    if obj
+        .pointer("/spec/schedule")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        errs.push(FieldError::required("spec.schedule", ""));
+    }
+    let ps = obj
+        .pointer("/spec/jobTemplate/spec/template/spec")
+        .cloned()
+        .unwrap_or(json!({}));
+    container_errors(&ps, "spec.jobTemplate.spec.template.spec", errs);
+    restart_policy_errors(
+        &ps,
+        "spec.jobTemplate.spec.template.spec",
+        &["OnFailure", "Never"],
+        errs,
+    );
 }
 
 fn job_defaults(obj: &mut Value, path: &[&str], old: Option<&Value>) {

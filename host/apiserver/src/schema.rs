@@ -61,6 +61,18 @@ impl Ty {
     }
 }
 
+/// The value Kubernetes reports for a size or combinator error (the field's, not the value).
+const EMPTY: Value = Value::String(String::new());
+
+/// An Invalid field error worded `{path} in body {msg}`, as the OpenAPI validator words it.
+fn in_body(errs: &mut Vec<FieldError>, path: &str, value: &Value, msg: String) {
+    errs.push(FieldError::invalid(
+        path,
+        value,
+        format!("{path} in body {msg}"),
+    ));
+}
+
 /// The type name kube-openapi reports for a value.
 fn type_of(v: &Value) -> &'static str {
     match v {
@@ -480,20 +492,36 @@ impl Schema {
     }
 
     fn validate(&self, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+        if !self.type_allows(v, path, errs) {
+            return;
+        }
+        self.check_enum(v, path, errs);
+        match v {
+            Value::String(s) => self.check_string(s, v, path, errs),
+            Value::Number(n) => self.check_number(n, v, path, errs),
+            Value::Array(a) => self.check_array(a, path, errs),
+            Value::Object(m) => self.check_object(m, path, errs),
+            _ => {}
+        }
+        self.check_combinators(v, path, errs);
+    }
+
+    /// `type` (with `nullable` and `x-kubernetes-int-or-string`): false when nothing more is
+    /// to be checked (a type error, or an allowed null).
+    fn type_allows(&self, v: &Value, path: &str, errs: &mut Vec<FieldError>) -> bool {
         let actual = type_of(v);
-        // type (with nullable / int-or-string)
         if v.is_null() {
             if !self.nullable && (self.ty.is_some() || self.int_or_string) {
                 errs.push(self.type_error(path, actual));
-                return;
+                return false;
             }
             if self.nullable {
-                return;
+                return false;
             }
         } else if self.int_or_string {
             if actual != "integer" && actual != "string" {
                 errs.push(self.type_error(path, actual));
-                return;
+                return false;
             }
         } else if let Some(t) = self.ty {
             let ok = match t {
@@ -502,10 +530,13 @@ impl Schema {
             };
             if !ok {
                 errs.push(self.type_error(path, actual));
-                return;
+                return false;
             }
         }
-        // enum
+        true
+    }
+
+    fn check_enum(&self, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
         if let Some(en) = &self.enum_values
             && !en.iter().any(|e| e == v)
         {
@@ -519,121 +550,158 @@ impl Schema {
             let refs: Vec<&str> = allowed.iter().map(String::as_str).collect();
             errs.push(FieldError::not_supported(path, v, &refs));
         }
-        let inv = |errs: &mut Vec<FieldError>, value: &Value, msg: String| {
+    }
+
+    fn check_string(&self, s: &str, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+        let len = s.chars().count() as u64;
+        if let Some(max) = self.max_length
+            && len > max
+        {
+            in_body(errs, path, v, format!("should be at most {max} chars long"));
+        }
+        if let Some(min) = self.min_length
+            && len < min
+        {
+            in_body(
+                errs,
+                path,
+                v,
+                format!("should be at least {min} chars long"),
+            );
+        }
+        if let Some((p, re)) = &self.pattern
+            && !re.is_match(s)
+        {
+            in_body(errs, path, v, format!("should match '{p}'"));
+        }
+        if let Some(f) = &self.format
+            && !format_ok(f, s)
+        {
             errs.push(FieldError::invalid(
                 path,
-                value,
-                format!("{path} in body {msg}"),
+                v,
+                format!("{path} in body must be of type {f}: {}", go_quote(s)),
             ));
-        };
-        let empty = Value::String(String::new());
-        match v {
-            Value::String(s) => {
-                let len = s.chars().count() as u64;
-                if let Some(max) = self.max_length
-                    && len > max
-                {
-                    inv(errs, v, format!("should be at most {max} chars long"));
-                }
-                if let Some(min) = self.min_length
-                    && len < min
-                {
-                    inv(errs, v, format!("should be at least {min} chars long"));
-                }
-                if let Some((p, re)) = &self.pattern
-                    && !re.is_match(s)
-                {
-                    inv(errs, v, format!("should match '{p}'"));
-                }
-                if let Some(f) = &self.format
-                    && !format_ok(f, s)
-                {
-                    errs.push(FieldError::invalid(
-                        path,
-                        v,
-                        format!("{path} in body must be of type {f}: {}", go_quote(s)),
-                    ));
-                }
-            }
-            Value::Number(n) => {
-                let x = n.as_f64().unwrap_or(0.0);
-                if let Some(max) = self.maximum {
-                    if self.exclusive_maximum && x >= max {
-                        inv(errs, v, format!("should be less than {}", go_num(max)));
-                    } else if x > max {
-                        inv(
-                            errs,
-                            v,
-                            format!("should be less than or equal to {}", go_num(max)),
-                        );
-                    }
-                }
-                if let Some(min) = self.minimum {
-                    if self.exclusive_minimum && x <= min {
-                        inv(errs, v, format!("should be greater than {}", go_num(min)));
-                    } else if x < min {
-                        inv(
-                            errs,
-                            v,
-                            format!("should be greater than or equal to {}", go_num(min)),
-                        );
-                    }
-                }
-                if let Some(m) = self.multiple_of
-                    && m != 0.0
-                    && (x / m).fract() != 0.0
-                {
-                    inv(errs, v, format!("should be a multiple of {}", go_num(m)));
-                }
-            }
-            Value::Array(a) => {
-                if let Some(max) = self.max_items
-                    && a.len() as u64 > max
-                {
-                    inv(errs, &empty, format!("should have at most {max} items"));
-                }
-                if let Some(min) = self.min_items
-                    && (a.len() as u64) < min
-                {
-                    inv(errs, &empty, format!("should have at least {min} items"));
-                }
-                if self.unique_items && a.iter().enumerate().any(|(i, x)| a[..i].contains(x)) {
-                    inv(errs, &empty, "shouldn't contain duplicates".into());
-                }
-                if let Some(it) = &self.items {
-                    for (i, c) in a.iter().enumerate() {
-                        it.validate(c, &format!("{path}[{i}]"), errs);
-                    }
-                }
-            }
-            Value::Object(m) => {
-                if let Some(max) = self.max_properties
-                    && m.len() as u64 > max
-                {
-                    inv(
-                        errs,
-                        &empty,
-                        format!("should have at most {max} properties"),
-                    );
-                }
-                if let Some(min) = self.min_properties
-                    && (m.len() as u64) < min
-                {
-                    inv(
-                        errs,
-                        &empty,
-                        format!("should have at least {min} properties"),
-                    );
-                }
-                for r in &self.required {
-                    if !m.contains_key(r) {
-                        errs.push(FieldError::required(join(path, r), ""));
-                    }
-                }
-                self.validate_children(m, path, errs);
-            }
-            _ => {}
         }
+    }
+
+    fn check_number(
+        &self,
+        n: &serde_json::Number,
+        v: &Value,
+        path: &str,
+        errs: &mut Vec<FieldError>,
+    ) {
+        let x = n.as_f64().unwrap_or(0.0);
+        if let Some(max) = self.maximum {
+            if self.exclusive_maximum && x >= max {
+                in_body(
+                    errs,
+                    path,
+                    v,
+                    format!("should be less than {}", go_num(max)),
+                );
+            } else if x > max {
+                in_body(
+                    errs,
+                    path,
+                    v,
+                    format!("should be less than or equal to {}", go_num(max)),
+                );
+            }
+        }
+        if let Some(min) = self.minimum {
+            if self.exclusive_minimum && x <= min {
+                in_body(
+                    errs,
+                    path,
+                    v,
+                    format!("should be greater than {}", go_num(min)),
+                );
+            } else if x < min {
+                in_body(
+                    errs,
+                    path,
+                    v,
+                    format!("should be greater than or equal to {}", go_num(min)),
+                );
+            }
+        }
+        if let Some(m) = self.multiple_of
+            && m != 0.0
+            && (x / m).fract() != 0.0
+        {
+            in_body(
+                errs,
+                path,
+                v,
+                format!("should be a multiple of {}", go_num(m)),
+            );
+        }
+    }
+
+    fn check_array(&self, a: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+        if let Some(max) = self.max_items
+            && a.len() as u64 > max
+        {
+            in_body(
+                errs,
+                path,
+                &EMPTY,
+                format!("should have at most {max} items"),
+            );
+        }
+        if let Some(min) = self.min_items
+            && (a.len() as u64) < min
+        {
+            in_body(
+                errs,
+                path,
+                &EMPTY,
+                format!("should have at least {min} items"),
+            );
+        }
+        if self.unique_items && a.iter().enumerate().any(|(i, x)| a[..i].contains(x)) {
+            in_body(errs, path, &EMPTY, "shouldn't contain duplicates".into());
+        }
+        if let Some(it) = &self.items {
+            for (i, c) in a.iter().enumerate() {
+                it.validate(c, &format!("{path}[{i}]"), errs);
+            }
+        }
+    }
+
+    fn check_object(&self, m: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
+        if let Some(max) = self.max_properties
+            && m.len() as u64 > max
+        {
+            in_body(
+                errs,
+                path,
+                &EMPTY,
+                format!("should have at most {max} properties"),
+            );
+        }
+        if let Some(min) = self.min_properties
+            && (m.len() as u64) < min
+        {
+            in_body(
+                errs,
+                path,
+                &EMPTY,
+                format!("should have at least {min} properties"),
+            );
+        }
+        for r in &self.required {
+            if !m.contains_key(r) {
+                errs.push(FieldError::required(join(path, r), ""));
+            }
+        }
+        self.validate_children(m, path, errs);
+    }
+
+    /// `allOf`, `anyOf`, `oneOf`, `not`.
+    fn check_combinators(&self, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
         for s in &self.all_of {
             s.validate(v, path, errs);
         }
@@ -644,9 +712,10 @@ impl Schema {
                 e.is_empty()
             });
             if !ok {
-                inv(
+                in_body(
                     errs,
-                    &empty,
+                    path,
+                    &EMPTY,
                     "must validate at least one schema (anyOf)".into(),
                 );
             }
@@ -662,9 +731,10 @@ impl Schema {
                 })
                 .count();
             if n != 1 {
-                inv(
+                in_body(
                     errs,
-                    &empty,
+                    path,
+                    &EMPTY,
                     "must validate one and only one schema (oneOf)".into(),
                 );
             }
@@ -673,7 +743,12 @@ impl Schema {
             let mut e = Vec::new();
             n.validate(v, path, &mut e);
             if e.is_empty() {
-                inv(errs, &empty, "must not validate the schema (not)".into());
+                in_body(
+                    errs,
+                    path,
+                    &EMPTY,
+                    "must not validate the schema (not)".into(),
+                );
             }
         }
     }

@@ -104,75 +104,8 @@ pub fn desired_status(rt: &ResourceType, obj: &Value) -> Option<Value> {
     let replicas = int(spec.get("replicas"), 1);
     let mut st = match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Pod") if spec.get("restartPolicy") == Some(&json!("Never")) => return None,
-        ("", "Pod") => {
-            let start = keep(old, "startTime", &t);
-            let statuses: Vec<Value> = spec
-                .get("containers")
-                .and_then(Value::as_array)
-                .map(|cs| {
-                    cs.iter()
-                        .map(|c| {
-                            let prev = old
-                                .and_then(|o| o.get("containerStatuses"))
-                                .and_then(Value::as_array)
-                                .and_then(|a| a.iter().find(|p| p["name"] == c["name"]));
-                            let started = prev
-                                .and_then(|p| p.pointer("/state/running/startedAt"))
-                                .cloned()
-                                .unwrap_or_else(|| json!(t));
-                            json!({
-                                "name": c["name"], "image": c["image"],
-                                "imageID": format!("docker.io/library/{}", c["image"].as_str().unwrap_or("")),
-                                "containerID": format!("containerd://{}", short_hash(&json!([name, c["name"]]))),
-                                "ready": true, "started": true, "restartCount": 0,
-                                "state": {"running": {"startedAt": started}},
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut conds: Vec<Value> = [
-                "PodReadyToStartContainers",
-                "Initialized",
-                "Ready",
-                "ContainersReady",
-                "PodScheduled",
-            ]
-            .iter()
-            .map(|c| json!({"type": c, "status": "True", "lastProbeTime": null, "lastTransitionTime": t}))
-            .collect();
-            keep_times(&mut conds, old);
-            let mut s = json!({
-                "phase": "Running", "conditions": conds,
-                "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}],
-                "podIP": keep(old, "podIP", "10.244.0.10"),
-                "startTime": start, "containerStatuses": statuses,
-            });
-            s["podIPs"] = json!([{"ip": s["podIP"]}]);
-            if let Some(q) = old.and_then(|o| o.get("qosClass")) {
-                s["qosClass"] = q.clone();
-            }
-            s
-        }
-        ("apps", "Deployment") => {
-            let mut conds = vec![
-                json!({"type": "Available", "status": "True", "lastUpdateTime": t, "lastTransitionTime": t,
-                       "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability."}),
-                json!({"type": "Progressing", "status": "True", "lastUpdateTime": t, "lastTransitionTime": t,
-                       "reason": "NewReplicaSetAvailable",
-                       "message": format!("ReplicaSet \"{name}-{}\" has successfully progressed.", short_hash(&spec["template"]))}),
-            ];
-            keep_times(&mut conds, old);
-            let mut s = counts(&[
-                ("replicas", replicas),
-                ("updatedReplicas", replicas),
-                ("readyReplicas", replicas),
-                ("availableReplicas", replicas),
-            ]);
-            s.insert("observedGeneration".into(), json!(generation));
-            s.insert("conditions".into(), json!(conds));
-            Value::Object(s)
-        }
+        ("", "Pod") => pod_status(old, &spec, name, &t),
+        ("apps", "Deployment") => deployment_status(old, &spec, name, &t, replicas, generation),
         ("apps", "StatefulSet") => {
             let rev = format!("{name}-{}", short_hash(&spec["template"]));
             let mut s = counts(&[
@@ -203,24 +136,7 @@ pub fn desired_status(rt: &ResourceType, obj: &Value) -> Option<Value> {
             s.insert("observedGeneration".into(), json!(generation));
             Value::Object(s)
         }
-        ("batch", "Job") => {
-            if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
-                return None;
-            }
-            let completions = int(spec.get("completions"), 1);
-            let start = keep(old, "startTime", &t);
-            let done = keep(old, "completionTime", &t);
-            let mut conds = vec![
-                json!({"type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": t, "lastTransitionTime": t}),
-                json!({"type": "Complete", "status": "True", "lastProbeTime": t, "lastTransitionTime": t}),
-            ];
-            keep_times(&mut conds, old);
-            json!({
-                "startTime": start, "completionTime": done, "succeeded": completions,
-                "ready": 0, "terminating": 0, "conditions": conds,
-                "uncountedTerminatedPods": {},
-            })
-        }
+        ("batch", "Job") => return job_status(old, &spec, &t),
         _ => return None,
     };
     if let Some(q) = old
@@ -230,6 +146,106 @@ pub fn desired_status(rt: &ResourceType, obj: &Value) -> Option<Value> {
         st["qosClass"] = q.clone();
     }
     Some(st)
+}
+
+/// A running Pod: every container started and ready, all conditions true, times kept.
+fn pod_status(old: Option<&Value>, spec: &Value, name: &str, t: &str) -> Value {
+    let start = keep(old, "startTime", t);
+    let statuses: Vec<Value> = spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let prev = old
+                        .and_then(|o| o.get("containerStatuses"))
+                        .and_then(Value::as_array)
+                        .and_then(|a| a.iter().find(|p| p["name"] == c["name"]));
+                    let started = prev
+                        .and_then(|p| p.pointer("/state/running/startedAt"))
+                        .cloned()
+                        .unwrap_or_else(|| json!(t));
+                    json!({
+                        "name": c["name"], "image": c["image"],
+                        "imageID": format!("docker.io/library/{}", c["image"].as_str().unwrap_or("")),
+                        "containerID": format!("containerd://{}", short_hash(&json!([name, c["name"]]))),
+                        "ready": true, "started": true, "restartCount": 0,
+                        "state": {"running": {"startedAt": started}},
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut conds: Vec<Value> = [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+    .iter()
+    .map(|c| json!({"type": c, "status": "True", "lastProbeTime": null, "lastTransitionTime": t}))
+    .collect();
+    keep_times(&mut conds, old);
+    let mut s = json!({
+        "phase": "Running", "conditions": conds,
+        "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}],
+        "podIP": keep(old, "podIP", "10.244.0.10"),
+        "startTime": start, "containerStatuses": statuses,
+    });
+    s["podIPs"] = json!([{"ip": s["podIP"]}]);
+    if let Some(q) = old.and_then(|o| o.get("qosClass")) {
+        s["qosClass"] = q.clone();
+    }
+    s
+}
+
+/// A Deployment whose replicas are all updated and available.
+fn deployment_status(
+    old: Option<&Value>,
+    spec: &Value,
+    name: &str,
+    t: &str,
+    replicas: i64,
+    generation: i64,
+) -> Value {
+    let mut conds = vec![
+        json!({"type": "Available", "status": "True", "lastUpdateTime": t, "lastTransitionTime": t,
+               "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability."}),
+        json!({"type": "Progressing", "status": "True", "lastUpdateTime": t, "lastTransitionTime": t,
+               "reason": "NewReplicaSetAvailable",
+               "message": format!("ReplicaSet \"{name}-{}\" has successfully progressed.", short_hash(&spec["template"]))}),
+    ];
+    keep_times(&mut conds, old);
+    let mut s = counts(&[
+        ("replicas", replicas),
+        ("updatedReplicas", replicas),
+        ("readyReplicas", replicas),
+        ("availableReplicas", replicas),
+    ]);
+    s.insert("observedGeneration".into(), json!(generation));
+    s.insert("conditions".into(), json!(conds));
+    Value::Object(s)
+}
+
+/// A Job that has completed (`None` while suspended).
+fn job_status(old: Option<&Value>, spec: &Value, t: &str) -> Option<Value> {
+    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    let completions = int(spec.get("completions"), 1);
+    let start = keep(old, "startTime", t);
+    let done = keep(old, "completionTime", t);
+    let mut conds = vec![
+        json!({"type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": t, "lastTransitionTime": t}),
+        json!({"type": "Complete", "status": "True", "lastProbeTime": t, "lastTransitionTime": t}),
+    ];
+    keep_times(&mut conds, old);
+    Some(json!({
+        "startTime": start, "completionTime": done, "succeeded": completions,
+        "ready": 0, "terminating": 0, "conditions": conds,
+        "uncountedTerminatedPods": {},
+    }))
 }
 
 impl Inner {

@@ -210,87 +210,19 @@ impl ContainerDeployer {
                     .and_then(|l| l.get(pod::LABEL_OPERATION))
                     .is_some_and(|o| o == operation.as_str())
         });
-        let stale: Vec<_> = others.iter().filter(|p| status::is_active(p)).collect();
-        if !stale.is_empty() {
-            for p in &stale {
-                tracing::info!(item = %key.name, pod = ?p.metadata.name, "stopping the pod of an earlier job");
-                self.host.release_pod(p, false).await?;
-            }
-            return Ok(Response {
-                provider_status: message_status(
-                    &previous,
-                    "waiting for the pod of an earlier job to stop",
-                ),
-                retry_after: Some(self.settings.poll_interval),
-                ..Default::default()
-            });
+        if let Some(waiting) = self.stop_earlier_jobs(&key, &others, &previous).await? {
+            return Ok(waiting);
         }
-
         if let Some(pod) = mine.first() {
-            let outcome = status::outcome(pod);
-            let observed = status::observe(pod, &job_id, operation, &outcome, &previous);
-            return match outcome {
-                Outcome::Active => Ok(Response {
-                    provider_status: Some(observed.to_value()),
-                    retry_after: Some(self.settings.poll_interval),
-                    ..Default::default()
-                }),
-                Outcome::Succeeded => {
-                    let exports = self.exports(&key).await?;
-                    if operation == Operation::Delete {
-                        self.host.cleanup(&key, self.settings.keep_pod).await?;
-                    }
-                    Ok(Response {
-                        provider_status: Some(observed.to_value()),
-                        exports,
-                        ..Default::default()
-                    })
-                }
-                Outcome::Failed(error) => {
-                    // The pod's final state goes into providerStatus before the job ends with
-                    // the error (an error cannot carry a providerStatus).
-                    let recorded = previous
-                        .pod_of(&job_id, operation)
-                        .filter(|r| {
-                            r.pod_name
-                                == observed
-                                    .pod_status
-                                    .as_ref()
-                                    .map(|p| p.pod_name.clone())
-                                    .unwrap_or_default()
-                        })
-                        .and_then(|r| r.error.as_ref());
-                    if recorded.is_none() {
-                        return Ok(Response {
-                            provider_status: Some(observed.to_value()),
-                            retry_after: Some(RECORDED),
-                            ..Default::default()
-                        });
-                    }
-                    if status::is_active(pod) {
-                        // An image that never comes: do not leave the pod pulling forever.
-                        self.host.release_pod(pod, self.settings.keep_pod).await?;
-                    }
-                    Err(error)
-                }
-            };
+            return self
+                .follow_pod(&key, pod, &job_id, operation, &previous)
+                .await;
         }
-
-        // The pod of this job is gone (collected) but its result was recorded.
-        if let Some(report) = previous.pod_of(&job_id, operation) {
-            if let Some(error) = &report.error {
-                return Err(error.to_error());
-            }
-            if report.last_successful_job_id == job_id {
-                let exports = self.exports(&key).await?;
-                if operation == Operation::Delete {
-                    self.host.cleanup(&key, self.settings.keep_pod).await?;
-                }
-                return Ok(Response {
-                    exports,
-                    ..Default::default()
-                });
-            }
+        if let Some(recorded) = self
+            .recorded_result(&key, &job_id, operation, &previous)
+            .await?
+        {
+            return Ok(recorded);
         }
 
         services.checkpoint("container deployer: create pod")?;
@@ -314,6 +246,117 @@ impl ContainerDeployer {
             retry_after: Some(self.settings.poll_interval),
             ..Default::default()
         })
+    }
+
+    /// Stops the still-active pods of earlier jobs; the answer to wait with, if there were any.
+    async fn stop_earlier_jobs(
+        &self,
+        key: &ItemKey,
+        others: &[&k8s_openapi::api::core::v1::Pod],
+        previous: &ProviderStatus,
+    ) -> Result<Option<Response>, DeployerError> {
+        let stale: Vec<_> = others.iter().filter(|p| status::is_active(p)).collect();
+        if stale.is_empty() {
+            return Ok(None);
+        }
+        for p in &stale {
+            tracing::info!(item = %key.name, pod = ?p.metadata.name, "stopping the pod of an earlier job");
+            self.host.release_pod(p, false).await?;
+        }
+        Ok(Some(Response {
+            provider_status: message_status(
+                previous,
+                "waiting for the pod of an earlier job to stop",
+            ),
+            retry_after: Some(self.settings.poll_interval),
+            ..Default::default()
+        }))
+    }
+
+    /// This job's pod: running → poll again; succeeded → exports (and cleanup on delete);
+    /// failed → its final state into providerStatus first, then the error.
+    async fn follow_pod(
+        &self,
+        key: &ItemKey,
+        pod: &k8s_openapi::api::core::v1::Pod,
+        job_id: &str,
+        operation: Operation,
+        previous: &ProviderStatus,
+    ) -> Result<Response, DeployerError> {
+        let outcome = status::outcome(pod);
+        let observed = status::observe(pod, job_id, operation, &outcome, previous);
+        match outcome {
+            Outcome::Active => Ok(Response {
+                provider_status: Some(observed.to_value()),
+                retry_after: Some(self.settings.poll_interval),
+                ..Default::default()
+            }),
+            Outcome::Succeeded => {
+                let exports = self.exports(key).await?;
+                if operation == Operation::Delete {
+                    self.host.cleanup(key, self.settings.keep_pod).await?;
+                }
+                Ok(Response {
+                    provider_status: Some(observed.to_value()),
+                    exports,
+                    ..Default::default()
+                })
+            }
+            Outcome::Failed(error) => {
+                // The pod's final state goes into providerStatus before the job ends with
+                // the error (an error cannot carry a providerStatus).
+                let recorded = previous
+                    .pod_of(job_id, operation)
+                    .filter(|r| {
+                        r.pod_name
+                            == observed
+                                .pod_status
+                                .as_ref()
+                                .map(|p| p.pod_name.clone())
+                                .unwrap_or_default()
+                    })
+                    .and_then(|r| r.error.as_ref());
+                if recorded.is_none() {
+                    return Ok(Response {
+                        provider_status: Some(observed.to_value()),
+                        retry_after: Some(RECORDED),
+                        ..Default::default()
+                    });
+                }
+                if status::is_active(pod) {
+                    // An image that never comes: do not leave the pod pulling forever.
+                    self.host.release_pod(pod, self.settings.keep_pod).await?;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The pod of this job is gone (collected) but its result was recorded: that result again.
+    async fn recorded_result(
+        &self,
+        key: &ItemKey,
+        job_id: &str,
+        operation: Operation,
+        previous: &ProviderStatus,
+    ) -> Result<Option<Response>, DeployerError> {
+        let Some(report) = previous.pod_of(job_id, operation) else {
+            return Ok(None);
+        };
+        if let Some(error) = &report.error {
+            return Err(error.to_error());
+        }
+        if report.last_successful_job_id != job_id {
+            return Ok(None);
+        }
+        let exports = self.exports(key).await?;
+        if operation == Operation::Delete {
+            self.host.cleanup(key, self.settings.keep_pod).await?;
+        }
+        Ok(Some(Response {
+            exports,
+            ..Default::default()
+        }))
     }
 
     async fn start_pod(

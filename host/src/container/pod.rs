@@ -223,6 +223,51 @@ pub fn pod(input: &PodInput<'_>, settings: &Settings) -> Pod {
     labels.insert(LABEL_JOB_ID.into(), label_value(input.job_id));
     labels.insert(LABEL_OPERATION.into(), input.operation.as_str().into());
 
+    let (init_env, main_env, wait_env) = container_env(input, settings);
+    let shared = json!({"name": "shared-volume", "mountPath": paths::SHARED});
+    let token =
+        json!({"name": "runner-token", "mountPath": paths::SERVICE_ACCOUNT, "readOnly": true});
+    let init = runner_container(
+        "init",
+        &settings.init,
+        init_env,
+        vec![
+            json!({"name": "configuration", "mountPath": paths::INTERNAL, "readOnly": true}),
+            json!({"name": "target", "mountPath": paths::TARGET_MOUNT, "readOnly": true}),
+            token.clone(),
+            shared.clone(),
+        ],
+    );
+    let wait = runner_container(
+        "wait",
+        &settings.wait,
+        wait_env,
+        vec![token, shared.clone()],
+    );
+    let main = main_container(input, settings, main_env, shared);
+    let spec = pod_spec(input, init, main, wait);
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": format!("{}-", fit(&item.name, 57).trim_end_matches(['-', '.'])),
+            "namespace": settings.namespace,
+            "labels": labels,
+            "annotations": item.annotations(),
+            "finalizers": [POD_FINALIZER],
+        },
+        "spec": spec,
+    });
+    serde_json::from_value(pod).expect("the pod template is a valid Pod")
+}
+
+/// The environment of init, main and wait: all get the paths; init and wait the item, init
+/// where its inputs are, main the operation, wait how often it polls.
+fn container_env(
+    input: &PodInput<'_>,
+    settings: &Settings,
+) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
+    let item = input.item;
     let item_env = env(&[
         ("DEPLOY_ITEM_NAME", &item.name),
         ("DEPLOY_ITEM_NAMESPACE", &item.namespace),
@@ -242,57 +287,52 @@ pub fn pod(input: &PodInput<'_>, settings: &Settings) -> Pod {
         "WAIT_POLL_INTERVAL",
         &format!("{}ms", settings.wait_poll_interval.as_millis()),
     )]));
+    (init_env, main_env, wait_env)
+}
 
-    let shared = json!({"name": "shared-volume", "mountPath": paths::SHARED});
-    let token =
-        json!({"name": "runner-token", "mountPath": paths::SERVICE_ACCOUNT, "readOnly": true});
-    // Our own containers: no privilege, nothing written outside the shared volume.
+/// One of our own containers (init, wait): no privilege, nothing written outside the shared
+/// volume.
+fn runner_container(
+    name: &str,
+    spec: &super::config::ContainerSpec,
+    env: Vec<Value>,
+    mounts: Vec<Value>,
+) -> Value {
     let hardened = json!({
         "allowPrivilegeEscalation": false,
         "readOnlyRootFilesystem": true,
         "capabilities": {"drop": ["ALL"]},
     });
-    let runner =
-        |name: &str, spec: &super::config::ContainerSpec, env: Vec<Value>, mounts: Vec<Value>| {
-            let mut c = json!({
-                "name": name,
-                "image": spec.image,
-                "imagePullPolicy": spec.image_pull_policy,
-                "env": env,
-                "volumeMounts": mounts,
-                "terminationMessagePolicy": "FallbackToLogsOnError",
-                "securityContext": hardened,
-            });
-            if let Some(command) = &spec.command {
-                c["command"] = json!(command);
-            }
-            if let Some(args) = &spec.args {
-                c["args"] = json!(args);
-            }
-            c
-        };
-    let init = runner(
-        "init",
-        &settings.init,
-        init_env,
-        vec![
-            json!({"name": "configuration", "mountPath": paths::INTERNAL, "readOnly": true}),
-            json!({"name": "target", "mountPath": paths::TARGET_MOUNT, "readOnly": true}),
-            token.clone(),
-            shared.clone(),
-        ],
-    );
-    let wait = runner(
-        "wait",
-        &settings.wait,
-        wait_env,
-        vec![token, shared.clone()],
-    );
+    let mut c = json!({
+        "name": name,
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "env": env,
+        "volumeMounts": mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": hardened,
+    });
+    if let Some(command) = &spec.command {
+        c["command"] = json!(command);
+    }
+    if let Some(args) = &spec.args {
+        c["args"] = json!(args);
+    }
+    c
+}
+
+/// The user's container: their image, command, args and resources, only the shared volume.
+fn main_container(
+    input: &PodInput<'_>,
+    settings: &Settings,
+    env: Vec<Value>,
+    shared: Value,
+) -> Value {
     let mut main = json!({
         "name": "main",
         "image": input.image,
         "imagePullPolicy": "IfNotPresent",
-        "env": main_env,
+        "env": env,
         "volumeMounts": [shared],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     });
@@ -309,7 +349,13 @@ pub fn pod(input: &PodInput<'_>, settings: &Settings) -> Pod {
     {
         main["resources"] = serde_json::to_value(resources).unwrap_or_default();
     }
+    main
+}
 
+/// The pod spec: the runner account without an automounted token, non-root, the volumes, the
+/// deadline and the pull secret.
+fn pod_spec(input: &PodInput<'_>, init: Value, main: Value, wait: Value) -> Value {
+    let item = input.item;
     let mut spec = json!({
         "serviceAccountName": item.runner_account(),
         "automountServiceAccountToken": false,
@@ -336,19 +382,7 @@ pub fn pod(input: &PodInput<'_>, settings: &Settings) -> Pod {
     if input.pull_secret {
         spec["imagePullSecrets"] = json!([{"name": item.pull_secret()}]);
     }
-    let pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": format!("{}-", fit(&item.name, 57).trim_end_matches(['-', '.'])),
-            "namespace": settings.namespace,
-            "labels": labels,
-            "annotations": item.annotations(),
-            "finalizers": [POD_FINALIZER],
-        },
-        "spec": spec,
-    });
-    serde_json::from_value(pod).expect("the pod template is a valid Pod")
+    spec
 }
 
 #[cfg(test)]
