@@ -46,6 +46,11 @@ const TABLES: &[(&str, &str, &str)] = &[
         "Helm's function table: one name → function per line",
     ),
     (
+        "host/apiserver/src/rbac/default_roles.rs",
+        "aggregated_roles",
+        "Kubernetes' bootstrap roles: one rule per line",
+    ),
+    (
         "host/apiserver/src/table.rs",
         "builtin_columns",
         "kubectl's columns per built-in kind: one row per column",
