@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use deployer_host::config::HostConfig;
-use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::controller::{self, Context, TargetClients};
 use deployer_host::dev::{self, DevOptions};
 use deployer_host::telemetry::{self, LogFormat};
 use deployer_host::{plugins, shutdown_signal};
@@ -881,7 +881,7 @@ async fn run_command() -> anyhow::Result<()> {
                         .run(interval, std::future::pending()),
                 );
             }
-            let deployer = Arc::new(Deployer::new(
+            let ctx = Arc::new(Context::new(
                 client,
                 host_client,
                 registry,
@@ -890,27 +890,27 @@ async fn run_command() -> anyhow::Result<()> {
             )?);
             let (catalog, _delivery) = plugins::start_delivery(
                 &config,
-                deployer.host_client.clone(),
-                deployer.plugins.clone(),
-                deployer.hooks.clone(),
+                ctx.host_client.clone(),
+                ctx.plugins.clone(),
+                ctx.hooks.clone(),
             )?;
             if let Some(pending) = pending {
-                let loading = deployer.plugins.loading.clone();
+                let loading = ctx.plugins.loading.clone();
                 loading.store(pending.sources.len(), std::sync::atomic::Ordering::Relaxed);
                 tokio::spawn(pending.arrive(catalog.clone(), loading));
             }
             if let Some(addr) = metrics_listen {
                 tokio::spawn(deployer_host::metrics::serve(
                     addr,
-                    deployer.clone(),
+                    ctx.clone(),
                     Some(catalog),
                 ));
             }
-            if deployer.locker.is_some() {
+            if ctx.locker.is_some() {
                 tracing::info!("locking enabled (more than one replica may run)");
             }
             controller::run(
-                deployer,
+                ctx,
                 config.namespace.clone(),
                 config.workers(),
                 config.item_cache,

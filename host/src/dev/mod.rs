@@ -20,7 +20,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::controller::{self, Deployer};
+use crate::controller::{self, Context};
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, Target};
 use crate::plugins;
 
@@ -326,7 +326,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     tracing::info!("dev mode: {}", describe_fetch(&config, dev_fetch));
     let target_clients = controller::TargetClients::default();
     target_clients.register(&env.target_kubeconfig, env.client.clone());
-    let deployer = Arc::new(Deployer::new(
+    let ctx = Arc::new(Context::new(
         env.client.clone(),
         env.client.clone(),
         registry,
@@ -337,11 +337,11 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     let (catalog, delivery) = plugins::start_delivery(
         &config,
         env.client.clone(),
-        deployer.plugins.clone(),
-        deployer.hooks.clone(),
+        ctx.plugins.clone(),
+        ctx.hooks.clone(),
     )?;
     if let Some(pending) = pending {
-        let loading = deployer.plugins.loading.clone();
+        let loading = ctx.plugins.loading.clone();
         loading.store(pending.sources.len(), std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(pending.arrive(catalog, loading));
     }
@@ -371,7 +371,7 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         }
     });
     let controller_task = tokio::spawn(controller::run(
-        deployer,
+        ctx,
         config.namespace.clone(),
         config.workers(),
         config.item_cache,

@@ -23,7 +23,7 @@ use crate::contract::job::reapplicable;
 use crate::contract::responsibility::{self, ItemRoute};
 use crate::contract::{JobStep, next_step};
 use crate::controller::Watched;
-use crate::controller::deployer::{Deployer, Error};
+use crate::controller::context::{Context, Error};
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::DeployItem;
 use crate::targetselector;
@@ -48,20 +48,19 @@ pub(super) enum Admission {
 use Admission::Skip;
 
 /// Runs the admit stage for the item the watch delivered.
-pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<Admission, Error> {
+pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admission, Error> {
     let meta = watched.meta;
     let namespace = meta.namespace.as_deref().unwrap_or_default();
-    let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), namespace);
+    let items: Api<DeployItem> = Api::namespaced(ctx.client.clone(), namespace);
     let annotated = responsibility::route_from_annotations(meta.annotations.as_ref());
     let annotated_type = annotated.as_ref().map(|r| r.deploy_item_type.as_str());
     let mut acc = Accumulated::default();
 
     // Hooks: Start, the very first step (no item, no target).
-    if deployer.hooks.has(annotated_type, HookType::Start) {
-        deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
+    if ctx.hooks.has(annotated_type, HookType::Start) {
+        ctx.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
         acc.add(
-            deployer
-                .hooks
+            ctx.hooks
                 .run(HookType::Start, annotated_type, None, None)
                 .await?,
         );
@@ -75,14 +74,14 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
     // That includes an event of an earlier write of ours when our newest write finished it.
     let uid = meta.uid.as_deref().unwrap_or_default();
     if let Some(rv) = meta.resource_version.as_deref()
-        && !deployer.hooks.may_reopen(annotated_type)
-        && (deployer.finished.is_finished(uid, rv)
-            || deployer
+        && !ctx.hooks.may_reopen(annotated_type)
+        && (ctx.finished.is_finished(uid, rv)
+            || ctx
                 .written
                 .current_version(uid, rv)
-                .is_some_and(|newest| deployer.finished.is_finished(uid, &newest)))
+                .is_some_and(|newest| ctx.finished.is_finished(uid, &newest)))
     {
-        deployer.written.decided(uid, rv);
+        ctx.written.decided(uid, rv);
         return Ok(Skip(Action::await_change()));
     }
 
@@ -93,8 +92,8 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
     let prefetched = meta
         .resource_version
         .as_deref()
-        .and_then(|rv| deployer.written.current(uid, rv))
-        .or_else(|| cached(deployer, watched));
+        .and_then(|rv| ctx.written.current(uid, rv))
+        .or_else(|| cached(ctx, watched));
     let (route, prefetched) = match (annotated, prefetched) {
         (Some(route), prefetched) => (route, prefetched),
         (None, Some(item)) => (responsibility::route_from_item(&item), Some(item)),
@@ -103,19 +102,19 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
             let Some(item) = items.get_opt(name).await? else {
                 return Ok(Skip(Action::await_change()));
             };
-            deployer.written.read(uid);
+            ctx.written.read(uid);
             (responsibility::route_from_item(&item), Some(item))
         }
     };
-    let Some(plugin) = deployer.plugins.for_type(&route.deploy_item_type) else {
+    let Some(plugin) = ctx.plugins.for_type(&route.deploy_item_type) else {
         return Ok(Skip(Action::await_change()));
     };
 
     // Responsibility, check 2: the Target, read from the item's own namespace.
-    let (target, responsible) = read_target(deployer, namespace, &route).await?;
+    let (target, responsible) = read_target(ctx, namespace, &route).await?;
     let item_type = Some(route.deploy_item_type.as_str());
     if !responsible
-        && !deployer
+        && !ctx
             .hooks
             .has(item_type, HookType::DuringResponsibilityCheck)
     {
@@ -123,10 +122,10 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
     }
 
     // Only now the full item.
-    let Some(item) = read_item(deployer, meta, &items, prefetched).await? else {
+    let Some(item) = read_item(ctx, meta, &items, prefetched).await? else {
         return Ok(Skip(Action::await_change()));
     };
-    let flow = match decision_hooks(deployer, &route, &item, &target, responsible, acc).await? {
+    let flow = match decision_hooks(ctx, &route, &item, &target, responsible, acc).await? {
         Work::Needed(flow) => flow,
         Work::None(action) => return Ok(Skip(action)),
     };
@@ -147,7 +146,7 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
 ///   would otherwise run the delete again; a read finds the item gone);
 /// - when this host wrote a version the copy is not, whose event is still to come;
 /// - when the item's last write conflicted (until a read is decided).
-fn cached(deployer: &Deployer, watched: Watched<'_>) -> Option<DeployItem> {
+fn cached(ctx: &Context, watched: Watched<'_>) -> Option<DeployItem> {
     let item = watched.item?;
     let uid = item.metadata.uid.as_deref().unwrap_or_default();
     let rv = item
@@ -155,7 +154,7 @@ fn cached(deployer: &Deployer, watched: Watched<'_>) -> Option<DeployItem> {
         .resource_version
         .as_deref()
         .unwrap_or_default();
-    if item.metadata.deletion_timestamp.is_some() || deployer.written.may_be_behind(uid, rv) {
+    if item.metadata.deletion_timestamp.is_some() || ctx.written.may_be_behind(uid, rv) {
         return None;
     }
     Some(item.clone())
@@ -164,7 +163,7 @@ fn cached(deployer: &Deployer, watched: Watched<'_>) -> Option<DeployItem> {
 /// Reads the Target the item names and checks it against the target selectors.
 /// Returns the Target and whether this deployer is responsible by it.
 async fn read_target(
-    deployer: &Deployer,
+    ctx: &Context,
     namespace: &str,
     route: &ItemRoute,
 ) -> Result<(TargetRef, bool), Error> {
@@ -172,7 +171,7 @@ async fn read_target(
         return Ok((TargetRef::default(), true));
     };
     Ok(
-        match deployer.lookups.targets.get(namespace, target_name).await? {
+        match ctx.lookups.targets.get(namespace, target_name).await? {
             // A cluster that does not serve Targets has none: the job fails with NoTargetFound.
             Lookup::Missing | Lookup::KindNotServed => (
                 TargetRef {
@@ -182,7 +181,7 @@ async fn read_target(
                 true,
             ),
             Lookup::Found(t) => {
-                let responsible = targetselector::matches_any(&deployer.target_selectors, &t)?;
+                let responsible = targetselector::matches_any(&ctx.target_selectors, &t)?;
                 (
                     TargetRef {
                         object: Some(t),
@@ -197,7 +196,7 @@ async fn read_target(
 
 /// The full item (the one read for check 1 if there was one). `None`: it is gone.
 async fn read_item(
-    deployer: &Deployer,
+    ctx: &Context,
     meta: &ObjectMeta,
     items: &Api<DeployItem>,
     prefetched: Option<DeployItem>,
@@ -208,15 +207,14 @@ async fn read_item(
             let name = meta.name.as_deref().unwrap_or_default();
             match items.get_opt(name).await? {
                 Some(item) => {
-                    deployer
-                        .written
+                    ctx.written
                         .read(item.metadata.uid.as_deref().unwrap_or_default());
                     item
                 }
                 None => {
                     let uid = meta.uid.as_deref().unwrap_or_default();
-                    deployer.finished.remove(uid);
-                    deployer.written.forget(uid);
+                    ctx.finished.remove(uid);
+                    ctx.written.forget(uid);
                     return Ok(None);
                 }
             }
@@ -242,7 +240,7 @@ enum Work {
 /// A hook error ends the hook stages; it is recorded on the item if there is a job to record
 /// it in, and aborts the reconcile otherwise.
 async fn decision_hooks(
-    deployer: &Deployer,
+    ctx: &Context,
     route: &ItemRoute,
     item: &DeployItem,
     target: &TargetRef,
@@ -251,7 +249,7 @@ async fn decision_hooks(
 ) -> Result<Work, Error> {
     let view = HookView::new(item, target.object.as_ref());
     let mut stages = Stages {
-        deployer,
+        ctx,
         item_type: &route.deploy_item_type,
         view: &view,
         error: None,
@@ -287,14 +285,13 @@ async fn decision_hooks(
     let hook_error = stages.error;
     if !needs_work && !forced {
         if let Some(e) = hook_error {
-            deployer
-                .events
+            ctx.events
                 .warning(item, "ExtensionHookFailed", e.to_string());
             return Err(e.into());
         }
         // Nothing to do: remember it, so its next unchanged event is free.
         if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
-            deployer.finished.insert(uid, rv);
+            ctx.finished.insert(uid, rv);
         }
         return Ok(Work::None(action(&acc, None)));
     }
@@ -307,7 +304,7 @@ async fn decision_hooks(
 
 /// The hook stages before the lock, on one version of the item; the first error ends them.
 struct Stages<'a> {
-    deployer: &'a Deployer,
+    ctx: &'a Context,
     item_type: &'a str,
     view: &'a HookView<'a>,
     error: Option<HookError>,
@@ -317,10 +314,10 @@ impl Stages<'_> {
     /// Runs the stage if hooks are registered for it and no earlier stage failed. `None`: it
     /// did not run (or failed, kept in `error`); `Some(result)`: its aggregate.
     async fn run(&mut self, hook_type: HookType) -> Option<Option<HookResult>> {
-        if self.error.is_some() || !self.deployer.hooks.has(Some(self.item_type), hook_type) {
+        if self.error.is_some() || !self.ctx.hooks.has(Some(self.item_type), hook_type) {
             return None;
         }
-        match run_stage(self.deployer, hook_type, self.item_type, self.view).await {
+        match run_stage(self.ctx, hook_type, self.item_type, self.view).await {
             Ok(r) => Some(r),
             Err(e) => {
                 self.error = Some(e);

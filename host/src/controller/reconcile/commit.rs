@@ -19,7 +19,7 @@ use super::invoke::StepOutcome;
 use super::{ItemCtx, TargetRef};
 use crate::clock::now;
 use crate::contract::status;
-use crate::controller::deployer::Error;
+use crate::controller::context::Error;
 use crate::landscaper::{DeployItem, FINALIZER};
 
 impl ItemCtx {
@@ -41,7 +41,7 @@ impl ItemCtx {
         } = step;
         if let Some(err) = &outcome.error {
             tracing::warn!(error = %err, "step failed");
-            self.deployer
+            self.ctx
                 .events
                 .warning(&item, &err.reason, err.message.clone());
         }
@@ -59,10 +59,7 @@ impl ItemCtx {
                     }
                 }
             }
-            self.deployer
-                .stats
-                .jobs_finished
-                .fetch_add(1, Ordering::Relaxed);
+            self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
             tracing::info!("deleted");
             self.end_hooks(&item, target.object.as_ref(), &mut acc)
                 .await;
@@ -75,11 +72,7 @@ impl ItemCtx {
             self.finished(&item);
             None
         } else {
-            Some(
-                outcome
-                    .retry_after
-                    .unwrap_or(self.deployer.requeue_interval),
-            )
+            Some(outcome.retry_after.unwrap_or(self.ctx.requeue_interval))
         };
         if end_hooks {
             self.end_hooks(&item, target.object.as_ref(), &mut acc)
@@ -90,20 +83,17 @@ impl ItemCtx {
 
     /// A finished job: counted, cached as finished at its resourceVersion, logged and reported.
     pub(super) fn finished(&self, item: &DeployItem) {
-        self.deployer
-            .stats
-            .jobs_finished
-            .fetch_add(1, Ordering::Relaxed);
+        self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
         if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
-            self.deployer.finished.insert(uid, rv);
+            self.ctx.finished.insert(uid, rv);
         }
         let s = item.status();
         tracing::info!(phase = %s.phase, "job finished");
         let note = format!("job {} finished with phase {}", s.job_id, s.phase);
         if s.phase.is_failed() {
-            self.deployer.events.warning(item, "JobFailed", note);
+            self.ctx.events.warning(item, "JobFailed", note);
         } else {
-            self.deployer.events.normal(item, "JobFinished", note);
+            self.ctx.events.normal(item, "JobFinished", note);
         }
     }
 
@@ -114,7 +104,7 @@ impl ItemCtx {
             .items
             .replace_status(&self.name, &PostParams::default(), item)
             .await?;
-        self.deployer.written.remember(&written);
+        self.ctx.written.remember(&written);
         Ok(written)
     }
 
@@ -145,7 +135,7 @@ impl ItemCtx {
         };
         if result.is_ok() {
             // The object is gone or going: nothing of it needs remembering.
-            self.deployer
+            self.ctx
                 .written
                 .forget(item.metadata.uid.as_deref().unwrap_or_default());
         }
@@ -165,7 +155,7 @@ impl ItemCtx {
             .items
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        self.deployer.written.remember(&written);
+        self.ctx.written.remember(&written);
         Ok(written)
     }
 }

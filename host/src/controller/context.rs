@@ -1,5 +1,10 @@
-//! The state every reconcile shares: clients, plugins, hooks, configuration-derived settings,
-//! caches and counters — and the error type that aborts a reconcile.
+//! The controller's `Context` (as kube-rs/controller-rs names it): the state every reconcile
+//! shares — clients, plugins, hooks, configuration-derived settings, the per-item memory and
+//! counters — and the error type that aborts a reconcile.
+//!
+//! Naming: in the controller, `Context` is this shared state and `ctx` a reference to it;
+//! Landscaper's Context resource (`landscaper_model::Context`) is imported as
+//! `LandscaperContext` wherever the controller names it (`lookups`, `reconcile::invoke`).
 //!
 //! Owns: construction from the host configuration. Must not touch: the reconcile flow
 //! (`reconcile`), the controller loop (`super::run`).
@@ -23,8 +28,8 @@ use crate::hooks::HookError;
 use crate::landscaper::DeployerInformation;
 use crate::targetselector::{SelectorError, TargetSelector};
 
-/// Everything a reconcile needs; shared by all workers.
-pub struct Deployer {
+/// Everything a reconcile needs; shared by all workers (`Arc<Context>`).
+pub struct Context {
     /// Client of the cluster that holds DeployItems, Targets and Contexts (the "LS cluster").
     pub client: Client,
     /// Client of the cluster the host itself runs in (the "host cluster": its pods, leases).
@@ -36,6 +41,7 @@ pub struct Deployer {
     /// plugins by plugin delivery.
     pub hooks: Arc<crate::hooks::LiveHooks>,
     pub target_selectors: Vec<TargetSelector>,
+    /// This deployer as it signs its jobs (`status.deployer`: name, version, identity).
     pub deployer: DeployerInformation,
     /// Poll interval of unfinished jobs (Landscaper: 5 s).
     pub requeue_interval: Duration,
@@ -64,7 +70,7 @@ pub struct Deployer {
     pub stats: Stats,
 }
 
-impl Deployer {
+impl Context {
     /// Builds the shared reconcile state from the host configuration.
     pub fn new(
         client: Client,
