@@ -16,11 +16,9 @@ use std::time::Duration;
 use kube::Client;
 use plugin_runtime::PluginRegistry;
 
-use super::backoff::Backoff;
 use super::events::Events;
-use super::finished::FinishedCache;
+use super::memory::ItemMemory;
 use super::workers::WorkerCounter;
-use super::written::WrittenItems;
 use crate::capabilities::TargetClients;
 use crate::config::HostConfig;
 use crate::contract::CheckpointMode;
@@ -53,14 +51,10 @@ pub struct Context {
     pub events: Events,
     /// SyncObject locking; `None` when only one replica can run.
     pub locker: Option<crate::locking::Locker>,
-    /// Items known finished at a resourceVersion.
-    pub finished: FinishedCache,
-    /// The objects this host's item writes returned: the events of those writes need no read.
-    pub written: WrittenItems,
+    /// What the host remembers per item: settled versions, own writes, failures in a row.
+    pub memory: ItemMemory,
     /// Reconciles in flight.
     pub workers: WorkerCounter,
-    /// Retry delays of items whose reconcile failed.
-    pub backoff: Backoff,
     /// Interval of the orphaned-SyncObject cleanup (only with locking); `None` = off.
     pub lock_cleanup_interval: Option<Duration>,
     /// Targets and Contexts, from watches while the controller runs.
@@ -98,10 +92,8 @@ impl Context {
             hooks: Arc::new(crate::hooks::LiveHooks::new(hooks)),
             events,
             locker,
-            finished: FinishedCache::default(),
-            written: WrittenItems::new(),
+            memory: ItemMemory::default(),
             workers,
-            backoff: Backoff::default(),
             lock_cleanup_interval: config.cleanup_interval(),
             lookups: Arc::new(super::lookups::Lookups::new(client.clone())),
             host_client,

@@ -7,21 +7,19 @@
 //! [`crate::capabilities`].
 //!
 //! Owns: the DeployItem watch (kube-runtime `Controller`; metadata only by default, full objects
-//! with `itemCache: full`), the start-up sweep that primes the finished-item cache (`sweep`), the watch-fed Target and Context reads (`lookups`), the
-//! error policy (per-item exponential backoff) and the
-//! orphaned-SyncObject cleaner task.
+//! with `itemCache: full`), the start-up sweep that settles the finished items in the per-item
+//! memory (`sweep`), the watch-fed Target and Context reads (`lookups`), the error policy
+//! (per-item exponential backoff, kept in `memory`) and the orphaned-SyncObject cleaner task.
 //! Must not touch: contract rules (in `crate::contract`) or plugin internals.
 
-mod backoff;
 mod context;
 mod events;
 mod exports;
-mod finished;
 mod lookups;
+mod memory;
 mod reconcile;
 mod sweep;
 mod workers;
-mod written;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -37,16 +35,15 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::config::ItemCache;
 use crate::landscaper::DeployItem;
+use memory::item_key;
 
 pub use crate::capabilities::TargetClients;
-pub use backoff::Backoff;
 pub use context::{Context, Error, Stats};
 pub use events::Events;
-pub use finished::FinishedCache;
 pub use lookups::{Cached, Lookups};
+pub use memory::ItemMemory;
 pub use sweep::{Swept, prime_finished};
 pub use workers::WorkerCounter;
-pub use written::WrittenItems;
 
 /// What the watch delivered of one item: always its metadata; the item itself with
 /// `itemCache: full`.
@@ -170,7 +167,7 @@ pub async fn run(
                 let namespace = namespace.clone();
                 async move {
                     let swept =
-                        prime_finished(&ctx.client, namespace.as_deref(), &ctx.finished).await;
+                        prime_finished(&ctx.client, namespace.as_deref(), &ctx.memory).await;
                     if let Err(e) = swept {
                         tracing::warn!(error = %crate::apierrors::render_error(&e), "start-up sweep failed; idle items are read one by one");
                     }
@@ -195,7 +192,7 @@ fn items_api<K: WatchedItem>(ctx: &Context, namespace: &Option<String>) -> Api<K
 }
 
 /// A Controller over every item of `api`. Its store keeps no managedFields: both item types skip
-/// them when they are read. A deleted item's entries in the host's per-item memories go with it.
+/// them when they are read. A deleted item leaves the host's per-item memory with it.
 fn controller_for<K: WatchedItem>(api: Api<K>, ctx: &Arc<Context>) -> Controller<K> {
     let writer = reflector::store::Writer::<K>::default();
     let reader = writer.as_reader();
@@ -203,11 +200,7 @@ fn controller_for<K: WatchedItem>(api: Api<K>, ctx: &Arc<Context>) -> Controller
     let items = watcher(api, watcher::Config::default())
         .inspect_ok(move |event| {
             if let watcher::Event::Delete(item) = event {
-                let meta = item.meta();
-                let uid = meta.uid.as_deref().unwrap_or_default();
-                ctx.finished.remove(uid);
-                ctx.written.forget(uid);
-                ctx.backoff.succeeded(&item_key(meta));
+                ctx.memory.forget(item.meta());
             }
         })
         .reflect(writer)
@@ -265,28 +258,19 @@ async fn reconcile<K: WatchedItem>(watched: Arc<K>, ctx: Arc<Context>) -> Result
     ctx.stats.reconciles.fetch_add(1, Ordering::Relaxed);
     let _worker = ctx.workers.enter();
     let action = reconcile::reconcile(watched.watched(), &ctx).await?;
-    ctx.backoff.succeeded(&item_key(watched.meta()));
+    ctx.memory.succeeded(watched.meta());
     Ok(action)
-}
-
-fn item_key(meta: &ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
 }
 
 fn error_policy<K: WatchedItem>(watched: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let item = item_key(watched.meta());
     if error.is_conflict() {
         // Someone else wrote the item: re-read and decide again, soon (a cached item too).
-        ctx.written
-            .distrust(watched.meta().uid.as_deref().unwrap_or_default());
+        ctx.memory.conflicted(watched.meta());
         tracing::debug!(%item, "conflict, re-reading");
         Action::requeue(Duration::from_millis(50))
     } else {
-        let after = ctx.backoff.failed(&item);
+        let after = ctx.memory.failed(watched.meta());
         tracing::warn!(%item, error = %crate::apierrors::render_error(error), retry_in = ?after, "reconcile failed, backing off");
         Action::requeue(after)
     }

@@ -1,8 +1,9 @@
 //! Stage 1, admit: is this item ours, and does it need work? Everything before the lock.
 //!
-//! In order: the `Start` hook; the finished-item cache (an unchanged finished item costs no
-//! read); responsibility check 1 (the type, from annotations or the item); check 2 (the Target
-//! in the item's namespace against the target selectors); the full item; the hooks
+//! In order: the `Start` hook; the item memory (an unchanged settled item costs no read; the
+//! object of an own write or a trusted watch copy stands in for a read: `ItemMemory`);
+//! responsibility check 1 (the type, from annotations or the item); check 2 (the Target in the
+//! item's namespace against the target selectors); the full item; the hooks
 //! `DuringResponsibilityCheck`, `AfterResponsibilityCheck` and `ShouldReconcile`; and the job
 //! decision "needs work" — all before any write, so replicas never lock an item that needs none.
 //!
@@ -75,25 +76,16 @@ pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admissi
     let uid = meta.uid.as_deref().unwrap_or_default();
     if let Some(rv) = meta.resource_version.as_deref()
         && !ctx.hooks.may_reopen(annotated_type)
-        && (ctx.finished.is_finished(uid, rv)
-            || ctx
-                .written
-                .current_version(uid, rv)
-                .is_some_and(|newest| ctx.finished.is_finished(uid, &newest)))
+        && ctx.memory.settled(uid, rv)
     {
-        ctx.written.decided(uid, rv);
         return Ok(Skip(Action::await_change()));
     }
 
     // Responsibility, check 1: the type (from annotations when present).
     // An event of our own write needs no read: we hold that object (or a newer one of ours).
     // Nor does an event of a full-object watch (`itemCache: full`), which holds the item —
-    // unless that copy may be behind: see `cached`.
-    let prefetched = meta
-        .resource_version
-        .as_deref()
-        .and_then(|rv| ctx.written.current(uid, rv))
-        .or_else(|| cached(ctx, watched));
+    // unless that copy may be behind (`ItemMemory::fresh_copy`).
+    let prefetched = ctx.memory.fresh_copy(meta, watched.item);
     let (route, prefetched) = match (annotated, prefetched) {
         (Some(route), prefetched) => (route, prefetched),
         (None, Some(item)) => (responsibility::route_from_item(&item), Some(item)),
@@ -102,7 +94,7 @@ pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admissi
             let Some(item) = items.get_opt(name).await? else {
                 return Ok(Skip(Action::await_change()));
             };
-            ctx.written.read(uid);
+            ctx.memory.read_from_server(&item);
             (responsibility::route_from_item(&item), Some(item))
         }
     };
@@ -136,28 +128,6 @@ pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admissi
         target,
         flow,
     })))
-}
-
-/// The item as a full-object watch holds it, when it can be trusted to be as new as this host
-/// knows the item to be. Writes are conditional on the resourceVersion, so a copy that is
-/// behind only conflicts at the first write; but some steps act before any write (a delete, a
-/// continued job's plugin call), so a copy is not used:
-/// - of an item being deleted (after the finalizer is gone, an event of an earlier version
-///   would otherwise run the delete again; a read finds the item gone);
-/// - when this host wrote a version the copy is not, whose event is still to come;
-/// - when the item's last write conflicted (until a read is decided).
-fn cached(ctx: &Context, watched: Watched<'_>) -> Option<DeployItem> {
-    let item = watched.item?;
-    let uid = item.metadata.uid.as_deref().unwrap_or_default();
-    let rv = item
-        .metadata
-        .resource_version
-        .as_deref()
-        .unwrap_or_default();
-    if item.metadata.deletion_timestamp.is_some() || ctx.written.may_be_behind(uid, rv) {
-        return None;
-    }
-    Some(item.clone())
 }
 
 /// Reads the Target the item names and checks it against the target selectors.
@@ -207,14 +177,12 @@ async fn read_item(
             let name = meta.name.as_deref().unwrap_or_default();
             match items.get_opt(name).await? {
                 Some(item) => {
-                    ctx.written
-                        .read(item.metadata.uid.as_deref().unwrap_or_default());
+                    ctx.memory.read_from_server(&item);
                     item
                 }
                 None => {
-                    let uid = meta.uid.as_deref().unwrap_or_default();
-                    ctx.finished.remove(uid);
-                    ctx.written.forget(uid);
+                    // Gone: as its Delete event would, it leaves every memory.
+                    ctx.memory.forget(meta);
                     return Ok(None);
                 }
             }
@@ -290,9 +258,7 @@ async fn decision_hooks(
             return Err(e.into());
         }
         // Nothing to do: remember it, so its next unchanged event is free.
-        if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
-            ctx.finished.insert(uid, rv);
-        }
+        ctx.memory.settle(item);
         return Ok(Work::None(action(&acc, None)));
     }
     Ok(Work::Needed(Flow {

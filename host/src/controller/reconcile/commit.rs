@@ -84,9 +84,7 @@ impl ItemCtx {
     /// A finished job: counted, cached as finished at its resourceVersion, logged and reported.
     pub(super) fn finished(&self, item: &DeployItem) {
         self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
-        if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
-            self.ctx.finished.insert(uid, rv);
-        }
+        self.ctx.memory.settle(item);
         let s = item.status();
         tracing::info!(phase = %s.phase, "job finished");
         let note = format!("job {} finished with phase {}", s.job_id, s.phase);
@@ -104,7 +102,7 @@ impl ItemCtx {
             .items
             .replace_status(&self.name, &PostParams::default(), item)
             .await?;
-        self.ctx.written.remember(&written);
+        self.ctx.memory.wrote(&written);
         Ok(written)
     }
 
@@ -135,9 +133,7 @@ impl ItemCtx {
         };
         if result.is_ok() {
             // The object is gone or going: nothing of it needs remembering.
-            self.ctx
-                .written
-                .forget(item.metadata.uid.as_deref().unwrap_or_default());
+            self.ctx.memory.forget(&item.metadata);
         }
         result
     }
@@ -155,7 +151,7 @@ impl ItemCtx {
             .items
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        self.ctx.written.remember(&written);
+        self.ctx.memory.wrote(&written);
         Ok(written)
     }
 }
