@@ -23,17 +23,20 @@ pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
 pub const MANIFEST: &str = "wasm-deployer-plugin.json";
 
 const WIT: [(&str, &str); 5] = [
-    ("wit/deployer.wit", include_str!("../../wit/deployer.wit")),
-    ("wit/fetch.wit", include_str!("../../wit/fetch.wit")),
-    ("wit/hooks.wit", include_str!("../../wit/hooks.wit")),
+    (
+        "wit/deployer.wit",
+        include_str!("../../../../wit/deployer.wit"),
+    ),
+    ("wit/fetch.wit", include_str!("../../../../wit/fetch.wit")),
+    ("wit/hooks.wit", include_str!("../../../../wit/hooks.wit")),
     (
         "wit/kubernetes.wit",
-        include_str!("../../wit/kubernetes.wit"),
+        include_str!("../../../../wit/kubernetes.wit"),
     ),
-    ("wit/ocm.wit", include_str!("../../wit/ocm.wit")),
+    ("wit/ocm.wit", include_str!("../../../../wit/ocm.wit")),
 ];
 
-const ITEM: &str = include_str!("../../sdk-guest/templates/item.yaml.tmpl");
+const ITEM: &str = include_str!("../../../../sdk-guest/templates/item.yaml.tmpl");
 
 /// The files of a new project in `lang` (templates with `{{name}}`, `{{type}}`, `{{sdk}}`).
 fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
@@ -41,104 +44,119 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
         "rust" => vec![
             (
                 "Cargo.toml",
-                include_str!("../../sdk-guest/templates/rust/Cargo.toml.tmpl"),
+                include_str!("../../../../sdk-guest/templates/rust/Cargo.toml.tmpl"),
             ),
             (
                 "src/lib.rs",
-                include_str!("../../sdk-guest/templates/rust/src/lib.rs.tmpl"),
+                include_str!("../../../../sdk-guest/templates/rust/src/lib.rs.tmpl"),
             ),
         ],
         "python" => vec![
             (
                 "app.py",
-                include_str!("../../sdk-guest/templates/python/app.py.tmpl"),
+                include_str!("../../../../sdk-guest/templates/python/app.py.tmpl"),
             ),
             (
                 "wasm_deployer/__init__.py",
-                include_str!("../../sdk-guest/python/wasm_deployer/__init__.py"),
+                include_str!("../../../../sdk-guest/python/wasm_deployer/__init__.py"),
             ),
         ],
         "js" => vec![
             (
                 "plugin.js",
-                include_str!("../../sdk-guest/templates/js/plugin.js.tmpl"),
+                include_str!("../../../../sdk-guest/templates/js/plugin.js.tmpl"),
             ),
             (
                 "wasm-deployer.js",
-                include_str!("../../sdk-guest/js/wasm-deployer.js"),
+                include_str!("../../../../sdk-guest/js/wasm-deployer.js"),
             ),
-            ("hooks.js", include_str!("../../sdk-guest/js/hooks.js")),
-            ("common.js", include_str!("../../sdk-guest/js/common.js")),
+            (
+                "hooks.js",
+                include_str!("../../../../sdk-guest/js/hooks.js"),
+            ),
+            (
+                "common.js",
+                include_str!("../../../../sdk-guest/js/common.js"),
+            ),
             (
                 "componentize.mjs",
-                include_str!("../../sdk-guest/js/componentize.mjs"),
+                include_str!("../../../../sdk-guest/js/componentize.mjs"),
             ),
             (
                 "toolchain/package.json",
-                include_str!("../../sdk-guest/js/toolchain/package.json"),
+                include_str!("../../../../sdk-guest/js/toolchain/package.json"),
             ),
             (
                 "toolchain/package-lock.json",
-                include_str!("../../sdk-guest/js/toolchain/package-lock.json"),
+                include_str!("../../../../sdk-guest/js/toolchain/package-lock.json"),
             ),
         ],
         "c" => vec![
             (
                 "plugin.c",
-                include_str!("../../sdk-guest/templates/c/plugin.c.tmpl"),
+                include_str!("../../../../sdk-guest/templates/c/plugin.c.tmpl"),
             ),
             (
                 "wasm_deployer.h",
-                include_str!("../../sdk-guest/c/wasm_deployer.h"),
+                include_str!("../../../../sdk-guest/c/wasm_deployer.h"),
             ),
             (
                 "wasm_deployer.c",
-                include_str!("../../sdk-guest/c/wasm_deployer.c"),
+                include_str!("../../../../sdk-guest/c/wasm_deployer.c"),
             ),
         ],
         "go" => vec![
             (
                 "main.go",
-                include_str!("../../sdk-guest/templates/go/main.go.tmpl"),
+                include_str!("../../../../sdk-guest/templates/go/main.go.tmpl"),
             ),
             (
                 "go.mod",
-                include_str!("../../sdk-guest/templates/go/go.mod.tmpl"),
+                include_str!("../../../../sdk-guest/templates/go/go.mod.tmpl"),
             ),
-            ("sdk/go.mod", include_str!("../../sdk-guest/go/go.mod")),
+            (
+                "sdk/go.mod",
+                include_str!("../../../../sdk-guest/go/go.mod"),
+            ),
             (
                 "sdk/plugin.go",
-                include_str!("../../sdk-guest/go/plugin.go"),
+                include_str!("../../../../sdk-guest/go/plugin.go"),
             ),
-            ("sdk/ctx.go", include_str!("../../sdk-guest/go/ctx.go")),
+            (
+                "sdk/ctx.go",
+                include_str!("../../../../sdk-guest/go/ctx.go"),
+            ),
             (
                 "sdk/invocation.go",
-                include_str!("../../sdk-guest/go/invocation.go"),
+                include_str!("../../../../sdk-guest/go/invocation.go"),
             ),
-            ("sdk/hook.go", include_str!("../../sdk-guest/go/hook.go")),
+            (
+                "sdk/hook.go",
+                include_str!("../../../../sdk-guest/go/hook.go"),
+            ),
             (
                 "sdk/deployer/deployer.go",
-                include_str!("../../sdk-guest/go/deployer/deployer.go"),
+                include_str!("../../../../sdk-guest/go/deployer/deployer.go"),
             ),
             (
                 "sdk/hooks/hooks.go",
-                include_str!("../../sdk-guest/go/hooks/hooks.go"),
+                include_str!("../../../../sdk-guest/go/hooks/hooks.go"),
             ),
             (
                 "sdk/internal/wit/abi.go",
-                include_str!("../../sdk-guest/go/internal/wit/abi.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/abi.go"),
             ),
             (
                 "sdk/internal/wit/bindings.go",
-                include_str!("../../sdk-guest/go/internal/wit/bindings.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/bindings.go"),
             ),
             (
                 "sdk/internal/wit/exportdeployer/bindings.go",
-                include_str!("../../sdk-guest/go/internal/wit/exportdeployer/bindings.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/exportdeployer/bindings.go"),
             ),
             (
                 "sdk/internal/wit/exporthooks/bindings.go",
-                include_str!("../../sdk-guest/go/internal/wit/exporthooks/bindings.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/exporthooks/bindings.go"),
             ),
         ],
         other => bail!(
