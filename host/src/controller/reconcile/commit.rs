@@ -1,7 +1,8 @@
 //! Stage 5, commit: the step's result becomes the item's status, in one write
 //! (`HandleReconcileResult`: the error, the failure phase of unrecoverable codes, and — when the
-//! phase is final — `jobIDFinished` and `finishedTime` with it). Then the finished-item cache,
-//! the Events, the `End` hook and the requeue.
+//! phase is final — `jobIDFinished` and `finishedTime` with it). Then the item memory (a
+//! finished job is settled, every write's object remembered), the Events, the `End` hook and
+//! the requeue.
 //!
 //! Owns: every write to the DeployItem object — [`ItemCtx::write_status`] is the one status
 //! write path (pickup, shortcuts, re-apply and finish all go through it), and the finalizer and
@@ -81,7 +82,7 @@ impl ItemCtx {
         Ok(action(&acc, flow_requeue))
     }
 
-    /// A finished job: counted, cached as finished at its resourceVersion, logged and reported.
+    /// A finished job: counted, settled at its resourceVersion (`ItemMemory`), logged and reported.
     pub(super) fn finished(&self, item: &DeployItem) {
         self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
         self.ctx.memory.settle(item);

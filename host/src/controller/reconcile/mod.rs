@@ -5,8 +5,8 @@
 //!  admit ───────► lock ──────► decide ──────► invoke ──────► commit
 //!  admit.rs       (here)       decide.rs      invoke.rs      commit.rs
 //!  Start hook,    SyncObject   the job step   Target,        the step's result
-//!  finished       (several     (contract),    Context,       → status (the one
-//!  cache, type,   replicas     pickup write,  finalizer,     write path), export,
+//!  item memory,   (several     (contract),    Context,       → status (the one
+//!  type,          replicas     pickup write,  finalizer,     write path), export,
 //!  Target and     only), then  Before* hooks  plugin call    events, End hook
 //!  selectors,     re-read
 //!  During/After/
