@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
-use deployer_host::controller::Deployer;
+use deployer_host::controller::Context;
 use deployer_host::landscaper::{DeployItem, FINALIZER, Phase};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
@@ -145,7 +145,7 @@ async fn grant_host_cluster(admin: &Client) {
 }
 
 /// The host as one replica with locking on: `ls` for Landscaper's objects, `host` for its Pods.
-async fn start_host(ls: Client, host: Client) -> (Arc<Deployer>, tokio::task::JoinHandle<()>) {
+async fn start_host(ls: Client, host: Client) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
     let mut config = HostConfig {
         requeue_interval: Some("200ms".into()),
         // (the story reads the JobFinished Event: only `all` publishes it)

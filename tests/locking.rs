@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
-use deployer_host::controller::Deployer;
+use deployer_host::controller::Context;
 use deployer_host::dev::{DevEnvironment, landscaper};
 use deployer_host::landscaper::{DeployItem, FINALIZER, Phase};
 use deployer_host::locking::{self, SyncObject};
@@ -112,7 +112,7 @@ impl Cluster {
 }
 
 struct Replica {
-    deployer: Arc<Deployer>,
+    deployer: Arc<Context>,
     task: tokio::task::JoinHandle<()>,
 }
 

@@ -511,7 +511,11 @@ async fn given_many_finished_items_when_the_host_starts_then_it_lists_them_inste
         stats.count("list", "deployitems.landscaper.gardener.cloud") >= 2,
         "the sweep's two pages ({stats:?})"
     );
-    assert_eq!(h.deployer.finished.len(), n, "every finished item recorded");
+    assert_eq!(
+        h.deployer.memory.settled_len(),
+        n,
+        "every finished item recorded"
+    );
 
     // A new job on one of them is picked up as usual.
     let current = items.get("done-7").await.unwrap();

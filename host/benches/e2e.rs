@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use deployer_host::config::HostConfig;
-use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::controller::{self, Context, TargetClients};
 use deployer_host::dev::{DevEnvironment, landscaper};
 use deployer_host::landscaper::{DeployItem, FINALIZER};
 use deployer_host::locking::{LockConfig, Locker};
@@ -133,7 +133,7 @@ async fn run_jobs(
     let mut tasks = Vec::new();
     for r in 0..replicas {
         let client = env.client.clone();
-        let mut deployer = Deployer::new(
+        let mut deployer = Context::new(
             client.clone(),
             client.clone(),
             registry.clone(),

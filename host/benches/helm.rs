@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use common::{env_usize, workspace, write_docs_section};
 use deployer_host::config::HostConfig;
-use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::controller::{self, Context, TargetClients};
 use deployer_host::dev::{DevEnvironment, landscaper};
 use deployer_host::landscaper::{DeployItem, Phase};
 use embedded_apiserver::ApiServer;
@@ -262,7 +262,7 @@ async fn installs(registry: Arc<PluginRegistry>, n: usize, raw: &str) -> f64 {
     };
     let clients = TargetClients::default();
     clients.register(&env.target_kubeconfig, env.client.clone());
-    let mut deployer = Deployer::new(
+    let mut deployer = Context::new(
         env.client.clone(),
         env.client.clone(),
         registry,

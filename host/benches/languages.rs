@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{env_usize, workspace, write_docs_section};
-use deployer_host::plugin_conformance::MemoryCluster;
+use deployer_host::cli::plugin::conformance::MemoryCluster;
 use plugin_runtime::{DeployerPlugin, Invocation, PluginRuntime, RuntimeConfig};
 use serde_json::json;
 

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use deployer_host::config::{HostConfig, LimitsConfig};
-use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::controller::{self, Context, TargetClients};
 use deployer_host::dev::{DevEnvironment, landscaper};
 use deployer_host::landscaper::DeployItem;
 use embedded_apiserver::ApiServer;
@@ -82,7 +82,7 @@ async fn mock_jobs_seconds(n: usize, with_faults: bool) -> f64 {
     let registry = deployer_host::plugins::load_all(&config, &dirs, Vec::new())
         .await
         .unwrap();
-    let mut deployer = Deployer::new(
+    let mut deployer = Context::new(
         env.client.clone(),
         env.client.clone(),
         registry,

@@ -7,6 +7,7 @@
 
 pub mod apierrors;
 pub mod capabilities;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod container;
@@ -20,9 +21,6 @@ pub mod landscaper;
 pub mod locking;
 pub mod metrics;
 pub mod ocm;
-pub mod plugin_cli;
-pub mod plugin_conformance;
-pub mod plugin_scaffold;
 pub mod plugin_sources;
 pub mod plugins;
 pub mod targetselector;

@@ -11,12 +11,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::controller::Deployer;
+use crate::controller::Context;
 use crate::plugin_sources::catalog::Catalog;
 
 /// Renders the metrics in Prometheus' text format.
-pub fn render(deployer: &Deployer) -> String {
-    let s = &deployer.stats;
+pub fn render(ctx: &Context) -> String {
+    let s = &ctx.stats;
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
         out.push_str(&format!(
@@ -27,13 +27,13 @@ pub fn render(deployer: &Deployer) -> String {
         "wasm_deployer_worker_threads_in_use",
         "gauge",
         "Reconciles running right now.",
-        deployer.workers.in_use(),
+        ctx.workers.in_use(),
     );
     metric(
         "wasm_deployer_worker_threads_max",
         "gauge",
         "Configured concurrent reconciles.",
-        deployer.workers.max(),
+        ctx.workers.max(),
     );
     metric(
         "wasm_deployer_reconciles_total",
@@ -69,8 +69,7 @@ pub fn render(deployer: &Deployer) -> String {
         "wasm_deployer_unlock_failures_total",
         "counter",
         "SyncObject locks this replica could not release after retries (each a warning naming the lock).",
-        deployer
-            .locker
+        ctx.locker
             .as_ref()
             .map_or(0, crate::locking::Locker::unlock_failures),
     );
@@ -78,7 +77,7 @@ pub fn render(deployer: &Deployer) -> String {
         "wasm_deployer_plugins_loading",
         "gauge",
         "Plugins of the plugin directory still compiling after start-up (their types are not served yet).",
-        deployer.plugins.loading.load(Ordering::Relaxed) as u64,
+        ctx.plugins.loading.load(Ordering::Relaxed) as u64,
     );
     out
 }
@@ -112,10 +111,10 @@ pub async fn render_delivery(catalog: &Catalog) -> String {
 /// Serves `/metrics`, `/healthz`, `/livez` and `/readyz` on `addr` until the task is dropped.
 pub async fn serve(
     addr: SocketAddr,
-    deployer: Arc<Deployer>,
+    ctx: Arc<Context>,
     catalog: Option<Arc<Catalog>>,
 ) -> anyhow::Result<()> {
-    type S = (Arc<Deployer>, Option<Arc<Catalog>>);
+    type S = (Arc<Context>, Option<Arc<Catalog>>);
     let app = Router::new()
         .route(
             "/metrics",
@@ -140,7 +139,7 @@ pub async fn serve(
                 }
             }),
         )
-        .with_state((deployer, catalog));
+        .with_state((ctx, catalog));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "metrics endpoint");
     axum::serve(listener, app).await?;

@@ -27,7 +27,7 @@ use plugin_runtime::{DeployerError, HookInput, HookPlugin, HookResult, HookSetup
 
 use deployer_host::config::{HostConfig, ItemCache};
 use deployer_host::contract::CheckpointMode;
-use deployer_host::controller::{self, Deployer, TargetClients};
+use deployer_host::controller::{self, Context, TargetClients};
 use deployer_host::dev::landscaper;
 use deployer_host::landscaper::DeployItem;
 use embedded_apiserver::ApiServer;
@@ -133,7 +133,7 @@ pub struct Harness {
     /// The real API server (`None` on the embedded backend); stops when the harness drops.
     pub real: Option<RealApiServer>,
     pub client: Client,
-    pub deployer: Arc<Deployer>,
+    pub deployer: Arc<Context>,
     /// Kubeconfig text of the `default` Target (registered for `client`).
     pub target_kubeconfig: String,
     /// The deployer's Target clients: register more clusters (kubeconfig → client) here.
@@ -308,7 +308,7 @@ impl Harness {
             // server the host builds its client from the Target, as in production.)
             target_clients.register(&env.target_kubeconfig, env.client.clone());
         }
-        let mut deployer = Deployer::new(
+        let mut deployer = Context::new(
             env.client.clone(),
             env.client.clone(),
             registry,
@@ -472,8 +472,8 @@ pub fn start_locking_replica(
     config: &HostConfig,
     pod: &'static str,
     pod_namespace: &'static str,
-) -> (Arc<Deployer>, tokio::task::JoinHandle<()>) {
-    let mut deployer = Deployer::new(
+) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
+    let mut deployer = Context::new(
         ls.clone(),
         host.clone(),
         registry,

@@ -21,12 +21,12 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::apierrors::{self, Lookup};
-use crate::landscaper::{Context, Target};
+use crate::landscaper::{Context as LandscaperContext, Target};
 
 /// The watch-fed reads of the kinds every job needs besides its item.
 pub struct Lookups {
     pub targets: Cached<Target>,
-    pub contexts: Cached<Context>,
+    pub contexts: Cached<LandscaperContext>,
 }
 
 impl Lookups {

@@ -7,21 +7,19 @@
 //! [`crate::capabilities`].
 //!
 //! Owns: the DeployItem watch (kube-runtime `Controller`; metadata only by default, full objects
-//! with `itemCache: full`), the start-up sweep that primes the finished-item cache (`sweep`), the watch-fed Target and Context reads (`lookups`), the
-//! error policy (per-item exponential backoff) and the
-//! orphaned-SyncObject cleaner task.
+//! with `itemCache: full`), the start-up sweep that settles the finished items in the per-item
+//! memory (`sweep`), the watch-fed Target and Context reads (`lookups`), the error policy
+//! (per-item exponential backoff, kept in `memory`) and the orphaned-SyncObject cleaner task.
 //! Must not touch: contract rules (in `crate::contract`) or plugin internals.
 
-mod backoff;
-mod deployer;
+mod context;
 mod events;
 mod exports;
-mod finished;
 mod lookups;
+mod memory;
 mod reconcile;
 mod sweep;
 mod workers;
-mod written;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -37,16 +35,15 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::config::ItemCache;
 use crate::landscaper::DeployItem;
+use memory::item_key;
 
 pub use crate::capabilities::TargetClients;
-pub use backoff::Backoff;
-pub use deployer::{Deployer, Error, Stats};
+pub use context::{Context, Error, Stats};
 pub use events::Events;
-pub use finished::FinishedCache;
 pub use lookups::{Cached, Lookups};
+pub use memory::ItemMemory;
 pub use sweep::{Swept, prime_finished};
 pub use workers::WorkerCounter;
-pub use written::WrittenItems;
 
 /// What the watch delivered of one item: always its metadata; the item itself with
 /// `itemCache: full`.
@@ -129,26 +126,26 @@ impl WatchedItem for DeployItem {
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
-    deployer: Arc<Deployer>,
+    ctx: Arc<Context>,
     namespace: Option<String>,
     workers: usize,
     item_cache: ItemCache,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     tracing::info!(
-        identity = %deployer.deployer.identity,
-        types = ?deployer.plugins.deploy_item_types(),
+        identity = %ctx.deployer.identity,
+        types = ?ctx.plugins.deploy_item_types(),
         workers,
         ?item_cache,
         "starting deployer controller"
     );
-    let cleaner = match (&deployer.locker, deployer.lock_cleanup_interval) {
+    let cleaner = match (&ctx.locker, ctx.lock_cleanup_interval) {
         (Some(locker), Some(interval)) => {
             // Replicas start at different times; a random first delay spreads their passes.
             let jitter =
                 Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 60_000);
             Some(tokio::spawn(crate::locking::cleaner::run(
-                deployer.client.clone(),
+                ctx.client.clone(),
                 locker.config().prefix.clone(),
                 namespace.clone(),
                 jitter,
@@ -158,7 +155,7 @@ pub async fn run(
         _ => None,
     };
     // Targets and Contexts from watches: no GET of either per job once they are listed.
-    let _lookups = deployer.lookups.watch(namespace.as_deref());
+    let _lookups = ctx.lookups.watch(namespace.as_deref());
     match item_cache {
         ItemCache::Metadata => {
             // One paginated list instead of a GET per idle item on the watch's first events.
@@ -166,49 +163,44 @@ pub async fn run(
             // reconcile 500 items, so the sweep overtakes the first events at once and delays
             // no job. (A full-object watch needs no sweep: its first list holds every status.)
             let sweep = tokio::spawn({
-                let deployer = deployer.clone();
+                let ctx = ctx.clone();
                 let namespace = namespace.clone();
                 async move {
                     let swept =
-                        prime_finished(&deployer.client, namespace.as_deref(), &deployer.finished)
-                            .await;
+                        prime_finished(&ctx.client, namespace.as_deref(), &ctx.memory).await;
                     if let Err(e) = swept {
                         tracing::warn!(error = %crate::apierrors::render_error(&e), "start-up sweep failed; idle items are read one by one");
                     }
                 }
             });
-            drive::<ItemMeta>(&deployer, &namespace, workers, shutdown).await;
+            drive::<ItemMeta>(&ctx, &namespace, workers, shutdown).await;
             sweep.abort();
         }
-        ItemCache::Full => drive::<DeployItem>(&deployer, &namespace, workers, shutdown).await,
+        ItemCache::Full => drive::<DeployItem>(&ctx, &namespace, workers, shutdown).await,
     }
-    deployer.stats.watch_synced.store(false, Ordering::Relaxed);
+    ctx.stats.watch_synced.store(false, Ordering::Relaxed);
     if let Some(cleaner) = cleaner {
         cleaner.abort();
     }
 }
 
-fn items_api<K: WatchedItem>(deployer: &Deployer, namespace: &Option<String>) -> Api<K> {
+fn items_api<K: WatchedItem>(ctx: &Context, namespace: &Option<String>) -> Api<K> {
     match namespace.as_deref() {
-        Some(ns) => Api::namespaced(deployer.client.clone(), ns),
-        None => Api::all(deployer.client.clone()),
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
     }
 }
 
 /// A Controller over every item of `api`. Its store keeps no managedFields: both item types skip
-/// them when they are read. A deleted item's entries in the host's per-item memories go with it.
-fn controller_for<K: WatchedItem>(api: Api<K>, deployer: &Arc<Deployer>) -> Controller<K> {
+/// them when they are read. A deleted item leaves the host's per-item memory with it.
+fn controller_for<K: WatchedItem>(api: Api<K>, ctx: &Arc<Context>) -> Controller<K> {
     let writer = reflector::store::Writer::<K>::default();
     let reader = writer.as_reader();
-    let deployer = deployer.clone();
+    let ctx = ctx.clone();
     let items = watcher(api, watcher::Config::default())
         .inspect_ok(move |event| {
             if let watcher::Event::Delete(item) = event {
-                let meta = item.meta();
-                let uid = meta.uid.as_deref().unwrap_or_default();
-                deployer.finished.remove(uid);
-                deployer.written.forget(uid);
-                deployer.backoff.succeeded(&item_key(meta));
+                ctx.memory.forget(item.meta());
             }
         })
         .reflect(writer)
@@ -220,17 +212,17 @@ fn controller_for<K: WatchedItem>(api: Api<K>, deployer: &Arc<Deployer>) -> Cont
 /// Runs a controller over the items as `K` until shutdown, and reports ready once its store has
 /// listed every item.
 async fn drive<K: WatchedItem>(
-    deployer: &Arc<Deployer>,
+    ctx: &Arc<Context>,
     namespace: &Option<String>,
     workers: usize,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let controller = controller_for(items_api::<K>(deployer, namespace), deployer);
-    let plugin_changes = deployer.plugins.changes();
+    let controller = controller_for(items_api::<K>(ctx, namespace), ctx);
+    let plugin_changes = ctx.plugins.changes();
     // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.
     let store = controller.store();
     let synced = tokio::spawn({
-        let deployer = deployer.clone();
+        let ctx = ctx.clone();
         async move {
             // Asked again on a timer: kube-runtime's readiness wakes only its latest waiter,
             // and the controller itself waits on the same store.
@@ -243,7 +235,7 @@ async fn drive<K: WatchedItem>(
                     Err(_) => continue,
                 }
             }
-            deployer.stats.watch_synced.store(true, Ordering::Relaxed);
+            ctx.stats.watch_synced.store(true, Ordering::Relaxed);
             tracing::info!("watch synced: ready");
         }
     });
@@ -252,7 +244,7 @@ async fn drive<K: WatchedItem>(
         // A new or removed deployer changes which items are ours: look at every item again.
         .reconcile_all_on(plugin_changes)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, deployer.clone())
+        .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %crate::apierrors::render_error(&e), "reconcile error");
@@ -262,36 +254,23 @@ async fn drive<K: WatchedItem>(
     synced.abort();
 }
 
-async fn reconcile<K: WatchedItem>(
-    watched: Arc<K>,
-    deployer: Arc<Deployer>,
-) -> Result<Action, Error> {
-    deployer.stats.reconciles.fetch_add(1, Ordering::Relaxed);
-    let _worker = deployer.workers.enter();
-    let action = reconcile::reconcile(watched.watched(), &deployer).await?;
-    deployer.backoff.succeeded(&item_key(watched.meta()));
+async fn reconcile<K: WatchedItem>(watched: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.stats.reconciles.fetch_add(1, Ordering::Relaxed);
+    let _worker = ctx.workers.enter();
+    let action = reconcile::reconcile(watched.watched(), &ctx).await?;
+    ctx.memory.succeeded(watched.meta());
     Ok(action)
 }
 
-fn item_key(meta: &ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
-}
-
-fn error_policy<K: WatchedItem>(watched: Arc<K>, error: &Error, deployer: Arc<Deployer>) -> Action {
+fn error_policy<K: WatchedItem>(watched: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let item = item_key(watched.meta());
     if error.is_conflict() {
         // Someone else wrote the item: re-read and decide again, soon (a cached item too).
-        deployer
-            .written
-            .distrust(watched.meta().uid.as_deref().unwrap_or_default());
+        ctx.memory.conflicted(watched.meta());
         tracing::debug!(%item, "conflict, re-reading");
         Action::requeue(Duration::from_millis(50))
     } else {
-        let after = deployer.backoff.failed(&item);
+        let after = ctx.memory.failed(watched.meta());
         tracing::warn!(%item, error = %crate::apierrors::render_error(error), retry_in = ?after, "reconcile failed, backing off");
         Action::requeue(after)
     }

@@ -1,12 +1,12 @@
 //! The start-up sweep: beside the watch's first list, one paginated list of the DeployItems
-//! (decoded only as far as uid, resourceVersion, annotations and the two jobIDs) records every
-//! item whose job is finished in the [`FinishedCache`]. The watch itself is metadata-only, so without the sweep the first reconcile of each idle item would read it
+//! (decoded only as far as uid, resourceVersion, annotations and the two jobIDs) settles every
+//! item whose job is finished in the [`ItemMemory`]. The watch itself is metadata-only, so without the sweep the first reconcile of each idle item would read it
 //! with a GET of its own: 100,000 items, 100,000 reads at every start. With it they cost
 //! 100,000 / [`PAGE`] lists, and each item's first event finds it finished, unchanged. (A page
 //! is read faster than the workers reconcile as many items, so the sweep runs ahead of them.)
 //!
 //! The sweep only decides what the admit stage would decide for the same resourceVersion
-//! (`jobID == jobIDFinished`, no `test-reconcile`); admit still consults the cache only when
+//! (`jobID == jobIDFinished`, no `test-reconcile`); admit still consults the memory only when
 //! no hook may reopen a finished item. A failed list is logged and skipped: the items are then
 //! read one by one, as without the sweep.
 //!
@@ -21,7 +21,7 @@ use kube::Resource;
 use kube::api::ListParams;
 use serde::Deserialize;
 
-use super::FinishedCache;
+use super::ItemMemory;
 use crate::contract::{JobStep, next_step};
 use crate::landscaper::{DeployItem, DeployItemStatus};
 
@@ -103,7 +103,7 @@ impl SweptItem {
 pub async fn prime_finished(
     client: &Client,
     namespace: Option<&str>,
-    cache: &FinishedCache,
+    memory: &ItemMemory,
 ) -> kube::Result<Swept> {
     let started = Instant::now();
     let mut swept = Swept::default();
@@ -118,7 +118,7 @@ pub async fn prime_finished(
         for item in page.items {
             swept.items += 1;
             if let Some((uid, rv)) = item.finished_version() {
-                cache.insert(&uid, &rv);
+                memory.settle_version(&uid, &rv);
                 swept.finished += 1;
             }
         }
@@ -203,8 +203,8 @@ mod tests {
         )
         .await;
 
-        let cache = FinishedCache::default();
-        let swept = prime_finished(&env.client, Some("default"), &cache)
+        let memory = ItemMemory::default();
+        let swept = prime_finished(&env.client, Some("default"), &memory)
             .await
             .unwrap();
         assert_eq!(swept.items, n + 2);
@@ -213,16 +213,16 @@ mod tests {
             "finished and idle items, not the pending job or the test-reconcile"
         );
         assert_eq!(swept.pages, 2);
-        assert_eq!(cache.len(), n);
+        assert_eq!(memory.settled_len(), n);
         let uid = pending.metadata.uid.as_deref().unwrap();
         let rv = pending.metadata.resource_version.as_deref().unwrap();
-        assert!(!cache.is_finished(uid, rv));
-        assert!(!cache.is_finished(
+        assert!(!memory.settled(uid, rv));
+        assert!(!memory.settled(
             tr.metadata.uid.as_deref().unwrap(),
             tr.metadata.resource_version.as_deref().unwrap()
         ));
         let first = api.get("i-0").await.unwrap();
-        assert!(cache.is_finished(
+        assert!(memory.settled(
             first.metadata.uid.as_deref().unwrap(),
             first.metadata.resource_version.as_deref().unwrap()
         ));

@@ -52,6 +52,49 @@ struct Exit {
     message: String,
 }
 
+fn image(c: &Container) -> String {
+    c.image.clone().unwrap_or_default()
+}
+
+/// Where a pod's containers find their files: its directory and the kubeconfig they use.
+#[derive(Clone, Copy)]
+struct PodFiles<'a> {
+    root: &'a Path,
+    kubeconfig: &'a Path,
+}
+
+/// The status of a pod whose image cannot be pulled (an image named `unpullable`), as a
+/// kubelet reports it: the failing container waits with `ErrImagePull`. `None`: all pull.
+fn image_pull_failure(inits: &[Container], mains: &[Container]) -> Option<Value> {
+    let c = inits
+        .iter()
+        .chain(mains)
+        .find(|c| image(c).contains("unpullable"))?;
+    let mut statuses: Vec<Value> = mains
+        .iter()
+        .map(|m| waiting(&m.name, &image(m), "PodInitializing", ""))
+        .collect();
+    let failing = waiting(
+        &c.name,
+        &image(c),
+        "ErrImagePull",
+        &format!(
+            "rpc error: pull access denied for {}, repository does not exist",
+            image(c)
+        ),
+    );
+    let in_init = inits.iter().any(|i| i.name == c.name);
+    if !in_init {
+        statuses.retain(|s| s["name"] != c.name.as_str());
+        statuses.push(failing.clone());
+    }
+    let mut status = json!({"phase": "Pending", "containerStatuses": statuses});
+    if in_init {
+        status["initContainerStatuses"] = json!([failing]);
+    }
+    Some(status)
+}
+
 fn now() -> String {
     jiff::Timestamp::now()
         .round(jiff::Unit::Second)
@@ -136,35 +179,7 @@ impl ProcessKubelet {
         std::fs::create_dir_all(&root)?;
         let inits = spec.init_containers.clone().unwrap_or_default();
         let mains = spec.containers.clone();
-        let image = |c: &Container| c.image.clone().unwrap_or_default();
-
-        if let Some(c) = inits
-            .iter()
-            .chain(&mains)
-            .find(|c| image(c).contains("unpullable"))
-        {
-            let mut statuses: Vec<Value> = mains
-                .iter()
-                .map(|m| waiting(&m.name, &image(m), "PodInitializing", ""))
-                .collect();
-            let failing = waiting(
-                &c.name,
-                &image(c),
-                "ErrImagePull",
-                &format!(
-                    "rpc error: pull access denied for {}, repository does not exist",
-                    image(c)
-                ),
-            );
-            let in_init = inits.iter().any(|i| i.name == c.name);
-            if !in_init {
-                statuses.retain(|s| s["name"] != c.name.as_str());
-                statuses.push(failing.clone());
-            }
-            let mut status = json!({"phase": "Pending", "containerStatuses": statuses});
-            if in_init {
-                status["initContainerStatuses"] = json!([failing]);
-            }
+        if let Some(status) = image_pull_failure(&inits, &mains) {
             self.set_status(&name, status).await?;
             return Ok(());
         }
@@ -175,37 +190,74 @@ impl ProcessKubelet {
         } else {
             self.kubeconfig.clone()
         };
+        let files = PodFiles {
+            root: &root,
+            kubeconfig: &kubeconfig,
+        };
+        let Some(init_statuses) = self.run_inits(&pod, &inits, &mains, files).await? else {
+            return Ok(());
+        };
+        self.set_status(&name, json!({"phase": "Running", "initContainerStatuses": init_statuses,
+            "containerStatuses": mains.iter().map(|m| running(&m.name, &image(m))).collect::<Vec<_>>()}))
+            .await?;
+        let deadline = spec
+            .active_deadline_seconds
+            .map(|s| Duration::from_secs(s.max(1) as u64));
+        self.run_mains(&pod, &mains, init_statuses, deadline, files)
+            .await
+    }
+
+    /// Runs the init containers in order. `None`: one failed, and the pod with it (its status
+    /// is written).
+    async fn run_inits(
+        &self,
+        pod: &Pod,
+        inits: &[Container],
+        mains: &[Container],
+        files: PodFiles<'_>,
+    ) -> anyhow::Result<Option<Vec<Value>>> {
+        let name = pod.name_any();
         let mut init_statuses = Vec::new();
-        for c in &inits {
+        for c in inits {
             self.set_status(&name, json!({"phase": "Pending", "startTime": now(),
                 "initContainerStatuses": [running(&c.name, &image(c))],
                 "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
                 .await?;
             let exit = self
-                .run_container(&pod, c, &root, &kubeconfig, None)
+                .run_container(pod, c, files.root, files.kubeconfig, None)
                 .await?;
             init_statuses.push(terminated(&c.name, &image(c), &exit));
             if exit.code != 0 {
                 self.set_status(&name, json!({"phase": "Failed", "initContainerStatuses": init_statuses,
                     "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
                     .await?;
-                return Ok(());
+                return Ok(None);
             }
         }
-        self.set_status(&name, json!({"phase": "Running", "initContainerStatuses": init_statuses,
-            "containerStatuses": mains.iter().map(|m| running(&m.name, &image(m))).collect::<Vec<_>>()}))
-            .await?;
+        Ok(Some(init_statuses))
+    }
 
-        // main with the pod's deadline; the others (wait) beside it.
-        let deadline = spec
-            .active_deadline_seconds
-            .map(|s| Duration::from_secs(s.max(1) as u64));
+    /// Runs `main` with the pod's deadline and the other containers (wait) beside it, then
+    /// writes the pod's final phase.
+    async fn run_mains(
+        &self,
+        pod: &Pod,
+        mains: &[Container],
+        init_statuses: Vec<Value>,
+        deadline: Option<Duration>,
+        files: PodFiles<'_>,
+    ) -> anyhow::Result<()> {
+        let name = pod.name_any();
         let mut exits: BTreeMap<String, Exit> = BTreeMap::new();
         let mut sidecars = Vec::new();
         for c in mains.iter().filter(|c| c.name != "main") {
             let me = self.clone();
-            let (pod, c, root, kubeconfig) =
-                (pod.clone(), c.clone(), root.clone(), kubeconfig.clone());
+            let (pod, c, root, kubeconfig) = (
+                pod.clone(),
+                c.clone(),
+                files.root.to_path_buf(),
+                files.kubeconfig.to_path_buf(),
+            );
             sidecars.push(tokio::spawn(async move {
                 let exit = me.run_container(&pod, &c, &root, &kubeconfig, None).await;
                 (c.name.clone(), exit)
@@ -214,7 +266,7 @@ impl ProcessKubelet {
         let mut deadline_exceeded = false;
         if let Some(main) = mains.iter().find(|c| c.name == "main") {
             let mut exit = self
-                .run_container(&pod, main, &root, &kubeconfig, deadline)
+                .run_container(pod, main, files.root, files.kubeconfig, deadline)
                 .await?;
             deadline_exceeded = exit.code == -1;
             if deadline_exceeded {

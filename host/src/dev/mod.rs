@@ -20,7 +20,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::controller::{self, Deployer};
+use crate::controller::{self, Context};
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, Target};
 use crate::plugins;
 
@@ -282,75 +282,18 @@ pub fn random_token() -> String {
 
 /// Runs dev mode until Ctrl-C / SIGTERM.
 pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> {
-    let server = ApiServer::new(embedded_apiserver::Options {
-        data_dir: options.data_dir.clone(),
-        simulate_workloads: options.simulate_workloads,
-        faults: options.faults.clone(),
-        rbac: options.rbac,
-        tls: options.rbac,
-        admin_token: options.rbac.then(random_token),
-        // As a cluster's namespace controller: a deleted namespace stays Terminating a moment
-        // (Landscaper's own test framework deletes a spec's namespace twice and relies on it).
-        namespace_finalize_delay: Some(std::time::Duration::from_secs(1)),
-        ..Default::default()
-    })?;
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .with_context(|| format!("binding {}", options.listen))?;
-    let cert = options
-        .rbac
-        .then(|| embedded_apiserver::tls::ServingCert::generate(&[options.listen.ip().to_string()]))
-        .transpose()?;
-    let scheme = if cert.is_some() { "https" } else { "http" };
-    let url = format!("{scheme}://{}", listener.local_addr()?);
-    let ca_pem = cert
-        .as_ref()
-        .map(embedded_apiserver::tls::ServingCert::ca_pem);
-    // Before anything runs: Service default/kubernetes says where the API is.
-    server.publish_kubernetes_service(listener.local_addr()?)?;
+    let api = Listening::bind(&options).await?;
     let env = DevEnvironment::bootstrap_with(
-        server.clone(),
-        ApiServer::kubeconfig_yaml_tls(&url, ca_pem, server.admin_token()),
+        api.server.clone(),
+        ApiServer::kubeconfig_yaml_tls(&api.url, api.ca_pem(), api.server.admin_token()),
     )
     .await?;
-
-    // As `run`: large plugins join after start-up instead of holding it up.
-    let (registry, container, pending) = plugins::load_within(
-        &config,
-        &plugins::Clusters::single(env.client.clone()),
-        std::time::Duration::from_secs(2),
-    )
-    .await?;
-    let config = with_dev_hooks(config, &registry);
-    let (config, dev_fetch) = with_dev_fetch(config);
-    tracing::info!("dev mode: {}", describe_fetch(&config, dev_fetch));
-    let target_clients = controller::TargetClients::default();
-    target_clients.register(&env.target_kubeconfig, env.client.clone());
-    let deployer = Arc::new(Deployer::new(
-        env.client.clone(),
-        env.client.clone(),
-        registry,
-        &config,
-        target_clients,
-    )?);
-
-    let (catalog, delivery) = plugins::start_delivery(
-        &config,
-        env.client.clone(),
-        deployer.plugins.clone(),
-        deployer.hooks.clone(),
-    )?;
-    if let Some(pending) = pending {
-        let loading = deployer.plugins.loading.clone();
-        loading.store(pending.sources.len(), std::sync::atomic::Ordering::Relaxed);
-        tokio::spawn(pending.arrive(catalog, loading));
-    }
-
+    let host = DevHost::start(config, &env).await?;
     embedded_apiserver::write_kubeconfig(
         &options.kubeconfig_out,
-        &url,
-        ca_pem,
-        server.admin_token(),
+        &api.url,
+        api.ca_pem(),
+        api.server.admin_token(),
     )?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -360,6 +303,12 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
             let _ = rx.wait_for(|s| *s).await;
         }
     };
+    let Listening {
+        server,
+        listener,
+        cert,
+        url,
+    } = api;
     let serve = tokio::spawn({
         let server = server.clone();
         let stopped = stopped();
@@ -371,38 +320,13 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
         }
     });
     let controller_task = tokio::spawn(controller::run(
-        deployer,
-        config.namespace.clone(),
-        config.workers(),
-        config.item_cache,
+        host.ctx,
+        host.config.namespace.clone(),
+        host.config.workers(),
+        host.config.item_cache,
         stopped(),
     ));
-    let process_kubelet = match (&container, options.run_pods) {
-        (Some(c), true) => Some(tokio::spawn(
-            kubelet::ProcessKubelet {
-                client: env.client.clone(),
-                namespace: c.settings().namespace.clone(),
-                kubeconfig: std::path::absolute(&options.kubeconfig_out)?,
-                binary: std::env::current_exe()?,
-                work_dir: std::env::temp_dir().join("deployer-host-pods"),
-                mint_tokens: false,
-            }
-            .run(std::future::pending()),
-        )),
-        _ => None,
-    };
-    let collector = container.map(|c| {
-        let gc = c.garbage_collector();
-        let interval = c.settings().gc_interval;
-        tokio::spawn(async move {
-            if let Some(interval) = interval {
-                gc.run(interval, std::future::pending()).await
-            }
-        })
-    });
-    let simulator = options
-        .simulate_landscaper
-        .then(|| tokio::spawn(landscaper::run(env.client.clone())));
+    let helpers = spawn_helpers(&options, &env, host.container)?;
 
     for path in &options.apply {
         apply_path(&server, path)?;
@@ -417,20 +341,151 @@ pub async fn run(options: DevOptions, config: HostConfig) -> anyhow::Result<()> 
     crate::shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
-    if let Some(sim) = simulator {
-        sim.abort();
+    for helper in helpers {
+        helper.abort();
     }
-    if let Some(gc) = collector {
-        gc.abort();
-    }
-    if let Some(k) = process_kubelet {
-        k.abort();
-    }
-    delivery.abort();
+    host.delivery.abort();
     let _ = controller_task.await;
     serve.await??;
     server.flush().await?;
     Ok(())
+}
+
+/// The embedded API server, bound but not serving yet (it serves once the host is set up).
+struct Listening {
+    server: ApiServer,
+    listener: tokio::net::TcpListener,
+    /// With `--rbac`: HTTPS with a certificate made at start.
+    cert: Option<embedded_apiserver::tls::ServingCert>,
+    url: String,
+}
+
+impl Listening {
+    async fn bind(options: &DevOptions) -> anyhow::Result<Self> {
+        let server = ApiServer::new(embedded_apiserver::Options {
+            data_dir: options.data_dir.clone(),
+            simulate_workloads: options.simulate_workloads,
+            faults: options.faults.clone(),
+            rbac: options.rbac,
+            tls: options.rbac,
+            admin_token: options.rbac.then(random_token),
+            // As a cluster's namespace controller: a deleted namespace stays Terminating a moment
+            // (Landscaper's own test framework deletes a spec's namespace twice and relies on it).
+            namespace_finalize_delay: Some(std::time::Duration::from_secs(1)),
+            ..Default::default()
+        })?;
+        let listener = tokio::net::TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("binding {}", options.listen))?;
+        let cert = options
+            .rbac
+            .then(|| {
+                embedded_apiserver::tls::ServingCert::generate(&[options.listen.ip().to_string()])
+            })
+            .transpose()?;
+        let scheme = if cert.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", listener.local_addr()?);
+        // Before anything runs: Service default/kubernetes says where the API is.
+        server.publish_kubernetes_service(listener.local_addr()?)?;
+        Ok(Self {
+            server,
+            listener,
+            cert,
+            url,
+        })
+    }
+
+    fn ca_pem(&self) -> Option<&str> {
+        self.cert
+            .as_ref()
+            .map(embedded_apiserver::tls::ServingCert::ca_pem)
+    }
+}
+
+/// The host's side of dev mode: plugins, the controller's context and plugin delivery.
+struct DevHost {
+    ctx: Arc<Context>,
+    /// The configuration with dev mode's hooks and fetch defaults.
+    config: HostConfig,
+    container: Option<Arc<crate::container::ContainerDeployer>>,
+    delivery: tokio::task::JoinHandle<()>,
+}
+
+impl DevHost {
+    async fn start(config: HostConfig, env: &DevEnvironment) -> anyhow::Result<Self> {
+        // As `run`: large plugins join after start-up instead of holding it up.
+        let (registry, container, pending) = plugins::load_within(
+            &config,
+            &plugins::Clusters::single(env.client.clone()),
+            std::time::Duration::from_secs(2),
+        )
+        .await?;
+        let config = with_dev_hooks(config, &registry);
+        let (config, dev_fetch) = with_dev_fetch(config);
+        tracing::info!("dev mode: {}", describe_fetch(&config, dev_fetch));
+        let target_clients = controller::TargetClients::default();
+        target_clients.register(&env.target_kubeconfig, env.client.clone());
+        let ctx = Arc::new(Context::new(
+            env.client.clone(),
+            env.client.clone(),
+            registry,
+            &config,
+            target_clients,
+        )?);
+
+        let (catalog, delivery) = plugins::start_delivery(
+            &config,
+            env.client.clone(),
+            ctx.plugins.clone(),
+            ctx.hooks.clone(),
+        )?;
+        if let Some(pending) = pending {
+            let loading = ctx.plugins.loading.clone();
+            loading.store(pending.sources.len(), std::sync::atomic::Ordering::Relaxed);
+            tokio::spawn(pending.arrive(catalog, loading));
+        }
+        Ok(Self {
+            ctx,
+            config,
+            container,
+            delivery,
+        })
+    }
+}
+
+/// What plays the rest of a cluster beside the controller: the process kubelet (`--run-pods`),
+/// the container deployer's garbage collector and the simulated Landscaper. Aborted at shutdown.
+fn spawn_helpers(
+    options: &DevOptions,
+    env: &DevEnvironment,
+    container: Option<Arc<crate::container::ContainerDeployer>>,
+) -> anyhow::Result<Vec<tokio::task::AbortHandle>> {
+    let mut helpers = Vec::new();
+    if let (Some(c), true) = (&container, options.run_pods) {
+        let kubelet = kubelet::ProcessKubelet {
+            client: env.client.clone(),
+            namespace: c.settings().namespace.clone(),
+            kubeconfig: std::path::absolute(&options.kubeconfig_out)?,
+            binary: std::env::current_exe()?,
+            work_dir: std::env::temp_dir().join("deployer-host-pods"),
+            mint_tokens: false,
+        };
+        helpers.push(tokio::spawn(kubelet.run(std::future::pending())).abort_handle());
+    }
+    if let Some(c) = container {
+        let gc = c.garbage_collector();
+        let interval = c.settings().gc_interval;
+        let collector = tokio::spawn(async move {
+            if let Some(interval) = interval {
+                gc.run(interval, std::future::pending()).await
+            }
+        });
+        helpers.push(collector.abort_handle());
+    }
+    if options.simulate_landscaper {
+        helpers.push(tokio::spawn(landscaper::run(env.client.clone())).abort_handle());
+    }
+    Ok(helpers)
 }
 
 #[cfg(test)]

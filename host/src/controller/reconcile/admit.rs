@@ -1,8 +1,9 @@
 //! Stage 1, admit: is this item ours, and does it need work? Everything before the lock.
 //!
-//! In order: the `Start` hook; the finished-item cache (an unchanged finished item costs no
-//! read); responsibility check 1 (the type, from annotations or the item); check 2 (the Target
-//! in the item's namespace against the target selectors); the full item; the hooks
+//! In order: the `Start` hook; the item memory (an unchanged settled item costs no read; the
+//! object of an own write or a trusted watch copy stands in for a read: `ItemMemory`);
+//! responsibility check 1 (the type, from annotations or the item); check 2 (the Target in the
+//! item's namespace against the target selectors); the full item; the hooks
 //! `DuringResponsibilityCheck`, `AfterResponsibilityCheck` and `ShouldReconcile`; and the job
 //! decision "needs work" — all before any write, so replicas never lock an item that needs none.
 //!
@@ -23,7 +24,7 @@ use crate::contract::job::reapplicable;
 use crate::contract::responsibility::{self, ItemRoute};
 use crate::contract::{JobStep, next_step};
 use crate::controller::Watched;
-use crate::controller::deployer::{Deployer, Error};
+use crate::controller::context::{Context, Error};
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::DeployItem;
 use crate::targetselector;
@@ -48,20 +49,19 @@ pub(super) enum Admission {
 use Admission::Skip;
 
 /// Runs the admit stage for the item the watch delivered.
-pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<Admission, Error> {
+pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admission, Error> {
     let meta = watched.meta;
     let namespace = meta.namespace.as_deref().unwrap_or_default();
-    let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), namespace);
+    let items: Api<DeployItem> = Api::namespaced(ctx.client.clone(), namespace);
     let annotated = responsibility::route_from_annotations(meta.annotations.as_ref());
     let annotated_type = annotated.as_ref().map(|r| r.deploy_item_type.as_str());
     let mut acc = Accumulated::default();
 
     // Hooks: Start, the very first step (no item, no target).
-    if deployer.hooks.has(annotated_type, HookType::Start) {
-        deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
+    if ctx.hooks.has(annotated_type, HookType::Start) {
+        ctx.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
         acc.add(
-            deployer
-                .hooks
+            ctx.hooks
                 .run(HookType::Start, annotated_type, None, None)
                 .await?,
         );
@@ -75,26 +75,17 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
     // That includes an event of an earlier write of ours when our newest write finished it.
     let uid = meta.uid.as_deref().unwrap_or_default();
     if let Some(rv) = meta.resource_version.as_deref()
-        && !deployer.hooks.may_reopen(annotated_type)
-        && (deployer.finished.is_finished(uid, rv)
-            || deployer
-                .written
-                .current_version(uid, rv)
-                .is_some_and(|newest| deployer.finished.is_finished(uid, &newest)))
+        && !ctx.hooks.may_reopen(annotated_type)
+        && ctx.memory.settled(uid, rv)
     {
-        deployer.written.decided(uid, rv);
         return Ok(Skip(Action::await_change()));
     }
 
     // Responsibility, check 1: the type (from annotations when present).
     // An event of our own write needs no read: we hold that object (or a newer one of ours).
     // Nor does an event of a full-object watch (`itemCache: full`), which holds the item —
-    // unless that copy may be behind: see `cached`.
-    let prefetched = meta
-        .resource_version
-        .as_deref()
-        .and_then(|rv| deployer.written.current(uid, rv))
-        .or_else(|| cached(deployer, watched));
+    // unless that copy may be behind (`ItemMemory::fresh_copy`).
+    let prefetched = ctx.memory.fresh_copy(meta, watched.item);
     let (route, prefetched) = match (annotated, prefetched) {
         (Some(route), prefetched) => (route, prefetched),
         (None, Some(item)) => (responsibility::route_from_item(&item), Some(item)),
@@ -103,19 +94,19 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
             let Some(item) = items.get_opt(name).await? else {
                 return Ok(Skip(Action::await_change()));
             };
-            deployer.written.read(uid);
+            ctx.memory.read_from_server(&item);
             (responsibility::route_from_item(&item), Some(item))
         }
     };
-    let Some(plugin) = deployer.plugins.for_type(&route.deploy_item_type) else {
+    let Some(plugin) = ctx.plugins.for_type(&route.deploy_item_type) else {
         return Ok(Skip(Action::await_change()));
     };
 
     // Responsibility, check 2: the Target, read from the item's own namespace.
-    let (target, responsible) = read_target(deployer, namespace, &route).await?;
+    let (target, responsible) = read_target(ctx, namespace, &route).await?;
     let item_type = Some(route.deploy_item_type.as_str());
     if !responsible
-        && !deployer
+        && !ctx
             .hooks
             .has(item_type, HookType::DuringResponsibilityCheck)
     {
@@ -123,10 +114,10 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
     }
 
     // Only now the full item.
-    let Some(item) = read_item(deployer, meta, &items, prefetched).await? else {
+    let Some(item) = read_item(ctx, meta, &items, prefetched).await? else {
         return Ok(Skip(Action::await_change()));
     };
-    let flow = match decision_hooks(deployer, &route, &item, &target, responsible, acc).await? {
+    let flow = match decision_hooks(ctx, &route, &item, &target, responsible, acc).await? {
         Work::Needed(flow) => flow,
         Work::None(action) => return Ok(Skip(action)),
     };
@@ -139,32 +130,10 @@ pub(super) async fn admit(watched: Watched<'_>, deployer: &Deployer) -> Result<A
     })))
 }
 
-/// The item as a full-object watch holds it, when it can be trusted to be as new as this host
-/// knows the item to be. Writes are conditional on the resourceVersion, so a copy that is
-/// behind only conflicts at the first write; but some steps act before any write (a delete, a
-/// continued job's plugin call), so a copy is not used:
-/// - of an item being deleted (after the finalizer is gone, an event of an earlier version
-///   would otherwise run the delete again; a read finds the item gone);
-/// - when this host wrote a version the copy is not, whose event is still to come;
-/// - when the item's last write conflicted (until a read is decided).
-fn cached(deployer: &Deployer, watched: Watched<'_>) -> Option<DeployItem> {
-    let item = watched.item?;
-    let uid = item.metadata.uid.as_deref().unwrap_or_default();
-    let rv = item
-        .metadata
-        .resource_version
-        .as_deref()
-        .unwrap_or_default();
-    if item.metadata.deletion_timestamp.is_some() || deployer.written.may_be_behind(uid, rv) {
-        return None;
-    }
-    Some(item.clone())
-}
-
 /// Reads the Target the item names and checks it against the target selectors.
 /// Returns the Target and whether this deployer is responsible by it.
 async fn read_target(
-    deployer: &Deployer,
+    ctx: &Context,
     namespace: &str,
     route: &ItemRoute,
 ) -> Result<(TargetRef, bool), Error> {
@@ -172,7 +141,7 @@ async fn read_target(
         return Ok((TargetRef::default(), true));
     };
     Ok(
-        match deployer.lookups.targets.get(namespace, target_name).await? {
+        match ctx.lookups.targets.get(namespace, target_name).await? {
             // A cluster that does not serve Targets has none: the job fails with NoTargetFound.
             Lookup::Missing | Lookup::KindNotServed => (
                 TargetRef {
@@ -182,7 +151,7 @@ async fn read_target(
                 true,
             ),
             Lookup::Found(t) => {
-                let responsible = targetselector::matches_any(&deployer.target_selectors, &t)?;
+                let responsible = targetselector::matches_any(&ctx.target_selectors, &t)?;
                 (
                     TargetRef {
                         object: Some(t),
@@ -197,7 +166,7 @@ async fn read_target(
 
 /// The full item (the one read for check 1 if there was one). `None`: it is gone.
 async fn read_item(
-    deployer: &Deployer,
+    ctx: &Context,
     meta: &ObjectMeta,
     items: &Api<DeployItem>,
     prefetched: Option<DeployItem>,
@@ -208,15 +177,12 @@ async fn read_item(
             let name = meta.name.as_deref().unwrap_or_default();
             match items.get_opt(name).await? {
                 Some(item) => {
-                    deployer
-                        .written
-                        .read(item.metadata.uid.as_deref().unwrap_or_default());
+                    ctx.memory.read_from_server(&item);
                     item
                 }
                 None => {
-                    let uid = meta.uid.as_deref().unwrap_or_default();
-                    deployer.finished.remove(uid);
-                    deployer.written.forget(uid);
+                    // Gone: as its Delete event would, it leaves every memory.
+                    ctx.memory.forget(meta);
                     return Ok(None);
                 }
             }
@@ -242,7 +208,7 @@ enum Work {
 /// A hook error ends the hook stages; it is recorded on the item if there is a job to record
 /// it in, and aborts the reconcile otherwise.
 async fn decision_hooks(
-    deployer: &Deployer,
+    ctx: &Context,
     route: &ItemRoute,
     item: &DeployItem,
     target: &TargetRef,
@@ -251,7 +217,7 @@ async fn decision_hooks(
 ) -> Result<Work, Error> {
     let view = HookView::new(item, target.object.as_ref());
     let mut stages = Stages {
-        deployer,
+        ctx,
         item_type: &route.deploy_item_type,
         view: &view,
         error: None,
@@ -287,15 +253,12 @@ async fn decision_hooks(
     let hook_error = stages.error;
     if !needs_work && !forced {
         if let Some(e) = hook_error {
-            deployer
-                .events
+            ctx.events
                 .warning(item, "ExtensionHookFailed", e.to_string());
             return Err(e.into());
         }
         // Nothing to do: remember it, so its next unchanged event is free.
-        if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
-            deployer.finished.insert(uid, rv);
-        }
+        ctx.memory.settle(item);
         return Ok(Work::None(action(&acc, None)));
     }
     Ok(Work::Needed(Flow {
@@ -307,7 +270,7 @@ async fn decision_hooks(
 
 /// The hook stages before the lock, on one version of the item; the first error ends them.
 struct Stages<'a> {
-    deployer: &'a Deployer,
+    ctx: &'a Context,
     item_type: &'a str,
     view: &'a HookView<'a>,
     error: Option<HookError>,
@@ -317,10 +280,10 @@ impl Stages<'_> {
     /// Runs the stage if hooks are registered for it and no earlier stage failed. `None`: it
     /// did not run (or failed, kept in `error`); `Some(result)`: its aggregate.
     async fn run(&mut self, hook_type: HookType) -> Option<Option<HookResult>> {
-        if self.error.is_some() || !self.deployer.hooks.has(Some(self.item_type), hook_type) {
+        if self.error.is_some() || !self.ctx.hooks.has(Some(self.item_type), hook_type) {
             return None;
         }
-        match run_stage(self.deployer, hook_type, self.item_type, self.view).await {
+        match run_stage(self.ctx, hook_type, self.item_type, self.view).await {
             Ok(r) => Some(r),
             Err(e) => {
                 self.error = Some(e);

@@ -1,7 +1,8 @@
 //! Stage 5, commit: the step's result becomes the item's status, in one write
 //! (`HandleReconcileResult`: the error, the failure phase of unrecoverable codes, and — when the
-//! phase is final — `jobIDFinished` and `finishedTime` with it). Then the finished-item cache,
-//! the Events, the `End` hook and the requeue.
+//! phase is final — `jobIDFinished` and `finishedTime` with it). Then the item memory (a
+//! finished job is settled, every write's object remembered), the Events, the `End` hook and
+//! the requeue.
 //!
 //! Owns: every write to the DeployItem object — [`ItemCtx::write_status`] is the one status
 //! write path (pickup, shortcuts, re-apply and finish all go through it), and the finalizer and
@@ -19,7 +20,7 @@ use super::invoke::StepOutcome;
 use super::{ItemCtx, TargetRef};
 use crate::clock::now;
 use crate::contract::status;
-use crate::controller::deployer::Error;
+use crate::controller::context::Error;
 use crate::landscaper::{DeployItem, FINALIZER};
 
 impl ItemCtx {
@@ -41,7 +42,7 @@ impl ItemCtx {
         } = step;
         if let Some(err) = &outcome.error {
             tracing::warn!(error = %err, "step failed");
-            self.deployer
+            self.ctx
                 .events
                 .warning(&item, &err.reason, err.message.clone());
         }
@@ -59,10 +60,7 @@ impl ItemCtx {
                     }
                 }
             }
-            self.deployer
-                .stats
-                .jobs_finished
-                .fetch_add(1, Ordering::Relaxed);
+            self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
             tracing::info!("deleted");
             self.end_hooks(&item, target.object.as_ref(), &mut acc)
                 .await;
@@ -75,11 +73,7 @@ impl ItemCtx {
             self.finished(&item);
             None
         } else {
-            Some(
-                outcome
-                    .retry_after
-                    .unwrap_or(self.deployer.requeue_interval),
-            )
+            Some(outcome.retry_after.unwrap_or(self.ctx.requeue_interval))
         };
         if end_hooks {
             self.end_hooks(&item, target.object.as_ref(), &mut acc)
@@ -88,22 +82,17 @@ impl ItemCtx {
         Ok(action(&acc, flow_requeue))
     }
 
-    /// A finished job: counted, cached as finished at its resourceVersion, logged and reported.
+    /// A finished job: counted, settled at its resourceVersion (`ItemMemory`), logged and reported.
     pub(super) fn finished(&self, item: &DeployItem) {
-        self.deployer
-            .stats
-            .jobs_finished
-            .fetch_add(1, Ordering::Relaxed);
-        if let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) {
-            self.deployer.finished.insert(uid, rv);
-        }
+        self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+        self.ctx.memory.settle(item);
         let s = item.status();
         tracing::info!(phase = %s.phase, "job finished");
         let note = format!("job {} finished with phase {}", s.job_id, s.phase);
         if s.phase.is_failed() {
-            self.deployer.events.warning(item, "JobFailed", note);
+            self.ctx.events.warning(item, "JobFailed", note);
         } else {
-            self.deployer.events.normal(item, "JobFinished", note);
+            self.ctx.events.normal(item, "JobFinished", note);
         }
     }
 
@@ -114,7 +103,7 @@ impl ItemCtx {
             .items
             .replace_status(&self.name, &PostParams::default(), item)
             .await?;
-        self.deployer.written.remember(&written);
+        self.ctx.memory.wrote(&written);
         Ok(written)
     }
 
@@ -145,9 +134,7 @@ impl ItemCtx {
         };
         if result.is_ok() {
             // The object is gone or going: nothing of it needs remembering.
-            self.deployer
-                .written
-                .forget(item.metadata.uid.as_deref().unwrap_or_default());
+            self.ctx.memory.forget(&item.metadata);
         }
         result
     }
@@ -165,7 +152,7 @@ impl ItemCtx {
             .items
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        self.deployer.written.remember(&written);
+        self.ctx.memory.wrote(&written);
         Ok(written)
     }
 }

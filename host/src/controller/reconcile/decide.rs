@@ -16,7 +16,7 @@ use super::{ItemCtx, TargetRef};
 use crate::clock::now;
 use crate::contract::job::{self, reapplicable};
 use crate::contract::{JobStep, StepError, step};
-use crate::controller::deployer::Error;
+use crate::controller::context::Error;
 use crate::hooks::{Accumulated, HookError, HookType};
 use crate::landscaper::{DeployItem, DeployItemStatus, annotations};
 
@@ -68,7 +68,7 @@ impl ItemCtx {
                 let err = step::fail_missing_target(&mut s, deleting, &now());
                 item.status = Some(s);
                 let item = self.write_status(&item).await?;
-                self.deployer
+                self.ctx
                     .events
                     .warning(&item, &err.reason, err.message.clone());
                 self.finished(&item);
@@ -77,7 +77,7 @@ impl ItemCtx {
             JobStep::FinishUnchanged => {
                 let mut s = item.status();
                 let generation = item.metadata.generation.unwrap_or_default();
-                let deployer = step::deployer_for(&self.deployer.deployer, &item);
+                let deployer = step::deployer_for(&self.ctx.deployer, &item);
                 step::finish_unchanged(&mut s, generation, &deployer, &now());
                 item.status = Some(s);
                 let item = self.write_status(&item).await?;
@@ -121,7 +121,7 @@ impl ItemCtx {
                     Err(e) => Some(hook_step_error(&e)),
                     Ok(true) => {
                         // Stopped: the job stays open and is polled as usual.
-                        let requeue = Some(self.deployer.requeue_interval);
+                        let requeue = Some(self.ctx.requeue_interval);
                         return Ok(Decided::Done(action(&acc, requeue)));
                     }
                     Ok(false) => None,
@@ -142,14 +142,14 @@ impl ItemCtx {
     async fn pick_up(&self, mut item: DeployItem, deleting: bool) -> Result<DeployItem, Error> {
         let mut s = item.status();
         let generation = item.metadata.generation.unwrap_or_default();
-        let deployer = step::deployer_for(&self.deployer.deployer, &item);
+        let deployer = step::deployer_for(&self.ctx.deployer, &item);
         step::start_job(&mut s, generation, &deployer, deleting, &now());
         item.status = Some(s);
         let item = self.write_status(&item).await?;
         let s = item.status();
         tracing::Span::current().record("phase", tracing::field::display(&s.phase));
         tracing::info!("picked up job");
-        self.deployer.events.normal(
+        self.ctx.events.normal(
             &item,
             "PickedUp",
             format!(

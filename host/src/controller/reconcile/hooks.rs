@@ -15,7 +15,7 @@ use plugin_runtime::DeployerError;
 
 use super::ItemCtx;
 use crate::contract::status::StepError;
-use crate::controller::deployer::Deployer;
+use crate::controller::context::Context;
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::{DeployItem, Target};
 
@@ -77,20 +77,19 @@ impl<'a> HookView<'a> {
 
 /// Runs one hook stage for an item of `deploy_item_type`.
 pub(super) async fn run_stage(
-    deployer: &Deployer,
+    ctx: &Context,
     hook_type: HookType,
     deploy_item_type: &str,
     view: &HookView<'_>,
 ) -> Result<Option<HookResult>, HookError> {
-    deployer.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
+    ctx.stats.hook_stages.fetch_add(1, Ordering::Relaxed);
     let (item_json, target_json) = view.json().as_ref().map_err(|e| HookError {
         index: 0,
         hook_type,
         plugin: String::new(),
         error: DeployerError::internal("EncodeHookInput", e.clone()),
     })?;
-    deployer
-        .hooks
+    ctx.hooks
         .run(
             hook_type,
             Some(deploy_item_type),
@@ -121,12 +120,12 @@ impl ItemCtx {
         target: Option<&Target>,
         acc: &mut Accumulated,
     ) -> Result<bool, HookError> {
-        let hooks = self.deployer.hooks.current();
+        let hooks = self.ctx.hooks.current();
         let item_type = &self.deploy_item_type;
         let view = HookView::new(item, target);
         for t in [HookType::BeforeAnyReconcile, kind] {
             if hooks.has(Some(item_type), t) {
-                acc.add(run_stage(&self.deployer, t, item_type, &view).await?);
+                acc.add(run_stage(&self.ctx, t, item_type, &view).await?);
                 if acc.aborted() {
                     tracing::info!(hook_type = %t, "reconcile stopped by an extension hook");
                     return Ok(true);
@@ -145,15 +144,15 @@ impl ItemCtx {
         acc: &mut Accumulated,
     ) {
         let item_type = &self.deploy_item_type;
-        if !self.deployer.hooks.has(Some(item_type), HookType::End) {
+        if !self.ctx.hooks.has(Some(item_type), HookType::End) {
             return;
         }
         let view = HookView::new(item, target);
-        match run_stage(&self.deployer, HookType::End, item_type, &view).await {
+        match run_stage(&self.ctx, HookType::End, item_type, &view).await {
             Ok(r) => acc.add(r),
             Err(e) => {
                 tracing::warn!(error = %e, "End hook failed");
-                self.deployer
+                self.ctx
                     .events
                     .warning(item, "ExtensionHookFailed", e.to_string());
             }

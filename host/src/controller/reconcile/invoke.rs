@@ -24,10 +24,11 @@ use crate::capabilities::{ItemServices, secret_ref_data};
 use crate::clock::now;
 use crate::contract::step::{self, Call};
 use crate::contract::{ProgressingTimeout, StepError, target};
-use crate::controller::deployer::Error;
+use crate::controller::context::Error;
 use crate::controller::exports;
 use crate::landscaper::{
-    self, Context, DeployItem, FINALIZER, ResolvedTarget, Target, annotations, codes,
+    self, Context as LandscaperContext, DeployItem, FINALIZER, ResolvedTarget, Target, annotations,
+    codes,
 };
 use plugin_runtime::Invocation;
 
@@ -92,7 +93,7 @@ impl ItemCtx {
         // Everything the step writes is written before its phase counts: a failed export
         // write leaves the job open (retried, then ERR_TIMEOUT), never a false Succeeded.
         if let Some(values) = &response.exports {
-            let export_ref = exports::write(&self.deployer.client, item, values)
+            let export_ref = exports::write(&self.ctx.client, item, values)
                 .await
                 .map_err(|e| {
                     StepError::new(
@@ -134,15 +135,13 @@ impl ItemCtx {
             if response.retry_after.is_some() {
                 return Ok(StepOutcome::done(response.retry_after));
             }
-            exports::delete(&self.deployer.client, item)
-                .await
-                .map_err(|e| {
-                    StepError::new(
-                        "delete",
-                        "DeleteExport",
-                        format!("deleting the export Secret: {}", apierrors::message(&e)),
-                    )
-                })?;
+            exports::delete(&self.ctx.client, item).await.map_err(|e| {
+                StepError::new(
+                    "delete",
+                    "DeleteExport",
+                    format!("deleting the export Secret: {}", apierrors::message(&e)),
+                )
+            })?;
         }
         if item.has_finalizer(FINALIZER) {
             self.remove_finalizer(item).await?;
@@ -162,10 +161,10 @@ impl ItemCtx {
         &self,
         item: &mut DeployItem,
         resolved: Option<ResolvedTarget>,
-        context: Option<Context>,
+        context: Option<LandscaperContext>,
         call: Call,
     ) -> Result<Response, StepError> {
-        let mode = self.deployer.checkpoint_mode.clone();
+        let mode = self.ctx.checkpoint_mode.clone();
         let timeout = match call {
             // No job, no initTime: the re-apply gets spec.timeout from now.
             Call::Reapply => ProgressingTimeout::starting_at(item, jiff::Timestamp::now(), mode),
@@ -187,23 +186,20 @@ impl ItemCtx {
             context: context.clone(),
         };
         let services = Arc::new(
-            ItemServices::new(timeout, resolved, self.deployer.target_clients.clone())
+            ItemServices::new(timeout, resolved, self.ctx.target_clients.clone())
                 .with_secondary_targets(
-                    self.deployer.client.clone(),
+                    self.ctx.client.clone(),
                     self.namespace.clone(),
                     item.spec.config.as_ref(),
                 )
                 .with_fetch(
-                    self.deployer.fetcher.clone(),
-                    self.deployer.client.clone(),
+                    self.ctx.fetcher.clone(),
+                    self.ctx.client.clone(),
                     self.namespace.clone(),
                     context.clone(),
                 ),
         );
-        self.deployer
-            .stats
-            .plugin_calls
-            .fetch_add(1, Ordering::Relaxed);
+        self.ctx.stats.plugin_calls.fetch_add(1, Ordering::Relaxed);
         let answer = if call == Call::Delete {
             self.plugin.delete(invocation, services).await
         } else {
@@ -233,7 +229,7 @@ impl ItemCtx {
             return Ok(None);
         };
         let operation = call.operation();
-        let secret_data = secret_ref_data(&self.deployer.client, &self.namespace, target).await?;
+        let secret_data = secret_ref_data(&self.ctx.client, &self.namespace, target).await?;
         let resolved = target::resolve(target, secret_data.as_ref())
             .map_err(|message| StepError::new(operation, "ResolveTarget", message))?;
         target::validate(&resolved).map_err(|message| {
@@ -249,7 +245,7 @@ impl ItemCtx {
         &self,
         item: &DeployItem,
         call: Call,
-    ) -> Result<Option<Context>, StageError> {
+    ) -> Result<Option<LandscaperContext>, StageError> {
         let name = item.context_name();
         let missing = |why: String| {
             StageError::Step(StepError::new(
@@ -258,13 +254,7 @@ impl ItemCtx {
                 why,
             ))
         };
-        let mut context = match self
-            .deployer
-            .lookups
-            .contexts
-            .get(&self.namespace, name)
-            .await?
-        {
+        let mut context = match self.ctx.lookups.contexts.get(&self.namespace, name).await? {
             Lookup::Found(context) => context,
             Lookup::Missing => {
                 return Err(missing(format!(
@@ -294,11 +284,11 @@ impl ItemCtx {
     /// `.ocmcredentialconfig`) so plugins that pull from registries get them with the Context.
     async fn resolve_pull_secrets(
         &self,
-        context: &Context,
+        context: &LandscaperContext,
         call: Call,
     ) -> Result<BTreeMap<String, String>, StageError> {
         let mut resolved = BTreeMap::new();
-        let secrets: Api<Secret> = Api::namespaced(self.deployer.client.clone(), &self.namespace);
+        let secrets: Api<Secret> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         for name in context
             .registry_pull_secrets
             .iter()
@@ -328,7 +318,7 @@ impl ItemCtx {
     /// that keeps failing before the plugin (a missing Context or Target Secret) still ends in
     /// `ERR_TIMEOUT` once the progressing timeout has passed, instead of retrying forever.
     fn check_start(&self, item: &DeployItem, call: Call) -> Result<(), StepError> {
-        ProgressingTimeout::for_item(item, self.deployer.checkpoint_mode.clone())?
+        ProgressingTimeout::for_item(item, self.ctx.checkpoint_mode.clone())?
             .check(
                 &self.start_checkpoint(call == Call::Delete),
                 jiff::Timestamp::now(),
@@ -339,7 +329,7 @@ impl ItemCtx {
     /// Whether the host is about to end this job for its progressing timeout (the same check
     /// as the host's checkpoint before the plugin call).
     pub(super) fn timed_out(&self, item: &DeployItem, deleting: bool) -> bool {
-        ProgressingTimeout::for_item(item, self.deployer.checkpoint_mode.clone())
+        ProgressingTimeout::for_item(item, self.ctx.checkpoint_mode.clone())
             .and_then(|t| t.check(&self.start_checkpoint(deleting), jiff::Timestamp::now()))
             .is_err_and(|e| e.codes.iter().any(|c| c == codes::TIMEOUT))
     }

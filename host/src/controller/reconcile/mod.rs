@@ -5,8 +5,8 @@
 //!  admit ───────► lock ──────► decide ──────► invoke ──────► commit
 //!  admit.rs       (here)       decide.rs      invoke.rs      commit.rs
 //!  Start hook,    SyncObject   the job step   Target,        the step's result
-//!  finished       (several     (contract),    Context,       → status (the one
-//!  cache, type,   replicas     pickup write,  finalizer,     write path), export,
+//!  item memory,   (several     (contract),    Context,       → status (the one
+//!  type,          replicas     pickup write,  finalizer,     write path), export,
 //!  Target and     only), then  Before* hooks  plugin call    events, End hook
 //!  selectors,     re-read
 //!  During/After/
@@ -32,28 +32,28 @@ mod invoke;
 mod reapply;
 
 use super::Watched;
-use super::deployer::{Deployer, Error};
+use super::context::{Context, Error};
 use crate::contract::StepError;
 use crate::landscaper::{DeployItem, Target};
 use crate::locking::{Lock, LockOutcome};
 use admit::{Admission, Admitted};
 
 /// Reconciles the item the watch delivered.
-pub async fn reconcile(watched: Watched<'_>, deployer: &Arc<Deployer>) -> Result<Action, Error> {
+pub async fn reconcile(watched: Watched<'_>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let Admitted {
         mut item,
         deploy_item_type,
         plugin,
         target,
         flow,
-    } = match admit::admit(watched, deployer).await? {
+    } = match admit::admit(watched, ctx).await? {
         Admission::Skip(action) => return Ok(action),
         Admission::Admitted(admitted) => *admitted,
     };
     let namespace = item.metadata.namespace.clone().unwrap_or_default();
     let name = item.metadata.name.clone().unwrap_or_default();
-    let items: Api<DeployItem> = Api::namespaced(deployer.client.clone(), &namespace);
-    let lock = match lock(deployer, &items, &mut item).await? {
+    let items: Api<DeployItem> = Api::namespaced(ctx.client.clone(), &namespace);
+    let lock = match lock(ctx, &items, &mut item).await? {
         Locked::Elsewhere(action) => return Ok(action),
         Locked::Here(lock) => lock,
     };
@@ -66,8 +66,8 @@ pub async fn reconcile(watched: Watched<'_>, deployer: &Arc<Deployer>) -> Result
         phase = %status.phase,
         plugin = %plugin.description().name
     );
-    let ctx = ItemCtx {
-        deployer: deployer.clone(),
+    let item_ctx = ItemCtx {
+        ctx: ctx.clone(),
         items,
         plugin,
         deploy_item_type,
@@ -75,18 +75,18 @@ pub async fn reconcile(watched: Watched<'_>, deployer: &Arc<Deployer>) -> Result
         name,
     };
     let result = async {
-        match ctx.decide(item, &target, flow).await? {
+        match item_ctx.decide(item, &target, flow).await? {
             decide::Decided::Done(action) => Ok(action),
             decide::Decided::Run(run) => {
                 let (step, mut item) = *run;
-                let outcome = ctx.invoke(&mut item, &target, &step).await?;
-                ctx.commit(item, &target, step, outcome).await
+                let outcome = item_ctx.invoke(&mut item, &target, &step).await?;
+                item_ctx.commit(item, &target, step, outcome).await
             }
         }
     }
     .instrument(span)
     .await;
-    if let (Some(locker), Some(lock)) = (&deployer.locker, lock) {
+    if let (Some(locker), Some(lock)) = (&ctx.locker, lock) {
         // An item being deleted may be gone once its job ends (the finalizer removed, or the
         // removal answered with an error after it applied): then its lock goes with it.
         locker.unlock(lock, being_deleted).await;
@@ -105,11 +105,11 @@ enum Locked {
 /// Takes the item's SyncObject (only when several replicas may run), then re-reads the item:
 /// another replica may have finished the job between our read and our lock.
 async fn lock(
-    deployer: &Deployer,
+    ctx: &Context,
     items: &Api<DeployItem>,
     item: &mut DeployItem,
 ) -> Result<Locked, Error> {
-    let Some(locker) = &deployer.locker else {
+    let Some(locker) = &ctx.locker else {
         return Ok(Locked::Here(None));
     };
     let namespace = item.metadata.namespace.as_deref().unwrap_or_default();
@@ -140,7 +140,7 @@ async fn lock(
 
 /// What every stage after the lock knows about the item being reconciled.
 struct ItemCtx {
-    deployer: Arc<Deployer>,
+    ctx: Arc<Context>,
     items: Api<DeployItem>,
     plugin: Arc<dyn DeployerPlugin>,
     /// The type responsibility was decided on (annotation, else `spec.type`); hooks are

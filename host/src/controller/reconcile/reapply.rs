@@ -17,7 +17,7 @@ use crate::clock::now;
 use crate::contract::job::reapply_job_id;
 use crate::contract::status::{self, StepError};
 use crate::contract::step::{Call, apply_conditions};
-use crate::controller::deployer::Error;
+use crate::controller::context::Error;
 use crate::hooks::{Accumulated, HookType};
 use crate::landscaper::{DeployItem, Phase, Target, TransitionTimes};
 
@@ -73,10 +73,7 @@ impl ItemCtx {
                 Attempt::Failed(err) => Some(err),
             },
         };
-        self.deployer
-            .stats
-            .reapplies
-            .fetch_add(1, Ordering::Relaxed);
+        self.ctx.stats.reapplies.fetch_add(1, Ordering::Relaxed);
         let mut s = item.status();
         status::record_reapply(&mut s, error.as_ref(), &now());
         item.status = Some(s);
@@ -84,13 +81,13 @@ impl ItemCtx {
         match &error {
             Some(err) => {
                 tracing::warn!(error = %err, "re-apply failed");
-                self.deployer
+                self.ctx
                     .events
                     .warning(&item, "ReapplyFailed", err.to_string());
             }
             None => {
                 tracing::info!("re-applied");
-                self.deployer.events.normal(
+                self.ctx.events.normal(
                     &item,
                     "Reapplied",
                     format!(

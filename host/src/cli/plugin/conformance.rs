@@ -302,7 +302,7 @@ pub async fn run(plugin: Arc<WasmPlugin>, item: Option<&Path>) -> anyhow::Result
         }
         match item {
             Some(path) => {
-                let inv = crate::plugin_cli::invocation_with(path, Some((memory_target(), "memory".into())), None)?;
+                let inv = super::call::invocation_with(path, Some((memory_target(), "memory".into())), None)?;
                 checks.extend(lifecycle(&plugin, &cluster, inv).await);
             }
             None => checks.push(Check::new(
@@ -314,7 +314,7 @@ pub async fn run(plugin: Arc<WasmPlugin>, item: Option<&Path>) -> anyhow::Result
     }
     if let Some(setup) = plugin.hook_setup().cloned() {
         let deploy_item = match item {
-            Some(path) => crate::plugin_cli::read_yaml(path)?,
+            Some(path) => super::call::read_yaml(path)?,
             None => {
                 json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
                            "metadata": {"name": "conformance", "namespace": "default"},

@@ -1,5 +1,10 @@
-//! The state every reconcile shares: clients, plugins, hooks, configuration-derived settings,
-//! caches and counters — and the error type that aborts a reconcile.
+//! The controller's `Context` (as kube-rs/controller-rs names it): the state every reconcile
+//! shares — clients, plugins, hooks, configuration-derived settings, the per-item memory and
+//! counters — and the error type that aborts a reconcile.
+//!
+//! Naming: in the controller, `Context` is this shared state and `ctx` a reference to it;
+//! Landscaper's Context resource (`landscaper_model::Context`) is imported as
+//! `LandscaperContext` wherever the controller names it (`lookups`, `reconcile::invoke`).
 //!
 //! Owns: construction from the host configuration. Must not touch: the reconcile flow
 //! (`reconcile`), the controller loop (`super::run`).
@@ -11,11 +16,9 @@ use std::time::Duration;
 use kube::Client;
 use plugin_runtime::PluginRegistry;
 
-use super::backoff::Backoff;
 use super::events::Events;
-use super::finished::FinishedCache;
+use super::memory::ItemMemory;
 use super::workers::WorkerCounter;
-use super::written::WrittenItems;
 use crate::capabilities::TargetClients;
 use crate::config::HostConfig;
 use crate::contract::CheckpointMode;
@@ -23,8 +26,8 @@ use crate::hooks::HookError;
 use crate::landscaper::DeployerInformation;
 use crate::targetselector::{SelectorError, TargetSelector};
 
-/// Everything a reconcile needs; shared by all workers.
-pub struct Deployer {
+/// Everything a reconcile needs; shared by all workers (`Arc<Context>`).
+pub struct Context {
     /// Client of the cluster that holds DeployItems, Targets and Contexts (the "LS cluster").
     pub client: Client,
     /// Client of the cluster the host itself runs in (the "host cluster": its pods, leases).
@@ -36,6 +39,7 @@ pub struct Deployer {
     /// plugins by plugin delivery.
     pub hooks: Arc<crate::hooks::LiveHooks>,
     pub target_selectors: Vec<TargetSelector>,
+    /// This deployer as it signs its jobs (`status.deployer`: name, version, identity).
     pub deployer: DeployerInformation,
     /// Poll interval of unfinished jobs (Landscaper: 5 s).
     pub requeue_interval: Duration,
@@ -47,14 +51,10 @@ pub struct Deployer {
     pub events: Events,
     /// SyncObject locking; `None` when only one replica can run.
     pub locker: Option<crate::locking::Locker>,
-    /// Items known finished at a resourceVersion.
-    pub finished: FinishedCache,
-    /// The objects this host's item writes returned: the events of those writes need no read.
-    pub written: WrittenItems,
+    /// What the host remembers per item: settled versions, own writes, failures in a row.
+    pub memory: ItemMemory,
     /// Reconciles in flight.
     pub workers: WorkerCounter,
-    /// Retry delays of items whose reconcile failed.
-    pub backoff: Backoff,
     /// Interval of the orphaned-SyncObject cleanup (only with locking); `None` = off.
     pub lock_cleanup_interval: Option<Duration>,
     /// Targets and Contexts, from watches while the controller runs.
@@ -64,7 +64,7 @@ pub struct Deployer {
     pub stats: Stats,
 }
 
-impl Deployer {
+impl Context {
     /// Builds the shared reconcile state from the host configuration.
     pub fn new(
         client: Client,
@@ -92,10 +92,8 @@ impl Deployer {
             hooks: Arc::new(crate::hooks::LiveHooks::new(hooks)),
             events,
             locker,
-            finished: FinishedCache::default(),
-            written: WrittenItems::new(),
+            memory: ItemMemory::default(),
             workers,
-            backoff: Backoff::default(),
             lock_cleanup_interval: config.cleanup_interval(),
             lookups: Arc::new(super::lookups::Lookups::new(client.clone())),
             host_client,

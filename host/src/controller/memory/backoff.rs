@@ -59,10 +59,6 @@ impl Backoff {
     pub fn len(&self) -> usize {
         self.failures.lock().map(|f| f.len()).unwrap_or_default()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
