@@ -19,16 +19,14 @@ mod lookups;
 mod memory;
 mod reconcile;
 mod sweep;
+mod watched;
 mod workers;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -36,6 +34,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use crate::config::ItemCache;
 use crate::landscaper::DeployItem;
 use memory::item_key;
+use watched::{ItemMeta, WatchedItem};
 
 pub use crate::capabilities::TargetClients;
 pub use context::{Context, Error, Stats};
@@ -44,85 +43,6 @@ pub use lookups::{Cached, Lookups};
 pub use memory::ItemMemory;
 pub use sweep::{Swept, prime_finished};
 pub use workers::WorkerCounter;
-
-/// What the watch delivered of one item: always its metadata; the item itself with
-/// `itemCache: full`.
-#[derive(Clone, Copy)]
-pub(crate) struct Watched<'a> {
-    pub meta: &'a ObjectMeta,
-    pub item: Option<&'a DeployItem>,
-}
-
-/// A DeployItem as the watch holds it.
-trait WatchedItem:
-    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-    fn watched(&self) -> Watched<'_>;
-}
-
-/// A DeployItem as the default watch reads it: `PartialObjectMeta<DeployItem>` (the server sends
-/// metadata only), but read without managedFields like every model type
-/// ([`landscaper_model::meta`]).
-#[derive(Clone, Debug, serde::Deserialize)]
-pub(crate) struct ItemMeta {
-    #[serde(
-        default,
-        deserialize_with = "landscaper_model::meta::without_managed_fields"
-    )]
-    metadata: ObjectMeta,
-}
-
-impl Resource for ItemMeta {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    /// Lists and watches ask for `PartialObjectMetadata[List]`.
-    fn metadata_api() -> bool {
-        true
-    }
-    fn kind(_: &()) -> Cow<'_, str> {
-        DeployItem::kind(&())
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        DeployItem::group(&())
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        DeployItem::version(&())
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        DeployItem::plural(&())
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl WatchedItem for ItemMeta {
-    fn watched(&self) -> Watched<'_> {
-        Watched {
-            meta: &self.metadata,
-            item: None,
-        }
-    }
-}
-
-impl WatchedItem for DeployItem {
-    fn watched(&self) -> Watched<'_> {
-        Watched {
-            meta: &self.metadata,
-            item: Some(self),
-        }
-    }
-}
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(

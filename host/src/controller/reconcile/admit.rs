@@ -17,14 +17,14 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use plugin_runtime::DeployerPlugin;
 
-use super::TargetRef;
 use super::hooks::{Flow, HookView, action, run_stage};
+use super::item::TargetRef;
 use crate::apierrors::Lookup;
 use crate::contract::job::reapplicable;
 use crate::contract::responsibility::{self, ItemRoute};
 use crate::contract::{JobStep, next_step};
-use crate::controller::Watched;
 use crate::controller::context::{Context, Error};
+use crate::controller::watched::Watched;
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
 use crate::landscaper::DeployItem;
 use crate::targetselector;

@@ -17,7 +17,7 @@ use serde_json::json;
 use super::decide::Step;
 use super::hooks::action;
 use super::invoke::StepOutcome;
-use super::{ItemCtx, TargetRef};
+use super::item::{ItemCtx, TargetRef};
 use crate::clock::now;
 use crate::contract::status;
 use crate::controller::context::Error;

@@ -12,7 +12,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::hooks::{Flow, action, hook_step_error};
-use super::{ItemCtx, TargetRef};
+use super::item::{ItemCtx, TargetRef};
 use crate::clock::now;
 use crate::contract::job::{self, reapplicable};
 use crate::contract::{JobStep, StepError, step};

@@ -13,7 +13,7 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use plugin_runtime::DeployerError;
 
-use super::ItemCtx;
+use super::item::ItemCtx;
 use crate::contract::status::StepError;
 use crate::controller::context::Context;
 use crate::hooks::{Accumulated, HookError, HookResult, HookType};
@@ -58,11 +58,12 @@ impl<'a> HookView<'a> {
 
     fn json(&self) -> &Result<(String, Option<String>), String> {
         self.json.get_or_init(|| {
-            let item = super::item_json_for_plugins(self.item).map_err(|e| e.to_string())?;
+            let item =
+                super::plugin_view::item_json_for_plugins(self.item).map_err(|e| e.to_string())?;
             let target = self
                 .target
                 .map(|t| {
-                    let mut v = super::for_plugins(serde_json::to_value(t)?);
+                    let mut v = super::plugin_view::for_plugins(serde_json::to_value(t)?);
                     if let Some(spec) = v.get_mut("spec").and_then(|s| s.as_object_mut()) {
                         spec.remove("config");
                     }

@@ -18,7 +18,7 @@ use kube::api::Api;
 use landscaper_model::Response;
 
 use super::decide::Step;
-use super::{ItemCtx, StageError, TargetRef};
+use super::item::{ItemCtx, StageError, TargetRef};
 use crate::apierrors::{self, Lookup};
 use crate::capabilities::{ItemServices, secret_ref_data};
 use crate::clock::now;
@@ -177,10 +177,12 @@ impl ItemCtx {
             jiff::Timestamp::now(),
         )?;
         let invocation = Invocation {
-            deploy_item: super::for_plugins(serde_json::to_value(&*item).map_err(|e| {
-                StepError::new(call.operation(), "EncodeInvocation", e.to_string())
-                    .with_code(codes::INTERNAL_PROBLEM)
-            })?),
+            deploy_item: super::plugin_view::for_plugins(serde_json::to_value(&*item).map_err(
+                |e| {
+                    StepError::new(call.operation(), "EncodeInvocation", e.to_string())
+                        .with_code(codes::INTERNAL_PROBLEM)
+                },
+            )?),
             previous_provider_status: item.status.as_ref().and_then(|s| s.provider_status.clone()),
             target: resolved.clone(),
             context: context.clone(),

@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use plugin_runtime::DeployerPlugin;
 use tracing::Instrument;
 
 mod admit;
@@ -29,14 +28,16 @@ mod commit;
 mod decide;
 mod hooks;
 mod invoke;
+mod item;
+mod plugin_view;
 mod reapply;
 
-use super::Watched;
 use super::context::{Context, Error};
-use crate::contract::StepError;
-use crate::landscaper::{DeployItem, Target};
+use super::watched::Watched;
+use crate::landscaper::DeployItem;
 use crate::locking::{Lock, LockOutcome};
 use admit::{Admission, Admitted};
+use item::ItemCtx;
 
 /// Reconciles the item the watch delivered.
 pub async fn reconcile(watched: Watched<'_>, ctx: &Arc<Context>) -> Result<Action, Error> {
@@ -135,118 +136,5 @@ async fn lock(
             other?;
             Ok(Locked::Elsewhere(Action::await_change()))
         }
-    }
-}
-
-/// What every stage after the lock knows about the item being reconciled.
-struct ItemCtx {
-    ctx: Arc<Context>,
-    items: Api<DeployItem>,
-    plugin: Arc<dyn DeployerPlugin>,
-    /// The type responsibility was decided on (annotation, else `spec.type`); hooks are
-    /// chosen by it at every stage.
-    deploy_item_type: String,
-    namespace: String,
-    name: String,
-}
-
-/// The item's Target as responsibility found it.
-#[derive(Clone, Debug, Default)]
-struct TargetRef {
-    /// The Target object, if the item names one that exists.
-    object: Option<Target>,
-    /// The item names a Target that does not exist in its namespace.
-    missing: bool,
-}
-
-/// Why a stage could not produce its value: a step error is recorded on the item (the job
-/// goes on, or fails by its codes); an API error aborts this reconcile (retried after backoff).
-#[derive(Debug)]
-enum StageError {
-    Step(StepError),
-    Api(Error),
-}
-
-impl From<StepError> for StageError {
-    fn from(e: StepError) -> Self {
-        StageError::Step(e)
-    }
-}
-
-impl From<Error> for StageError {
-    fn from(e: Error) -> Self {
-        StageError::Api(e)
-    }
-}
-
-impl From<kube::Error> for StageError {
-    fn from(e: kube::Error) -> Self {
-        StageError::Api(e.into())
-    }
-}
-
-/// A DeployItem as hooks see it, as [`for_plugins`] makes it, but encoded straight to JSON text
-/// (no `serde_json::Value` in between: this runs for every version of every item a hook sees).
-pub(crate) fn item_json_for_plugins(item: &DeployItem) -> serde_json::Result<String> {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct View<'a> {
-        api_version: &'a str,
-        kind: &'a str,
-        metadata: &'a ObjectMeta,
-        spec: &'a crate::landscaper::DeployItemSpec,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        status: &'a Option<crate::landscaper::DeployItemStatus>,
-    }
-    serde_json::to_string(&View {
-        api_version: &item.api_version,
-        kind: &item.kind,
-        // Read without managedFields (`landscaper_model::meta`).
-        metadata: &item.metadata,
-        spec: &item.spec,
-        status: &item.status,
-    })
-}
-
-/// An object as plugins and hooks see it: without `metadata.managedFields`, which only the API
-/// server and field managers read, and which would otherwise be most of every encoded item.
-pub(crate) fn for_plugins(mut v: serde_json::Value) -> serde_json::Value {
-    if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        m.remove("managedFields");
-    }
-    v
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The direct encoding and the `Value` route give the same JSON, minus managedFields.
-    #[test]
-    fn item_json_for_plugins_is_the_item_without_managed_fields() {
-        let item: DeployItem = serde_json::from_value(serde_json::json!({
-            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-            "kind": "DeployItem",
-            "metadata": {
-                "name": "a", "namespace": "ns", "uid": "u-1", "resourceVersion": "7",
-                "generation": 2, "creationTimestamp": "2026-11-26T00:00:00Z",
-                "labels": {"l": "1"}, "annotations": {"a": "b"},
-                "finalizers": ["finalizer.landscaper.gardener.cloud"],
-                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u-0"}],
-                "managedFields": [{"manager": "landscaper", "operation": "Update",
-                                   "apiVersion": "landscaper.gardener.cloud/v1alpha1",
-                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]
-            },
-            "spec": {"type": "landscaper.gardener.cloud/mock", "config": {"phase": "Succeeded"}},
-            "status": {"phase": "Succeeded", "jobID": "j", "jobIDFinished": "j"}
-        }))
-        .unwrap();
-        let direct: serde_json::Value =
-            serde_json::from_str(&item_json_for_plugins(&item).unwrap()).unwrap();
-        let via_value = for_plugins(serde_json::to_value(&item).unwrap());
-        assert_eq!(direct, via_value);
-        assert!(direct["metadata"].get("managedFields").is_none());
-        assert_eq!(direct["metadata"]["ownerReferences"][0]["name"], "o");
     }
 }

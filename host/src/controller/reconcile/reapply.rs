@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 
 use super::hooks::{action, hook_step_error};
-use super::{ItemCtx, StageError};
+use super::item::{ItemCtx, StageError};
 use crate::clock::now;
 use crate::contract::job::reapply_job_id;
 use crate::contract::status::{self, StepError};
