@@ -1,5 +1,6 @@
 use super::fake::FakeCluster;
 use super::*;
+use crate::release::Info;
 use serde_json::json;
 
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  v: {{ .Values.v | default \"1\" | quote }}\n";
