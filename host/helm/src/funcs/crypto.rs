@@ -31,7 +31,7 @@ use x509_cert::spki::{AlgorithmIdentifierOwned, ObjectIdentifier, SubjectPublicK
 use x509_cert::time::{Time, Validity};
 use x509_cert::{Certificate, TbsCertificate, Version};
 
-use super::{FR, arg_int, arg_str, want};
+use super::args::{FR, arg_int, arg_str, want};
 use crate::template::{Func, FuncError};
 use crate::value::{Map, Object, Value};
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::{FR, arg_int, arg_list, arg_map, arg_str, is_empty, strval, want, want_min};
+use super::args::{FR, arg_int, arg_list, arg_map, arg_str, is_empty, strval, want, want_min};
 use crate::template::{Func, FuncError};
 use crate::value::{Map, MapRef, Value, deep_equal};
 
@@ -121,8 +121,8 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want_min("slice", a, 1)?;
         let l = arg_list("slice", &a[0])?;
         let len = l.len() as i64;
-        let start = a.get(1).map(super::to_i64).unwrap_or(0);
-        let end = a.get(2).map(super::to_i64).unwrap_or(len);
+        let start = a.get(1).map(super::args::to_i64).unwrap_or(0);
+        let end = a.get(2).map(super::args::to_i64).unwrap_or(len);
         if start < 0 || end > len || start > end {
             return Err(FuncError::call(format!(
                 "slice bounds out of range [{start}:{end}]"

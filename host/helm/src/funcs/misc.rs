@@ -4,8 +4,10 @@
 
 use std::collections::HashMap;
 
+use super::args::{
+    FR, arg_bool, arg_int, arg_str, is_empty, strval, to_f64, to_i64, want, want_min,
+};
 use super::semver::{Constraints, Version};
-use super::{FR, arg_bool, arg_int, arg_str, is_empty, strval, to_f64, to_i64, want, want_min};
 use crate::template::{Func, FuncError};
 use crate::value::{Map, Value, deep_equal};
 

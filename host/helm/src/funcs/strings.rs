@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use base64::Engine as _;
 use sha2::Digest;
 
-use super::{FR, arg_int, arg_str, strslice, strval, want};
-use crate::gofmt::go_quote;
+use super::args::{FR, arg_int, arg_str, strslice, strval, want};
+use crate::strconv::go_quote;
 use crate::template::Func;
 use crate::value::{Map, Value};
 
