@@ -8,8 +8,10 @@ use std::collections::BTreeSet;
 use manifest_applier::readiness::object_ready;
 use sdk_guest::{DeployerError, PatchType};
 
+use super::driver::{Driver, Step};
+use super::objects::Obj;
 use super::objects::{default_port_protocols, keep_policy};
-use super::{Driver, FIELD_MANAGER, Obj, RESOURCE_POLICY_ANNOTATION, Step};
+use super::state::{FIELD_MANAGER, RESOURCE_POLICY_ANNOTATION};
 
 impl Driver<'_, '_> {
     fn apply_object(&self, o: &Obj) -> Result<(), DeployerError> {

@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
+use super::driver::{Driven, Driver, drive};
 use super::rollback::start_rollback;
+use super::state::{Action, ActionState, Flags, Recovery, action_error};
 use super::uninstall::start_uninstall;
-use super::{Action, ActionState, Driven, Driver, Flags, Recovery, action_error, drive};
 use crate::release::Status;
 
 impl Driver<'_, '_> {

@@ -4,7 +4,8 @@
 
 use sdk_guest::DeployerError;
 
-use super::{Action, Driven, Driver, Outcome, action_error};
+use super::driver::{Driven, Driver};
+use super::state::{Action, Outcome, action_error};
 use crate::release::Status;
 
 impl Driver<'_, '_> {

@@ -6,7 +6,9 @@
 use sdk_guest::DeployerError;
 use serde_json::Value;
 
-use super::{Action, Driver, Obj, Stage, Step, now, permanent};
+use super::driver::{Driver, Step};
+use super::objects::Obj;
+use super::state::{Action, Stage, now, permanent};
 use crate::release::{self, HookExecution, Release};
 
 fn has_policy(h: &release::Hook, policy: &str) -> bool {

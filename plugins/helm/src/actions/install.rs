@@ -10,11 +10,13 @@ use helm_engine::{RenderOptions, render};
 use sdk_guest::{Ctx, DeployerError, ObjectRef};
 use serde_json::{Value, json};
 
+use super::driver::{done_release, drive};
 use super::objects::check_ownership;
+use super::objects::{BuildError, Discovery, Obj};
 use super::resume::{Resume, resume, unblock};
-use super::{
-    Action, ActionState, BuildError, Discovery, ERR_PENDING, Flags, Obj, Outcome, POLL, Request,
-    Running, action_error, config_error, deadline, drive, first_stage, is_empty_values, now, retry,
+use super::state::{
+    Action, ActionState, ERR_PENDING, Flags, Outcome, POLL, Request, Running, action_error,
+    config_error, deadline, first_stage, is_empty_values, now, retry,
 };
 use crate::release::{self, Info, Release, Status, Storage};
 
@@ -351,23 +353,6 @@ fn refuse_release_elsewhere(
             ));
             Ok(())
         }
-    }
-}
-
-pub(super) fn done_release(o: Outcome<Option<Box<Release>>>, name: &str) -> Outcome<Box<Release>> {
-    match o {
-        Outcome::Done(Some(rel)) => Outcome::Done(rel),
-        Outcome::Done(None) => Outcome::Done(Box::new(Release {
-            name: name.into(),
-            ..Default::default()
-        })),
-        Outcome::Pending {
-            retry_after,
-            message,
-        } => Outcome::Pending {
-            retry_after,
-            message,
-        },
     }
 }
 

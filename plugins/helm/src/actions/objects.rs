@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use sdk_guest::{Ctx, DeployerError, ObjectRef};
 use serde_json::{Value, json};
 
-use super::{
+use super::state::{
     MANAGED_BY_HELM, MANAGED_BY_LABEL, RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION,
     RESOURCE_POLICY_ANNOTATION,
 };

@@ -4,7 +4,7 @@
 
 use sdk_guest::{Ctx, DeployerError};
 
-use super::{Action, ActionState, Running, permanent};
+use super::state::{Action, ActionState, Running, permanent};
 use crate::release::{Release, Status, Storage};
 
 /// What to do with the action in the state.

@@ -7,11 +7,10 @@ use std::time::Duration;
 use sdk_guest::{Ctx, DeployerError};
 use serde_json::{Map, json};
 
-use super::install::done_release;
+use super::driver::{done_release, drive};
 use super::resume::{Resume, resume};
-use super::{
-    Action, ActionState, Flags, Outcome, Recovery, Running, action_error, drive, first_stage, now,
-    retry,
+use super::state::{
+    Action, ActionState, Flags, Outcome, Recovery, Running, action_error, first_stage, now, retry,
 };
 use crate::release::{Info, Release, Status, Storage};
 

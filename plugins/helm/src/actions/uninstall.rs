@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use sdk_guest::{Ctx, DeployerError};
 
+use super::driver::{Driver, Step, drive};
+use super::objects::Obj;
 use super::objects::keep_policy;
 use super::resume::{Resume, resume};
-use super::{
-    Action, ActionState, Driver, Obj, Outcome, Recovery, Running, Step, UNINSTALL_ORDER, drive,
-    first_stage, now, retry,
+use super::state::{
+    Action, ActionState, Outcome, Recovery, Running, UNINSTALL_ORDER, first_stage, now, retry,
 };
 use crate::release::{Release, Status, Storage};
 
