@@ -18,7 +18,7 @@ use x509_cert::ext::pkix::{
 };
 use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
 use x509_cert::serial_number::SerialNumber;
-use x509_cert::spki::ObjectIdentifier;
+use x509_cert::spki::{ObjectIdentifier, SubjectPublicKeyInfoOwned};
 use x509_cert::time::{Time, Validity};
 use x509_cert::{Certificate, TbsCertificate, Version};
 
@@ -154,17 +154,7 @@ pub(super) fn create_certificate(
     let spki = subject_key.spki()?;
     let serial = SerialNumber::new(&random::<16>()).map_err(|e| e.to_string())?;
     let now = now_unix();
-    let not_after = now
-        .checked_add(
-            t.days
-                .checked_mul(86_400)
-                .ok_or("x509: validity overflows")?,
-        )
-        .ok_or("x509: validity overflows")?;
-    let validity = Validity {
-        not_before: cert_time(now)?,
-        not_after: cert_time(not_after)?,
-    };
+    let validity = validity(now, t.days)?;
     let (issuer_name, parent_skid) = match issuer {
         Some((n, k)) => (n.clone(), k),
         None => (subject.clone(), None),
@@ -172,6 +162,52 @@ pub(super) fn create_certificate(
     let self_issued = issuer_name.to_der().map_err(|e| e.to_string())?
         == subject.to_der().map_err(|e| e.to_string())?;
 
+    let exts = extensions(t, &subject, &spki, self_issued, parent_skid)?;
+
+    let alg = signer.signature_algorithm();
+    let tbs = TbsCertificate {
+        version: Version::V3,
+        serial_number: serial,
+        signature: alg.clone(),
+        issuer: issuer_name,
+        validity,
+        subject,
+        subject_public_key_info: spki,
+        issuer_unique_id: None,
+        subject_unique_id: None,
+        extensions: Some(exts),
+    };
+    let tbs_der = tbs.to_der().map_err(|e| e.to_string())?;
+    let sig = signer.sign(&tbs_der)?;
+    let cert = Certificate {
+        tbs_certificate: tbs,
+        signature_algorithm: alg,
+        signature: BitString::from_bytes(&sig).map_err(|e| e.to_string())?,
+    };
+    let der = cert.to_der().map_err(|e| e.to_string())?;
+    Ok(pem_encode("CERTIFICATE", &der))
+}
+
+/// Validity from `now` for `days` days.
+fn validity(now: i64, days: i64) -> Result<Validity, String> {
+    let not_after = now
+        .checked_add(days.checked_mul(86_400).ok_or("x509: validity overflows")?)
+        .ok_or("x509: validity overflows")?;
+    Ok(Validity {
+        not_before: cert_time(now)?,
+        not_after: cert_time(not_after)?,
+    })
+}
+
+/// Sprig's extensions: KeyUsage, ExtKeyUsage, BasicConstraints, the subject key id of a CA,
+/// the issuer's key id, SANs (DNS names, then IPs).
+fn extensions(
+    t: &Template,
+    subject: &Name,
+    spki: &SubjectPublicKeyInfoOwned,
+    self_issued: bool,
+    parent_skid: Option<&[u8]>,
+) -> Result<Vec<Extension>, String> {
     let mut exts = Vec::new();
     // KeyUsage: digitalSignature | keyEncipherment (| keyCertSign for a CA), as Go's bit string.
     let ku = if t.is_ca {
@@ -238,29 +274,7 @@ pub(super) fn create_certificate(
         let critical = subject.0.is_empty();
         exts.push(ext("2.5.29.17", critical, &SubjectAltName(names))?);
     }
-
-    let alg = signer.signature_algorithm();
-    let tbs = TbsCertificate {
-        version: Version::V3,
-        serial_number: serial,
-        signature: alg.clone(),
-        issuer: issuer_name,
-        validity,
-        subject,
-        subject_public_key_info: spki,
-        issuer_unique_id: None,
-        subject_unique_id: None,
-        extensions: Some(exts),
-    };
-    let tbs_der = tbs.to_der().map_err(|e| e.to_string())?;
-    let sig = signer.sign(&tbs_der)?;
-    let cert = Certificate {
-        tbs_certificate: tbs,
-        signature_algorithm: alg,
-        signature: BitString::from_bytes(&sig).map_err(|e| e.to_string())?,
-    };
-    let der = cert.to_der().map_err(|e| e.to_string())?;
-    Ok(pem_encode("CERTIFICATE", &der))
+    Ok(exts)
 }
 
 pub(super) fn finish(
