@@ -100,7 +100,7 @@ fn s(v: &Value) -> String {
     match v {
         Value::Str(s) => s.to_string(),
         Value::Nil => String::new(),
-        Value::Float(f) => crate::gofmt::format_float_v(*f),
+        Value::Float(f) => crate::strconv::format_float_v(*f),
         other => other.to_go_string(),
     }
 }

@@ -1,7 +1,7 @@
 //! Go `encoding/json` compatibility: `Marshal`/`MarshalIndent` output (sorted keys, HTML-safe
 //! escapes, Go float formatting) and `Unmarshal` into `interface{}` (numbers become float64).
 
-use crate::gofmt::format_float_json;
+use crate::strconv::format_float_json;
 use crate::value::{Map, Value};
 
 fn write_str(out: &mut String, s: &str, html: bool) {

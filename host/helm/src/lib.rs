@@ -24,6 +24,7 @@ pub mod objects;
 pub mod render;
 pub mod schema;
 pub mod sort;
+pub mod strconv;
 pub mod template;
 pub mod value;
 pub mod values;

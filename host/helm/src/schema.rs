@@ -4,7 +4,7 @@
 //! additionalProperties, patternProperties, items, enum, const, numeric/string/array bounds,
 //! pattern, allOf/anyOf/oneOf/not, if/then/else, local `$ref`).
 
-use serde_json::Value as J;
+use serde_json::{Map, Value as J};
 
 use crate::deps::WChart;
 use crate::json::to_serde;
@@ -93,6 +93,19 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
     {
         check(root, t, v, at, errs);
     }
+    if !check_type(s, v, &loc, errs) {
+        return;
+    }
+    check_enum_const(s, v, &loc, errs);
+    check_number(s, v, &loc, errs);
+    check_string(s, v, &loc, errs);
+    check_array(root, s, v, at, &loc, errs);
+    check_object(root, s, v, at, &loc, errs);
+    check_combinators(root, s, v, at, &loc, errs);
+}
+
+/// `type`; `false` when the value has the wrong type (nothing else is checked then).
+fn check_type(s: &Map<String, J>, v: &J, loc: &str, errs: &mut Vec<String>) -> bool {
     if let Some(t) = s.get("type") {
         let ok = match t {
             J::String(w) => type_ok(w, v),
@@ -110,9 +123,14 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
                 _ => String::new(),
             };
             errs.push(format!("at {loc}: got {}, want {want}", type_of(v)));
-            return;
+            return false;
         }
     }
+    true
+}
+
+/// `enum`, `const`.
+fn check_enum_const(s: &Map<String, J>, v: &J, loc: &str, errs: &mut Vec<String>) {
     if let Some(J::Array(e)) = s.get("enum")
         && !e.contains(v)
     {
@@ -129,6 +147,10 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
     {
         errs.push(format!("at {loc}: value must be {c}"));
     }
+}
+
+/// `minimum`, `maximum`, their exclusive forms, `multipleOf`.
+fn check_number(s: &Map<String, J>, v: &J, loc: &str, errs: &mut Vec<String>) {
     if let Some(n) = v.as_f64() {
         let num = |k: &str| s.get(k).and_then(|x| x.as_f64());
         if let Some(m) = num("minimum")
@@ -158,6 +180,10 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
             errs.push(format!("at {loc}: multipleOf: got {v}, want {m}"));
         }
     }
+}
+
+/// `minLength`, `maxLength`, `pattern`.
+fn check_string(s: &Map<String, J>, v: &J, loc: &str, errs: &mut Vec<String>) {
     if let J::String(st) = v {
         let len = st.chars().count() as u64;
         if let Some(m) = s.get("minLength").and_then(|x| x.as_u64())
@@ -177,6 +203,10 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
             errs.push(format!("at {loc}: '{st}' does not match pattern '{p}'"));
         }
     }
+}
+
+/// `minItems`, `maxItems`, `uniqueItems`, `items`.
+fn check_array(root: &J, s: &Map<String, J>, v: &J, at: &str, loc: &str, errs: &mut Vec<String>) {
     if let J::Array(items) = v {
         let len = items.len() as u64;
         if let Some(m) = s.get("minItems").and_then(|x| x.as_u64())
@@ -211,6 +241,11 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
             None => {}
         }
     }
+}
+
+/// `minProperties`, `maxProperties`, `required`, `properties`, `patternProperties`,
+/// `additionalProperties`.
+fn check_object(root: &J, s: &Map<String, J>, v: &J, at: &str, loc: &str, errs: &mut Vec<String>) {
     if let J::Object(o) = v {
         if let Some(m) = s.get("minProperties").and_then(|x| x.as_u64())
             && (o.len() as u64) < m
@@ -266,6 +301,17 @@ fn check(root: &J, s: &J, v: &J, at: &str, errs: &mut Vec<String>) {
             }
         }
     }
+}
+
+/// `allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`.
+fn check_combinators(
+    root: &J,
+    s: &Map<String, J>,
+    v: &J,
+    at: &str,
+    loc: &str,
+    errs: &mut Vec<String>,
+) {
     if let Some(J::Array(all)) = s.get("allOf") {
         for t in all {
             check(root, t, v, at, errs);

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
-use crate::gofmt::format_float_v;
+use crate::strconv::format_float_v;
 
 /// A Go `map[string]interface{}`; Go iterates and prints maps in sorted key order.
 pub type Map = BTreeMap<String, Value>;

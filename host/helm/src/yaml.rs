@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 
-use crate::gofmt::format_float_v;
+use crate::strconv::format_float_v;
 use crate::value::{Map, Value};
 
 /// A YAML error with go-yaml's message text.
@@ -327,7 +327,7 @@ fn is_timestamp(s: &str) -> bool {
 }
 
 fn parse_go_int(plain: &str) -> Option<i64> {
-    crate::funcs::parse_int_base0(plain)
+    crate::strconv::parse_int_base0(plain)
 }
 
 /// go-yaml v2 `resolve("", s)` for a plain scalar.

@@ -274,6 +274,41 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
     let c: Raw = decode_at(raw, "spec.config").map_err(parse_error)?;
 
     let chart = c.chart.unwrap_or_default();
+    validate_chart(&chart)?;
+    validate_release(&c.name, &c.namespace)?;
+    let values = parse_values(c.values)?;
+    if let Some(cr) = &c.continuous_reconcile {
+        validate_continuous_reconcile(cr)?;
+    }
+    let deployment = deployment_config(c.helm_deployment_config.unwrap_or_default())?;
+    validate_exports_from_manifests(&c.exports_from_manifests)?;
+    let mut exports = c.exports.map(|e| e.exports).unwrap_or_default();
+    exports.extend(c.exports_from_manifests);
+
+    let config = Config {
+        chart,
+        name: c.name,
+        namespace: c.namespace,
+        create_namespace: c.create_namespace,
+        values,
+        helm_deployment: c.helm_deployment.unwrap_or(true),
+        deployment,
+        update_strategy: UpdateStrategy::parse(&c.update_strategy),
+        readiness: c.readiness_checks,
+        exports,
+        deletion_groups: c.deletion_groups,
+        deletion_groups_during_update: c.deletion_groups_during_update,
+    };
+    // Readiness checks, exports and deletion groups: the applier's validation.
+    config
+        .as_spec(Vec::new())
+        .validate()
+        .map_err(|e| e.with_operation(INIT_OPERATION))?;
+    Ok(config)
+}
+
+/// The chart must come from somewhere, and each source must be complete.
+fn validate_chart(chart: &Chart) -> Result<(), DeployerError> {
     let has = |o: &Option<String>| o.as_deref().is_some_and(|s| !s.trim().is_empty());
     if !has(&chart.r#ref)
         && chart.archive.is_none()
@@ -306,19 +341,24 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
             }
         }
     }
-    if c.name.trim().is_empty() {
+    Ok(())
+}
+
+/// Release name and namespace are required; the name follows Helm's rule (a DNS-1123
+/// subdomain of at most 53 characters).
+fn validate_release(name: &str, namespace: &str) -> Result<(), DeployerError> {
+    if name.trim().is_empty() {
         return Err(validation_error(
             "spec.config.name: Required value: the release name must not be empty".into(),
         ));
     }
-    if c.namespace.trim().is_empty() {
+    if namespace.trim().is_empty() {
         return Err(validation_error(
             "spec.config.namespace: Required value: the release namespace must not be empty".into(),
         ));
     }
-    // Helm's release name rule (a DNS-1123 subdomain of at most 53 characters).
-    let name_ok = c.name.len() <= 53
-        && c.name.split('.').all(|part| {
+    let name_ok = name.len() <= 53
+        && name.split('.').all(|part| {
             !part.is_empty()
                 && part
                     .chars()
@@ -328,11 +368,15 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
         });
     if !name_ok {
         return Err(validation_error(format!(
-            "spec.config.name: Invalid value: {:?}: a Helm release name must be a lowercase DNS-1123 subdomain of at most 53 characters",
-            c.name
+            "spec.config.name: Invalid value: {name:?}: a Helm release name must be a lowercase DNS-1123 subdomain of at most 53 characters"
         )));
     }
-    let values = c.values.unwrap_or_else(|| Value::Object(Map::new()));
+    Ok(())
+}
+
+/// `spec.config.values`: an object (none, or `null`: `{}`).
+fn parse_values(values: Option<Value>) -> Result<Value, DeployerError> {
+    let values = values.unwrap_or_else(|| Value::Object(Map::new()));
     if !values.is_object() && !values.is_null() {
         return Err(DeployerError::configuration(
             "ParseHelmValues",
@@ -340,33 +384,45 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
         )
         .with_operation(INIT_OPERATION));
     }
-    if let Some(cr) = &c.continuous_reconcile {
-        let has = |k: &str| cr.get(k).is_some_and(|v| !v.is_null() && v != "");
-        if has("cron") && has("every") {
-            return Err(validation_error(
-                "spec.config.continuousReconcile: cron and every are mutually exclusive".into(),
-            ));
-        }
+    Ok(if values.is_null() {
+        Value::Object(Map::new())
+    } else {
+        values
+    })
+}
+
+fn validate_continuous_reconcile(cr: &Value) -> Result<(), DeployerError> {
+    let has = |k: &str| cr.get(k).is_some_and(|v| !v.is_null() && v != "");
+    if has("cron") && has("every") {
+        return Err(validation_error(
+            "spec.config.continuousReconcile: cron and every are mutually exclusive".into(),
+        ));
     }
-    let raw_deploy = c.helm_deployment_config.unwrap_or_default();
-    let deployment = DeploymentConfig {
+    Ok(())
+}
+
+fn deployment_config(raw: RawDeploymentConfig) -> Result<DeploymentConfig, DeployerError> {
+    Ok(DeploymentConfig {
         install: flags(
             "spec.config.helmDeploymentConfig.install",
-            raw_deploy.install.as_ref(),
+            raw.install.as_ref(),
             &INSTALL_KEYS,
         )?,
         upgrade: flags(
             "spec.config.helmDeploymentConfig.upgrade",
-            raw_deploy.upgrade.as_ref(),
+            raw.upgrade.as_ref(),
             &INSTALL_KEYS,
         )?,
         uninstall: flags(
             "spec.config.helmDeploymentConfig.uninstall",
-            raw_deploy.uninstall.as_ref(),
+            raw.uninstall.as_ref(),
             &UNINSTALL_KEYS,
         )?,
-    };
-    for (i, e) in c.exports_from_manifests.iter().enumerate() {
+    })
+}
+
+fn validate_exports_from_manifests(exports: &[Export]) -> Result<(), DeployerError> {
+    for (i, e) in exports.iter().enumerate() {
         let at = format!("spec.config.exportsFromManifests[{i}]");
         if e.key.is_empty() {
             return Err(validation_error(format!("{at}.key: Required value")));
@@ -375,33 +431,7 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
             return Err(validation_error(format!("{at}.jsonPath: Required value")));
         }
     }
-    let mut exports = c.exports.map(|e| e.exports).unwrap_or_default();
-    exports.extend(c.exports_from_manifests);
-
-    let config = Config {
-        chart,
-        name: c.name,
-        namespace: c.namespace,
-        create_namespace: c.create_namespace,
-        values: if values.is_null() {
-            Value::Object(Map::new())
-        } else {
-            values
-        },
-        helm_deployment: c.helm_deployment.unwrap_or(true),
-        deployment,
-        update_strategy: UpdateStrategy::parse(&c.update_strategy),
-        readiness: c.readiness_checks,
-        exports,
-        deletion_groups: c.deletion_groups,
-        deletion_groups_during_update: c.deletion_groups_during_update,
-    };
-    // Readiness checks, exports and deletion groups: the applier's validation.
-    config
-        .as_spec(Vec::new())
-        .validate()
-        .map_err(|e| e.with_operation(INIT_OPERATION))?;
-    Ok(config)
+    Ok(())
 }
 
 impl Config {

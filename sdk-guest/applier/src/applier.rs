@@ -258,67 +258,25 @@ fn apply_one(
     if m.policy == Policy::Ignore {
         return Ok(None);
     }
-    let r = e.object_ref();
-    let at = r
-        .namespace
-        .as_ref()
-        .map(|ns| format!("{ns}/{}", r.name))
-        .unwrap_or_else(|| r.name.clone());
-    let wrap = |what: &str, err: DeployerError| DeployerError {
-        message: format!("unable to {what} resource {at}: {}", err.message),
-        ..err
-    };
-    let labels = [(opts.owner_label, item_name)];
-    let to_create = || {
-        let mut desired = m.manifest.clone();
-        set_labels(&mut desired, &labels);
-        if let Some(a) = &m.annotate_before_create {
-            set_annotations(&mut desired, a);
-        }
-        desired
-    };
-    let created = |created: Value| {
-        Ok(Some(Applied {
-            managed: managed_entry(m, &created),
-            patch: pending(m, &created),
-        }))
-    };
+    let one = OneObject::new(ctx, item_name, e, opts);
     let server_side_apply = *strategy == Ok(UpdateStrategy::Patch);
     let mut refused = None;
-    if !server_side_apply && !known_object(known, &r) {
-        match ctx.kube_create(&to_create()) {
-            Ok(object) => return created(object),
+    if !server_side_apply && !known_object(known, &one.r) {
+        match ctx.kube_create(&one.to_create()) {
+            Ok(object) => return Ok(Some(one.applied(&object))),
             Err(err) if crate::wait::cut_off(&err) => return Err(err),
             Err(err) => refused = Some(err),
         }
     }
-    let live = ctx.kube_get(&r).map_err(|err| wrap("get", err))?;
-    let mut desired = m.manifest.clone();
+    let live = ctx.kube_get(&one.r).map_err(|err| one.wrap("get", err))?;
     let Some(live) = live else {
         if let Some(err) = refused {
-            return Err(wrap("create", err));
+            return Err(one.wrap("create", err));
         }
-        let desired = to_create();
-        let object = if server_side_apply {
-            ctx.kube_patch(
-                &r,
-                &desired,
-                PatchType::Apply,
-                Some(opts.field_manager),
-                true,
-            )
-        } else {
-            ctx.kube_create(&desired)
-        }
-        .map_err(|err| wrap("create", err))?;
-        return created(object);
+        let object = one.create(server_side_apply)?;
+        return Ok(Some(one.applied(&object)));
     };
-    let owned = live
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(opts.owner_label))
-        .and_then(Value::as_str)
-        == Some(item_name);
-    if m.policy == Policy::Fallback && !owned {
+    if m.policy == Policy::Fallback && !one.owned(&live) {
         ctx.info(&format!(
             "{}: exists and is not owned by this DeployItem (label {}); policy fallback leaves it alone",
             e.describe(),
@@ -333,45 +291,136 @@ fn apply_one(
         }));
     }
     let strategy = strategy.clone().map_err(|msg| {
-        wrap(
+        one.wrap(
             "update",
             DeployerError::configuration("UpdateStrategy", msg),
         )
     })?;
-    let updated = match strategy {
-        UpdateStrategy::Update => {
-            set_labels(&mut desired, &labels);
-            copy_required_fields(&mut desired, &live);
-            ctx.kube_update(&desired)
-                .map_err(|err| wrap("update", err))?
+    let updated = one.update(strategy, &live)?;
+    Ok(Some(one.applied(&updated)))
+}
+
+/// The object of one entry being applied: where it is, how its errors read, what it
+/// becomes when created or updated.
+struct OneObject<'a> {
+    ctx: &'a Ctx<'a>,
+    m: &'a Manifest,
+    r: sdk_guest::ObjectRef,
+    /// `namespace/name` (or `name`) for error messages.
+    at: String,
+    item_name: &'a str,
+    opts: &'a Options,
+}
+
+impl<'a> OneObject<'a> {
+    fn new(ctx: &'a Ctx<'a>, item_name: &'a str, e: &'a Entry, opts: &'a Options) -> Self {
+        let r = e.object_ref();
+        let at = r
+            .namespace
+            .as_ref()
+            .map(|ns| format!("{ns}/{}", r.name))
+            .unwrap_or_else(|| r.name.clone());
+        OneObject {
+            ctx,
+            m: &e.manifest,
+            r,
+            at,
+            item_name,
+            opts,
         }
-        UpdateStrategy::Patch => {
-            set_labels(&mut desired, &labels);
-            ctx.kube_patch(
-                &r,
+    }
+
+    fn wrap(&self, what: &str, err: DeployerError) -> DeployerError {
+        DeployerError {
+            message: format!("unable to {what} resource {}: {}", self.at, err.message),
+            ..err
+        }
+    }
+
+    fn labels(&self) -> [(&str, &str); 1] {
+        [(self.opts.owner_label, self.item_name)]
+    }
+
+    /// The manifest as created: the ownership label, `annotateBeforeCreate`.
+    fn to_create(&self) -> Value {
+        let mut desired = self.m.manifest.clone();
+        set_labels(&mut desired, &self.labels());
+        if let Some(a) = &self.m.annotate_before_create {
+            set_annotations(&mut desired, a);
+        }
+        desired
+    }
+
+    fn applied(&self, object: &Value) -> Applied {
+        Applied {
+            managed: managed_entry(self.m, object),
+            patch: pending(self.m, object),
+        }
+    }
+
+    /// Whether the live object carries this DeployItem's ownership label.
+    fn owned(&self, live: &Value) -> bool {
+        live.pointer("/metadata/labels")
+            .and_then(|l| l.get(self.opts.owner_label))
+            .and_then(Value::as_str)
+            == Some(self.item_name)
+    }
+
+    /// Creates the absent object (server-side apply under `patch`).
+    fn create(&self, server_side_apply: bool) -> Result<Value, DeployerError> {
+        let desired = self.to_create();
+        if server_side_apply {
+            self.ctx.kube_patch(
+                &self.r,
                 &desired,
                 PatchType::Apply,
-                Some(opts.field_manager),
+                Some(self.opts.field_manager),
                 true,
             )
-            .map_err(|err| wrap("patch", err))?
+        } else {
+            self.ctx.kube_create(&desired)
         }
-        UpdateStrategy::Merge | UpdateStrategy::MergeOverwrite => {
-            let mut merged = live.clone();
-            if strategy == UpdateStrategy::Merge {
-                merge_keep(&mut merged, &desired);
-            } else {
-                merge_overwrite(&mut merged, &desired);
+        .map_err(|err| self.wrap("create", err))
+    }
+
+    /// Updates the existing object with the update strategy.
+    fn update(&self, strategy: UpdateStrategy, live: &Value) -> Result<Value, DeployerError> {
+        let mut desired = self.m.manifest.clone();
+        let labels = self.labels();
+        match strategy {
+            UpdateStrategy::Update => {
+                set_labels(&mut desired, &labels);
+                copy_required_fields(&mut desired, live);
+                self.ctx
+                    .kube_update(&desired)
+                    .map_err(|err| self.wrap("update", err))
             }
-            set_labels(&mut merged, &labels);
-            ctx.kube_update(&merged)
-                .map_err(|err| wrap("update", err))?
+            UpdateStrategy::Patch => {
+                set_labels(&mut desired, &labels);
+                self.ctx
+                    .kube_patch(
+                        &self.r,
+                        &desired,
+                        PatchType::Apply,
+                        Some(self.opts.field_manager),
+                        true,
+                    )
+                    .map_err(|err| self.wrap("patch", err))
+            }
+            UpdateStrategy::Merge | UpdateStrategy::MergeOverwrite => {
+                let mut merged = live.clone();
+                if strategy == UpdateStrategy::Merge {
+                    merge_keep(&mut merged, &desired);
+                } else {
+                    merge_overwrite(&mut merged, &desired);
+                }
+                set_labels(&mut merged, &labels);
+                self.ctx
+                    .kube_update(&merged)
+                    .map_err(|err| self.wrap("update", err))
+            }
         }
-    };
-    Ok(Some(Applied {
-        managed: managed_entry(m, &updated),
-        patch: pending(m, &updated),
-    }))
+    }
 }
 
 /// Outcome of one apply pass.

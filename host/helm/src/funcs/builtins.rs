@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{FR, want, want_min};
+use super::args::{FR, want, want_min};
 use crate::gofmt::{sprint, sprintf, sprintln};
 use crate::template::{Exec, Func, FuncError};
 use crate::value::Value;
@@ -21,7 +21,7 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
     m.insert("println", |_, a| Ok(Value::from(sprintln(a))));
     m.insert("printf", |_, a| {
         want_min("printf", a, 1)?;
-        let f = super::arg_str(&a[0])?;
+        let f = super::args::arg_str(&a[0])?;
         Ok(Value::from(sprintf(f, &a[1..])))
     });
     m.insert("html", |_, a| Ok(Value::from(html_escape(&sprint(a)))));

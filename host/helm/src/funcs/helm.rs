@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{FR, arg_str, want};
+use super::args::{FR, arg_str, want};
 use crate::template::{Exec, Func, FuncError, TemplateError};
 use crate::value::{Map, Value};
 use crate::{json, yaml};
@@ -207,10 +207,10 @@ fn tpl(ex: &mut Exec, a: &[Value]) -> FR {
 
 fn toml_value(v: &Value) -> String {
     match v {
-        Value::Str(s) => crate::gofmt::go_quote(s),
+        Value::Str(s) => crate::strconv::go_quote(s),
         Value::Int(i) => i.to_string(),
         Value::Float(f) => {
-            let s = crate::gofmt::format_float_v(*f);
+            let s = crate::strconv::format_float_v(*f);
             if s.contains(['.', 'e', 'I', 'N']) {
                 s
             } else {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::{FR, arg_int, arg_list, arg_map, arg_str, is_empty, strval, want, want_min};
+use super::args::{FR, arg_int, arg_list, arg_map, arg_str, is_empty, strval, want, want_min};
 use crate::template::{Func, FuncError};
 use crate::value::{Map, MapRef, Value, deep_equal};
 
@@ -121,8 +121,8 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want_min("slice", a, 1)?;
         let l = arg_list("slice", &a[0])?;
         let len = l.len() as i64;
-        let start = a.get(1).map(super::to_i64).unwrap_or(0);
-        let end = a.get(2).map(super::to_i64).unwrap_or(len);
+        let start = a.get(1).map(super::args::to_i64).unwrap_or(0);
+        let end = a.get(2).map(super::args::to_i64).unwrap_or(len);
         if start < 0 || end > len || start > end {
             return Err(FuncError::call(format!(
                 "slice bounds out of range [{start}:{end}]"
@@ -228,23 +228,7 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         }
         Ok(Value::from(out))
     });
-    m.insert("omit", |_, a| {
-        want_min("omit", a, 1)?;
-        let d = arg_map(&a[0])?;
-        let mut drop = Vec::new();
-        for k in &a[1..] {
-            drop.push(arg_str(k)?.to_string());
-        }
-        let mut out = Map::new();
-        if let Some(d) = d {
-            for (k, v) in d.borrow().iter() {
-                if !drop.contains(k) {
-                    out.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        Ok(Value::from(out))
-    });
+    m.insert("omit", |_, a| omit(a));
     m.insert("merge", |_, a| merge_fn(a, false));
     m.insert("mustMerge", |_, a| merge_fn(a, false));
     m.insert("mergeOverwrite", |_, a| merge_fn(a, true));
@@ -262,39 +246,61 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         }
         Ok(a[0].plain().deep_copy())
     });
-    m.insert("dig", |_, a| {
-        want_min("dig", a, 3)?;
-        let n = a.len();
-        let d = arg_map(&a[n - 1])?;
-        let default = a[n - 2].clone();
-        let mut keys = Vec::new();
-        for k in &a[..n - 2] {
-            keys.push(arg_str(k)?.to_string());
-        }
-        let mut cur = match d {
-            Some(d) => Value::Map(d),
-            None => return Ok(default),
-        };
-        for (i, k) in keys.iter().enumerate() {
-            let next = match &cur {
-                Value::Map(m) => m.borrow().get(k).cloned(),
-                _ => None,
-            };
-            match next {
-                Some(v) => {
-                    if i + 1 < keys.len() && !matches!(v, Value::Map(_)) {
-                        return Err(FuncError::call(format!(
-                            "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
-                            v.type_name()
-                        )));
-                    }
-                    cur = v;
-                }
-                None => return Ok(default),
+    m.insert("dig", |_, a| dig(a));
+}
+
+/// Sprig's `omit`.
+fn omit(a: &[Value]) -> FR {
+    want_min("omit", a, 1)?;
+    let d = arg_map(&a[0])?;
+    let mut drop = Vec::new();
+    for k in &a[1..] {
+        drop.push(arg_str(k)?.to_string());
+    }
+    let mut out = Map::new();
+    if let Some(d) = d {
+        for (k, v) in d.borrow().iter() {
+            if !drop.contains(k) {
+                out.insert(k.clone(), v.clone());
             }
         }
-        Ok(cur)
-    });
+    }
+    Ok(Value::from(out))
+}
+
+/// Sprig's `dig`.
+fn dig(a: &[Value]) -> FR {
+    want_min("dig", a, 3)?;
+    let n = a.len();
+    let d = arg_map(&a[n - 1])?;
+    let default = a[n - 2].clone();
+    let mut keys = Vec::new();
+    for k in &a[..n - 2] {
+        keys.push(arg_str(k)?.to_string());
+    }
+    let mut cur = match d {
+        Some(d) => Value::Map(d),
+        None => return Ok(default),
+    };
+    for (i, k) in keys.iter().enumerate() {
+        let next = match &cur {
+            Value::Map(m) => m.borrow().get(k).cloned(),
+            _ => None,
+        };
+        match next {
+            Some(v) => {
+                if i + 1 < keys.len() && !matches!(v, Value::Map(_)) {
+                    return Err(FuncError::call(format!(
+                        "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
+                        v.type_name()
+                    )));
+                }
+                cur = v;
+            }
+            None => return Ok(default),
+        }
+    }
+    Ok(cur)
 }
 
 fn merge_fn(a: &[Value], overwrite: bool) -> FR {

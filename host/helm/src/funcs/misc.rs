@@ -4,8 +4,10 @@
 
 use std::collections::HashMap;
 
+use super::args::{
+    FR, arg_bool, arg_int, arg_str, is_empty, strval, to_f64, to_i64, want, want_min,
+};
 use super::semver::{Constraints, Version};
-use super::{FR, arg_bool, arg_int, arg_str, is_empty, strval, to_f64, to_i64, want, want_min};
 use crate::template::{Func, FuncError};
 use crate::value::{Map, Value, deep_equal};
 
@@ -74,25 +76,7 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
             i64::from_str_radix(&strval(&a[0]), 8).unwrap_or(0),
         ))
     });
-    m.insert("seq", |_, a| {
-        let p: Vec<i64> = a.iter().map(to_i64).collect();
-        let (start, step, end) = match p.len() {
-            0 => return Ok(Value::from("")),
-            1 => (1, 1, p[0]),
-            2 => (p[0], if p[1] >= p[0] { 1 } else { -1 }, p[1]),
-            _ => (p[0], p[1], p[2]),
-        };
-        let mut out = Vec::new();
-        if step == 0 {
-            return Ok(Value::from(""));
-        }
-        let mut i = start;
-        while (step > 0 && i <= end) || (step < 0 && i >= end) {
-            out.push(i.to_string());
-            i += step;
-        }
-        Ok(Value::from(out.join(" ")))
-    });
+    m.insert("seq", |_, a| seq(a));
     // integer math
     m.insert("add", |_, a| Ok(Value::Int(a.iter().map(to_i64).sum())));
     m.insert("add1", |_, a| {
@@ -372,6 +356,27 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
             bcrypt_hash(arg_str(&a[1])?)
         )))
     });
+}
+
+/// Sprig's `seq`.
+fn seq(a: &[Value]) -> FR {
+    let p: Vec<i64> = a.iter().map(to_i64).collect();
+    let (start, step, end) = match p.len() {
+        0 => return Ok(Value::from("")),
+        1 => (1, 1, p[0]),
+        2 => (p[0], if p[1] >= p[0] { 1 } else { -1 }, p[1]),
+        _ => (p[0], p[1], p[2]),
+    };
+    let mut out = Vec::new();
+    if step == 0 {
+        return Ok(Value::from(""));
+    }
+    let mut i = start;
+    while (step > 0 && i <= end) || (step < 0 && i >= end) {
+        out.push(i.to_string());
+        i += step;
+    }
+    Ok(Value::from(out.join(" ")))
 }
 
 /// Go `bcrypt.GenerateFromPassword(p, 10)` (`$2a$` form, random salt).

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use base64::Engine as _;
 use sha2::Digest;
 
-use super::{FR, arg_int, arg_str, strslice, strval, want};
-use crate::gofmt::go_quote;
+use super::args::{FR, arg_int, arg_str, strslice, strval, want};
+use crate::strconv::go_quote;
 use crate::template::Func;
 use crate::value::{Map, Value};
 
@@ -130,22 +130,7 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         }
         Value::from(mp)
     });
-    m.insert("splitn", |_, a| {
-        want("splitn", a, 3)?;
-        let sep = arg_str(&a[0])?;
-        let n = arg_int(&a[1])?;
-        let s = arg_str(&a[2])?;
-        let parts: Vec<&str> = if n < 0 {
-            s.split(sep).collect()
-        } else {
-            s.splitn(n as usize, sep).collect()
-        };
-        let mut mp = Map::new();
-        for (i, p) in parts.into_iter().enumerate() {
-            mp.insert(format!("_{i}"), Value::from(p));
-        }
-        Ok(Value::from(mp))
-    });
+    m.insert("splitn", |_, a| splitn(a));
     m.insert("replace", |_, a| {
         want("replace", a, 3)?;
         let (old, new, s) = (arg_str(&a[0])?, arg_str(&a[1])?, arg_str(&a[2])?);
@@ -317,6 +302,24 @@ pub(super) fn register(m: &mut HashMap<&'static str, Func>) {
         want("toString", a, 1)?;
         Ok(Value::from(strval(&a[0].plain())))
     });
+}
+
+/// Sprig's `splitn`.
+fn splitn(a: &[Value]) -> FR {
+    want("splitn", a, 3)?;
+    let sep = arg_str(&a[0])?;
+    let n = arg_int(&a[1])?;
+    let s = arg_str(&a[2])?;
+    let parts: Vec<&str> = if n < 0 {
+        s.split(sep).collect()
+    } else {
+        s.splitn(n as usize, sep).collect()
+    };
+    let mut mp = Map::new();
+    for (i, p) in parts.into_iter().enumerate() {
+        mp.insert(format!("_{i}"), Value::from(p));
+    }
+    Ok(Value::from(mp))
 }
 
 fn rand_str(a: &[Value], name: &str, set: &[u8]) -> FR {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::{arg_str, to_i64, want, want_min};
+use super::args::{arg_str, to_i64, want, want_min};
 use crate::template::{Func, FuncError};
 use crate::value::{Object, Value};
 

@@ -72,16 +72,10 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
         let mut text = &src[start..next];
         if trim_next_text {
             text = text.trim_start_matches([' ', '\t', '\r', '\n']);
-            trim_next_text = false;
         }
         if next >= b.len() {
             if !text.is_empty() {
-                toks.push(Token {
-                    tok: Tok::Text(text.to_string()),
-                    pos: start,
-                    end: next,
-                    space_before: false,
-                });
+                toks.push(text_token(text, start, next));
             }
             break;
         }
@@ -93,42 +87,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
             j += 2;
         }
         if !text.is_empty() {
-            toks.push(Token {
-                tok: Tok::Text(text.to_string()),
-                pos: start,
-                end: next,
-                space_before: false,
-            });
+            toks.push(text_token(text, start, next));
         }
-        // comment?
-        let mut k = j;
-        while k < b.len() && is_space(b[k]) {
-            k += 1;
-        }
-        if src[k..].starts_with("/*") && (k == j || trim_left) {
-            let Some(endc) = src[k + 2..].find("*/") else {
-                return Err(TemplateError::parse(src, next, "unclosed comment"));
-            };
-            let mut m = k + 2 + endc + 2;
-            let trim_right;
-            if src[m..].starts_with(" -}}")
-                || src[m..].starts_with("\t-}}")
-                || src[m..].starts_with("\n-}}")
-            {
-                trim_right = true;
-                m += 4;
-            } else if src[m..].starts_with("}}") {
-                trim_right = false;
-                m += 2;
-            } else {
-                return Err(TemplateError::parse(
-                    src,
-                    m,
-                    "comment ends before closing delimiter",
-                ));
-            }
+        if let Some((end, trim_right)) = lex_comment(src, next, j, trim_left)? {
             trim_next_text = trim_right;
-            i = m;
+            i = end;
             continue;
         }
         toks.push(Token {
@@ -137,179 +100,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
             end: j,
             space_before: false,
         });
-        // inside action
-        let mut space = false;
-        loop {
-            if j >= b.len() {
-                return Err(TemplateError::parse(src, next, "unclosed action"));
-            }
-            let c = b[j];
-            if is_space(c) {
-                // right trim marker " -}}"
-                if src[j..].len() >= 4 && b[j + 1] == b'-' && src[j + 2..].starts_with("}}") {
-                    toks.push(Token {
-                        tok: Tok::Close,
-                        pos: j + 1,
-                        end: j + 4,
-                        space_before: true,
-                    });
-                    trim_next_text = true;
-                    j += 4;
-                    break;
-                }
-                space = true;
-                j += 1;
-                continue;
-            }
-            if src[j..].starts_with("}}") {
-                toks.push(Token {
-                    tok: Tok::Close,
-                    pos: j,
-                    end: j + 2,
-                    space_before: space,
-                });
-                j += 2;
-                break;
-            }
-            let pos = j;
-            let tok = match c {
-                b'(' => {
-                    j += 1;
-                    Tok::LParen
-                }
-                b')' => {
-                    j += 1;
-                    Tok::RParen
-                }
-                b'|' => {
-                    j += 1;
-                    Tok::Pipe
-                }
-                b',' => {
-                    j += 1;
-                    Tok::Comma
-                }
-                b'=' => {
-                    j += 1;
-                    Tok::Assign
-                }
-                b':' => {
-                    if b.get(j + 1) == Some(&b'=') {
-                        j += 2;
-                        Tok::Declare
-                    } else {
-                        return Err(TemplateError::parse(src, j, "expected :="));
-                    }
-                }
-                b'"' => {
-                    let (s, e) = lex_quote(src, j)?;
-                    j = e;
-                    Tok::Str(s)
-                }
-                b'`' => {
-                    let Some(e) = src[j + 1..].find('`') else {
-                        return Err(TemplateError::parse(
-                            src,
-                            j,
-                            "unterminated raw quoted string",
-                        ));
-                    };
-                    let s = src[j + 1..j + 1 + e].to_string();
-                    j = j + 2 + e;
-                    Tok::Str(s)
-                }
-                b'\'' => {
-                    let (s, e) = lex_char(src, j)?;
-                    j = e;
-                    Tok::Char(s)
-                }
-                b'$' => {
-                    let mut e = j + 1;
-                    for ch in src[e..].chars() {
-                        if is_alnum(ch) {
-                            e += ch.len_utf8();
-                        } else {
-                            break;
-                        }
-                    }
-                    let s = src[j..e].to_string();
-                    j = e;
-                    Tok::Var(s)
-                }
-                b'.' => {
-                    // field, or number like .5, or dot
-                    if b.get(j + 1).is_some_and(|c| c.is_ascii_digit()) {
-                        let e = scan_number(b, j);
-                        let s = src[j..e].to_string();
-                        j = e;
-                        Tok::Number(s)
-                    } else {
-                        let mut e = j + 1;
-                        for ch in src[e..].chars() {
-                            if is_alnum(ch) {
-                                e += ch.len_utf8();
-                            } else {
-                                break;
-                            }
-                        }
-                        if e == j + 1 {
-                            j = e;
-                            Tok::Dot
-                        } else {
-                            let s = src[j + 1..e].to_string();
-                            j = e;
-                            Tok::Field(s)
-                        }
-                    }
-                }
-                b'0'..=b'9' | b'-' | b'+' => {
-                    let e = scan_number(b, j);
-                    if e == j || (e == j + 1 && !b[j].is_ascii_digit()) {
-                        return Err(TemplateError::parse(
-                            src,
-                            j,
-                            &format!("bad character {:?}", c as char),
-                        ));
-                    }
-                    let s = src[j..e].to_string();
-                    j = e;
-                    Tok::Number(s)
-                }
-                _ => {
-                    let ch = src[j..].chars().next().unwrap();
-                    if is_alnum(ch) {
-                        let mut e = j;
-                        for ch in src[j..].chars() {
-                            if is_alnum(ch) {
-                                e += ch.len_utf8();
-                            } else {
-                                break;
-                            }
-                        }
-                        let s = src[j..e].to_string();
-                        j = e;
-                        Tok::Ident(s)
-                    } else {
-                        return Err(TemplateError::parse(
-                            src,
-                            j,
-                            &format!(
-                                "unexpected bad character U+{:04X} '{}' in command",
-                                ch as u32, ch
-                            ),
-                        ));
-                    }
-                }
-            };
-            toks.push(Token {
-                tok,
-                pos,
-                end: j,
-                space_before: space,
-            });
-            space = false;
-        }
-        i = j;
+        (i, trim_next_text) = lex_action(src, next, j, &mut toks)?;
     }
     toks.push(Token {
         tok: Tok::Eof,
@@ -318,6 +109,194 @@ pub fn lex(src: &str) -> Result<Vec<Token>, TemplateError> {
         space_before: false,
     });
     Ok(toks)
+}
+
+fn text_token(text: &str, pos: usize, end: usize) -> Token {
+    Token {
+        tok: Tok::Text(text.to_string()),
+        pos,
+        end,
+        space_before: false,
+    }
+}
+
+/// A comment action (`{{/* … */}}`, `{{- /* … */ -}}`) whose body starts after `j`: where it
+/// ends and whether it trims the text after it; `None` if the action is not a comment.
+fn lex_comment(
+    src: &str,
+    next: usize,
+    j: usize,
+    trim_left: bool,
+) -> Result<Option<(usize, bool)>, TemplateError> {
+    let b = src.as_bytes();
+    let mut k = j;
+    while k < b.len() && is_space(b[k]) {
+        k += 1;
+    }
+    if !(src[k..].starts_with("/*") && (k == j || trim_left)) {
+        return Ok(None);
+    }
+    let Some(endc) = src[k + 2..].find("*/") else {
+        return Err(TemplateError::parse(src, next, "unclosed comment"));
+    };
+    let m = k + 2 + endc + 2;
+    if src[m..].starts_with(" -}}")
+        || src[m..].starts_with("\t-}}")
+        || src[m..].starts_with("\n-}}")
+    {
+        Ok(Some((m + 4, true)))
+    } else if src[m..].starts_with("}}") {
+        Ok(Some((m + 2, false)))
+    } else {
+        Err(TemplateError::parse(
+            src,
+            m,
+            "comment ends before closing delimiter",
+        ))
+    }
+}
+
+/// The tokens of the action opened at `next` whose body starts at `j`, up to and including
+/// its `Close`: where the action ends and whether it trims the text after it (` -}}`).
+fn lex_action(
+    src: &str,
+    next: usize,
+    mut j: usize,
+    toks: &mut Vec<Token>,
+) -> Result<(usize, bool), TemplateError> {
+    let b = src.as_bytes();
+    let mut space = false;
+    loop {
+        if j >= b.len() {
+            return Err(TemplateError::parse(src, next, "unclosed action"));
+        }
+        let c = b[j];
+        if is_space(c) {
+            // right trim marker " -}}"
+            if src[j..].len() >= 4 && b[j + 1] == b'-' && src[j + 2..].starts_with("}}") {
+                toks.push(Token {
+                    tok: Tok::Close,
+                    pos: j + 1,
+                    end: j + 4,
+                    space_before: true,
+                });
+                return Ok((j + 4, true));
+            }
+            space = true;
+            j += 1;
+            continue;
+        }
+        if src[j..].starts_with("}}") {
+            toks.push(Token {
+                tok: Tok::Close,
+                pos: j,
+                end: j + 2,
+                space_before: space,
+            });
+            return Ok((j + 2, false));
+        }
+        let (tok, end) = lex_token(src, j)?;
+        toks.push(Token {
+            tok,
+            pos: j,
+            end,
+            space_before: space,
+        });
+        space = false;
+        j = end;
+    }
+}
+
+/// The token at `j` inside an action (not a space, not `}}`) and where it ends.
+fn lex_token(src: &str, j: usize) -> Result<(Tok, usize), TemplateError> {
+    let b = src.as_bytes();
+    let c = b[j];
+    Ok(match c {
+        b'(' => (Tok::LParen, j + 1),
+        b')' => (Tok::RParen, j + 1),
+        b'|' => (Tok::Pipe, j + 1),
+        b',' => (Tok::Comma, j + 1),
+        b'=' => (Tok::Assign, j + 1),
+        b':' if b.get(j + 1) == Some(&b'=') => (Tok::Declare, j + 2),
+        b':' => return Err(TemplateError::parse(src, j, "expected :=")),
+        b'"' => {
+            let (s, e) = lex_quote(src, j)?;
+            (Tok::Str(s), e)
+        }
+        b'`' => {
+            let Some(e) = src[j + 1..].find('`') else {
+                return Err(TemplateError::parse(
+                    src,
+                    j,
+                    "unterminated raw quoted string",
+                ));
+            };
+            (Tok::Str(src[j + 1..j + 1 + e].to_string()), j + 2 + e)
+        }
+        b'\'' => {
+            let (s, e) = lex_char(src, j)?;
+            (Tok::Char(s), e)
+        }
+        b'$' => {
+            let e = alnum_end(src, j + 1);
+            (Tok::Var(src[j..e].to_string()), e)
+        }
+        b'.' => lex_dot(src, j),
+        b'0'..=b'9' | b'-' | b'+' => {
+            let e = scan_number(b, j);
+            if e == j || (e == j + 1 && !b[j].is_ascii_digit()) {
+                return Err(TemplateError::parse(
+                    src,
+                    j,
+                    &format!("bad character {:?}", c as char),
+                ));
+            }
+            (Tok::Number(src[j..e].to_string()), e)
+        }
+        _ => {
+            let ch = src[j..].chars().next().unwrap();
+            if !is_alnum(ch) {
+                return Err(TemplateError::parse(
+                    src,
+                    j,
+                    &format!(
+                        "unexpected bad character U+{:04X} '{}' in command",
+                        ch as u32, ch
+                    ),
+                ));
+            }
+            let e = alnum_end(src, j);
+            (Tok::Ident(src[j..e].to_string()), e)
+        }
+    })
+}
+
+/// A field (`.name`), a number like `.5`, or dot.
+fn lex_dot(src: &str, j: usize) -> (Tok, usize) {
+    let b = src.as_bytes();
+    if b.get(j + 1).is_some_and(|c| c.is_ascii_digit()) {
+        let e = scan_number(b, j);
+        return (Tok::Number(src[j..e].to_string()), e);
+    }
+    let e = alnum_end(src, j + 1);
+    if e == j + 1 {
+        (Tok::Dot, e)
+    } else {
+        (Tok::Field(src[j + 1..e].to_string()), e)
+    }
+}
+
+/// Where the run of identifier characters starting at `from` ends.
+fn alnum_end(src: &str, from: usize) -> usize {
+    let mut e = from;
+    for ch in src[from..].chars() {
+        if is_alnum(ch) {
+            e += ch.len_utf8();
+        } else {
+            break;
+        }
+    }
+    e
 }
 
 fn scan_number(b: &[u8], mut j: usize) -> usize {

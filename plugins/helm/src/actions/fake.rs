@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sdk_guest::{DeployerError, KubeOp, LogLevel, NativeHost, ResourceInfo};
+use sdk_guest::{DeployerError, KubeOp, LogLevel, NativeHost, ObjectRef, ResourceInfo};
 use serde_json::{Value, json};
 
 /// (group, kind, namespace, name)
@@ -219,134 +219,163 @@ impl NativeHost for FakeCluster {
     }
 
     fn kube(&self, op: KubeOp) -> Result<Option<String>, DeployerError> {
-        let parse = |s: &str| serde_json::from_str::<Value>(s).expect("JSON");
         match op {
             KubeOp::Get(r) => Ok(self
                 .get(&r.api_version, &r.kind, r.namespace.as_deref(), &r.name)
                 .map(|o| o.to_string())),
-            KubeOp::Create { object_json } => {
-                let mut o = parse(&object_json);
-                let k = Self::key_of(&o);
-                self.record("create", &k.1, &k.3)?;
-                let mut objects = self.objects.lock().unwrap();
-                if objects.contains_key(&k) {
-                    return Err(DeployerError::retryable(
-                        "AlreadyExists",
-                        format!("{} {:?} already exists", k.1, k.3),
-                    ));
-                }
-                o["metadata"]["resourceVersion"] = json!(self.next_rv());
-                objects.insert(k, o.clone());
-                Ok(Some(o.to_string()))
-            }
-            KubeOp::Update { object_json } => {
-                let mut o = parse(&object_json);
-                let k = Self::key_of(&o);
-                self.record("update", &k.1, &k.3)?;
-                let mut objects = self.objects.lock().unwrap();
-                let Some(old) = objects.get(&k) else {
-                    return Err(not_found(&k.1, &k.3));
-                };
-                let want = o.pointer("/metadata/resourceVersion").cloned();
-                if want.is_some() && want.as_ref() != old.pointer("/metadata/resourceVersion") {
-                    return Err(DeployerError::retryable(
-                        "Conflict",
-                        "the object has been modified",
-                    ));
-                }
-                o["metadata"]["resourceVersion"] = json!(self.next_rv());
-                objects.insert(k, o.clone());
-                Ok(Some(o.to_string()))
-            }
-            KubeOp::Delete(r) => {
-                self.record("delete", &r.kind, &r.name)?;
-                Ok(self
-                    .objects
-                    .lock()
-                    .unwrap()
-                    .remove(&Self::key(
-                        &r.api_version,
-                        &r.kind,
-                        r.namespace.as_deref(),
-                        &r.name,
-                    ))
-                    .map(|_| "{}".to_string()))
-            }
+            KubeOp::Create { object_json } => self.create(parse(&object_json)),
+            KubeOp::Update { object_json } => self.update(parse(&object_json)),
+            KubeOp::Delete(r) => self.delete(&r),
             KubeOp::List {
                 api_version,
                 kind,
                 namespace,
                 label_selector,
-            } => {
-                let g = group(&api_version);
-                let items: Vec<Value> = self
-                    .objects
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .filter(|(k, o)| {
-                        k.0 == g
-                            && k.1 == kind
-                            && namespace.as_ref().is_none_or(|n| *n == k.2)
-                            && matches(label_selector.as_deref(), &o["metadata"]["labels"])
-                    })
-                    .map(|(_, o)| o.clone())
-                    .collect();
-                Ok(Some(json!({"items": items}).to_string()))
-            }
+            } => Ok(Some(self.list(
+                &api_version,
+                &kind,
+                namespace.as_deref(),
+                label_selector.as_deref(),
+            ))),
             KubeOp::Patch {
                 target, patch_json, ..
-            } => {
-                self.record("patch", &target.kind, &target.name)?;
-                let mut o = parse(&patch_json);
-                let k = Self::key(
-                    &target.api_version,
-                    &target.kind,
-                    target.namespace.as_deref(),
-                    &target.name,
-                );
-                let mut objects = self.objects.lock().unwrap();
-                if let Some(status) = objects.get(&k).and_then(|old| old.get("status")) {
-                    o["status"] = status.clone();
-                }
-                o["metadata"]["resourceVersion"] = json!(self.next_rv());
-                objects.insert(k, o.clone());
-                Ok(Some(o.to_string()))
-            }
+            } => self.apply(&target, parse(&patch_json)),
             KubeOp::ServerVersion => Ok(Some(
                 json!({"major": "1", "minor": "30", "gitVersion": "v1.30.0-fake"}).to_string(),
             )),
-            KubeOp::ApiVersions => {
-                // The built-in groups plus whatever the fake holds.
-                let mut set: std::collections::BTreeSet<String> = [
-                    "v1",
-                    "v1/ConfigMap",
-                    "v1/Secret",
-                    "apps/v1",
-                    "apps/v1/Deployment",
-                ]
-                .into_iter()
-                .map(String::from)
-                .collect();
-                for o in self.objects.lock().unwrap().values() {
-                    let av = o["apiVersion"].as_str().unwrap_or("").to_string();
-                    set.insert(format!("{av}/{}", o["kind"].as_str().unwrap_or("")));
-                    set.insert(av);
-                }
-                Ok(Some(serde_json::to_string(&set).unwrap()))
-            }
-            KubeOp::Discover { api_version, kind } => {
-                if self.unknown_kinds.lock().unwrap().contains(&kind) {
-                    return Ok(None);
-                }
-                let info = ResourceInfo {
-                    api_version,
-                    plural: format!("{}s", kind.to_lowercase()),
-                    namespaced: !CLUSTER_SCOPED.contains(&kind.as_str()),
-                    kind,
-                };
-                Ok(Some(serde_json::to_string(&info).unwrap()))
-            }
+            KubeOp::ApiVersions => Ok(Some(self.api_versions())),
+            KubeOp::Discover { api_version, kind } => Ok(self.discover(api_version, kind)),
         }
+    }
+}
+
+fn parse(s: &str) -> Value {
+    serde_json::from_str::<Value>(s).expect("JSON")
+}
+
+/// The operations behind [`NativeHost::kube`], one per verb.
+impl FakeCluster {
+    fn create(&self, mut o: Value) -> Result<Option<String>, DeployerError> {
+        let k = Self::key_of(&o);
+        self.record("create", &k.1, &k.3)?;
+        let mut objects = self.objects.lock().unwrap();
+        if objects.contains_key(&k) {
+            return Err(DeployerError::retryable(
+                "AlreadyExists",
+                format!("{} {:?} already exists", k.1, k.3),
+            ));
+        }
+        o["metadata"]["resourceVersion"] = json!(self.next_rv());
+        objects.insert(k, o.clone());
+        Ok(Some(o.to_string()))
+    }
+
+    fn update(&self, mut o: Value) -> Result<Option<String>, DeployerError> {
+        let k = Self::key_of(&o);
+        self.record("update", &k.1, &k.3)?;
+        let mut objects = self.objects.lock().unwrap();
+        let Some(old) = objects.get(&k) else {
+            return Err(not_found(&k.1, &k.3));
+        };
+        let want = o.pointer("/metadata/resourceVersion").cloned();
+        if want.is_some() && want.as_ref() != old.pointer("/metadata/resourceVersion") {
+            return Err(DeployerError::retryable(
+                "Conflict",
+                "the object has been modified",
+            ));
+        }
+        o["metadata"]["resourceVersion"] = json!(self.next_rv());
+        objects.insert(k, o.clone());
+        Ok(Some(o.to_string()))
+    }
+
+    fn delete(&self, r: &ObjectRef) -> Result<Option<String>, DeployerError> {
+        self.record("delete", &r.kind, &r.name)?;
+        Ok(self
+            .objects
+            .lock()
+            .unwrap()
+            .remove(&Self::key(
+                &r.api_version,
+                &r.kind,
+                r.namespace.as_deref(),
+                &r.name,
+            ))
+            .map(|_| "{}".to_string()))
+    }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> String {
+        let g = group(api_version);
+        let items: Vec<Value> = self
+            .objects
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, o)| {
+                k.0 == g
+                    && k.1 == kind
+                    && namespace.is_none_or(|n| n == k.2)
+                    && matches(label_selector, &o["metadata"]["labels"])
+            })
+            .map(|(_, o)| o.clone())
+            .collect();
+        json!({"items": items}).to_string()
+    }
+
+    /// Server-side apply as "create or replace, keeping status".
+    fn apply(&self, target: &ObjectRef, mut o: Value) -> Result<Option<String>, DeployerError> {
+        self.record("patch", &target.kind, &target.name)?;
+        let k = Self::key(
+            &target.api_version,
+            &target.kind,
+            target.namespace.as_deref(),
+            &target.name,
+        );
+        let mut objects = self.objects.lock().unwrap();
+        if let Some(status) = objects.get(&k).and_then(|old| old.get("status")) {
+            o["status"] = status.clone();
+        }
+        o["metadata"]["resourceVersion"] = json!(self.next_rv());
+        objects.insert(k, o.clone());
+        Ok(Some(o.to_string()))
+    }
+
+    /// The built-in groups plus whatever the fake holds.
+    fn api_versions(&self) -> String {
+        let mut set: std::collections::BTreeSet<String> = [
+            "v1",
+            "v1/ConfigMap",
+            "v1/Secret",
+            "apps/v1",
+            "apps/v1/Deployment",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        for o in self.objects.lock().unwrap().values() {
+            let av = o["apiVersion"].as_str().unwrap_or("").to_string();
+            set.insert(format!("{av}/{}", o["kind"].as_str().unwrap_or("")));
+            set.insert(av);
+        }
+        serde_json::to_string(&set).unwrap()
+    }
+
+    fn discover(&self, api_version: String, kind: String) -> Option<String> {
+        if self.unknown_kinds.lock().unwrap().contains(&kind) {
+            return None;
+        }
+        let info = ResourceInfo {
+            api_version,
+            plural: format!("{}s", kind.to_lowercase()),
+            namespaced: !CLUSTER_SCOPED.contains(&kind.as_str()),
+            kind,
+        };
+        Some(serde_json::to_string(&info).unwrap())
     }
 }

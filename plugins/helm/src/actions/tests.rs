@@ -1,5 +1,11 @@
 use super::fake::FakeCluster;
 use super::*;
+use std::time::Duration;
+
+use crate::release::{Info, Release, Status, Storage};
+use helm_engine::Chart;
+use sdk_guest::{Ctx, codes};
+use serde_json::Value;
 use serde_json::json;
 
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  v: {{ .Values.v | default \"1\" | quote }}\n";
