@@ -15,29 +15,13 @@ use crate::objects::{
     ApiVersions, Capabilities, DEFAULT_API_VERSIONS, Files, HelmVersion, KubeVersion,
 };
 use crate::sort::{Hook, Manifest, SplitMode, sort_manifests, split_manifests};
+pub use crate::template::Lookup;
 use crate::template::{Engine, TemplateError};
 use crate::value::{Map, MapRef, Value};
 use crate::values::{merge_maps, parse_set, read_values, table};
 
 /// Default Kubernetes version of Helm v3.21 / v4.2 builds.
 pub const DEFAULT_KUBE_VERSION: &str = "v1.36.0";
-
-/// Helm's `lookup` against a cluster (`pkg/engine/lookup_func.go`), for renders that have one
-/// (a Helm install or upgrade, Landscaper's template mode). Without it `lookup` is empty, as in
-/// `helm template`.
-pub trait Lookup {
-    /// `lookup apiVersion kind namespace name`: with a name, the object as the API returns it,
-    /// `Ok(None)` when it does not exist; with an empty name, the List object of `namespace`
-    /// (all namespaces, or the cluster-scoped kind, when `namespace` is empty). `Err` fails the
-    /// render with that message (after Go's `error calling lookup: `).
-    fn lookup(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<serde_json::Value>, String>;
-}
 
 /// `.Capabilities` of a cluster, as Helm fills them from discovery (`action.getCapabilities`):
 /// the server's `/version` and `GetVersionSet`.

@@ -18,8 +18,11 @@ use manifest_applier::{applier, deletion};
 use sdk_guest::{Ctx, DeployerError, Response, phase};
 use serde_json::{Value, json};
 
+use crate::common::{
+    CP_APPLY_FILES, HELM_LABEL, OPTIONS, POLL, STEP_APPLIED, STEP_RELEASE, value_exports, waiting,
+};
 use crate::config::{Config, Progress, ProviderStatus};
-use crate::{HELM_LABEL, OPTIONS, STEP_APPLIED, STEP_RELEASE, source, value_exports, waiting};
+use crate::source;
 
 /// Renders `config`'s chart and returns the manifests to apply.
 fn manifests(
@@ -141,7 +144,7 @@ pub(crate) fn apply_step(
     config: &Config,
     status: &mut ProviderStatus,
 ) -> Result<Result<(), Response>, DeployerError> {
-    ctx.checkpoint(crate::CP_APPLY_FILES)?;
+    ctx.checkpoint(CP_APPLY_FILES)?;
     let (manifests, values) = manifests(ctx, item_name, config)?;
     ctx.checkpoint("helm deployer: start apply manifests")?;
     let spec = config.as_spec(manifests);
@@ -185,7 +188,7 @@ pub(crate) fn apply_step(
             status,
             "DeletingOrphans",
             "waiting for removed resources to be deleted".into(),
-            crate::POLL,
+            POLL,
             timeout,
         )
         .map(Err);
@@ -224,14 +227,7 @@ pub(crate) fn delete_step(
             timeout,
         } => {
             status.managed_resources = remaining;
-            let mut r = waiting(
-                ctx,
-                status,
-                "WaitingForDeletion",
-                message,
-                crate::POLL,
-                timeout,
-            )?;
+            let mut r = waiting(ctx, status, "WaitingForDeletion", message, POLL, timeout)?;
             r.phase = Some(phase::DELETING);
             Ok(r)
         }

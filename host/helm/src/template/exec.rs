@@ -1,10 +1,153 @@
 //! Execution of parsed templates with Go's semantics (see `text/template/exec.go`).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::parse::{Arg, Branch, Cmd, Node, Pipe};
-use super::{Engine, Frame, FuncError, Template, TemplateError};
+use super::error::{Frame, FuncError, TemplateError};
+use super::lookup::Lookup;
+use super::parse::{self, Arg, Branch, Cmd, Node, Pipe};
 use crate::value::Value;
+
+/// Templates replaced by a scoped parse, with what they replaced (for `tpl`).
+pub(crate) type Replaced = Vec<(Rc<str>, Option<Rc<Template>>)>;
+
+/// A named, parsed template.
+pub struct Template {
+    /// the template's name (file path or `define` name)
+    pub name: Rc<str>,
+    /// the file it was parsed from
+    pub parse_name: Rc<str>,
+    /// the source text of that file (for line/column)
+    pub src: Rc<str>,
+    body: Rc<Vec<Node>>,
+}
+
+impl Template {
+    fn is_empty_tree(&self) -> bool {
+        self.body.iter().all(|n| match n {
+            Node::Text(t) => t.trim().is_empty(),
+            _ => false,
+        })
+    }
+}
+
+/// A function callable from templates.
+pub type Func = fn(&mut Exec, &[Value]) -> Result<Value, FuncError>;
+
+/// A set of templates plus the function map: Go's `*template.Template` namespace.
+pub struct Engine<'l> {
+    pub(crate) templates: RefCell<HashMap<Rc<str>, Rc<Template>>>,
+    pub(crate) funcs: HashMap<&'static str, Func>,
+    /// `missingkey=error` instead of `missingkey=zero`.
+    pub strict: bool,
+    pub(crate) include_depth: RefCell<HashMap<String, usize>>,
+    /// What `lookup` asks; `None`: no cluster, `lookup` is empty (as in `helm template`).
+    pub(crate) lookup: Option<&'l dyn Lookup>,
+}
+
+impl<'l> Engine<'l> {
+    /// Creates an engine with the given function map.
+    pub fn new(funcs: HashMap<&'static str, Func>) -> Self {
+        Engine {
+            templates: RefCell::new(HashMap::new()),
+            funcs,
+            strict: false,
+            include_depth: RefCell::new(HashMap::new()),
+            lookup: None,
+        }
+    }
+
+    /// The engine with `lookup` served by `lookup` (a cluster) instead of empty.
+    pub fn with_lookup(mut self, lookup: Option<&'l dyn Lookup>) -> Self {
+        self.lookup = lookup;
+        self
+    }
+
+    /// Parses `src` as template `name` (and its `define`s) into the set. Later definitions
+    /// replace earlier ones unless they are empty.
+    pub fn add(&self, name: &str, src: &str) -> Result<(), TemplateError> {
+        let (replaced, _) = self.add_scoped(name, src)?;
+        drop(replaced);
+        Ok(())
+    }
+
+    /// Like [`Engine::add`] but returns the templates that were replaced, so a caller (`tpl`)
+    /// can restore them, and the template parsed from `src`'s body. That body is what Go's
+    /// `t.New(name).Parse(src)` executes even when it is empty and so does not replace an
+    /// existing non-empty template of that name in the set (`AddParseTree` sets `t.Tree` when
+    /// `associate` declines): a `tpl ""` inside a `tpl` renders "", not the outer text again.
+    pub(crate) fn add_scoped(
+        &self,
+        name: &str,
+        src: &str,
+    ) -> Result<(Replaced, Rc<Template>), TemplateError> {
+        let out = parse::parse(src).map_err(|e| e.with_name(name))?;
+        let src: Rc<str> = Rc::from(src);
+        let parse_name: Rc<str> = Rc::from(name);
+        let mut replaced = Vec::new();
+        let mut set = self.templates.borrow_mut();
+        let mut install = |tname: Rc<str>, body: Vec<Node>| {
+            let t = Rc::new(Template {
+                name: tname.clone(),
+                parse_name: parse_name.clone(),
+                src: src.clone(),
+                body: Rc::new(body),
+            });
+            if let Some(old) = set.get(&tname)
+                && t.is_empty_tree()
+                && !old.is_empty_tree()
+            {
+                return t;
+            }
+            let prev = set.insert(tname.clone(), t.clone());
+            replaced.push((tname, prev));
+            t
+        };
+        for (dname, body) in out.defines {
+            install(Rc::from(dname.as_str()), body);
+        }
+        let main = install(parse_name.clone(), out.body);
+        Ok((replaced, main))
+    }
+
+    /// Restores templates replaced by [`Engine::add_scoped`].
+    pub(crate) fn restore(&self, replaced: Replaced) {
+        let mut set = self.templates.borrow_mut();
+        for (name, prev) in replaced.into_iter().rev() {
+            match prev {
+                Some(t) => {
+                    set.insert(name, t);
+                }
+                None => {
+                    set.remove(&name);
+                }
+            }
+        }
+    }
+
+    /// Whether a template of that name exists.
+    pub fn has(&self, name: &str) -> bool {
+        self.templates.borrow().contains_key(name)
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<Rc<Template>> {
+        self.templates.borrow().get(name).cloned()
+    }
+
+    /// Executes the named template with `data` as dot.
+    pub fn execute(&self, name: &str, data: &Value) -> Result<String, TemplateError> {
+        let t = self.get(name).ok_or_else(|| {
+            TemplateError::Plain(format!(
+                "template: no template {name:?} associated with template \"gotpl\""
+            ))
+        })?;
+        let mut out = String::new();
+        let mut ex = Exec::new(self, t.clone(), data.clone());
+        ex.run(&t, data, &mut out)?;
+        Ok(out)
+    }
+}
 
 /// Maximum `template`/`include` nesting depth (Go allows 100000; kept lower for wasm stacks).
 const MAX_DEPTH: usize = 10000;
