@@ -19,6 +19,7 @@ pub mod image;
 pub mod landscaper;
 pub mod locking;
 pub mod metrics;
+pub mod oci;
 pub mod ocm;
 pub mod plugin_cli;
 pub mod plugin_conformance;

@@ -374,7 +374,7 @@ fn load_config(path: Option<&PathBuf>, plugins: Option<PathBuf>) -> anyhow::Resu
 /// `deployer-host plugin inspect`: load the component in a fresh runtime (no cache) and say
 /// what it is, or why this host cannot load it.
 async fn inspect_plugin(plugin: &str, plain_http: bool, json: bool) -> anyhow::Result<()> {
-    use deployer_host::plugin_sources::{oci, trust};
+    use deployer_host::{oci, plugin_sources::trust};
     let path = PathBuf::from(plugin);
     let bytes = if path.exists() {
         std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?
@@ -470,8 +470,8 @@ fn registry_options(
     reference: &str,
     plain_http: bool,
     docker_config: Option<PathBuf>,
-) -> anyhow::Result<deployer_host::plugin_sources::oci::RegistryOptions> {
-    use deployer_host::plugin_sources::oci;
+) -> anyhow::Result<deployer_host::oci::RegistryOptions> {
+    use deployer_host::oci;
     let mut options = oci::RegistryOptions::default();
     if plain_http {
         options
@@ -591,7 +591,7 @@ async fn run_command() -> anyhow::Result<()> {
                 out,
                 plain_http,
             } => {
-                use deployer_host::plugin_sources::{oci, trust};
+                use deployer_host::{oci, plugin_sources::trust};
                 let options = registry_options(&reference, plain_http, None)?;
                 let pulled = oci::pull(&reference, &options).await?;
                 std::fs::write(&out, &pulled.bytes)
@@ -725,7 +725,7 @@ async fn run_command() -> anyhow::Result<()> {
                 plain_http,
                 docker_config,
             } => {
-                use deployer_host::plugin_sources::{oci, trust};
+                use deployer_host::{oci, plugin_sources::trust};
                 let bytes =
                     std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
                 let options = registry_options(&reference, plain_http, docker_config)?;

@@ -1,5 +1,6 @@
-//! Resolving a resource key to its content, every registry request through [`ItemFetch`]
-//! (allowlist, size limit, the Context's credentials, the digest cache).
+//! Resolving a resource key to its content, every registry request through an
+//! [`oci::Session`](crate::oci::Session) (allowlist, size limit, the Context's credentials, the
+//! digest cache), and the `helm` access type's HTTP downloads through [`ChartDownloads`].
 
 use std::collections::HashMap;
 use std::io::Read as _;
@@ -12,8 +13,9 @@ use super::OPERATION;
 use super::descriptor::{ComponentDescriptor, Resource};
 use super::key::GlobalResourceIdentity;
 use super::repository::OciRepository;
-use crate::capabilities::fetch::{ItemFetch, OciSession, missing_layer};
-use crate::landscaper::codes;
+use crate::landscaper::{Context, codes};
+use crate::oci::session::{missing_layer, pick_layer};
+use crate::oci::{ItemContext, Registries, Session};
 
 /// Config media types of component versions (OCM, and the two legacy Gardener ones).
 pub const COMPONENT_CONFIG_TYPES: &[&str] = &[
@@ -48,22 +50,54 @@ fn config_error(reason: &str, message: String) -> DeployerError {
 }
 
 /// A component version read from its repository.
-pub struct ComponentVersion {
+pub struct ComponentVersion<'a> {
     pub descriptor: ComponentDescriptor,
     /// `host/…/component-descriptors/<name>:<tag>`.
     pub reference: String,
-    session: OciSession,
+    session: Session<'a>,
     manifest: OciImageManifest,
+}
+
+/// HTTP(S) downloads for the `helm` access type's classic chart repositories, checked as a
+/// plugin's downloads are (allowlist, limits, the Context's `helmChartRepoCredentials`, cache).
+#[async_trait::async_trait]
+pub trait ChartDownloads: Send + Sync {
+    /// A GET of `url`; with `expected_digest`, checked against it.
+    async fn http_get(
+        &self,
+        url: &str,
+        expected_digest: Option<&str>,
+    ) -> Result<Fetched, DeployerError>;
 }
 
 /// Reads component versions and resources for one item.
 pub struct Reader<'a> {
-    fetch: &'a ItemFetch,
+    registries: &'a Registries,
+    item: &'a ItemContext,
+    charts: &'a dyn ChartDownloads,
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(fetch: &'a ItemFetch) -> Self {
-        Reader { fetch }
+    /// A reader for `item` through the host's `registries`; classic Helm repositories through
+    /// `charts`.
+    pub fn new(
+        registries: &'a Registries,
+        item: &'a ItemContext,
+        charts: &'a dyn ChartDownloads,
+    ) -> Self {
+        Reader {
+            registries,
+            item,
+            charts,
+        }
+    }
+
+    fn context(&self) -> Option<&'a Context> {
+        self.item.context.as_ref()
+    }
+
+    async fn session(&self, reference: &str) -> Result<Session<'a>, DeployerError> {
+        self.registries.session(reference, self.item).await
     }
 
     /// A registry error while reading `what`: operation `ocm`, the message saying what was
@@ -76,7 +110,7 @@ impl<'a> Reader<'a> {
             ..e
         };
         if e.has_code(codes::UNAUTHORIZED) {
-            let context = self.fetch.context();
+            let context = self.context();
             let secrets: Vec<&str> = context
                 .map(|c| {
                     c.registry_pull_secrets
@@ -116,7 +150,7 @@ impl<'a> Reader<'a> {
 
     /// The repository of the item's Context.
     pub fn repository(&self) -> Result<OciRepository, DeployerError> {
-        let context = self.fetch.context();
+        let context = self.context();
         let name = context
             .map(|c| {
                 format!(
@@ -148,18 +182,17 @@ impl<'a> Reader<'a> {
         repository: &OciRepository,
         name: &str,
         version: &str,
-    ) -> Result<ComponentVersion, DeployerError> {
+    ) -> Result<ComponentVersion<'a>, DeployerError> {
         let reference = repository.component_reference(name, version);
         let what = format!(
             "component version {name}:{version} in repository {}",
             repository.describe()
         );
         let session = self
-            .fetch
-            .oci_session(&reference)
+            .session(&reference)
             .await
             .map_err(|e| self.registry_error(&what, e))?;
-        let (manifest, _digest) = match self.fetch.oci_manifest(&session).await {
+        let (manifest, _digest) = match session.manifest().await {
             Ok(m) => m,
             Err(e) if e.reason == "NotFound" => {
                 return Err(config_error(
@@ -178,9 +211,8 @@ impl<'a> Reader<'a> {
                 ),
             ));
         }
-        let (config, _) = self
-            .fetch
-            .oci_blob(&session, &manifest.config)
+        let (config, _) = session
+            .blob(&manifest.config)
             .await
             .map_err(|e| self.registry_error(&what, e))?;
         let config: Value = serde_json::from_slice(&config)
@@ -196,9 +228,8 @@ impl<'a> Reader<'a> {
                 ),
             ));
         };
-        let (data, _) = self
-            .fetch
-            .oci_blob(&session, descriptor_layer)
+        let (data, _) = session
+            .blob(descriptor_layer)
             .await
             .map_err(|e| self.registry_error(&what, e))?;
         let text = if DESCRIPTOR_TAR_TYPES.contains(&media_type) {
@@ -222,7 +253,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// [`FetchRequest::OcmComponent`](plugin_runtime::FetchRequest::OcmComponent): the resolved
+    /// [`OcmComponentRequest`](plugin_runtime::OcmComponentRequest): the resolved
     /// descriptor list of `name`:`version` (it and, transitively, the versions it references,
     /// from the same repository), or the content of its resource `resource_name`.
     pub async fn component(
@@ -337,7 +368,7 @@ impl<'a> Reader<'a> {
     /// The content of `resource` of `cv`, through its access.
     pub async fn content(
         &self,
-        cv: &ComponentVersion,
+        cv: &ComponentVersion<'_>,
         resource: &Resource,
         layer_media_types: &[String],
     ) -> Result<Fetched, DeployerError> {
@@ -362,9 +393,9 @@ impl<'a> Reader<'a> {
                         ),
                     ));
                 };
-                let (data, cached) = self
-                    .fetch
-                    .oci_blob(&cv.session, layer)
+                let (data, cached) = cv
+                    .session
+                    .blob(layer)
                     .await
                     .map_err(|e| self.registry_error(&what, e))?;
                 if media_type.starts_with(ARTIFACT_SET) {
@@ -404,11 +435,10 @@ impl<'a> Reader<'a> {
                 let reference = reference.strip_prefix("oci://").unwrap_or(reference);
                 let what = format!("{what} ({reference})");
                 let session = self
-                    .fetch
-                    .oci_session(reference)
+                    .session(reference)
                     .await
                     .map_err(|e| self.registry_error(&what, e))?;
-                let (manifest, manifest_digest) = match self.fetch.oci_manifest(&session).await {
+                let (manifest, manifest_digest) = match session.manifest().await {
                     Ok(m) => m,
                     Err(e) if e.reason == "NotFound" => {
                         return Err(config_error("NotFound", format!("{what}: {}", e.message)));
@@ -421,8 +451,8 @@ impl<'a> Reader<'a> {
                         missing_layer(&what, layer_media_types, &manifest),
                     )
                 })?;
-                self.fetch
-                    .oci_layer(&session, &manifest, manifest_digest, layer)
+                session
+                    .layer(&manifest, manifest_digest, layer)
                     .await
                     .map_err(|e| self.registry_error(&what, e))
             }
@@ -461,33 +491,30 @@ impl Reader<'_> {
                 format!("{what}: helm access has no helmRepository"),
             ));
         }
-        let fetch = |request| async move {
-            self.fetch
-                .download(request)
-                .await
-                .map_err(|e| self.registry_error(what, e))
-        };
         if let Some(oci) = repository.strip_prefix("oci://") {
             let reference = format!(
                 "{}/{name}:{}",
                 oci.trim_end_matches('/'),
                 version.replace('+', "_")
             );
-            return fetch(plugin_runtime::FetchRequest::Oci {
-                reference,
-                layer_media_types: vec![
-                    "application/vnd.cncf.helm.chart.content.v1.tar+gzip".into(),
-                    "application/tar+gzip".into(),
-                ],
-            })
-            .await;
+            let layer_media_types = [
+                "application/vnd.cncf.helm.chart.content.v1.tar+gzip".into(),
+                "application/tar+gzip".into(),
+            ];
+            let pulled = match self.session(&reference).await {
+                Ok(session) => session.pull_layer(&layer_media_types).await,
+                Err(e) => Err(e),
+            };
+            return pulled.map_err(|e| self.registry_error(what, e));
         }
+        let fetch = |url: String, expected_digest: Option<String>| async move {
+            self.charts
+                .http_get(&url, expected_digest.as_deref())
+                .await
+                .map_err(|e| self.registry_error(what, e))
+        };
         let base = repository.trim_end_matches('/');
-        let index = fetch(plugin_runtime::FetchRequest::Http {
-            url: format!("{base}/index.yaml"),
-            expected_digest: None,
-        })
-        .await?;
+        let index = fetch(format!("{base}/index.yaml"), None).await?;
         let index: Value = serde_yaml::from_slice(&index.data).map_err(|e| {
             config_error("InvalidAccess", format!("{what}: {base}/index.yaml: {e}"))
         })?;
@@ -524,26 +551,11 @@ impl Reader<'_> {
                 url.trim_start_matches("./").trim_start_matches('/')
             )
         };
-        fetch(plugin_runtime::FetchRequest::Http {
-            url,
-            expected_digest: entry["digest"]
-                .as_str()
-                .filter(|d| !d.is_empty())
-                .map(str::to_string),
-        })
-        .await
-    }
-}
-
-/// The first layer whose media type is in `media_types` (empty: the first layer).
-fn pick_layer<'l>(
-    layers: &'l [OciDescriptor],
-    media_types: &[String],
-) -> Option<&'l OciDescriptor> {
-    if media_types.is_empty() {
-        layers.first()
-    } else {
-        layers.iter().find(|l| media_types.contains(&l.media_type))
+        let expected_digest = entry["digest"]
+            .as_str()
+            .filter(|d| !d.is_empty())
+            .map(str::to_string);
+        fetch(url, expected_digest).await
     }
 }
 

@@ -23,8 +23,9 @@ use kube::api::Api;
 use plugin_runtime::{DeployerPlugin, HookPlugin, PluginRegistry, PluginRuntime, WasmPlugin};
 use serde::{Deserialize, Serialize};
 
-use super::{PluginSpec, configmap, oci, trust};
+use super::{PluginSpec, configmap, trust};
 use crate::config::Limits;
+use crate::oci;
 use crate::plugins::LivePlugins;
 
 /// The four steps of a plugin's way in.

@@ -18,12 +18,12 @@
 pub mod catalog;
 pub mod configmap;
 pub mod declarations;
-pub mod oci;
 pub mod trust;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::LimitsConfig;
+use crate::oci;
 
 /// API group and version of the `WasmPlugin` CRD.
 pub const GROUP: &str = "wasm-deployer.dev";
