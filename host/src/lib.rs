@@ -17,6 +17,7 @@ pub mod dev;
 pub mod hooks;
 pub mod image;
 pub mod landscaper;
+pub mod limits;
 pub mod locking;
 pub mod metrics;
 pub mod oci;

@@ -12,12 +12,15 @@
 //! repository's downloads through the [`ChartDownloads`] the caller gives; nor what the bytes
 //! mean (a chart is the helm plugin's business).
 
+pub mod access;
 pub mod descriptor;
 pub mod key;
 mod reader;
 pub mod repository;
+pub mod tar;
 
-pub use reader::{ChartDownloads, ComponentVersion, Reader, tar_files};
+pub use reader::{ChartDownloads, ComponentVersion, Reader};
+pub use tar::tar_files;
 
 /// The operation of OCM errors.
 pub const OPERATION: &str = "ocm";
