@@ -17,9 +17,9 @@ pub const CHART_LAYERS: [&str; 2] = [
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Helm {
-    #[serde(default, deserialize_with = "super::string_or_empty")]
+    #[serde(default, deserialize_with = "super::fields::string_or_empty")]
     pub helm_repository: String,
-    #[serde(default, deserialize_with = "super::string_or_empty")]
+    #[serde(default, deserialize_with = "super::fields::string_or_empty")]
     pub helm_chart: String,
 }
 

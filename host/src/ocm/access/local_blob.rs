@@ -21,12 +21,12 @@ pub const ARTIFACT_SET: &str = "application/vnd.oci.image.manifest.v1+tar";
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalBlob {
-    #[serde(default, deserialize_with = "super::string_or_none")]
+    #[serde(default, deserialize_with = "super::fields::string_or_none")]
     pub local_reference: Option<String>,
     /// What `localFilesystemBlob` names the blob by.
-    #[serde(default, deserialize_with = "super::string_or_none")]
+    #[serde(default, deserialize_with = "super::fields::string_or_none")]
     pub filename: Option<String>,
-    #[serde(default, deserialize_with = "super::string_or_empty")]
+    #[serde(default, deserialize_with = "super::fields::string_or_empty")]
     pub media_type: String,
 }
 

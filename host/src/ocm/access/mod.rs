@@ -6,11 +6,12 @@
 //!
 //! Owns: what each access spec says. Must not touch: the network (the reader fetches).
 
+mod fields;
 pub mod helm;
 pub mod local_blob;
 pub mod oci_artifact;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::Value;
 
 pub use helm::Helm;
@@ -46,17 +47,6 @@ impl Access {
         }
         serde_json::from_value(spec).unwrap_or(Access::Unsupported)
     }
-}
-
-/// A string field; anything else (absent, a number) reads as absent, so a malformed field gets
-/// the same message as a missing one.
-fn string_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(Value::deserialize(d)?.as_str().map(str::to_string))
-}
-
-/// Like [`string_or_none`], empty when not a string.
-fn string_or_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(string_or_none(d)?.unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde::Deserialize;
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OciArtifact {
-    #[serde(default, deserialize_with = "super::string_or_empty")]
+    #[serde(default, deserialize_with = "super::fields::string_or_empty")]
     pub image_reference: String,
 }
 
