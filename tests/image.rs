@@ -9,7 +9,7 @@ mod support;
 use std::process::Command;
 
 use deployer_host::image::{self, BINARY_PATH};
-use deployer_host::plugin_sources::oci;
+use deployer_host::oci;
 use oci_client::manifest::OciDescriptor;
 use serde_json::Value;
 

@@ -6,7 +6,7 @@ mod support;
 
 use std::process::Command;
 
-use deployer_host::plugin_sources::oci;
+use deployer_host::oci;
 use serde_json::Value;
 
 fn inspect(args: &[&str]) -> (bool, Value) {

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use deployer_host::config::HostConfig;
 use deployer_host::landscaper::Phase;
+use deployer_host::oci;
 use deployer_host::plugin_sources::catalog::{Catalog, PluginStatus};
-use deployer_host::plugin_sources::{declarations, oci, trust};
+use deployer_host::plugin_sources::{declarations, trust};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};

@@ -389,13 +389,13 @@ async fn given_the_hosts_ca_bundle_when_a_plugin_comes_from_a_registry_and_a_cha
     };
     let docker_config = support::ocm::docker_config(&registry.addr, "ops", "s3cret");
     let reference = format!("{}/plugins/mock:1", registry.addr);
-    let options = deployer_host::plugin_sources::oci::RegistryOptions {
+    let options = deployer_host::oci::RegistryOptions {
         docker_configs: vec![docker_config.clone()],
         ca_certs: vec![cert.ca_pem().to_string()],
         ..Default::default()
     };
     let mock = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
-    deployer_host::plugin_sources::oci::push(&reference, &mock, "mock", &options)
+    deployer_host::oci::push(&reference, &mock, "mock", &options)
         .await
         .unwrap();
     let repo = ChartRepo::start_tls(

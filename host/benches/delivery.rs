@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use deployer_host::config::HostConfig;
 use deployer_host::dev::DevEnvironment;
 use deployer_host::hooks::{HookSet, LiveHooks};
-use deployer_host::plugin_sources::oci;
+use deployer_host::oci;
 use deployer_host::plugins::LivePlugins;
 use embedded_apiserver::ApiServer;
 use k8s_openapi::ByteString;

@@ -15,7 +15,7 @@ use oci_client::manifest::OciImageManifest;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::plugin_sources::oci;
+use crate::oci;
 
 /// Where the binary lives in the image.
 pub const BINARY_PATH: &str = "usr/local/bin/deployer-host";

@@ -202,14 +202,6 @@ pub(crate) fn fetch(request: crate::FetchRequest) -> Result<crate::Fetched, Depl
                 ..blob
             }
         }),
-        crate::FetchRequest::OcmComponent { component_name, .. } => {
-            return Err(DeployerError::internal(
-                "FetchUnavailable",
-                format!(
-                    "component versions ({component_name}) are read by the host's own deployers only; plugins ask for resources (Ctx::ocm_resource)"
-                ),
-            ));
-        }
     }
     .map_err(error_from_wit)
 }

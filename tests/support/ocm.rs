@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use deployer_host::plugin_sources::oci::{RegistryOptions, client_for, parse};
+use deployer_host::oci::{RegistryOptions, client_for, parse};
 use oci_client::client::{Config, ImageLayer};
 use oci_client::manifest::OciImageManifest;
 use serde_json::{Value, json};

@@ -90,6 +90,52 @@ pub trait HostServices: Send + Sync {
         )
         .with_operation("fetch"))
     }
+
+    /// The content of the OCM resource `resource_key` names (WIT `ocm`, 1.3; Landscaper's
+    /// global resource key), read from the component repository of the item's Context: an OCI
+    /// artifact yields its first layer whose media type is in `layer_media_types` (empty: the
+    /// first layer); [`Fetched::ocm`] says which resource it was. Errors carry operation `ocm`
+    /// (or `fetch` for the host's download limits) and Landscaper codes.
+    async fn ocm_resource(
+        &self,
+        resource_key: &str,
+        layer_media_types: &[String],
+    ) -> Result<Fetched, DeployerError> {
+        let _ = layer_media_types;
+        Err(unavailable(resource_key))
+    }
+
+    /// Host-internal (no WIT function): a component version for the host's own deployers
+    /// (the container deployer's `componentDescriptor.ref` / `blueprint.ref`).
+    async fn ocm_component(&self, request: OcmComponentRequest) -> Result<Fetched, DeployerError> {
+        Err(unavailable(&request.component_name))
+    }
+}
+
+/// What a host without downloads answers.
+fn unavailable(location: &str) -> DeployerError {
+    DeployerError::internal(
+        "FetchUnavailable",
+        format!("the host offers no downloads in this context (asked for {location})"),
+    )
+    .with_operation("fetch")
+}
+
+/// A component version the host reads for its own deployers: component `component_name`
+/// version `version` from `repository_context` (else the item's Context's). Without
+/// `resource_name`: the resolved descriptor list as Landscaper writes it
+/// (`{meta: {schemaVersion: v2}, components: [...]}`, the version and every version it
+/// references) as JSON; with it: that resource's content as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OcmComponentRequest {
+    /// The repository (`repositoryContext`); `None`: the item's Context's.
+    pub repository_context: Option<serde_json::Value>,
+    /// The component's name, e.g. `example.com/acme/app`.
+    pub component_name: String,
+    /// The component's version.
+    pub version: String,
+    /// A resource of the version to read instead of the descriptor list.
+    pub resource_name: Option<String>,
 }
 
 /// A loaded hook plugin (WIT `hooks` export). The controller stores `Arc<dyn HookPlugin>`

@@ -55,7 +55,10 @@ mod registry;
 mod runtime;
 mod wasm;
 
-pub use api::{DeployerPlugin, EncodedHookInput, HookPlugin, HostServices, Limits, NoopHost};
+pub use api::{
+    DeployerPlugin, EncodedHookInput, HookPlugin, HostServices, Limits, NoopHost,
+    OcmComponentRequest,
+};
 pub use native::{NativeHooks, NativePlugin};
 pub use registry::PluginRegistry;
 pub use runtime::{LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats};

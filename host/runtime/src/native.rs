@@ -135,7 +135,17 @@ impl NativeHost for Bridge {
         self.handle.block_on(self.host.kube_on(target_name, op))
     }
     fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
-        self.handle.block_on(self.host.fetch(request))
+        match request {
+            // The guest SDK asks for OCM resources as a request like a download; the host
+            // answers them with its own capability (WIT `ocm`), as for a wasm plugin.
+            FetchRequest::Ocm {
+                resource_key,
+                layer_media_types,
+            } => self
+                .handle
+                .block_on(self.host.ocm_resource(&resource_key, &layer_media_types)),
+            request => self.handle.block_on(self.host.fetch(request)),
+        }
     }
 }
 

@@ -7,7 +7,9 @@
 //! - `secondary_targets`: get/list/delete on Targets the plugin names (WIT `secondary-targets`);
 //! - `clusters`: clients and discovery per Target cluster, shared by every invocation;
 //! - [`fetch`]: downloads (HTTP(S), OCI) with the host's allowlist, limits, cache and the
-//!   Context's credentials (WIT `fetch`).
+//!   Context's credentials (WIT `fetch`);
+//! - [`ocm`]: OCM resources from the Context's component repository (WIT `ocm`), and component
+//!   versions for the host's own deployers.
 //!
 //! `log` and `clock` need no host state; the runtime answers them itself. Adding a capability:
 //! a WIT interface in a new minor version, a module here with its `HostServices` method, and a
@@ -19,10 +21,13 @@
 mod clusters;
 pub mod fetch;
 mod kubernetes;
+pub mod ocm;
 pub mod progress;
 mod secondary_targets;
 
-use plugin_runtime::{DeployerError, FetchRequest, Fetched, HostServices, KubeOp};
+use plugin_runtime::{
+    DeployerError, FetchRequest, Fetched, HostServices, KubeOp, OcmComponentRequest,
+};
 
 use crate::contract::ProgressingTimeout;
 use crate::landscaper::{Context, ResolvedTarget, codes};
@@ -71,9 +76,11 @@ impl ItemServices {
     ) -> Self {
         self.fetch = Some(fetch::ItemFetch {
             fetcher,
-            client,
-            namespace,
-            context,
+            item: crate::oci::ItemContext {
+                client,
+                namespace,
+                context,
+            },
         });
         self
     }
@@ -125,18 +132,48 @@ impl HostServices for ItemServices {
     }
 
     async fn fetch(&self, request: FetchRequest) -> Result<Fetched, DeployerError> {
-        match &self.fetch {
-            Some(f) => f.fetch(request).await,
-            None => Err(DeployerError::internal(
-                "FetchUnavailable",
-                format!(
-                    "the host offers no downloads in this context (asked for {})",
-                    request.location()
-                ),
-            )
-            .with_operation("fetch")),
+        if let FetchRequest::Ocm {
+            resource_key,
+            layer_media_types,
+        } = &request
+        {
+            return self.ocm_resource(resource_key, layer_media_types).await;
         }
+        let fetch = self
+            .fetch
+            .as_ref()
+            .ok_or_else(|| unavailable(request.location()))?;
+        fetch.fetch(request).await
     }
+
+    async fn ocm_resource(
+        &self,
+        resource_key: &str,
+        layer_media_types: &[String],
+    ) -> Result<Fetched, DeployerError> {
+        let fetch = self
+            .fetch
+            .as_ref()
+            .ok_or_else(|| unavailable(resource_key))?;
+        ocm::resource(fetch, resource_key, layer_media_types).await
+    }
+
+    async fn ocm_component(&self, request: OcmComponentRequest) -> Result<Fetched, DeployerError> {
+        let fetch = self
+            .fetch
+            .as_ref()
+            .ok_or_else(|| unavailable(&request.component_name))?;
+        ocm::component(fetch, request).await
+    }
+}
+
+/// What a plugin asking for a download gets when the host offers none.
+fn unavailable(location: &str) -> DeployerError {
+    DeployerError::internal(
+        "FetchUnavailable",
+        format!("the host offers no downloads in this context (asked for {location})"),
+    )
+    .with_operation("fetch")
 }
 
 fn error(code: &str, reason: &str, message: String) -> DeployerError {

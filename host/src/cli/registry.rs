@@ -13,8 +13,8 @@ pub(super) fn registry_options(
     reference: &str,
     plain_http: bool,
     docker_config: Option<PathBuf>,
-) -> anyhow::Result<crate::plugin_sources::oci::RegistryOptions> {
-    use crate::plugin_sources::oci;
+) -> anyhow::Result<crate::oci::RegistryOptions> {
+    use crate::oci;
     let mut options = oci::RegistryOptions::default();
     if plain_http {
         options

@@ -85,13 +85,13 @@ async fn resolve_ocm(
         .cloned();
     let name = cd_ref["componentName"].as_str().unwrap_or_default();
     let version = cd_ref["version"].as_str().unwrap_or_default();
-    let request = |resource_name: Option<String>| plugin_runtime::FetchRequest::OcmComponent {
+    let request = |resource_name: Option<String>| plugin_runtime::OcmComponentRequest {
         repository_context: repository_context.clone(),
         component_name: name.to_string(),
         version: version.to_string(),
         resource_name,
     };
-    let fetched = services.fetch(request(None)).await?;
+    let fetched = services.ocm_component(request(None)).await?;
     let list: Value = serde_json::from_slice(&fetched.data).map_err(|e| {
         DeployerError::internal("ComponentDescriptor", format!("resolved list: {e}"))
     })?;
@@ -105,7 +105,9 @@ async fn resolve_ocm(
         .and_then(|b| b.pointer("/ref/resourceName"))
         .and_then(Value::as_str)
     {
-        let blob = services.fetch(request(Some(resource.to_string()))).await?;
+        let blob = services
+            .ocm_component(request(Some(resource.to_string())))
+            .await?;
         let what = format!("blueprint {resource} of component version {name}:{version}");
         let files = crate::ocm::tar_files(&blob.data)
             .map_err(|e| DeployerError::configuration("Blueprint", format!("{what}: {e}")))?;

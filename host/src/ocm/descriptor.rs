@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::Access;
+
 /// A component version as its descriptor describes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComponentDescriptor {
@@ -28,8 +30,10 @@ pub struct Resource {
     pub version: String,
     pub r#type: String,
     pub extra_identity: BTreeMap<String, String>,
-    /// `access` as given; `access.type` says how to read the content.
-    pub access: Value,
+    /// `access.type` without its version suffix (`localBlob`, `ociRegistry`, …).
+    pub access_type: String,
+    /// How to read the content.
+    pub access: Access,
 }
 
 /// A reference to another component version.
@@ -43,8 +47,7 @@ pub struct Reference {
 impl Resource {
     /// The access type (`localBlob`, `ociArtifact`, …) with its version suffix (`/v1`) removed.
     pub fn access_type(&self) -> &str {
-        let t = self.access["type"].as_str().unwrap_or_default();
-        t.split('/').next().unwrap_or(t)
+        &self.access_type
     }
 
     /// The resource's identity among `all` (OCM's `GetIdentity`): its name and extra identity,
@@ -197,7 +200,11 @@ impl From<RawResource> for Resource {
             version: r.version,
             r#type: r.r#type,
             extra_identity: r.extra_identity.unwrap_or_default(),
-            access: r.access,
+            access_type: {
+                let t = r.access["type"].as_str().unwrap_or_default();
+                t.split('/').next().unwrap_or(t).to_string()
+            },
+            access: Access::of(&r.access),
         }
     }
 }
@@ -299,7 +306,10 @@ spec:
         let two = cd
             .resource(&id(&[("name", "chart"), ("version", "2.0.0")]))
             .unwrap();
-        assert_eq!(two.access["localReference"], "sha256:bb");
+        let Access::LocalBlob(blob) = &two.access else {
+            panic!("{:?}", two.access)
+        };
+        assert_eq!(blob.digest(), "sha256:bb");
         assert!(
             cd.resource(&id(&[("name", "chart")])).is_none(),
             "ambiguous"

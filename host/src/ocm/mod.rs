@@ -8,16 +8,19 @@
 //! Owns: turning a resource key into bytes — which repository, which OCI reference
 //! ([`repository`]), what the descriptor says ([`descriptor`]), which resource ([`key`]).
 //! Must not touch: the network itself, credentials, the allowlist, limits or the cache — every
-//! registry request goes through [`crate::capabilities::fetch::ItemFetch`]; nor what the bytes
+//! registry request goes through an [`oci::Session`](crate::oci::Session), and a classic Helm
+//! repository's downloads through the [`ChartDownloads`] the caller gives; nor what the bytes
 //! mean (a chart is the helm plugin's business).
 
-pub mod credentials;
+pub mod access;
 pub mod descriptor;
 pub mod key;
 mod reader;
 pub mod repository;
+pub mod tar;
 
-pub use reader::{Reader, tar_files};
+pub use reader::{ChartDownloads, ComponentVersion, Reader};
+pub use tar::tar_files;
 
 /// The operation of OCM errors.
 pub const OPERATION: &str = "ocm";

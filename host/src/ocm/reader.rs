@@ -1,19 +1,21 @@
-//! Resolving a resource key to its content, every registry request through [`ItemFetch`]
-//! (allowlist, size limit, the Context's credentials, the digest cache).
+//! Resolving a resource key to its content, every registry request through an
+//! [`oci::Session`](crate::oci::Session) (allowlist, size limit, the Context's credentials, the
+//! digest cache), and the `helm` access type's HTTP downloads through [`ChartDownloads`].
 
-use std::collections::HashMap;
-use std::io::Read as _;
-
-use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::manifest::OciImageManifest;
 use plugin_runtime::{DeployerError, Fetched, OcmOrigin};
 use serde_json::Value;
 
 use super::OPERATION;
+use super::access::local_blob::layer_of_artifact_set;
+use super::access::{Access, Helm, LocalBlob, helm};
 use super::descriptor::{ComponentDescriptor, Resource};
 use super::key::GlobalResourceIdentity;
 use super::repository::OciRepository;
-use crate::capabilities::fetch::{ItemFetch, OciSession, missing_layer};
-use crate::landscaper::codes;
+use super::tar::file_in_tar;
+use crate::landscaper::{Context, codes};
+use crate::oci::session::{missing_layer, pick_layer};
+use crate::oci::{ItemContext, Registries, Session};
 
 /// Config media types of component versions (OCM, and the two legacy Gardener ones).
 pub const COMPONENT_CONFIG_TYPES: &[&str] = &[
@@ -34,8 +36,6 @@ pub const DESCRIPTOR_PLAIN_TYPES: &[&str] = &[
     "application/vnd.ocm.software.component-descriptor.v2+yaml",
     "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml",
 ];
-/// The media type of an OCI artifact stored as a blob (OCM "artifact set", an OCI layout tar).
-const ARTIFACT_SET: &str = "application/vnd.oci.image.manifest.v1+tar";
 
 fn config_error(reason: &str, message: String) -> DeployerError {
     DeployerError {
@@ -48,22 +48,54 @@ fn config_error(reason: &str, message: String) -> DeployerError {
 }
 
 /// A component version read from its repository.
-pub struct ComponentVersion {
+pub struct ComponentVersion<'a> {
     pub descriptor: ComponentDescriptor,
     /// `host/…/component-descriptors/<name>:<tag>`.
     pub reference: String,
-    session: OciSession,
+    session: Session<'a>,
     manifest: OciImageManifest,
+}
+
+/// HTTP(S) downloads for the `helm` access type's classic chart repositories, checked as a
+/// plugin's downloads are (allowlist, limits, the Context's `helmChartRepoCredentials`, cache).
+#[async_trait::async_trait]
+pub trait ChartDownloads: Send + Sync {
+    /// A GET of `url`; with `expected_digest`, checked against it.
+    async fn http_get(
+        &self,
+        url: &str,
+        expected_digest: Option<&str>,
+    ) -> Result<Fetched, DeployerError>;
 }
 
 /// Reads component versions and resources for one item.
 pub struct Reader<'a> {
-    fetch: &'a ItemFetch,
+    registries: &'a Registries,
+    item: &'a ItemContext,
+    charts: &'a dyn ChartDownloads,
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(fetch: &'a ItemFetch) -> Self {
-        Reader { fetch }
+    /// A reader for `item` through the host's `registries`; classic Helm repositories through
+    /// `charts`.
+    pub fn new(
+        registries: &'a Registries,
+        item: &'a ItemContext,
+        charts: &'a dyn ChartDownloads,
+    ) -> Self {
+        Reader {
+            registries,
+            item,
+            charts,
+        }
+    }
+
+    fn context(&self) -> Option<&'a Context> {
+        self.item.context.as_ref()
+    }
+
+    async fn session(&self, reference: &str) -> Result<Session<'a>, DeployerError> {
+        self.registries.session(reference, self.item).await
     }
 
     /// A registry error while reading `what`: operation `ocm`, the message saying what was
@@ -76,7 +108,7 @@ impl<'a> Reader<'a> {
             ..e
         };
         if e.has_code(codes::UNAUTHORIZED) {
-            let context = self.fetch.context();
+            let context = self.context();
             let secrets: Vec<&str> = context
                 .map(|c| {
                     c.registry_pull_secrets
@@ -116,7 +148,7 @@ impl<'a> Reader<'a> {
 
     /// The repository of the item's Context.
     pub fn repository(&self) -> Result<OciRepository, DeployerError> {
-        let context = self.fetch.context();
+        let context = self.context();
         let name = context
             .map(|c| {
                 format!(
@@ -148,18 +180,17 @@ impl<'a> Reader<'a> {
         repository: &OciRepository,
         name: &str,
         version: &str,
-    ) -> Result<ComponentVersion, DeployerError> {
+    ) -> Result<ComponentVersion<'a>, DeployerError> {
         let reference = repository.component_reference(name, version);
         let what = format!(
             "component version {name}:{version} in repository {}",
             repository.describe()
         );
         let session = self
-            .fetch
-            .oci_session(&reference)
+            .session(&reference)
             .await
             .map_err(|e| self.registry_error(&what, e))?;
-        let (manifest, _digest) = match self.fetch.oci_manifest(&session).await {
+        let (manifest, _digest) = match session.manifest().await {
             Ok(m) => m,
             Err(e) if e.reason == "NotFound" => {
                 return Err(config_error(
@@ -178,9 +209,8 @@ impl<'a> Reader<'a> {
                 ),
             ));
         }
-        let (config, _) = self
-            .fetch
-            .oci_blob(&session, &manifest.config)
+        let (config, _) = session
+            .blob(&manifest.config)
             .await
             .map_err(|e| self.registry_error(&what, e))?;
         let config: Value = serde_json::from_slice(&config)
@@ -196,9 +226,8 @@ impl<'a> Reader<'a> {
                 ),
             ));
         };
-        let (data, _) = self
-            .fetch
-            .oci_blob(&session, descriptor_layer)
+        let (data, _) = session
+            .blob(descriptor_layer)
             .await
             .map_err(|e| self.registry_error(&what, e))?;
         let text = if DESCRIPTOR_TAR_TYPES.contains(&media_type) {
@@ -222,7 +251,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// [`FetchRequest::OcmComponent`](plugin_runtime::FetchRequest::OcmComponent): the resolved
+    /// [`OcmComponentRequest`](plugin_runtime::OcmComponentRequest): the resolved
     /// descriptor list of `name`:`version` (it and, transitively, the versions it references,
     /// from the same repository), or the content of its resource `resource_name`.
     pub async fn component(
@@ -337,7 +366,7 @@ impl<'a> Reader<'a> {
     /// The content of `resource` of `cv`, through its access.
     pub async fn content(
         &self,
-        cv: &ComponentVersion,
+        cv: &ComponentVersion<'_>,
         resource: &Resource,
         layer_media_types: &[String],
     ) -> Result<Fetched, DeployerError> {
@@ -345,54 +374,10 @@ impl<'a> Reader<'a> {
             "resource {} of component version {}:{}",
             resource.name, cv.descriptor.name, cv.descriptor.version
         );
-        let access = &resource.access;
-        match resource.access_type() {
-            "localBlob" | "localFilesystemBlob" | "localOciBlob" => {
-                let digest = access["localReference"]
-                    .as_str()
-                    .or(access["filename"].as_str())
-                    .unwrap_or_default();
-                let media_type = access["mediaType"].as_str().unwrap_or_default();
-                let Some(layer) = cv.manifest.layers.iter().find(|l| l.digest == digest) else {
-                    return Err(config_error(
-                        "LocalBlobNotFound",
-                        format!(
-                            "{what}: local blob {digest:?} is not a layer of {}",
-                            cv.reference
-                        ),
-                    ));
-                };
-                let (data, cached) = self
-                    .fetch
-                    .oci_blob(&cv.session, layer)
-                    .await
-                    .map_err(|e| self.registry_error(&what, e))?;
-                if media_type.starts_with(ARTIFACT_SET) {
-                    let (layer, data) = layer_of_artifact_set(&data, layer_media_types)
-                        .map_err(|e| config_error("InvalidArtifactSet", format!("{what}: {e}")))?;
-                    return Ok(Fetched {
-                        digest: layer.digest,
-                        media_type: layer.media_type,
-                        data,
-                        cached,
-                        ..Default::default()
-                    });
-                }
-                Ok(Fetched {
-                    digest: layer.digest.clone(),
-                    media_type: if media_type.is_empty() {
-                        layer.media_type.clone()
-                    } else {
-                        media_type.to_string()
-                    },
-                    data,
-                    cached,
-                    ..Default::default()
-                })
-            }
-            "ociArtifact" | "ociRegistry" | "ociImage" => {
-                let reference = access["imageReference"].as_str().unwrap_or_default();
-                if reference.is_empty() {
+        match &resource.access {
+            Access::LocalBlob(blob) => self.local_blob(cv, blob, &what, layer_media_types).await,
+            Access::OciArtifact(artifact) => {
+                let Some(reference) = artifact.reference() else {
                     return Err(config_error(
                         "InvalidAccess",
                         format!(
@@ -400,59 +385,111 @@ impl<'a> Reader<'a> {
                             resource.access_type()
                         ),
                     ));
-                }
-                let reference = reference.strip_prefix("oci://").unwrap_or(reference);
-                let what = format!("{what} ({reference})");
-                let session = self
-                    .fetch
-                    .oci_session(reference)
-                    .await
-                    .map_err(|e| self.registry_error(&what, e))?;
-                let (manifest, manifest_digest) = match self.fetch.oci_manifest(&session).await {
-                    Ok(m) => m,
-                    Err(e) if e.reason == "NotFound" => {
-                        return Err(config_error("NotFound", format!("{what}: {}", e.message)));
-                    }
-                    Err(e) => return Err(self.registry_error(&what, e)),
                 };
-                let layer = pick_layer(&manifest.layers, layer_media_types).ok_or_else(|| {
-                    config_error(
-                        "NotFound",
-                        missing_layer(&what, layer_media_types, &manifest),
-                    )
-                })?;
-                self.fetch
-                    .oci_layer(&session, &manifest, manifest_digest, layer)
-                    .await
-                    .map_err(|e| self.registry_error(&what, e))
+                self.oci_artifact(reference, &what, layer_media_types).await
             }
-            "helm" => self.helm_chart(&what, access).await,
-            other => Err(config_error(
+            Access::Helm(chart) => self.helm_chart(&what, chart).await,
+            Access::Unsupported => Err(config_error(
                 "UnsupportedAccess",
                 format!(
-                    "{what}: access type {other:?} is not supported (localBlob, ociArtifact, ociImage, helm are)"
+                    "{what}: access type {:?} is not supported (localBlob, ociArtifact, ociImage, helm are)",
+                    resource.access_type()
                 ),
             )),
         }
     }
-}
 
-impl Reader<'_> {
-    /// The `helm` access type: chart `helmChart` (`name:version`) of the Helm repository
-    /// `helmRepository` — an `oci://` repository (the chart is `<repository>/<name>:<version>`)
-    /// or a classic one (`index.yaml`, the entry with exactly that version, its first URL,
-    /// checked against the index's digest). Downloads go through `fetch` (allowlist, limits,
-    /// the Context's `helmChartRepoCredentials`, cache).
-    async fn helm_chart(&self, what: &str, access: &Value) -> Result<Fetched, DeployerError> {
-        let repository = access["helmRepository"].as_str().unwrap_or_default().trim();
-        let chart = access["helmChart"].as_str().unwrap_or_default().trim();
-        let Some((name, version)) = chart
-            .rsplit_once(':')
-            .filter(|(n, v)| !n.is_empty() && !v.is_empty())
-        else {
+    /// A `localBlob`: a layer of the component version's manifest (an artifact set: its layer).
+    async fn local_blob(
+        &self,
+        cv: &ComponentVersion<'_>,
+        blob: &LocalBlob,
+        what: &str,
+        layer_media_types: &[String],
+    ) -> Result<Fetched, DeployerError> {
+        let digest = blob.digest();
+        let Some(layer) = cv.manifest.layers.iter().find(|l| l.digest == digest) else {
+            return Err(config_error(
+                "LocalBlobNotFound",
+                format!(
+                    "{what}: local blob {digest:?} is not a layer of {}",
+                    cv.reference
+                ),
+            ));
+        };
+        let (data, cached) = cv
+            .session
+            .blob(layer)
+            .await
+            .map_err(|e| self.registry_error(what, e))?;
+        if blob.is_artifact_set() {
+            let (layer, data) = layer_of_artifact_set(&data, layer_media_types)
+                .map_err(|e| config_error("InvalidArtifactSet", format!("{what}: {e}")))?;
+            return Ok(Fetched {
+                digest: layer.digest,
+                media_type: layer.media_type,
+                data,
+                cached,
+                ..Default::default()
+            });
+        }
+        Ok(Fetched {
+            digest: layer.digest.clone(),
+            media_type: if blob.media_type.is_empty() {
+                layer.media_type.clone()
+            } else {
+                blob.media_type.clone()
+            },
+            data,
+            cached,
+            ..Default::default()
+        })
+    }
+
+    /// An `ociArtifact`: the first layer of `reference` whose media type is in
+    /// `layer_media_types` (empty: the first layer).
+    async fn oci_artifact(
+        &self,
+        reference: &str,
+        what: &str,
+        layer_media_types: &[String],
+    ) -> Result<Fetched, DeployerError> {
+        let what = format!("{what} ({reference})");
+        let session = self
+            .session(reference)
+            .await
+            .map_err(|e| self.registry_error(&what, e))?;
+        let (manifest, manifest_digest) = match session.manifest().await {
+            Ok(m) => m,
+            Err(e) if e.reason == "NotFound" => {
+                return Err(config_error("NotFound", format!("{what}: {}", e.message)));
+            }
+            Err(e) => return Err(self.registry_error(&what, e)),
+        };
+        let layer = pick_layer(&manifest.layers, layer_media_types).ok_or_else(|| {
+            config_error(
+                "NotFound",
+                missing_layer(&what, layer_media_types, &manifest),
+            )
+        })?;
+        session
+            .layer(&manifest, manifest_digest, layer)
+            .await
+            .map_err(|e| self.registry_error(&what, e))
+    }
+
+    /// The `helm` access type (see [`helm`]). Downloads from a classic repository go through
+    /// the [`ChartDownloads`] (allowlist, limits, the Context's `helmChartRepoCredentials`,
+    /// cache); from an `oci://` one through the item's registry session.
+    async fn helm_chart(&self, what: &str, access: &Helm) -> Result<Fetched, DeployerError> {
+        let repository = access.repository();
+        let Some((name, version)) = access.name_and_version() else {
             return Err(config_error(
                 "InvalidAccess",
-                format!("{what}: helm access: helmChart {chart:?} is not name:version"),
+                format!(
+                    "{what}: helm access: helmChart {:?} is not name:version",
+                    access.chart()
+                ),
             ));
         };
         if repository.is_empty() {
@@ -461,49 +498,28 @@ impl Reader<'_> {
                 format!("{what}: helm access has no helmRepository"),
             ));
         }
-        let fetch = |request| async move {
-            self.fetch
-                .download(request)
+        if let Some(oci) = repository.strip_prefix("oci://") {
+            let reference = helm::oci_reference(oci, name, version);
+            let layer_media_types = helm::CHART_LAYERS.map(String::from);
+            let pulled = match self.session(&reference).await {
+                Ok(session) => session.pull_layer(&layer_media_types).await,
+                Err(e) => Err(e),
+            };
+            return pulled.map_err(|e| self.registry_error(what, e));
+        }
+        let fetch = |url: String, expected_digest: Option<String>| async move {
+            self.charts
+                .http_get(&url, expected_digest.as_deref())
                 .await
                 .map_err(|e| self.registry_error(what, e))
         };
-        if let Some(oci) = repository.strip_prefix("oci://") {
-            let reference = format!(
-                "{}/{name}:{}",
-                oci.trim_end_matches('/'),
-                version.replace('+', "_")
-            );
-            return fetch(plugin_runtime::FetchRequest::Oci {
-                reference,
-                layer_media_types: vec![
-                    "application/vnd.cncf.helm.chart.content.v1.tar+gzip".into(),
-                    "application/tar+gzip".into(),
-                ],
-            })
-            .await;
-        }
         let base = repository.trim_end_matches('/');
-        let index = fetch(plugin_runtime::FetchRequest::Http {
-            url: format!("{base}/index.yaml"),
-            expected_digest: None,
-        })
-        .await?;
+        let index = fetch(format!("{base}/index.yaml"), None).await?;
         let index: Value = serde_yaml::from_slice(&index.data).map_err(|e| {
             config_error("InvalidAccess", format!("{what}: {base}/index.yaml: {e}"))
         })?;
-        let entries = index["entries"][name]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let Some(entry) = entries
-            .iter()
-            .find(|e| e["version"].as_str() == Some(version))
-        else {
-            let available: Vec<&str> = entries
-                .iter()
-                .filter_map(|e| e["version"].as_str())
-                .collect();
-            return Err(config_error(
+        let entry = helm::index_entry(&index, name, version).map_err(|available| {
+            config_error(
                 "NotFound",
                 format!(
                     "{what}: chart {name} version {version} is not in the Helm repository {base} (versions there: {})",
@@ -513,190 +529,9 @@ impl Reader<'_> {
                         available.join(", ")
                     }
                 ),
-            ));
-        };
-        let url = entry["urls"][0].as_str().unwrap_or_default();
-        let url = if url.contains("://") {
-            url.to_string()
-        } else {
-            format!(
-                "{base}/{}",
-                url.trim_start_matches("./").trim_start_matches('/')
             )
-        };
-        fetch(plugin_runtime::FetchRequest::Http {
-            url,
-            expected_digest: entry["digest"]
-                .as_str()
-                .filter(|d| !d.is_empty())
-                .map(str::to_string),
-        })
-        .await
-    }
-}
-
-/// The first layer whose media type is in `media_types` (empty: the first layer).
-fn pick_layer<'l>(
-    layers: &'l [OciDescriptor],
-    media_types: &[String],
-) -> Option<&'l OciDescriptor> {
-    if media_types.is_empty() {
-        layers.first()
-    } else {
-        layers.iter().find(|l| media_types.contains(&l.media_type))
-    }
-}
-
-/// The files of a tar (gzipped or not), by path (directories omitted).
-pub fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
-    let plain;
-    let bytes: &[u8] = if data.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(data)
-            .read_to_end(&mut out)
-            .map_err(|e| format!("not a gzip archive: {e}"))?;
-        plain = out;
-        &plain
-    } else {
-        data
-    };
-    let mut files = HashMap::new();
-    let mut archive = tar::Archive::new(bytes);
-    for entry in archive
-        .entries()
-        .map_err(|e| format!("not a tar archive: {e}"))?
-    {
-        let mut entry = entry.map_err(|e| format!("not a tar archive: {e}"))?;
-        let name = entry
-            .path()
-            .map_err(|e| format!("tar entry: {e}"))?
-            .to_string_lossy()
-            .trim_start_matches("./")
-            .trim_start_matches('/')
-            .to_string();
-        if !entry.header().entry_type().is_file() || name.is_empty() {
-            continue;
-        }
-        let mut content = Vec::new();
-        entry
-            .read_to_end(&mut content)
-            .map_err(|e| format!("tar entry {name}: {e}"))?;
-        files.insert(name, content);
-    }
-    Ok(files)
-}
-
-fn file_in_tar(data: &[u8], name: &str) -> Result<Vec<u8>, String> {
-    tar_files(data)?
-        .remove(name)
-        .ok_or_else(|| format!("no {name} in the descriptor tar"))
-}
-
-/// The layer of an OCM artifact set (an OCI layout tar: `index.json`, `blobs/sha256/…`): of
-/// its main artifact (annotation `software.ocm/main`, or the only one), the first layer whose
-/// media type is in `media_types` (empty: the first).
-fn layer_of_artifact_set(
-    data: &[u8],
-    media_types: &[String],
-) -> Result<(OciDescriptor, Vec<u8>), String> {
-    let mut files = tar_files(data)?;
-    let blob = |files: &mut HashMap<String, Vec<u8>>, digest: &str| {
-        let path = format!("blobs/{}", digest.replacen(':', "/", 1));
-        files
-            .remove(&path)
-            .ok_or_else(|| format!("artifact set lacks blob {digest}"))
-    };
-    let index: Value = serde_json::from_slice(
-        &files
-            .remove("index.json")
-            .ok_or("artifact set has no index.json")?,
-    )
-    .map_err(|e| format!("artifact set index.json: {e}"))?;
-    let manifests = index["manifests"].as_array().cloned().unwrap_or_default();
-    let main = index["annotations"]["software.ocm/main"]
-        .as_str()
-        .and_then(|m| {
-            manifests.iter().find(|d| {
-                d["digest"].as_str() == Some(m)
-                    || d["annotations"]["software.ocm/tags"].as_str() == Some(m)
-            })
-        })
-        .or(if manifests.len() == 1 {
-            manifests.first()
-        } else {
-            None
-        })
-        .ok_or("artifact set has no main artifact")?;
-    let digest = main["digest"].as_str().unwrap_or_default().to_string();
-    let manifest: OciImageManifest = serde_json::from_slice(&blob(&mut files, &digest)?)
-        .map_err(|e| format!("artifact set manifest {digest}: {e}"))?;
-    let layer = pick_layer(&manifest.layers, media_types)
-        .ok_or_else(|| {
-            format!(
-                "artifact set has no layer of media type {}",
-                media_types.join(" or ")
-            )
-        })?
-        .clone();
-    let data = blob(&mut files, &layer.digest)?;
-    Ok((layer, data))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        for (name, data) in files {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(data.len() as u64);
-            h.set_mode(0o644);
-            h.set_cksum();
-            b.append_data(&mut h, name, *data).unwrap();
-        }
-        b.into_inner().unwrap()
-    }
-
-    #[test]
-    fn descriptor_tars_and_artifact_sets_are_unpacked() {
-        let t = tar_of(&[("component-descriptor.yaml", b"meta: {}")]);
-        assert_eq!(
-            file_in_tar(&t, "component-descriptor.yaml").unwrap(),
-            b"meta: {}"
-        );
-        assert!(file_in_tar(&t, "x").unwrap_err().contains("no x"));
-
-        let chart = b"chart-bytes";
-        let chart_digest = format!("sha256:{}", "c".repeat(64));
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.cncf.helm.config.v1+json", "digest": format!("sha256:{}", "d".repeat(64)), "size": 2},
-            "layers": [{"mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip", "digest": chart_digest, "size": chart.len()}]
-        });
-        let manifest = serde_json::to_vec(&manifest).unwrap();
-        let m_digest = format!("sha256:{}", "a".repeat(64));
-        let index = serde_json::json!({
-            "schemaVersion": 2,
-            "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": m_digest, "size": manifest.len()}],
-            "annotations": {"software.ocm/main": m_digest}
-        });
-        let set = tar_of(&[
-            ("index.json", &serde_json::to_vec(&index).unwrap()),
-            (&format!("blobs/sha256/{}", "a".repeat(64)), &manifest),
-            (&format!("blobs/sha256/{}", "c".repeat(64)), chart),
-        ]);
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        std::io::Write::write_all(&mut gz, &set).unwrap();
-        let gz = gz.finish().unwrap();
-        let (layer, data) = layer_of_artifact_set(
-            &gz,
-            &["application/vnd.cncf.helm.chart.content.v1.tar+gzip".to_string()],
-        )
-        .unwrap();
-        assert_eq!(layer.digest, chart_digest);
-        assert_eq!(data, chart);
-        assert!(layer_of_artifact_set(&set, &["x/y".to_string()]).is_err());
+        })?;
+        let (url, expected_digest) = helm::archive(base, entry);
+        fetch(url, expected_digest).await
     }
 }

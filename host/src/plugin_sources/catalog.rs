@@ -23,9 +23,10 @@ use kube::api::Api;
 use plugin_runtime::{DeployerPlugin, HookPlugin, PluginRegistry, PluginRuntime, WasmPlugin};
 use serde::{Deserialize, Serialize};
 
-use super::{PluginSpec, configmap, oci, trust};
-use crate::config::Limits;
-use crate::plugins::LivePlugins;
+use super::live::LivePlugins;
+use super::{PluginSpec, configmap, trust};
+use crate::limits::Limits;
+use crate::oci;
 
 /// The four steps of a plugin's way in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -481,40 +482,8 @@ impl Catalog {
                     .await
                     .map_err(|e| refused(Stage::Fetched, "FetchFailed", format!("{e:#}")))?;
                 if let Some(keys) = &keys {
-                    let sigs = oci::signatures(&o.reference, &pulled.manifest_digest, &options)
-                        .await
-                        .map_err(|e| {
-                            refused(Stage::Verified, "SignatureFetchFailed", format!("{e:#}"))
-                        })?;
-                    if sigs.is_empty() {
-                        return Err(refused(
-                            Stage::Verified,
-                            "Unsigned",
-                            format!(
-                                "{} ({}) has no signature, and verification is required",
-                                o.reference, pulled.manifest_digest
-                            ),
-                        ));
-                    }
-                    let errors: Vec<String> = sigs
-                        .iter()
-                        .filter_map(|(payload, sig)| {
-                            trust::verify_payload(payload, sig, &pulled.manifest_digest, keys)
-                                .err()
-                                .map(|e| e.to_string())
-                        })
-                        .collect();
-                    if errors.len() == sigs.len() {
-                        return Err(refused(
-                            Stage::Verified,
-                            "BadSignature",
-                            format!(
-                                "{}: no signature verifies: {}",
-                                o.reference,
-                                errors.join("; ")
-                            ),
-                        ));
-                    }
+                    verify_signatures(&o.reference, &pulled.manifest_digest, keys, &options)
+                        .await?;
                 }
                 (pulled.bytes, pulled.manifest_digest, None)
             }
@@ -541,20 +510,7 @@ impl Catalog {
                 ));
             }
         }
-        if !bytes.starts_with(b"\0asm") {
-            return Err(refused(
-                Stage::Compiled,
-                "NotWasm",
-                "the plugin is not WebAssembly (no \\0asm header)",
-            ));
-        }
-        if bytes.get(4..8) == Some(&[1, 0, 0, 0]) {
-            return Err(refused(
-                Stage::Compiled,
-                "CoreModule",
-                "the plugin is a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)",
-            ));
-        }
+        check_component(&bytes)?;
         let limits = match &spec.limits {
             Some(l) => Some(
                 l.resolve(self.base_limits)
@@ -727,6 +683,63 @@ fn describe_into(status: &mut PluginStatus, plugin: &WasmPlugin) {
         })
         .unwrap_or_default();
     status.wit_version = plugin.wit_version().unwrap_or_default();
+}
+
+/// The cosign signatures of `manifest_digest` in `reference`'s repository: at least one must
+/// verify with `keys`.
+async fn verify_signatures(
+    reference: &str,
+    manifest_digest: &str,
+    keys: &[p256::ecdsa::VerifyingKey],
+    options: &oci::RegistryOptions,
+) -> Result<(), Refused> {
+    let sigs = oci::signatures(reference, manifest_digest, options)
+        .await
+        .map_err(|e| refused(Stage::Verified, "SignatureFetchFailed", format!("{e:#}")))?;
+    if sigs.is_empty() {
+        return Err(refused(
+            Stage::Verified,
+            "Unsigned",
+            format!(
+                "{reference} ({manifest_digest}) has no signature, and verification is required"
+            ),
+        ));
+    }
+    let errors: Vec<String> = sigs
+        .iter()
+        .filter_map(|(payload, sig)| {
+            trust::verify_payload(payload, sig, manifest_digest, keys)
+                .err()
+                .map(|e| e.to_string())
+        })
+        .collect();
+    if errors.len() == sigs.len() {
+        return Err(refused(
+            Stage::Verified,
+            "BadSignature",
+            format!("{reference}: no signature verifies: {}", errors.join("; ")),
+        ));
+    }
+    Ok(())
+}
+
+/// `bytes` are a WebAssembly component (not a core module, not something else).
+fn check_component(bytes: &[u8]) -> Result<(), Refused> {
+    if !bytes.starts_with(b"\0asm") {
+        return Err(refused(
+            Stage::Compiled,
+            "NotWasm",
+            "the plugin is not WebAssembly (no \\0asm header)",
+        ));
+    }
+    if bytes.get(4..8) == Some(&[1, 0, 0, 0]) {
+        return Err(refused(
+            Stage::Compiled,
+            "CoreModule",
+            "the plugin is a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,12 +18,13 @@
 pub mod catalog;
 pub mod configmap;
 pub mod declarations;
-pub mod oci;
+pub mod live;
 pub mod trust;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::LimitsConfig;
+use crate::limits::LimitsConfig;
+use crate::oci;
 
 /// API group and version of the `WasmPlugin` CRD.
 pub const GROUP: &str = "wasm-deployer.dev";
@@ -140,7 +141,7 @@ impl PluginSpec {
         }
         if let Some(limits) = &self.limits {
             limits
-                .resolve(crate::config::Limits::default())
+                .resolve(crate::limits::Limits::default())
                 .map_err(|e| format!("limits: {e}"))?;
         }
         Ok(())

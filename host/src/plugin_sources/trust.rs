@@ -10,21 +10,21 @@
 //! - ConfigMaps: a detached signature over the component bytes in the key `<key>.sig` (what
 //!   `cosign sign-blob --key` prints).
 //!
-//! Owns: the cryptography and the payload format. Must not touch: fetching (the caller hands in
-//! what it pulled).
+//! The artifact layout, signing and the payload format are `oci::signature`'s (re-exported here).
+//!
+//! Owns: verification. Must not touch: fetching (the caller hands in what it pulled).
 
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
-use p256::ecdsa::signature::{Signer, Verifier};
-use p256::ecdsa::{DerSignature, Signature, SigningKey, VerifyingKey};
+use p256::ecdsa::signature::Verifier;
+use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::Digest as _;
 
-/// Media type of cosign's simple-signing payload layer.
-pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
-/// Annotation holding the base64 signature.
-pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+pub use crate::oci::signature::{
+    SIGNATURE_ANNOTATION, SIMPLE_SIGNING, payload, sign_blob, signature_tag,
+};
 
 /// `sha256:<hex>` of `bytes`.
 pub fn digest_of(bytes: &[u8]) -> String {
@@ -75,19 +75,6 @@ pub fn verify_blob(message: &[u8], signature_b64: &str, keys: &[VerifyingKey]) -
     keys.iter().any(|k| k.verify(message, &sig).is_ok())
 }
 
-/// The simple-signing payload cosign signs for an image.
-pub fn payload(repository: &str, manifest_digest: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "critical": {
-            "identity": {"docker-reference": repository},
-            "image": {"docker-manifest-digest": manifest_digest},
-            "type": "cosign container image signature",
-        },
-        "optional": null,
-    }))
-    .expect("payload")
-}
-
 /// Checks one signature layer: the payload names `manifest_digest` and the signature verifies.
 pub fn verify_payload(
     payload: &[u8],
@@ -109,21 +96,10 @@ pub fn verify_payload(
     Ok(())
 }
 
-/// The tag of the signature artifact of `manifest_digest` (`sha256-<hex>.sig`).
-pub fn signature_tag(manifest_digest: &str) -> String {
-    format!("{}.sig", manifest_digest.replace(':', "-"))
-}
-
 /// A signing key from PKCS#8 PEM (`PRIVATE KEY`).
 pub fn signing_key(pem: &str) -> anyhow::Result<SigningKey> {
     SigningKey::from_pkcs8_pem(pem.trim())
         .map_err(|e| anyhow::anyhow!("not an unencrypted PKCS#8 ECDSA P-256 private key: {e}"))
-}
-
-/// Signs `message`: base64 of the DER signature (as `cosign sign-blob`).
-pub fn sign_blob(message: &[u8], key: &SigningKey) -> String {
-    let sig: DerSignature = key.sign(message);
-    base64::engine::general_purpose::STANDARD.encode(sig.as_bytes())
 }
 
 #[cfg(test)]

@@ -581,18 +581,6 @@ pub enum FetchRequest {
         /// matching layer); empty = the first layer.
         layer_media_types: Vec<String>,
     },
-    /// Host-internal (no WIT function: for the host's native deployers, e.g. the container
-    /// deployer's `componentDescriptor.ref` / `blueprint.ref`): component `component_name`
-    /// version `version` from `repository_context` (else the Context's). Without
-    /// `resource_name`: the resolved descriptor list as Landscaper writes it
-    /// (`{meta: {schemaVersion: v2}, components: [...]}`, the version and every version it
-    /// references) as JSON; with it: that resource's content as stored.
-    OcmComponent {
-        repository_context: Option<serde_json::Value>,
-        component_name: String,
-        version: String,
-        resource_name: Option<String>,
-    },
 }
 
 impl FetchRequest {
@@ -602,7 +590,6 @@ impl FetchRequest {
             FetchRequest::Http { url, .. } => url,
             FetchRequest::Oci { reference, .. } => reference,
             FetchRequest::Ocm { resource_key, .. } => resource_key,
-            FetchRequest::OcmComponent { component_name, .. } => component_name,
         }
     }
 }

@@ -5,23 +5,37 @@
 //!
 //! [`HostServices::fetch`]: crate::HostServices::fetch
 
+use std::future::Future;
+use std::sync::Arc;
+
 use sdk_guest::{DeployerError, FetchRequest, Fetched};
 
 use super::wit;
+use crate::api::HostServices;
 use crate::wasm::convert::error_to_wit;
 use crate::wasm::store::State;
 
 type WitError = wit::types::DeployerError;
 
 impl State {
-    pub(super) async fn fetch(&mut self, request: FetchRequest) -> Result<Fetched, WitError> {
+    async fn fetch(&mut self, request: FetchRequest) -> Result<Fetched, WitError> {
+        self.download(|host| async move { host.fetch(request).await })
+            .await
+    }
+
+    /// One download by the host (`fetch` or `ocm`), bounded by the invocation deadline.
+    pub(super) async fn download<F, Fut>(&mut self, call: F) -> Result<Fetched, WitError>
+    where
+        F: FnOnce(Arc<dyn HostServices>) -> Fut,
+        Fut: Future<Output = Result<Fetched, DeployerError>>,
+    {
         let Some(host) = self.host.clone() else {
             return Err(error_to_wit(DeployerError::internal(
                 "FetchUnavailable",
                 "downloads are not available during describe or in hooks",
             )));
         };
-        match tokio::time::timeout_at(self.deadline.into(), host.fetch(request)).await {
+        match tokio::time::timeout_at(self.deadline.into(), call(host)).await {
             Ok(r) => r.map_err(error_to_wit),
             Err(_) => Err(error_to_wit(
                 DeployerError::timeout(

@@ -1,11 +1,9 @@
 //! OCM resources (WIT `ocm` 1.3): the content of a resource of a component version, read by
-//! the host. Every call goes to the invocation's [`HostServices::fetch`] as
-//! [`FetchRequest::Ocm`] (the host owns the repository, credentials, allowlist and cache),
-//! bounded by the invocation deadline. Granted to deployers.
+//! the host. Every call goes to the invocation's [`HostServices::ocm_resource`] (the host owns
+//! the repository, credentials, allowlist and cache), bounded by the invocation deadline.
+//! Granted to deployers.
 //!
-//! [`HostServices::fetch`]: crate::HostServices::fetch
-
-use sdk_guest::FetchRequest;
+//! [`HostServices::ocm_resource`]: crate::HostServices::ocm_resource
 
 use super::fetch::blob;
 use super::wit;
@@ -19,11 +17,11 @@ impl wit::ocm::Host for State {
         resource_key: String,
         layer_media_types: Vec<String>,
     ) -> Result<wit::ocm::ComponentResource, WitError> {
-        let request = FetchRequest::Ocm {
-            resource_key,
-            layer_media_types,
-        };
-        let mut f = self.fetch(request).await?;
+        let mut f = self
+            .download(
+                |host| async move { host.ocm_resource(&resource_key, &layer_media_types).await },
+            )
+            .await?;
         let origin = f.ocm.take().unwrap_or_default();
         Ok(wit::ocm::ComponentResource {
             component_name: origin.component_name,

@@ -11,7 +11,7 @@ use crate::cli::registry::registry_options;
 /// `deployer-host plugin inspect`: load the component in a fresh runtime (no cache) and say
 /// what it is, or why this host cannot load it.
 pub(super) async fn inspect(plugin: &str, plain_http: bool, json: bool) -> anyhow::Result<()> {
-    use crate::plugin_sources::{oci, trust};
+    use crate::{oci, plugin_sources::trust};
     let path = PathBuf::from(plugin);
     let bytes = if path.exists() {
         std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?

@@ -156,7 +156,7 @@ impl PluginCommand {
                 out,
                 plain_http,
             } => {
-                use crate::plugin_sources::{oci, trust};
+                use crate::{oci, plugin_sources::trust};
                 let options = registry_options(&reference, plain_http, None)?;
                 let pulled = oci::pull(&reference, &options).await?;
                 std::fs::write(&out, &pulled.bytes)
@@ -225,7 +225,7 @@ async fn push(
     plain_http: bool,
     docker_config: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    use crate::plugin_sources::{oci, trust};
+    use crate::{oci, plugin_sources::trust};
     let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
     let options = registry_options(reference, plain_http, docker_config)?;
     let title = file

@@ -5,6 +5,8 @@
 //! document's `configurations`; its `consumers` whose identity is `OCIRegistry` (`hostname`,
 //! optional `port`) with `Credentials` properties `username`/`password` (or `identityToken`
 //! is not supported: named in docs/ocm.md). Everything else in the document is ignored.
+//!
+//! Owns: reading OCM credential configurations. Must not touch: the registry requests themselves.
 
 use serde_json::{Map, Value, json};
 
