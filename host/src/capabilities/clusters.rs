@@ -13,7 +13,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource};
 use plugin_runtime::DeployerError;
 
-use super::error;
+use super::errors::error;
 use crate::landscaper::codes;
 
 /// The identity of one cluster: [`cluster_key`] of its kubeconfig, shared, not copied.

@@ -11,8 +11,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::discovery::{ApiResource, Scope};
 use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo, ServerVersion};
 
+use super::ItemServices;
 use super::clusters::ClusterKey;
-use super::{ItemServices, error, internal, kube_error};
+use super::errors::{error, internal, kube_error};
+use super::secondary_targets::secondary_kubeconfig;
 use crate::contract::target::kubeconfig_of;
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, codes};
 
@@ -26,7 +28,7 @@ impl ItemServices {
         match target_name {
             None => self.target_client().await,
             Some(name) => {
-                let kubeconfig = self.secondary_kubeconfig(name).await?;
+                let kubeconfig = secondary_kubeconfig(self.secondary.as_ref(), name).await?;
                 self.clients.client_for(&kubeconfig).await
             }
         }

@@ -19,6 +19,7 @@
 //! plugin sees.
 
 mod clusters;
+mod errors;
 pub mod fetch;
 mod kubernetes;
 pub mod ocm;
@@ -30,7 +31,7 @@ use plugin_runtime::{
 };
 
 use crate::contract::ProgressingTimeout;
-use crate::landscaper::{Context, ResolvedTarget, codes};
+use crate::landscaper::{Context, ResolvedTarget};
 
 pub use clusters::TargetClients;
 pub use fetch::{FetchConfig, Fetcher};
@@ -176,44 +177,10 @@ fn unavailable(location: &str) -> DeployerError {
     .with_operation("fetch")
 }
 
-fn error(code: &str, reason: &str, message: String) -> DeployerError {
-    DeployerError {
-        codes: vec![code.to_string()],
-        operation: "kubernetes".into(),
-        reason: reason.into(),
-        message,
-        ..Default::default()
-    }
-}
-
-fn internal(e: serde_json::Error) -> DeployerError {
-    error(codes::INTERNAL_PROBLEM, "Encode", e.to_string())
-}
-
-/// Maps an API error onto Landscaper codes: 401/403 are unrecoverable, the rest is retried.
-fn kube_error(e: kube::Error) -> DeployerError {
-    match &e {
-        kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
-            error(codes::UNAUTHORIZED, &s.reason, s.message.clone())
-        }
-        kube::Error::Api(s) => DeployerError {
-            operation: "kubernetes".into(),
-            reason: s.reason.clone(),
-            message: s.message.clone(),
-            ..Default::default()
-        },
-        other => DeployerError {
-            operation: "kubernetes".into(),
-            reason: "Request".into(),
-            message: other.to_string(),
-            ..Default::default()
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::landscaper::codes;
 
     #[tokio::test]
     async fn secondary_targets_offer_get_list_and_delete_only_when_given() {

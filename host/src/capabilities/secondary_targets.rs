@@ -15,7 +15,7 @@ use kube::Client;
 use kube::api::Api;
 use plugin_runtime::{DeployerError, KubeOp};
 
-use super::{ItemServices, error, kube_error};
+use super::errors::{error, kube_error};
 use crate::contract::target::{self, kubeconfig_of};
 use crate::landscaper::{Target, codes};
 
@@ -49,11 +49,14 @@ pub(super) struct SecondaryTargets {
     pub(super) resolved: Mutex<HashMap<String, String>>,
 }
 
-impl ItemServices {
-    /// Looks the Target `name` up in the item's namespace, resolves it (inline config or
-    /// `secretRef`) and validates its kubeconfig like the item's own Target.
-    pub(super) async fn secondary_kubeconfig(&self, name: &str) -> Result<String, DeployerError> {
-        let Some(secondary) = &self.secondary else {
+/// Looks the Target `name` up in the item's namespace, resolves it (inline config or
+/// `secretRef`) and validates its kubeconfig like the item's own Target.
+pub(super) async fn secondary_kubeconfig(
+    secondary: Option<&SecondaryTargets>,
+    name: &str,
+) -> Result<String, DeployerError> {
+    {
+        let Some(secondary) = secondary else {
             return Err(error(
                 codes::INTERNAL_PROBLEM,
                 "SecondaryTargetsUnavailable",

@@ -19,8 +19,5 @@ mod reader;
 pub mod repository;
 pub mod tar;
 
-pub use reader::{ChartDownloads, ComponentVersion, Reader};
+pub use reader::{ChartDownloads, ComponentVersion, OPERATION, Reader};
 pub use tar::tar_files;
-
-/// The operation of OCM errors.
-pub const OPERATION: &str = "ocm";

@@ -6,7 +6,6 @@ use oci_client::manifest::OciImageManifest;
 use plugin_runtime::{DeployerError, Fetched, OcmOrigin};
 use serde_json::Value;
 
-use super::OPERATION;
 use super::access::local_blob::layer_of_artifact_set;
 use super::access::{Access, Helm, LocalBlob, helm};
 use super::descriptor::{ComponentDescriptor, Resource};
@@ -16,6 +15,9 @@ use super::tar::file_in_tar;
 use crate::landscaper::{Context, codes};
 use crate::oci::session::{missing_layer, pick_layer};
 use crate::oci::{ItemContext, Registries, Session};
+
+/// The operation of OCM errors.
+pub const OPERATION: &str = "ocm";
 
 /// Config media types of component versions (OCM, and the two legacy Gardener ones).
 pub const COMPONENT_CONFIG_TYPES: &[&str] = &[
