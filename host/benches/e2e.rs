@@ -31,9 +31,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
 
-mod common;
-
-use common::{KillOnDrop, env_usize, rss_kib, spawn_host, workspace, write_docs_section};
+use test_support::bench::{KillOnDrop, env_usize, rss_kib, spawn_host, write_docs_section};
+use test_support::workspace;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
@@ -362,7 +361,7 @@ async fn host_rss(n: usize, dir: &Path) -> u64 {
             }
         })
         .await;
-    let host = spawn_host(&kubeconfig);
+    let host = spawn_host(env!("CARGO_BIN_EXE_deployer-host").as_ref(), &kubeconfig);
     let pid = host.0.id();
     // Let it list, watch and settle.
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -33,11 +33,6 @@
 //! Last, memory: one host serving mock, manifest and helm items at once beside the three Go
 //! deployer processes an operator runs for the same items.
 
-#[path = "../../tests/support/backend.rs"]
-#[allow(dead_code, unused_macros)]
-mod backend;
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,7 +46,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use common::{KillOnDrop, env_usize, workspace, write_docs_section};
+use test_support::bench::{KillOnDrop, env_usize, write_docs_section};
+use test_support::workspace;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {
@@ -194,7 +190,7 @@ struct Cluster {
     kubeconfig: PathBuf,
     /// The embedded server (its request counter), served on loopback while this is held.
     embedded: Option<(ApiServer, embedded_apiserver::LoopbackServing)>,
-    _real: Option<backend::RealApiServer>,
+    _real: Option<test_support::RealApiServer>,
     dir: tempfile::TempDir,
 }
 
@@ -225,7 +221,7 @@ impl Cluster {
                 )
             }
             Backend::Real => {
-                let real = backend::RealApiServer::start("AlwaysAllow");
+                let real = test_support::RealApiServer::start("AlwaysAllow");
                 let client = real.client().await;
                 deployer_host::dev::install_landscaper_crds(&client)
                     .await
@@ -517,7 +513,7 @@ async fn measure(
     n: usize,
 ) -> Measured {
     let cluster = Cluster::start(backend).await;
-    let chart = common::thirty_object_chart();
+    let chart = test_support::bench::thirty_object_chart();
     let names: Vec<String> = (0..n).map(|i| format!("peer-{i}")).collect();
     cluster
         .create_all(names.iter().map(|name| item(name, kind, &chart)).collect())
@@ -605,7 +601,7 @@ async fn memory_of_all_kinds(
     let kinds = [(Kind::Mock, n), (Kind::Manifest, n), (Kind::Helm, helm_n)];
     let run = async |deployer: Deployer| -> Vec<(Kind, u64)> {
         let cluster = Cluster::start(Backend::Embedded).await;
-        let chart = common::thirty_object_chart();
+        let chart = test_support::bench::thirty_object_chart();
         let mut names = Vec::new();
         let mut objects = Vec::new();
         for (kind, count) in kinds {
