@@ -5,8 +5,6 @@
 //! item's `sh -c` script with the pod's environment — so every story proves the whole round
 //! trip: item → Secrets → pod → files → program → state and exports → DeployItem status.
 
-mod support;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,7 +16,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::Role;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::{Harness, Options};
+use test_support::{Harness, Options};
 
 /// Where the pods run.
 const HOST_NS: &str = "container-host";
@@ -39,7 +37,7 @@ impl Drop for Story {
 }
 
 fn config() -> HostConfig {
-    support::container_host_config(HOST_NS)
+    test_support::container_host_config(HOST_NS)
 }
 
 /// A harness with the container deployer and a process kubelet on `container-host`.
@@ -692,10 +690,10 @@ async fn given_registry_pull_secrets_then_the_pod_pulls_with_only_its_registrys_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_component_descriptor_and_blueprint_by_reference_then_the_program_reads_them_as_in_landscaper()
  {
-    use support::ocm::{
+    use test_support::ocm::{
         BLUEPRINT_MEDIA_TYPE, Resource, Schema, push_component, push_component_as, tgz,
     };
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let addr = registry.addr.clone();

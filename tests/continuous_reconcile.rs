@@ -2,9 +2,6 @@
 //! component) re-applies a finished manifest item on its schedule, so a hand-edited object
 //! comes back — without a new job, and with the item's phase and jobID fields untouched.
 
-mod manifest;
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -14,7 +11,9 @@ use deployer_host::landscaper::{DeployItem, Phase};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{Harness, Options};
+use test_support::manifest;
+use test_support::skip_on_real;
+use test_support::{Harness, Options};
 
 async fn harness() -> Harness {
     Harness::start_with(Options {
@@ -162,11 +161,12 @@ async fn given_a_should_reconcile_hook_then_the_hosts_own_writes_cost_no_read_of
     .await;
     let server = h.server.clone().expect("embedded");
     let items = h.items("default");
-    let item: DeployItem = serde_yaml::from_str(&support::mock_item("counted")).expect("mock item");
+    let item: DeployItem =
+        serde_yaml::from_str(&test_support::mock_item("counted")).expect("mock item");
     let mut item = items.create(&PostParams::default(), &item).await.unwrap();
     // The creation's event is read and decided before the counters start (on a loaded machine
     // it could otherwise land in job 1's count).
-    support::until(
+    test_support::until(
         "the host to decide the creation's event",
         Duration::from_secs(20),
         || {
@@ -202,7 +202,7 @@ async fn given_a_should_reconcile_hook_then_the_hosts_own_writes_cost_no_read_of
             "job {job}: Landscaper's write, the pickup and the finish"
         );
         // (With `itemCache: full` not even that one: the watch holds the item.)
-        let expected = match support::item_cache() {
+        let expected = match test_support::item_cache() {
             ItemCache::Metadata => 1,
             ItemCache::Full => 0,
         };

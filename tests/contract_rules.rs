@@ -1,8 +1,6 @@
 //! More contract rules as stories (Landscaper contract sections 1.4, 2.1, 3.4, 3.7): the
 //! `test-reconcile` operation, `updateOnChangeOnly`, target validation, and Kubernetes Events.
 
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -10,7 +8,7 @@ use deployer_host::landscaper::{Phase, Target, codes};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{Harness, Options, mock_item as mock};
+use test_support::{Harness, Options, mock_item as mock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_the_test_reconcile_annotation_then_the_host_removes_it_and_runs_a_fresh_job() {
@@ -180,7 +178,7 @@ async fn given_a_context_with_registry_pull_secrets_then_the_plugin_gets_them_re
         .await
         .unwrap();
     h.create_item(
-        &support::faulty_item("pulls", "inputs")
+        &test_support::faulty_item("pulls", "inputs")
             .replace("spec:\n", "spec:\n  context: with-pull-secrets\n"),
     )
     .await;
@@ -220,13 +218,13 @@ async fn remove_context_kind(h: &Harness) {
 async fn given_a_cluster_without_the_context_kind_then_the_item_says_so_and_times_out() {
     let h = Harness::start().await;
     // The Context cache is watching when the kind goes away (the case a running host meets) …
-    support::until("the Context cache to list", Duration::from_secs(20), || {
+    test_support::until("the Context cache to list", Duration::from_secs(20), || {
         h.deployer.lookups.contexts.is_synced()
     })
     .await;
     remove_context_kind(&h).await;
     // … and notices that its watch ended and cannot list again: reads are GETs from then on.
-    support::until(
+    test_support::until(
         "the Context cache to stop serving",
         Duration::from_secs(20),
         || !h.deployer.lookups.contexts.is_synced(),
@@ -596,7 +594,7 @@ spec:
 async fn given_cached_targets_when_a_target_changes_then_the_next_job_uses_the_changed_target() {
     let h = Harness::start().await;
     let lookups = &h.deployer.lookups;
-    support::until(
+    test_support::until(
         "the Target and Context caches",
         Duration::from_secs(20),
         || lookups.targets.is_synced() && lookups.contexts.is_synced(),
@@ -623,7 +621,7 @@ async fn given_cached_targets_when_a_target_changes_then_the_next_job_uses_the_c
         .replace("default", &PostParams::default(), &target)
         .await
         .unwrap();
-    support::until(
+    test_support::until(
         "the changed Target in the cache",
         Duration::from_secs(10),
         || {

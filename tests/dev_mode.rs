@@ -3,14 +3,13 @@
 //! deleting it removes it. Uses kubectl when installed (a client we did not write), kube-rs
 //! over HTTP otherwise.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deployer_host::landscaper::{DeployItem, Phase};
+use test_support::skip_on_real;
 
 struct DevProcess {
     child: Child,
@@ -33,7 +32,7 @@ fn start_dev(extra: &[&str]) -> DevProcess {
         .args(["dev", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
         .arg(&kubeconfig)
         .arg("--plugins")
-        .arg(support::plugins_dir())
+        .arg(test_support::plugins_dir())
         .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())

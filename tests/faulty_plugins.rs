@@ -1,13 +1,11 @@
 //! Isolation stories: a plugin that traps, loops or allocates without bound fails its own item
 //! with the right Landscaper code, and the host goes on serving every other item.
 
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::{HostConfig, LimitsConfig};
 use deployer_host::landscaper::{Phase, codes};
-use support::{Harness, Options, faulty_item as faulty, mock_item};
+use test_support::{Harness, Options, faulty_item as faulty, mock_item};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_misbehaving_plugins_then_only_their_own_items_fail_with_the_right_code() {

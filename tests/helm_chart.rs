@@ -6,8 +6,6 @@
 //! and finishes a DeployItem. An upgrade with a changed configuration rolls the pods; an
 //! uninstall removes everything but the CRDs.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,6 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use test_support::{skip_on_embedded, skip_on_real};
 
 const RELEASE: &str = "wd";
 const NAMESPACE: &str = "ls-system";
@@ -34,7 +33,7 @@ fn chart() -> String {
     repo().join("charts/wasm-deployer").display().to_string()
 }
 
-use support::real_helm::{ok, run as helm};
+use test_support::real_helm::{ok, run as helm};
 
 /// Values sets every rendering test covers: defaults, scaled out, fenced, everything on.
 fn value_sets() -> Vec<(&'static str, Value)> {
@@ -395,13 +394,13 @@ struct Server {
     admin: Client,
     /// Admin kubeconfig (Helm's and the stand-in Landscaper's).
     kubeconfig: String,
-    real: Option<support::RealApiServer>,
+    real: Option<test_support::RealApiServer>,
     _serving: Option<embedded_apiserver::LoopbackServing>,
 }
 
 async fn start_server() -> Server {
-    match support::backend() {
-        support::Backend::Embedded => {
+    match test_support::backend() {
+        test_support::Backend::Embedded => {
             let server = ApiServer::new(embedded_apiserver::Options {
                 simulate_workloads: true,
                 ..Default::default()
@@ -415,8 +414,8 @@ async fn start_server() -> Server {
                 _serving: Some(serving),
             }
         }
-        support::Backend::Real => {
-            let real = support::RealApiServer::start("RBAC");
+        test_support::Backend::Real => {
+            let real = test_support::RealApiServer::start("RBAC");
             Server {
                 admin: real.client().await,
                 kubeconfig: real.kubeconfig.clone(),
@@ -507,10 +506,10 @@ async fn run_release(
     let dir = tempfile::tempdir().unwrap();
     let plugins = &mut config["plugins"];
     assert_eq!(plugins["dir"], "/plugins", "the image's plugin directory");
-    plugins["dir"] = support::plugins_dir().display().to_string().into();
+    plugins["dir"] = test_support::plugins_dir().display().to_string().into();
     // Shared with every story: each host compiling every plugin afresh (the helm plugin is
     // 4 MB) made the stories that start several hosts miss their readiness deadlines.
-    plugins["cacheDir"] = support::plugins_dir()
+    plugins["cacheDir"] = test_support::plugins_dir()
         .join("../plugin-cache")
         .display()
         .to_string()
@@ -698,7 +697,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(ready, "the chart's CRDs never became usable");
-    support::ensure_default_service_account(&server.admin).await;
+    test_support::ensure_default_service_account(&server.admin).await;
     let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(server.admin.clone()));
     let host = run_as_deployment(&server, &deployment).await;
     eventually("/readyz answers 200", Duration::from_secs(60), || async {
@@ -711,7 +710,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
         "the host created its CRD: {wp:?}"
     );
     let items: Api<DeployItem> = Api::namespaced(server.admin.clone(), "default");
-    let item: DeployItem = serde_yaml::from_str(&support::mock_item("via-chart")).unwrap();
+    let item: DeployItem = serde_yaml::from_str(&test_support::mock_item("via-chart")).unwrap();
     items.create(&PostParams::default(), &item).await.unwrap();
     eventually("the item finishes", Duration::from_secs(60), || async {
         let i = items.get("via-chart").await.unwrap();
@@ -809,7 +808,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
 fn given_the_chart_when_helm_pushes_it_to_an_oci_registry_then_it_installs_from_the_reference_the_component_names()
  {
     skip_on_real!("needs no API server");
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -865,7 +864,7 @@ fn given_the_chart_when_helm_pushes_it_to_an_oci_registry_then_it_installs_from_
 async fn given_the_blueprints_helm_item_when_our_helm_plugin_deploys_it_then_the_hosts_objects_appear()
  {
     skip_on_real!("dev mode: the embedded server's workload simulator makes the Deployment ready");
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -918,10 +917,10 @@ async fn given_the_blueprints_helm_item_when_our_helm_plugin_deploys_it_then_the
 
     // Landscaper would create this DeployItem with the imported Target; dev mode's Target
     // `default` is the cluster itself.
-    let mut options = support::Options::default();
+    let mut options = test_support::Options::default();
     options.config.fetch.allow = Some(vec!["127.0.0.1".into()]);
     options.config.fetch.plain_http = vec![registry.addr.clone()];
-    let h = support::Harness::start_with(options).await;
+    let h = test_support::Harness::start_with(options).await;
     h.server.as_ref().unwrap().set_simulate_workloads(true);
     let item = json!({
         "apiVersion": "landscaper.gardener.cloud/v1alpha1",
@@ -1063,7 +1062,7 @@ async fn wasmplugin_table(
     server: &Server,
     namespace: &str,
 ) -> (Vec<String>, BTreeMap<String, BTreeMap<String, String>>) {
-    support::get_table(
+    test_support::get_table(
         &server.admin,
         &format!("/apis/wasm-deployer.dev/v1alpha1/namespaces/{namespace}/wasmplugins"),
     )
@@ -1441,11 +1440,11 @@ async fn given_real_kube_apiserver_names_a_binary_when_a_story_starts_the_real_s
     let elsewhere = tempfile::tempdir().unwrap();
     let named = elsewhere.path().join("kube-apiserver-of-my-own");
     std::fs::copy(&own_build, &named).expect("copying the tool's kube-apiserver");
-    let binaries = support::RealBinaries {
+    let binaries = test_support::RealBinaries {
         kube_apiserver: Some(named.clone()),
         etcd: None,
     };
-    let real = support::RealApiServer::start_on("AlwaysAllow", &binaries);
+    let real = test_support::RealApiServer::start_on("AlwaysAllow", &binaries);
     let pid = std::fs::read_to_string(real.dir().join("apiserver.pid")).expect("apiserver.pid");
     let exe = std::fs::read_link(format!("/proc/{}/exe", pid.trim())).expect("the server's binary");
     assert_eq!(

@@ -8,9 +8,6 @@
 //! `autoscaling/v2` and `policy/v1`; the real kube-apiserver 1.20 serves `autoscaling/v2beta2`
 //! and `policy/v1beta1` only).
 
-mod manifest;
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -18,9 +15,10 @@ use deployer_host::config::HostConfig;
 use deployer_host::landscaper::{DeployItem, Phase};
 use manifest::{create, get, put, set_config, wait_done, wait_next_job};
 use serde_json::{Value, json};
-use support::chart_repo::package;
-use support::real_helm::RealHelm;
-use support::{Harness, Options};
+use test_support::chart_repo::package;
+use test_support::manifest;
+use test_support::real_helm::RealHelm;
+use test_support::{Harness, Options};
 
 const TYPE: &str = "landscaper.gardener.cloud/helm";
 const API_VERSION: &str = "helm.deployer.landscaper.gardener.cloud/v1alpha1";
@@ -139,7 +137,7 @@ async fn given_bitnami_postgresql_with_a_generated_password_when_installed_and_u
     // Helm 4 (helm-python-sdk) installs with server-side apply, which 1.20 refuses for this
     // chart's Services ("associative list with keys has an element that omits key field
     // \"protocol\""); the `facts` story below has real Helm as the oracle for lookup there.
-    if support::backend() == support::Backend::Embedded {
+    if test_support::backend() == test_support::Backend::Embedded {
         let mut oracle = Vec::new();
         for (i, rev) in ["1", "2", "3"].iter().enumerate() {
             let op = if i == 0 { "install" } else { "upgrade" };

@@ -11,18 +11,16 @@
 //!   `../shared/charts/corpus/`, object by object (SKIP when the corpus or helm-python-sdk is
 //!   missing, a failure with `CI=true`).
 
-mod manifest;
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
 use deployer_host::landscaper::{DeployItem, Phase, codes};
 use manifest::{create, get, put, wait_done};
 use serde_json::{Value, json};
-use support::chart_repo::archive_raw;
-use support::real_helm::RealHelm;
-use support::{Harness, Options};
+use test_support::chart_repo::archive_raw;
+use test_support::manifest;
+use test_support::real_helm::RealHelm;
+use test_support::{Harness, Options};
 
 async fn harness() -> Harness {
     Harness::start_with(Options {
@@ -488,7 +486,7 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
         // need `kubeVersion: >=1.25`, newer CRD schemas) and renders with the cluster's
         // `.Capabilities`, which the plugin does not read (yet): there, every chart is
         // rendered-compared. On the embedded server, what each applies is compared.
-        let installed = if support::backend() == support::Backend::Real {
+        let installed = if test_support::backend() == test_support::Backend::Real {
             json!({"error": "kube-apiserver 1.20: rendered-compared"})
         } else {
             // Given real Helm's install of the chart (release `cmp<i>` in `ns`) …
@@ -585,7 +583,7 @@ async fn given_the_chart_corpus_when_real_helm_and_the_plugin_install_each_chart
         let raw = {
             use base64::Engine as _;
             base64::engine::general_purpose::STANDARD
-                .encode(support::chart_repo::package(dir, &version))
+                .encode(test_support::chart_repo::package(dir, &version))
         };
         let item_name = format!("cmp-{i}");
         let done = install_archive(&h, &item_name, &raw, &release, &ns, true).await;

@@ -6,9 +6,6 @@
 //! round; template mode; hooks; failures. Runs on both backends (embedded and a real
 //! kube-apiserver 1.20).
 
-mod manifest;
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
@@ -17,9 +14,10 @@ use manifest::{
     create, delete_item, export_config, get, managed, put, set_config, wait_done, wait_next_job,
 };
 use serde_json::{Value, json};
-use support::chart_repo::{ChartRepo, archive_raw, chart_dir, package};
-use support::real_helm::RealHelm;
-use support::{Harness, Options};
+use test_support::chart_repo::{ChartRepo, archive_raw, chart_dir, package};
+use test_support::manifest;
+use test_support::real_helm::RealHelm;
+use test_support::{Harness, Options};
 
 const TYPE: &str = "landscaper.gardener.cloud/helm";
 const API_VERSION: &str = "helm.deployer.landscaper.gardener.cloud/v1alpha1";
@@ -473,7 +471,7 @@ async fn given_a_chart_repository_with_credentials_when_two_items_use_one_versio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_installed() {
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -481,7 +479,7 @@ async fn given_a_chart_in_an_oci_registry_when_reconciled_then_it_is_pulled_and_
         let dir = dir.path().display().to_string();
         let remote = format!("oci://{}/charts", registry.addr);
         move || {
-            support::real_helm::run(
+            test_support::real_helm::run(
                 json!({"op": "push", "chart": chart_dir("web").display().to_string(),
                            "destination": dir, "remote": remote}),
             )

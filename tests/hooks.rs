@@ -4,8 +4,6 @@
 //! through the annotation `hooks.test.wasm-deployer.dev/script`; the harness records every
 //! call the host makes.
 
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::{HookRegistration, HostConfig};
@@ -15,7 +13,7 @@ use deployer_host::targetselector::{Requirement, TargetSelector};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use plugin_runtime::{HookType, codes};
 use serde_json::json;
-use support::{Harness, Options};
+use test_support::{Harness, Options};
 
 use HookType::*;
 
@@ -111,7 +109,7 @@ async fn given_hooks_with_no_opinion_then_every_type_runs_at_its_point_in_flow_o
     let h = harness().await;
     h.create_item(&hooked_item("plain", json!({}))).await;
     // A mock item: its type is not in the registration, so no hook ever sees it.
-    h.create_item(&support::mock_item("unhooked")).await;
+    h.create_item(&test_support::mock_item("unhooked")).await;
     h.wait_finished("default", "unhooked").await;
     let item = h.wait_finished("default", "plain").await;
     assert_eq!(item.status().phase, Phase::Succeeded);

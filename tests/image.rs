@@ -4,14 +4,13 @@
 //! config runs the binary as a non-root user, and whose layers hold that binary — byte for
 //! byte, executable — the default plugins, and the user's passwd entry.
 
-mod support;
-
 use std::process::Command;
 
 use deployer_host::image::{self, BINARY_PATH};
 use deployer_host::oci;
 use oci_client::manifest::OciDescriptor;
 use serde_json::Value;
+use test_support::skip_on_real;
 
 fn host_binary() -> &'static str {
     env!("CARGO_BIN_EXE_deployer-host")
@@ -21,7 +20,7 @@ fn host_binary() -> &'static str {
 async fn given_the_host_and_its_plugins_when_the_image_is_built_and_pushed_then_the_registry_serves_a_runnable_non_root_image()
  {
     skip_on_real!("needs no API server");
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let layout = tempfile::tempdir().unwrap();
@@ -49,7 +48,7 @@ async fn given_the_host_and_its_plugins_when_the_image_is_built_and_pushed_then_
             host_binary(),
         ])
         .arg("--plugins")
-        .arg(support::plugins_dir())
+        .arg(test_support::plugins_dir())
         .arg("--out")
         .arg(layout.path())
         .args(["--push", &reference, "--plain-http"])

@@ -8,14 +8,13 @@
 //! runs the contract, mock (spec changes, broken configs, ...), hook, continuous-reconcile and
 //! manifest stories so (`.ci/run`).
 
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::ItemCache;
 use deployer_host::landscaper::Phase;
 use kube::api::{DeleteParams, PostParams};
-use support::{Harness, Options};
+use test_support::skip_on_real;
+use test_support::{Harness, Options};
 
 const ITEMS: &str = "deployitems.landscaper.gardener.cloud";
 
@@ -47,7 +46,7 @@ async fn item_reads_for_jobs(item_cache: ItemCache, n: usize) -> u64 {
     let mut current = Vec::new();
     for i in 0..n {
         current.push(
-            h.create_item(&support::mock_item(&format!("job-{i}")))
+            h.create_item(&test_support::mock_item(&format!("job-{i}")))
                 .await,
         );
     }
@@ -113,7 +112,7 @@ async fn given_the_full_item_cache_when_jobs_run_then_the_host_reads_no_item() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_the_full_item_cache_when_jobs_follow_each_other_then_each_runs_once() {
     let h = Harness::start_with(options(ItemCache::Full, false)).await;
-    h.create_item(&support::mock_item("again")).await;
+    h.create_item(&test_support::mock_item("again")).await;
     for round in 0..5 {
         let job = new_job(&h, "again").await;
         let item = h
@@ -137,7 +136,7 @@ async fn given_the_full_item_cache_when_jobs_follow_each_other_then_each_runs_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_the_full_item_cache_when_an_item_is_deleted_then_it_disappears() {
     let h = Harness::start_with(options(ItemCache::Full, true)).await;
-    h.create_item(&support::mock_item("to-delete")).await;
+    h.create_item(&test_support::mock_item("to-delete")).await;
     h.wait_finished("default", "to-delete").await;
     h.items("default")
         .delete("to-delete", &DeleteParams::default())

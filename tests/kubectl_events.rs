@@ -3,12 +3,10 @@
 //! read `core/v1` ones. A real kube-apiserver serves one store through both APIs; so must the
 //! embedded one. Runs on both backends with the same expectations.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use support::{Harness, Options, mock_item};
+use test_support::{Harness, Options, mock_item};
 
 fn kubectl() -> Option<PathBuf> {
     let found = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]

@@ -14,15 +14,13 @@
 //! mount namespace (`unshare --mount`) with its own `/etc/hosts` bind-mounted over the machine's,
 //! which stays untouched.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use serde_json::Value;
-use support::real_landscaper::{self, RealLandscaper};
+use test_support::real_landscaper::{self, RealLandscaper};
 
 /// The suite's specs and what each must do, from the docs table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,7 +150,7 @@ fn start_host(dir: &Path) -> (Process, String) {
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .arg("--plugins")
-        .arg(support::plugins_dir())
+        .arg(test_support::plugins_dir())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.join("host.log")).unwrap());
@@ -225,7 +223,7 @@ fn needs_registry(spec: &str) -> bool {
 /// Landscaper's chart mounts `truststore.secrets`. Our host gets neither: the specs hand it the
 /// credentials and the CA in the Context, per item.
 struct PrivateRegistry {
-    _registry: support::registry::Registry,
+    _registry: test_support::registry::Registry,
     /// `--registry-config`
     docker_config: PathBuf,
     /// What the real Landscaper needs: `LANDSCAPER_ARGS` (its configuration) and `SSL_CERT_FILE`.
@@ -244,7 +242,7 @@ impl PrivateRegistry {
         let cert =
             embedded_apiserver::tls::ServingCert::generate(std::slice::from_ref(&ip)).unwrap();
         let (user, password) = ("landscaper", "integration");
-        let registry = support::registry::start_registry_tls_on(&ip, user, password, &cert)?;
+        let registry = test_support::registry::start_registry_tls_on(&ip, user, password, &cert)?;
         let files = dir.join("registry");
         std::fs::create_dir_all(&files).unwrap();
         let docker_config = files.join("docker.config");
@@ -355,7 +353,7 @@ fn outcomes(report: &Value) -> Vec<(String, String, String)> {
 
 #[test]
 fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_says() {
-    if support::backend() == support::Backend::Real {
+    if test_support::backend() == test_support::Backend::Real {
         eprintln!(
             "SKIP on the real API server: this Landscaper's status writes carry JSON nulls kube-apiserver 1.20 refuses"
         );

@@ -7,8 +7,6 @@
 //! host cluster are two servers with two identities); a rule less fails. A plugin's calls to
 //! its Target go with the Target's identity, never the host's.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -22,7 +20,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
-use support::RealApiServer;
+use test_support::RealApiServer;
 
 /// An API server enforcing RBAC, reached over HTTP with an admin kubeconfig: a real one, or the
 /// embedded one (`Options::rbac`) on a loopback port. Stops when dropped.
@@ -39,7 +37,7 @@ struct RbacServer {
 
 impl RbacServer {
     async fn start() -> Self {
-        if support::backend() == support::Backend::Real {
+        if test_support::backend() == test_support::Backend::Real {
             let real = RealApiServer::start("RBAC");
             return RbacServer {
                 url: real.url.clone(),
@@ -64,7 +62,7 @@ impl RbacServer {
 
     /// A client with the admin token.
     async fn client(&self) -> Client {
-        support::client_for(&self.kubeconfig).await
+        test_support::client_for(&self.kubeconfig).await
     }
 }
 
@@ -152,12 +150,12 @@ async fn start_host(ls: Client, host: Client) -> (Arc<Context>, tokio::task::Joi
         events: Some(deployer_host::config::EventMode::All),
         ..HostConfig::default()
     };
-    config.plugins.dir = Some(support::plugins_dir());
-    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.dir = Some(test_support::plugins_dir());
+    config.plugins.cache_dir = Some(test_support::plugins_dir().join("../plugin-cache"));
     let registry = deployer_host::plugins::load_all(&config, &[config.plugins_dir()], Vec::new())
         .await
         .unwrap();
-    support::start_locking_replica(ls, host, registry, &config, POD, NAMESPACE)
+    test_support::start_locking_replica(ls, host, registry, &config, POD, NAMESPACE)
 }
 
 /// A mock item with an export, and a manifest item that creates a ConfigMap on the Target
@@ -284,7 +282,7 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
     let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
     let kubeconfig = service_account(&server, &admin).await;
-    let me = support::client_for(&kubeconfig).await;
+    let me = test_support::client_for(&kubeconfig).await;
     // Without a grant the host's identity can read nothing.
     let items: Api<DeployItem> = Api::namespaced(me.clone(), "default");
     let refused = items.list(&ListParams::default()).await.unwrap_err();
@@ -312,7 +310,7 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
     );
 
     let (deployer, task) = start_host(me.clone(), me.clone()).await;
-    support::until(
+    test_support::until(
         "the Target and Context caches",
         Duration::from_secs(20),
         || deployer.lookups.targets.is_synced() && deployer.lookups.contexts.is_synced(),
@@ -341,7 +339,7 @@ async fn given_a_role_that_may_only_get_targets_and_contexts_then_jobs_read_them
     let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
     let kubeconfig = service_account(&server, &admin).await;
-    let me = support::client_for(&kubeconfig).await;
+    let me = test_support::client_for(&kubeconfig).await;
     // A hand-made role from before the caches: `get` only.
     let mut role: ClusterRole = serde_yaml::from_str(&shipped("landscaper-cluster.yaml")).unwrap();
     for rule in role.rules.iter_mut().flatten() {
@@ -374,8 +372,8 @@ async fn given_a_fenced_setup_then_each_cluster_needs_only_its_own_role() {
     let host_server = RbacServer::start().await;
     let ls_admin = landscaper_cluster(&ls_server).await;
     let host_admin = host_server.client().await;
-    let ls_me = support::client_for(&service_account(&ls_server, &ls_admin).await).await;
-    let host_me = support::client_for(&service_account(&host_server, &host_admin).await).await;
+    let ls_me = test_support::client_for(&service_account(&ls_server, &ls_admin).await).await;
+    let host_me = test_support::client_for(&service_account(&host_server, &host_admin).await).await;
     grant_landscaper_cluster(&ls_admin).await;
     grant_host_cluster(&host_admin).await;
     // Neither identity has anything in the other cluster's role.
@@ -395,7 +393,7 @@ async fn given_only_the_shipped_rbac_then_container_items_run_and_their_pods_nee
  {
     let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
-    let me = support::client_for(&service_account(&server, &admin).await).await;
+    let me = test_support::client_for(&service_account(&server, &admin).await).await;
     grant_landscaper_cluster(&admin).await;
     grant_host_cluster(&admin).await;
 
@@ -404,8 +402,8 @@ async fn given_only_the_shipped_rbac_then_container_items_run_and_their_pods_nee
         requeue_interval: Some("200ms".into()),
         ..HostConfig::default()
     };
-    config.plugins.dir = Some(support::plugins_dir());
-    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.dir = Some(test_support::plugins_dir());
+    config.plugins.cache_dir = Some(test_support::plugins_dir().join("../plugin-cache"));
     config.container = serde_yaml::from_str(&format!(
         "namespace: {NAMESPACE}\npollInterval: 200ms\nwaitPollInterval: 100ms\n"
     ))
@@ -415,7 +413,7 @@ async fn given_only_the_shipped_rbac_then_container_items_run_and_their_pods_nee
         .await
         .unwrap();
     let (_deployer, task) =
-        support::start_locking_replica(me.clone(), me, registry, &config, POD, NAMESPACE);
+        test_support::start_locking_replica(me.clone(), me, registry, &config, POD, NAMESPACE);
     // The kubelet (admin, as a kubelet is) gives init and wait a token of the runner account
     // the host created: what they can do is what the host granted it.
     let dir = tempfile::tempdir().unwrap();
@@ -515,7 +513,7 @@ async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps(
     let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
     deployer_host::dev::install_own_crds(&admin).await.unwrap();
-    let me = support::client_for(&service_account(&server, &admin).await).await;
+    let me = test_support::client_for(&service_account(&server, &admin).await).await;
     grant_landscaper_cluster(&admin).await;
     grant_host_cluster(&admin).await;
 
@@ -526,15 +524,21 @@ async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps(
         ..HostConfig::default()
     };
     config.plugins.dir = Some(empty.path().to_path_buf());
-    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.cache_dir = Some(test_support::plugins_dir().join("../plugin-cache"));
     config.plugins.namespace = Some(NAMESPACE.into());
     config.plugins.poll_interval = Some("200ms".into());
     let registry =
         deployer_host::plugins::load_all(&config, &[empty.path().to_path_buf()], Vec::new())
             .await
             .unwrap();
-    let (deployer, task) =
-        support::start_locking_replica(me.clone(), me.clone(), registry, &config, POD, NAMESPACE);
+    let (deployer, task) = test_support::start_locking_replica(
+        me.clone(),
+        me.clone(),
+        registry,
+        &config,
+        POD,
+        NAMESPACE,
+    );
     let (_catalog, delivery) = deployer_host::plugins::start_delivery(
         &config,
         me.clone(),
@@ -542,7 +546,7 @@ async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps(
         deployer.hooks.clone(),
     )
     .unwrap();
-    let mock = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
+    let mock = std::fs::read(test_support::plugins_dir().join("mock.wasm")).unwrap();
     let mut cm: k8s_openapi::api::core::v1::ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "mock-plugin"}})).unwrap();
     cm.binary_data = Some([("mock.wasm".to_string(), k8s_openapi::ByteString(mock))].into());
@@ -629,7 +633,7 @@ async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_on
     let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
     let kubeconfig = service_account(&server, &admin).await;
-    let me = support::client_for(&kubeconfig).await;
+    let me = test_support::client_for(&kubeconfig).await;
     grant_landscaper_cluster(&admin).await;
     grant_host_cluster(&admin).await;
 
@@ -758,7 +762,7 @@ async fn given_only_the_shipped_crd_role_then_the_host_creates_and_upgrades_its_
     const WP: &str = "wasmplugins.wasm-deployer.dev";
     let server = RbacServer::start().await;
     let admin = landscaper_cluster(&server).await;
-    let me = support::client_for(&service_account(&server, &admin).await).await;
+    let me = test_support::client_for(&service_account(&server, &admin).await).await;
     let shipped_role: ClusterRole =
         serde_yaml::from_str(&shipped("host-cluster-crd.yaml")).unwrap();
     let roles: Api<ClusterRole> = Api::all(admin.clone());

@@ -3,8 +3,6 @@
 //! API server's own audit log (each replica's client sends its pod name as user agent): the
 //! embedded server's, or a real kube-apiserver's `--audit-log-path` file.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +25,7 @@ const PODS_NAMESPACE: &str = "landscaper-system";
 /// The cluster the replicas share, and where its audit log is.
 struct Cluster {
     embedded: Option<ApiServer>,
-    real: Option<support::RealApiServer>,
+    real: Option<test_support::RealApiServer>,
 }
 
 /// One successful write, as an audit log records it.
@@ -130,7 +128,7 @@ async fn start_replica(
     pod: &'static str,
 ) -> Replica {
     let client = cluster.client_as(pod).await;
-    let (deployer, task) = support::start_locking_replica(
+    let (deployer, task) = test_support::start_locking_replica(
         client.clone(),
         client,
         registry,
@@ -142,8 +140,8 @@ async fn start_replica(
 }
 
 async fn setup() -> (Cluster, Client) {
-    let cluster = match support::backend() {
-        support::Backend::Embedded => {
+    let cluster = match test_support::backend() {
+        test_support::Backend::Embedded => {
             let server = ApiServer::new(Default::default()).unwrap();
             server.enable_audit(true);
             DevEnvironment::bootstrap(server.clone(), "http://127.0.0.1:1")
@@ -154,8 +152,8 @@ async fn setup() -> (Cluster, Client) {
                 real: None,
             }
         }
-        support::Backend::Real => {
-            let real = support::RealApiServer::start_audited("AlwaysAllow");
+        test_support::Backend::Real => {
+            let real = test_support::RealApiServer::start_audited("AlwaysAllow");
             let client = real.client().await;
             deployer_host::dev::install_landscaper_crds(&client)
                 .await
@@ -190,8 +188,8 @@ async fn setup() -> (Cluster, Client) {
 
 async fn registry(extra: Vec<Arc<dyn DeployerPlugin>>) -> Arc<PluginRegistry> {
     let mut config = HostConfig::default();
-    config.plugins.dir = Some(support::plugins_dir());
-    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.dir = Some(test_support::plugins_dir());
+    config.plugins.cache_dir = Some(test_support::plugins_dir().join("../plugin-cache"));
     if extra.is_empty() {
         return deployer_host::plugins::load_all(&config, &[config.plugins_dir()], Vec::new())
             .await
@@ -451,7 +449,7 @@ async fn given_an_item_deleted_then_its_lock_goes_with_it_and_when_recreated_cle
         .await
         .remove(0);
     let old_lock = format!("wasm-deployer-{}", old.metadata.uid.clone().unwrap());
-    if support::backend() == support::Backend::Embedded {
+    if test_support::backend() == test_support::Backend::Embedded {
         assert!(
             locks.get_opt(&old_lock).await.unwrap().is_some(),
             "the job left its (unlocked) SyncObject"

@@ -1,9 +1,6 @@
 //! Manifest deployer end to end (contract 12.3, `pkg/deployer/manifest/test/e2e_test.go`), on
 //! the embedded API server with the simulated Landscaper, using the Landscaper testdata YAML.
 
-mod manifest;
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::LimitsConfig;
@@ -13,7 +10,9 @@ use embedded_apiserver::FaultConfig;
 use kube::api::{Patch, PatchParams};
 use manifest::*;
 use serde_json::json;
-use support::{Harness, Options};
+use test_support::manifest;
+use test_support::skip_on_real;
+use test_support::{Harness, Options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_01_di_when_reconciled_then_the_secret_exists_and_delete_removes_it() {

@@ -2,16 +2,15 @@
 //! `readiness_check_test.go`, `export_test.go`, `objectapplier_test.go`,
 //! `defaultreadinesscheck_test.go`), as stories on the embedded API server.
 
-mod manifest;
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use deployer_host::landscaper::{Phase, codes};
 use manifest::*;
 use serde_json::{Value, json};
-use support::Harness;
+use test_support::Harness;
+use test_support::manifest;
+use test_support::skip_on_real;
 
 fn with_policy(policy: &str, data: Value) -> Value {
     json!({"manifests": [{"policy": policy, "manifest": cm("my-cm", data)}]})

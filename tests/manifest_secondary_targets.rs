@@ -4,9 +4,6 @@
 //! a second one as the cluster of Target `other` (embedded and registered in-process, or a
 //! second real kube-apiserver reached through its kubeconfig).
 
-mod manifest;
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::landscaper::{Phase, codes};
@@ -14,12 +11,13 @@ use embedded_apiserver::ApiServer;
 use kube::Client;
 use manifest::*;
 use serde_json::{Value, json};
-use support::Harness;
+use test_support::Harness;
+use test_support::manifest;
 
 /// The second cluster; a real one stops when this drops.
 struct SecondCluster {
     client: Client,
-    _real: Option<support::RealApiServer>,
+    _real: Option<test_support::RealApiServer>,
 }
 
 impl std::ops::Deref for SecondCluster {
@@ -32,8 +30,8 @@ impl std::ops::Deref for SecondCluster {
 /// Starts a second cluster and makes it the cluster of Target `name` in `default`, with the
 /// kubeconfig inline (`spec.config`) or in a Secret (`spec.secretRef`).
 async fn second_cluster(h: &Harness, name: &str, by_secret: bool) -> SecondCluster {
-    let (client, kubeconfig, real) = match support::backend() {
-        support::Backend::Embedded => {
+    let (client, kubeconfig, real) = match test_support::backend() {
+        test_support::Backend::Embedded => {
             let server = ApiServer::new(Default::default()).expect("second api server");
             let client = server.client();
             let kubeconfig =
@@ -41,8 +39,8 @@ async fn second_cluster(h: &Harness, name: &str, by_secret: bool) -> SecondClust
             h.target_clients.register(&kubeconfig, client.clone());
             (client, kubeconfig, None)
         }
-        support::Backend::Real => {
-            let real = support::RealApiServer::start("AlwaysAllow");
+        test_support::Backend::Real => {
+            let real = test_support::RealApiServer::start("AlwaysAllow");
             let client = real.client().await;
             (client, real.kubeconfig.clone(), Some(real))
         }

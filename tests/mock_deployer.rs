@@ -7,8 +7,6 @@
 //! built; under `CI=true` a missing build is a failure. On the real API server only the Rust
 //! mock's stories run.
 
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -18,14 +16,15 @@ use deployer_host::targetselector::{Requirement, TargetSelector};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{Harness, Options};
+use test_support::skip_on_real;
+use test_support::{Harness, Options};
 
 /// A harness whose `landscaper.gardener.cloud/mock` plugin is the one in `lang` (`rust`: the
 /// host's own plugins directory; `go`: the Go plugins), or `None` (skip) when the Go plugins
 /// were not built outside CI.
 async fn start(lang: &str, mut options: Options) -> Option<Harness> {
     if lang == "go" {
-        if support::backend() == support::Backend::Real {
+        if test_support::backend() == test_support::Backend::Real {
             // The backend's side is covered by the Rust mock's run there; the Go port is about
             // the plugin, and CI's time is better spent elsewhere.
             eprintln!("SKIP on the real API server: the Go mock runs on the embedded one");
@@ -52,7 +51,7 @@ async fn start(lang: &str, mut options: Options) -> Option<Harness> {
 
 /// The mock item of the support module, plus a providerStatus and an export.
 fn mock_item(name: &str) -> String {
-    support::mock_item(name)
+    test_support::mock_item(name)
         + "    providerStatus:
       apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
       kind: ProviderStatus

@@ -3,8 +3,6 @@
 //! both the same way — pickup, checkpoints, final phase with `jobIDFinished`, exports, errors,
 //! deletion with the finalizer.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -16,7 +14,7 @@ use plugin_runtime::{
     DeployerError, DeployerPlugin, Description, HostServices, Invocation, Response,
 };
 use serde_json::json;
-use support::{Harness, Options};
+use test_support::{Harness, Options};
 
 const TYPE: &str = "test.wasm-deployer.dev/native-echo";
 
@@ -114,7 +112,7 @@ async fn given_a_native_and_a_wasm_deployer_then_the_contract_finishes_both_the_
         "{apiVersion: echo/v1, kind: Echo, echo: hello}",
     ))
     .await;
-    h.create_item(&support::mock_item("wasm")).await;
+    h.create_item(&test_support::mock_item("wasm")).await;
 
     for name in ["echo", "wasm"] {
         let item = h.wait_finished("default", name).await;
@@ -169,16 +167,19 @@ async fn given_a_native_deployer_claiming_a_wasm_plugins_type_then_loading_fails
     clash.description.deploy_item_types = vec!["landscaper.gardener.cloud/mock".into()];
     let config = deployer_host::config::HostConfig {
         plugins: deployer_host::config::PluginsConfig {
-            dir: Some(support::plugins_dir()),
-            cache_dir: Some(support::plugins_dir().join("../plugin-cache")),
+            dir: Some(test_support::plugins_dir()),
+            cache_dir: Some(test_support::plugins_dir().join("../plugin-cache")),
             ..Default::default()
         },
         ..Default::default()
     };
-    let err =
-        deployer_host::plugins::load_all(&config, &[support::plugins_dir()], vec![Arc::new(clash)])
-            .await
-            .expect_err("two deployers for one type are refused");
+    let err = deployer_host::plugins::load_all(
+        &config,
+        &[test_support::plugins_dir()],
+        vec![Arc::new(clash)],
+    )
+    .await
+    .expect_err("two deployers for one type are refused");
     assert!(
         err.to_string().contains("landscaper.gardener.cloud/mock"),
         "{err:#}"

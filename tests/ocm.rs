@@ -9,18 +9,18 @@
 //! cross-check against the OCM Go library, done outside the repository, is recorded in
 //! docs/ocm.md.)
 
-mod manifest;
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
 use deployer_host::landscaper::{DeployItem, Phase, codes};
 use manifest::{create, put, wait_done};
 use serde_json::{Value, json};
-use support::chart_repo::{chart_dir, package};
-use support::ocm::{HELM_CHART_LAYER, Resource, Schema, push_chart, push_component, resource_key};
-use support::{Harness, Options};
+use test_support::chart_repo::{chart_dir, package};
+use test_support::manifest;
+use test_support::ocm::{
+    HELM_CHART_LAYER, Resource, Schema, push_chart, push_component, resource_key,
+};
+use test_support::{Harness, Options};
 
 const TYPE: &str = "landscaper.gardener.cloud/helm";
 const API_VERSION: &str = "helm.deployer.landscaper.gardener.cloud/v1alpha1";
@@ -123,14 +123,14 @@ async fn given_a_component_version_in_a_registry_when_helm_items_name_its_charts
  {
     // Given: a component version (descriptor v2) whose chart is a local blob and, as a second
     // resource, an OCI artifact in the same registry; and a v3 descriptor of a later version.
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let addr = registry.addr.clone();
     let archive = package(&chart_dir("web"), "0.1.0");
     let chart_ref = push_chart(&addr, "charts/web", "0.1.0", archive.clone()).await;
     // ... and a classic Helm repository (HTTP, index.yaml) and an OCI one (`helm` access).
-    let repo = support::chart_repo::ChartRepo::start(
+    let repo = test_support::chart_repo::ChartRepo::start(
         vec![
             ("web", "0.1.0", archive.clone()),
             ("web", "0.2.0", package(&chart_dir("web"), "0.2.0")),
@@ -225,7 +225,7 @@ async fn given_a_component_version_in_a_registry_when_helm_items_name_its_charts
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_what_a_resource_key_needs_is_missing_when_reconciled_then_the_item_fails_naming_it()
 {
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let addr = registry.addr.clone();
@@ -332,12 +332,13 @@ async fn given_what_a_resource_key_needs_is_missing_when_reconciled_then_the_ite
 async fn given_a_registry_that_wants_credentials_when_the_context_has_its_pull_secret_then_the_chart_installs_and_without_it_the_item_fails_naming_what_is_missing()
  {
     // Given: a registry with basic authentication holding the component version.
-    let Some(registry) = support::registry::start_registry_with_auth("ocm", "s3cret") else {
+    let Some(registry) = test_support::registry::start_registry_with_auth("ocm", "s3cret") else {
         return;
     };
     let addr = registry.addr.clone();
     let archive = package(&chart_dir("web"), "0.1.0");
-    support::ocm::push_chart_component(&addr, Some(("ocm", "s3cret")), COMPONENT, archive).await;
+    test_support::ocm::push_chart_component(&addr, Some(("ocm", "s3cret")), COMPONENT, archive)
+        .await;
     let h = Harness::start_with(options(&addr, "127.0.0.1")).await;
     // The Context `default` names the repository and a pull secret with the credentials; the
     // Context `anonymous` names the same repository without one.
@@ -345,7 +346,7 @@ async fn given_a_registry_that_wants_credentials_when_the_context_has_its_pull_s
         &h,
         json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
                "metadata": {"name": "registry-pull", "namespace": "default"},
-               "stringData": {".dockerconfigjson": support::ocm::docker_config(&addr, "ocm", "s3cret")}}),
+               "stringData": {".dockerconfigjson": test_support::ocm::docker_config(&addr, "ocm", "s3cret")}}),
     )
     .await;
     let repository = json!({"type": "OCIRegistry", "baseUrl": addr, "subPath": "ocm"});

@@ -2,12 +2,11 @@
 //! this host can load it, with the reason when it cannot), `run` (one call offline), `pull`,
 //! `bench`.
 
-mod support;
-
 use std::process::Command;
 
 use deployer_host::oci;
 use serde_json::Value;
+use test_support::skip_on_real;
 
 fn inspect(args: &[&str]) -> (bool, Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
@@ -29,7 +28,7 @@ fn inspect(args: &[&str]) -> (bool, Value) {
 #[test]
 fn given_plugins_when_inspected_then_their_name_types_hooks_wit_and_digest_are_shown() {
     skip_on_real!("needs no API server");
-    let mock = support::plugins_dir().join("mock.wasm");
+    let mock = test_support::plugins_dir().join("mock.wasm");
     let (ok, v) = inspect(&[mock.to_str().unwrap()]);
     assert!(ok, "{v}");
     assert_eq!(v["loadable"], true);
@@ -52,7 +51,7 @@ fn given_plugins_when_inspected_then_their_name_types_hooks_wit_and_digest_are_s
             .starts_with("wasm-deployer:plugin/deployer@")),
         "{v}"
     );
-    let hook = support::plugins_dir().join("continuous-reconcile.wasm");
+    let hook = test_support::plugins_dir().join("continuous-reconcile.wasm");
     let (ok, v) = inspect(&[hook.to_str().unwrap()]);
     assert!(ok);
     assert_eq!(v["hookTypes"], serde_json::json!(["ShouldReconcile"]));
@@ -91,10 +90,10 @@ fn given_something_that_is_not_a_component_when_inspected_then_it_says_why_it_ca
 async fn given_a_plugin_in_a_registry_when_inspected_by_reference_then_it_is_pulled_and_described()
 {
     skip_on_real!("needs no API server");
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
-    let bytes = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
+    let bytes = std::fs::read(test_support::plugins_dir().join("mock.wasm")).unwrap();
     let reference = format!("{}/plugins/mock:inspect", registry.addr);
     let options = oci::RegistryOptions {
         plain_http: vec![registry.addr.clone()],
@@ -144,7 +143,7 @@ fn given_an_item_when_a_plugin_is_benchmarked_then_calls_per_second_and_percenti
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
         .args(["plugin", "bench"])
-        .arg(support::plugins_dir().join("mock.wasm"))
+        .arg(test_support::plugins_dir().join("mock.wasm"))
         .arg("--item")
         .arg(&item)
         .args(["--calls", "200"])
@@ -170,7 +169,7 @@ fn run_plugin(plugin: &str, files: &[(&str, &str)], extra: &[&str]) -> (bool, Va
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_deployer-host"));
     cmd.args(["plugin", "run"])
-        .arg(support::plugins_dir().join(plugin))
+        .arg(test_support::plugins_dir().join(plugin))
         .env("RUST_LOG", "error");
     for (flag, yaml) in files {
         let path = dir.path().join(format!("{flag}.yaml"));
@@ -326,7 +325,7 @@ fn given_a_plugin_when_the_conformance_suite_runs_then_a_good_plugin_passes_and_
         std::fs::write(&path, item).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
             .args(["plugin", "test"])
-            .arg(support::plugins_dir().join("manifest.wasm"))
+            .arg(test_support::plugins_dir().join("manifest.wasm"))
             .arg("--item")
             .arg(&path)
             .arg("--json")
@@ -389,7 +388,7 @@ fn given_a_plugin_when_the_conformance_suite_runs_then_a_good_plugin_passes_and_
 #[test]
 fn given_a_hook_plugin_when_run_with_a_hook_type_then_its_answer_is_printed() {
     skip_on_real!("needs no API server");
-    let hook = support::plugins_dir().join("../polyglot-plugins/rust/rust-hold-hook.wasm");
+    let hook = test_support::plugins_dir().join("../polyglot-plugins/rust/rust-hold-hook.wasm");
     let item = |annotations: &str| {
         format!(
             "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: DeployItem\n\

@@ -2,8 +2,6 @@
 //! registries, verified before they are compiled, swapped in while the host serves, and
 //! refused — with the last good version serving on — when a new version is bad.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,14 +15,14 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use support::{Harness, Options};
+use test_support::{Harness, Options};
 
 const MOCK_TYPE: &str = "landscaper.gardener.cloud/mock";
 
 /// The mock component, and a second version of it: the same code with a custom section
 /// appended (a valid component with another digest).
 fn mock_versions() -> (Vec<u8>, Vec<u8>) {
-    let v1 = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
+    let v1 = std::fs::read(test_support::plugins_dir().join("mock.wasm")).unwrap();
     let mut v2 = v1.clone();
     let name = b"wasm-deployer-test-version";
     let payload = b"2";
@@ -51,7 +49,7 @@ async fn harness_with(
         ..HostConfig::default()
     };
     config.plugins.dir = Some(empty.path().to_path_buf());
-    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.cache_dir = Some(test_support::plugins_dir().join("../plugin-cache"));
     config.plugins.namespace = Some("default".into());
     config.plugins.poll_interval = Some("200ms".into());
     adjust(&mut config, empty.path());
@@ -165,7 +163,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 async fn mock_succeeds(h: &Harness, name: &str) {
-    h.create_item(&support::mock_item(name)).await;
+    h.create_item(&test_support::mock_item(name)).await;
     let item = h.wait_finished("default", name).await;
     assert_eq!(item.status().phase, Phase::Succeeded, "{name}");
 }
@@ -280,7 +278,7 @@ async fn given_a_plugin_in_a_configmap_then_it_serves_and_new_versions_swap_in_w
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    h.create_item(&support::mock_item("orphan")).await;
+    h.create_item(&test_support::mock_item("orphan")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let orphan = h.items("default").get("orphan").await.unwrap();
     assert_eq!(
@@ -387,7 +385,7 @@ async fn given_pins_keys_and_type_clashes_then_each_bad_plugin_is_refused_with_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_moved_tag_swaps_in() {
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let (h, _catalog, _dir) = harness().await;
@@ -429,7 +427,7 @@ async fn given_a_plugin_in_an_oci_registry_then_signed_versions_serve_and_a_move
     let cli_ref = format!("{}/plugins/cli:1", registry.addr);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
         .args(["plugin", "push"])
-        .arg(support::plugins_dir().join("mock.wasm"))
+        .arg(test_support::plugins_dir().join("mock.wasm"))
         .arg(&cli_ref)
         .arg("--plain-http")
         .arg("--key")
@@ -531,7 +529,7 @@ async fn given_500_items_in_flight_when_a_new_version_rolls_out_then_no_item_fai
     let old = catalog.serving_plugins().await.remove(0);
 
     for i in 0..500 {
-        h.create_item(&support::mock_item(&format!("load-{i}")))
+        h.create_item(&test_support::mock_item(&format!("load-{i}")))
             .await;
         if i == 150 {
             // The rollout, while the first items are being worked on.
@@ -579,10 +577,10 @@ async fn given_configmaps_labelled_for_plugins_then_every_key_loads_and_a_bad_on
     .await;
     let (v1, _) = mock_versions();
     let greedy =
-        std::fs::read(support::plugins_dir().join("../refused-plugins/test-greedy-hook.wasm"))
+        std::fs::read(test_support::plugins_dir().join("../refused-plugins/test-greedy-hook.wasm"))
             .unwrap();
     let continuous =
-        std::fs::read(support::plugins_dir().join("continuous-reconcile.wasm")).unwrap();
+        std::fs::read(test_support::plugins_dir().join("continuous-reconcile.wasm")).unwrap();
     put_configmap(
         &h,
         "bundle",
@@ -652,7 +650,7 @@ async fn given_a_hook_plugin_declared_with_its_wiring_then_its_hooks_run_for_the
     let (h, _catalog, _dir) = harness().await;
     let (v1, _) = mock_versions();
     let continuous =
-        std::fs::read(support::plugins_dir().join("continuous-reconcile.wasm")).unwrap();
+        std::fs::read(test_support::plugins_dir().join("continuous-reconcile.wasm")).unwrap();
     deliver_mock(&h, v1).await;
     put_configmap(
         &h,
@@ -707,7 +705,7 @@ async fn given_a_hook_plugin_declared_with_its_wiring_then_its_hooks_run_for_the
 /// `kubectl get wasmplugins` as the server answers it (a Table from the CRD's printer
 /// columns): name -> column -> cell.
 async fn wasmplugin_table(h: &Harness) -> BTreeMap<String, BTreeMap<String, String>> {
-    support::get_table(
+    test_support::get_table(
         &h.client,
         "/apis/wasm-deployer.dev/v1alpha1/namespaces/default/wasmplugins",
     )

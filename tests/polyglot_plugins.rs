@@ -9,8 +9,6 @@
 //! Locally a language whose toolchain is missing is skipped with a message; under `CI=true` a
 //! missing build is a failure (`.ci/run` installs every toolchain).
 
-mod support;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,13 +17,14 @@ use deployer_host::landscaper::{Phase, codes};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use support::{Harness, Options};
+use test_support::skip_on_real;
+use test_support::{Harness, Options};
 
 /// The built plugins of `lang`, or `None` (skip) when they were not built outside CI.
 fn built(lang: &str) -> Option<PathBuf> {
     if lang == "rust" {
         // Built with the host's own plugins: never skipped.
-        let dir = support::plugins_dir().join("../polyglot-plugins/rust");
+        let dir = test_support::plugins_dir().join("../polyglot-plugins/rust");
         assert!(
             dir.join("rust-echo.wasm").is_file(),
             "run `cargo xtask build-plugins`"
@@ -533,7 +532,7 @@ async fn given_a_large_plugin_compiling_cold_when_the_host_starts_then_the_other
     let plugins = work.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
     for (from, name) in [
-        (support::plugins_dir().join("mock.wasm"), "mock.wasm"),
+        (test_support::plugins_dir().join("mock.wasm"), "mock.wasm"),
         (python.join("python-echo.wasm"), "python-echo.wasm"),
     ] {
         std::fs::copy(from, plugins.join(name)).unwrap();
@@ -573,7 +572,7 @@ async fn given_a_large_plugin_compiling_cold_when_the_host_starts_then_the_other
         .unwrap();
     let _child = Kill(child);
     assert!(line.starts_with("ready "), "{line:?}");
-    let client = support::client_for(&std::fs::read_to_string(&kubeconfig).unwrap()).await;
+    let client = test_support::client_for(&std::fs::read_to_string(&kubeconfig).unwrap()).await;
     let items: Api<deployer_host::landscaper::DeployItem> = Api::namespaced(client, "default");
     let create = |yaml: String| {
         let items = items.clone();
@@ -585,7 +584,7 @@ async fn given_a_large_plugin_compiling_cold_when_the_host_starts_then_the_other
         }
     };
     create(echo_item("python", "late", json!({"message": "later"}))).await;
-    create(support::mock_item("early")).await;
+    create(test_support::mock_item("early")).await;
     let finished = |i: &deployer_host::landscaper::DeployItem| {
         let s = i.status();
         !s.job_id.is_empty() && s.job_id == s.job_id_finished

@@ -10,9 +10,6 @@
 //! trust is per item, never global. The operator's own CA (`fetch.caBundle`) is trusted for
 //! every item and for plugin delivery from a registry behind it. Runs on both backends.
 
-mod manifest;
-mod support;
-
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
@@ -20,9 +17,10 @@ use deployer_host::landscaper::{DeployItem, Phase, codes};
 use embedded_apiserver::tls::ServingCert;
 use manifest::{create, put, wait_done};
 use serde_json::{Value, json};
-use support::chart_repo::{ChartRepo, chart_dir, package};
-use support::ocm::resource_key;
-use support::{Harness, Options};
+use test_support::chart_repo::{ChartRepo, chart_dir, package};
+use test_support::manifest;
+use test_support::ocm::resource_key;
+use test_support::{Harness, Options};
 
 const TYPE: &str = "landscaper.gardener.cloud/helm";
 const API_VERSION: &str = "helm.deployer.landscaper.gardener.cloud/v1alpha1";
@@ -190,13 +188,13 @@ async fn given_an_oci_registry_behind_an_internal_ca_when_the_contexts_ocm_crede
     // Given: a registry over HTTPS (the test's CA) with basic authentication, holding a chart
     // (as `helm push` stores it) and a component version with that chart as a local blob.
     let cert = ServingCert::generate(&[]).unwrap();
-    let Some(registry) = support::registry::start_registry_tls("ocm", "s3cret", &cert) else {
+    let Some(registry) = test_support::registry::start_registry_tls("ocm", "s3cret", &cert) else {
         return;
     };
     let addr = registry.addr.clone();
-    support::ocm::trust(&addr, cert.ca_pem());
+    test_support::ocm::trust(&addr, cert.ca_pem());
     let archive = package(&chart_dir("web"), "0.1.0");
-    let reference = support::ocm::push_chart_as(
+    let reference = test_support::ocm::push_chart_as(
         &addr,
         Some(("ocm", "s3cret")),
         "charts/web",
@@ -204,7 +202,8 @@ async fn given_an_oci_registry_behind_an_internal_ca_when_the_contexts_ocm_crede
         archive.clone(),
     )
     .await;
-    support::ocm::push_chart_component(&addr, Some(("ocm", "s3cret")), COMPONENT, archive).await;
+    test_support::ocm::push_chart_component(&addr, Some(("ocm", "s3cret")), COMPONENT, archive)
+        .await;
     let h = harness().await;
 
     // The credentials as OCM configurations with the registry's CA — a pull secret's
@@ -238,7 +237,7 @@ async fn given_an_oci_registry_behind_an_internal_ca_when_the_contexts_ocm_crede
         &h,
         json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
                "metadata": {"name": "docker-pull", "namespace": "default"},
-               "stringData": {".dockerconfigjson": support::ocm::docker_config(&addr, "ocm", "s3cret")}}),
+               "stringData": {".dockerconfigjson": test_support::ocm::docker_config(&addr, "ocm", "s3cret")}}),
     )
     .await;
     let repository = json!({"type": "OCIRegistry", "baseUrl": addr, "subPath": "ocm"});
@@ -308,7 +307,7 @@ async fn host_with_ca_bundle(
 ) {
     let plugins = tempfile::tempdir().unwrap();
     std::fs::copy(
-        support::plugins_dir().join("helm.wasm"),
+        test_support::plugins_dir().join("helm.wasm"),
         plugins.path().join("helm.wasm"),
     )
     .unwrap();
@@ -319,7 +318,7 @@ async fn host_with_ca_bundle(
     };
     config.fetch.ca_bundle = bundle.map(|b| b.to_path_buf());
     config.plugins.dir = Some(plugins.path().to_path_buf());
-    config.plugins.cache_dir = Some(support::plugins_dir().join("../plugin-cache"));
+    config.plugins.cache_dir = Some(test_support::plugins_dir().join("../plugin-cache"));
     config.plugins.namespace = Some("default".into());
     config.plugins.poll_interval = Some("200ms".into());
     let h = Harness::start_with(Options {
@@ -384,17 +383,17 @@ async fn given_the_hosts_ca_bundle_when_a_plugin_comes_from_a_registry_and_a_cha
     // Given: a registry (HTTPS, basic authentication) holding the mock plugin, and a chart
     // repository (HTTPS), both with certificates of the operator's CA; the CA in a PEM file.
     let cert = ServingCert::generate(&[]).unwrap();
-    let Some(registry) = support::registry::start_registry_tls("ops", "s3cret", &cert) else {
+    let Some(registry) = test_support::registry::start_registry_tls("ops", "s3cret", &cert) else {
         return;
     };
-    let docker_config = support::ocm::docker_config(&registry.addr, "ops", "s3cret");
+    let docker_config = test_support::ocm::docker_config(&registry.addr, "ops", "s3cret");
     let reference = format!("{}/plugins/mock:1", registry.addr);
     let options = deployer_host::oci::RegistryOptions {
         docker_configs: vec![docker_config.clone()],
         ca_certs: vec![cert.ca_pem().to_string()],
         ..Default::default()
     };
-    let mock = std::fs::read(support::plugins_dir().join("mock.wasm")).unwrap();
+    let mock = std::fs::read(test_support::plugins_dir().join("mock.wasm")).unwrap();
     deployer_host::oci::push(&reference, &mock, "mock", &options)
         .await
         .unwrap();

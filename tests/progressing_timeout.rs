@@ -2,11 +2,9 @@
 //! checkpoints — the host's own before every plugin call and the ones a plugin reports through
 //! the `progress` import — and ends the job `Failed` with `ERR_TIMEOUT`.
 
-mod support;
-
 use deployer_host::contract::CheckpointMode;
 use deployer_host::landscaper::{Phase, codes};
-use support::{Harness, Options};
+use test_support::{Harness, Options};
 
 fn item(name: &str, ty: &str, config: &str, timeout: Option<&str>) -> String {
     let timeout = timeout

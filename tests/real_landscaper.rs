@@ -7,90 +7,34 @@
 //! carry JSON nulls that kube-apiserver 1.20 refuses); with `DEPLOYER_TEST_BACKEND=real` every
 //! story says SKIP.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use deployer_host::config::HostConfig;
-use deployer_host::dev::kubelet::ProcessKubelet;
 use deployer_host::landscaper::{DeployItem, Phase, codes};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::chart_repo::archive_raw;
-use support::real_landscaper::{
-    self as ls, RealLandscaper, apply, data_object, set_operation, wait_job_after,
+use test_support::chart_repo::archive_raw;
+use test_support::real_landscaper::stage::{
+    DevStage, HOST_NS, JOB_TIMEOUT, JobRecorder, NS, Seen, Stage, StageOptions, TARGET,
+    blueprint_archive, describe, export_of, host_config, items, job_ends, job_id, outcome,
+    wait_all_gone, wait_item,
 };
-use support::{Harness, Options};
+use test_support::real_landscaper::{
+    self as ls, apply, data_object, set_operation, wait_job_after,
+};
+use test_support::require_real_landscaper;
+use test_support::{Harness, Options};
 
-/// Where the Installations, their items and imports live (Context `default` is there).
-const NS: &str = "default";
-/// Where the container deployer runs its pods.
-const HOST_NS: &str = "container-host";
 /// Where the items deploy to (through the imported Target).
 const APP_NS: &str = "demo-app";
-/// The Target the Installations import.
-const TARGET: &str = "my-cluster";
-/// Generous: a cold Landscaper, four items in a row, Helm and a pod on 2 cores.
-const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+/// The host binary the stage's pods run.
+const HOST: &str = env!("CARGO_BIN_EXE_deployer-host");
 
-/// The API server, our host (controller, container deployer, process kubelet), and the real
-/// Landscaper against the server's loopback URL. Dropped in field order: Landscaper first.
-struct Stage {
-    _landscaper: RealLandscaper,
-    dev: DevStage,
-    h: Harness,
-}
-
-struct StageOptions {
-    /// Our host is up when Landscaper starts (off: [`Harness::start_controller`] later).
-    host_up: bool,
-    /// The host's `fetch` configuration (default: nothing may be downloaded).
-    fetch: Option<deployer_host::capabilities::FetchConfig>,
-    /// Landscaper's `deployItemTimeouts.pickup`.
-    pickup_timeout: &'static str,
-}
-
-impl Default for StageOptions {
-    fn default() -> Self {
-        Self {
-            host_up: true,
-            fetch: None,
-            pickup_timeout: "30s",
-        }
-    }
-}
-
-fn host_config() -> HostConfig {
-    support::container_host_config(HOST_NS)
-}
-
+/// The stage (server, our host, the real Landscaper), its pods running this package's host.
 async fn stage(options: StageOptions) -> Stage {
-    let mut config = host_config();
-    if let Some(fetch) = options.fetch {
-        config.fetch = fetch;
-    }
-    let h = Harness::start_with(Options {
-        config,
-        landscaper: false,
-        controller: options.host_up,
-        ..Options::default()
-    })
-    .await;
-    let dev = DevStage::start(&h).await;
-    let landscaper = tokio::task::spawn_blocking({
-        let kubeconfig = dev.kubeconfig();
-        move || RealLandscaper::start(&kubeconfig, options.pickup_timeout)
-    })
-    .await
-    .unwrap();
-    Stage {
-        _landscaper: landscaper,
-        dev,
-        h,
-    }
+    Stage::start(HOST.as_ref(), options).await
 }
 
 /// The four-type deploy execution: `config` (manifest: a Namespace and a ConfigMap, exporting the
@@ -157,86 +101,6 @@ fn four_types_deploy_execution() -> String {
     export: {{checked: {{{{ .imports.color }}}}}}
 "#
     )
-}
-
-/// The items of an Installation's execution, by their blueprint name
-/// (`execution.landscaper.gardener.cloud/name`).
-async fn items(h: &Harness) -> BTreeMap<String, DeployItem> {
-    h.items(NS)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|i| {
-            let name = i
-                .metadata
-                .labels
-                .as_ref()?
-                .get("execution.landscaper.gardener.cloud/name")?
-                .clone();
-            Some((name, i))
-        })
-        .collect()
-}
-
-/// Waits until the Installation `name` in [`NS`] finished a job other than `previous`, asserts
-/// the Installation's phase, and returns it with its items.
-async fn job_ends(
-    h: &Harness,
-    name: &str,
-    previous: Option<&str>,
-    phase: &str,
-) -> (DynamicObject, BTreeMap<String, DeployItem>) {
-    let (inst, got) = wait_job_after(&h.client, NS, name, previous, JOB_TIMEOUT).await;
-    let items = items(h).await;
-    assert_eq!(got, phase, "{}\n{}", ls::status(&inst), describe(&items));
-    (inst, items)
-}
-
-/// The Installation's current jobID (to wait for the next one).
-fn job_id(inst: &DynamicObject) -> Option<String> {
-    ls::status(inst)["jobID"].as_str().map(str::to_string)
-}
-
-/// Waits until the Installation's item `name` (blueprint name) exists and `pred` holds.
-async fn wait_item(h: &Harness, name: &str, pred: impl Fn(&DeployItem) -> bool) -> DeployItem {
-    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
-    loop {
-        let all = items(h).await;
-        if let Some(item) = all.get(name).filter(|i| pred(i)) {
-            return item.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for item {name}:\n{}",
-            describe(&all)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn describe(items: &BTreeMap<String, DeployItem>) -> String {
-    items
-        .iter()
-        .map(|(n, i)| {
-            let s = i.status();
-            format!(
-                "{n}: phase={:?} job={} finished={} lastError={:?}",
-                s.phase, s.job_id, s.job_id_finished, s.last_error
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The export of an item (the Secret `status.exportRef` names, key `config`).
-async fn export_of(h: &Harness, item: &DeployItem) -> Value {
-    let r = item.status().export_ref.expect("exportRef");
-    let secrets: Api<Secret> =
-        Api::namespaced(h.client.clone(), r.namespace.as_deref().unwrap_or(NS));
-    let s = secrets.get(&r.name).await.expect("export Secret");
-    serde_yaml::from_slice(&s.data.unwrap()["config"].0).unwrap()
 }
 
 async fn config_map(h: &Harness, ns: &str, name: &str) -> Option<ConfigMap> {
@@ -435,7 +299,8 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
     // the container deployer's objects are gone from the host namespace.
     let host_secrets: Api<Secret> = Api::namespaced(c.clone(), HOST_NS);
     let left =
-        support::replicas::names_where(&host_secrets, |n| !n.starts_with("default-token")).await;
+        test_support::replicas::names_where(&host_secrets, |n| !n.starts_with("default-token"))
+            .await;
     assert!(left.is_empty(), "container Secrets left: {left:?}");
 }
 
@@ -734,120 +599,6 @@ async fn given_a_succeeded_installation_when_an_item_is_annotated_test_reconcile
     assert_eq!(ls::status(&now)["jobID"], ls::status(&inst)["jobID"]);
 }
 
-/// One thing the host saw happen to an item (by its name in the Execution): a job started, a
-/// job finished with a phase, the item gone.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Seen {
-    Started(String),
-    Finished(String, Phase),
-    Gone(String),
-}
-
-/// Records, in the API server's order, every job start, job finish and removal of the items in
-/// [`NS`] that carry an Execution name label, until dropped.
-struct JobRecorder {
-    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl JobRecorder {
-    /// Starts recording; returns once the watch's first list is done, so nothing created after
-    /// it is missed or seen out of order.
-    async fn start(client: &kube::Client) -> Self {
-        use futures::StreamExt;
-        use kube::runtime::watcher;
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let api: Api<DeployItem> = Api::namespaced(client.clone(), NS);
-        let (listed, is_listed) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn({
-            let seen = seen.clone();
-            let mut listed = Some(listed);
-            async move {
-                let mut last: BTreeMap<String, (String, String)> = BTreeMap::new();
-                let stream = watcher(api, watcher::Config::default());
-                futures::pin_mut!(stream);
-                while let Some(event) = stream.next().await {
-                    let (item, gone) = match event {
-                        Ok(watcher::Event::Apply(i) | watcher::Event::InitApply(i)) => (i, false),
-                        Ok(watcher::Event::Delete(i)) => (i, true),
-                        Ok(watcher::Event::InitDone) => {
-                            if let Some(listed) = listed.take() {
-                                let _ = listed.send(());
-                            }
-                            continue;
-                        }
-                        _ => continue,
-                    };
-                    let Some(name) = item
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get("execution.landscaper.gardener.cloud/name"))
-                        .cloned()
-                    else {
-                        continue;
-                    };
-                    let s = item.status();
-                    let mut out = seen.lock().unwrap();
-                    let before = last
-                        .insert(name.clone(), (s.job_id.clone(), s.job_id_finished.clone()))
-                        .unwrap_or_default();
-                    if !s.job_id.is_empty() && s.job_id != before.0 {
-                        out.push(Seen::Started(name.clone()));
-                    }
-                    if !s.job_id.is_empty()
-                        && s.job_id == s.job_id_finished
-                        && (s.job_id, s.job_id_finished) != before
-                    {
-                        out.push(Seen::Finished(name.clone(), s.phase.clone()));
-                    }
-                    if gone {
-                        last.remove(&name);
-                        out.push(Seen::Gone(name));
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(10), is_listed)
-            .await
-            .expect("the recorder's watch lists within 10s")
-            .expect("recorder running");
-        Self { seen, task }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-impl Drop for JobRecorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// What a finished item says that a user relies on: its phase, its error, its export.
-async fn outcome(h: &Harness, item: &DeployItem) -> (Phase, Option<String>, Option<Value>) {
-    let s = item.status();
-    let export = match &s.export_ref {
-        Some(_) => Some(export_of(h, item).await),
-        None => None,
-    };
-    (s.phase, s.last_error.map(|e| e.message), export)
-}
-
-async fn wait_all_gone(h: &Harness) {
-    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
-    while !items(h).await.is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "items left:\n{}",
-            describe(&items(h).await)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_dev_modes_stand_in_then_our_host_sees_the_same_jobs_and_the_items_end_the_same()
  {
@@ -898,7 +649,7 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
     .await;
     let dev = {
         // the container item's pods and the Target need the server on loopback, as above
-        let stage = DevStage::start(&h).await;
+        let stage = DevStage::start(&h, HOST.as_ref()).await;
         let recorder = JobRecorder::start(&h.client).await;
         for item in templates.values() {
             let mut copy = DeployItem {
@@ -980,89 +731,6 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
     );
 }
 
-/// What a story needs beside the harness: the server on loopback (Landscaper, the kubelet's
-/// init and wait processes and the Target reach it there), a process kubelet for the container
-/// deployer's pods, and the Target [`TARGET`] the Installations import.
-struct DevStage {
-    stop: tokio::sync::watch::Sender<bool>,
-    dir: tempfile::TempDir,
-    /// The embedded server on loopback, for the pods' processes.
-    _serving: embedded_apiserver::LoopbackServing,
-}
-
-impl DevStage {
-    async fn start(h: &Harness) -> Self {
-        let namespaces: Api<Namespace> = Api::all(h.client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": HOST_NS}})).unwrap(),
-            )
-            .await
-            .expect("namespace");
-        let (stop, _) = tokio::sync::watch::channel(false);
-        let stopped = || {
-            let mut rx = stop.subscribe();
-            async move {
-                let _ = rx.wait_for(|s| *s).await;
-            }
-        };
-        let server = h.server.clone().expect("embedded API server");
-        let serving = server.serve_on_loopback().await.unwrap();
-        let kubeconfig_text = serving.kubeconfig();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, &kubeconfig_text).unwrap();
-        tokio::spawn(
-            ProcessKubelet {
-                client: h.client.clone(),
-                namespace: HOST_NS.into(),
-                kubeconfig,
-                binary: PathBuf::from(env!("CARGO_BIN_EXE_deployer-host")),
-                work_dir: dir.path().join("pods"),
-                mint_tokens: false,
-            }
-            .run(stopped()),
-        );
-        apply(
-            &ls::ls_api(&h.client, "Target", "targets", NS),
-            json!({
-                "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
-                "metadata": {"name": TARGET, "namespace": NS},
-                "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
-                         "config": {"kubeconfig": kubeconfig_text}},
-            }),
-        )
-        .await;
-        Self {
-            stop,
-            dir,
-            _serving: serving,
-        }
-    }
-
-    fn dir(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir().join("kubeconfig")
-    }
-}
-
-impl Drop for DevStage {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
-    }
-}
-
-/// A blueprint directory (`blueprint.yaml` only) as Landscaper stores blueprints in component
-/// versions: a gzipped tar (`application/vnd.gardener.landscaper.blueprint.v1+tar+gzip`).
-fn blueprint_archive(blueprint: &Value) -> Vec<u8> {
-    let yaml = serde_yaml::to_string(blueprint).unwrap();
-    support::ocm::tgz(&[("blueprint.yaml", yaml.as_bytes())])
-}
-
 /// The oracle for OCM (issue #34, docs/ocm.md): the test tooling pushes a component version to a
 /// real registry; the real Landscaper resolves the Installation's component descriptor and
 /// blueprint from it (proof that what we push is real OCM) and its blueprint names the chart by
@@ -1072,11 +740,11 @@ fn blueprint_archive(blueprint: &Value) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_component_version_in_a_registry_when_landscaper_installs_its_blueprint_then_our_helm_and_container_deployers_resolve_its_resources()
  {
-    use support::ocm::{
+    use test_support::ocm::{
         BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component, push_component_as,
     };
     require_real_landscaper!();
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let addr = registry.addr.clone();
@@ -1135,7 +803,8 @@ r#"deployItems:
       ref: {{resourceName: blueprint}}
 "#)}],
     });
-    let archive = support::chart_repo::package(&support::chart_repo::chart_dir("web"), "0.1.0");
+    let archive =
+        test_support::chart_repo::package(&test_support::chart_repo::chart_dir("web"), "0.1.0");
     // A referenced component (v3) with a chart of its own.
     push_component(
         &addr,
@@ -1290,9 +959,11 @@ fn ocm_walk_through(addr: &str) -> BTreeMap<String, Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation_are_applied_then_landscaper_resolves_the_component_and_our_host_installs_the_chart()
  {
-    use support::ocm::{BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component};
+    use test_support::ocm::{
+        BLUEPRINT_MEDIA_TYPE, HELM_CHART_LAYER, Resource, Schema, push_component,
+    };
     require_real_landscaper!();
-    let Some(registry) = support::registry::start_registry() else {
+    let Some(registry) = test_support::registry::start_registry() else {
         return;
     };
     let addr = registry.addr.clone();
@@ -1317,7 +988,10 @@ async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation
                 "chart",
                 "helmChart",
                 HELM_CHART_LAYER,
-                support::chart_repo::package(&support::chart_repo::chart_dir("web"), "0.1.0"),
+                test_support::chart_repo::package(
+                    &test_support::chart_repo::chart_dir("web"),
+                    "0.1.0",
+                ),
             ),
             Resource::local(
                 "blueprint",
@@ -1352,7 +1026,7 @@ async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation
     let pull: Secret = serde_json::from_value(json!({
         "metadata": {"name": context["registryPullSecrets"][0]["name"], "namespace": ns},
         "type": "kubernetes.io/dockerconfigjson",
-        "stringData": {".dockerconfigjson": support::ocm::docker_config(&addr, "user", "secret")},
+        "stringData": {".dockerconfigjson": test_support::ocm::docker_config(&addr, "user", "secret")},
     }))
     .unwrap();
     Api::<Secret>::namespaced(c.clone(), ns)

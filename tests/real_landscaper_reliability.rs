@@ -11,8 +11,6 @@
 //! on kube-apiserver 1.20 it says SKIP (this Landscaper's writes carry JSON nulls 1.20 refuses, and
 //! the faults are the embedded server's).
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,11 +22,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
-use support::real_landscaper::{self as ls, RealLandscaper};
-use support::replicas::{
+use test_support::real_landscaper::{self as ls, RealLandscaper};
+use test_support::replicas::{
     JobLedger, Replica, ReplicaCluster, assert_each_job_picked_up_once, assert_nothing_left,
     assert_succeeded_with_export, operator_faults, reason_is, retrying,
 };
+use test_support::require_real_landscaper;
 
 /// Where the Installations, their items, imports, exports and deployed ConfigMaps live.
 const NS: &str = "default";
@@ -291,7 +290,7 @@ async fn given_faults_and_a_killed_replica_when_the_real_landscaper_installs_cha
     // Given the embedded server on loopback with a Target `default` pointing at it, the real
     // Landscaper against it, three `deployer-host run` replicas with locking (no periodic
     // cleanup within the story) and a ledger of every finished job,
-    let cluster = ReplicaCluster::start(4, "1h").await;
+    let cluster = ReplicaCluster::start(env!("CARGO_BIN_EXE_deployer-host"), 4, "1h").await;
     let client = cluster.client.clone();
     let landscaper = tokio::task::spawn_blocking({
         let kubeconfig = cluster.kubeconfig.clone();

@@ -7,8 +7,6 @@
 //! runs by hand. The replica stories run on both backends: on kube-apiserver 1.20 with the
 //! kill -9 but without injected faults (fault injection is the embedded server's).
 
-mod support;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,12 +16,13 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::replicas::{
+use test_support::replicas::{
     JobLedger, Replica, ReplicaCluster, assert_each_job_picked_up_once, assert_nothing_left,
     assert_succeeded_with_export, names_where, operator_faults, peak_rss_mib, pickups, reason_is,
     retrying,
 };
-use support::{Harness, Options};
+use test_support::skip_on_real;
+use test_support::{Harness, Options};
 
 /// `RELIABILITY_ITEMS`; by default 500, and 100 on kube-apiserver 1.20 (the smaller variant:
 /// etcd's writes make a job there several times slower than on the embedded server).
@@ -31,9 +30,9 @@ fn items_count() -> usize {
     std::env::var("RELIABILITY_ITEMS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(match support::backend() {
-            support::Backend::Embedded => 500,
-            support::Backend::Real => 100,
+        .unwrap_or(match test_support::backend() {
+            test_support::Backend::Embedded => 500,
+            test_support::Backend::Real => 100,
         })
 }
 
@@ -287,15 +286,16 @@ async fn given_a_plugin_reaching_beyond_its_grant_then_every_attempt_is_denied_a
     .unwrap();
     // when plugins reach for another item's Target, the network, files and environment, and
     // sleep past their deadline on the WASI clock,
-    h.create_item(&support::faulty_item("reach", "target").replace(
+    h.create_item(&test_support::faulty_item("reach", "target").replace(
         "action: target\n",
         "action: target\n    targetName: named\n",
     ))
     .await;
     for action in ["net", "fs", "env", "sleep"] {
-        h.create_item(&support::faulty_item(action, action)).await;
+        h.create_item(&test_support::faulty_item(action, action))
+            .await;
     }
-    h.create_item(&support::mock_item("bystander")).await;
+    h.create_item(&test_support::mock_item("bystander")).await;
 
     // then the Target its configuration names is reached and the other one is denied,
     let s = h.wait_finished("default", "reach").await.status();
@@ -351,7 +351,7 @@ async fn given_three_locking_replicas_when_one_is_killed_and_another_restarted_t
     let n = items_count();
     // Given the API server (embedded on loopback, or kube-apiserver 1.20) with Landscaper's
     // CRDs, a Target pointing at it, the replicas' Pods, and three `deployer-host run` replicas with locking,
-    let cluster = ReplicaCluster::start(4, "2s").await;
+    let cluster = ReplicaCluster::start(env!("CARGO_BIN_EXE_deployer-host"), 4, "2s").await;
     let (client, pods) = (cluster.client.clone(), cluster.pods.clone());
     let mut replicas: Vec<Replica> = ["replica-0", "replica-1", "replica-2"]
         .iter()
@@ -556,7 +556,7 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
     // 1.20 without faults) with Landscaper's CRDs, a Target pointing at it, the replicas' Pods
     // and three `deployer-host run` replicas with locking (no cleanup within the story), the
     // stand-in, and a ledger of every finished job,
-    let cluster = ReplicaCluster::start(8, "1h").await;
+    let cluster = ReplicaCluster::start(env!("CARGO_BIN_EXE_deployer-host"), 8, "1h").await;
     let client = cluster.client.clone();
     let mut replicas: Vec<(String, Replica)> = ["replica-0", "replica-1", "replica-2"]
         .iter()

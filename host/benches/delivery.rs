@@ -22,8 +22,8 @@ use kube::api::{Api, DynamicObject, PostParams};
 use plugin_runtime::PluginRegistry;
 use serde_json::json;
 
-mod common;
-use common::{env_usize, workspace};
+use test_support::bench::env_usize;
+use test_support::workspace;
 
 const MOCK_TYPE: &str = "landscaper.gardener.cloud/mock";
 

@@ -31,9 +31,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry, PluginRuntime, RuntimeConfig};
 
-mod common;
-
-use common::{KillOnDrop, env_usize, rss_kib, spawn_host, workspace, write_docs_section};
+use test_support::bench::{KillOnDrop, env_usize, rss_kib, spawn_host, write_docs_section};
+use test_support::workspace;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
@@ -96,6 +95,10 @@ async fn registry(backend: Backend, cache: &Path) -> Arc<PluginRegistry> {
     }
 }
 
+/// One row of a round: `n` mock items on a fresh embedded server, `replicas` hosts (with
+/// `locking`, with the ShouldReconcile hook if `hooks`) on `backend`'s plugins; Landscaper
+/// triggers every item at once. Time, CPU and API requests of the jobs, and the writes once
+/// everything is settled.
 async fn run_jobs(
     backend: Backend,
     hooks: bool,
@@ -116,7 +119,64 @@ async fn run_jobs(
             .expect("create");
     }
     let registry = registry(backend, cache).await;
-    let config = HostConfig {
+    let config = host_config(hooks);
+    let (deployers, tasks) = start_replicas(&env.client, &registry, &config, replicas, locking);
+    settle(&server).await;
+    let counter = |f: fn(&controller::Stats) -> &std::sync::atomic::AtomicU64| -> u64 {
+        deployers
+            .iter()
+            .map(|d| f(&d.stats).load(Ordering::Relaxed))
+            .sum()
+    };
+    let reconciles_before = counter(|s| &s.reconciles);
+    let hook_stages_before = counter(|s| &s.hook_stages);
+
+    perf_control("enable");
+    let started = Instant::now();
+    let cpu_started = process_cpu_seconds();
+    let landscaper_attempts = trigger_every_item(&env.client, n).await;
+    wait_all_finished(&deployers, n, started).await;
+    let seconds = started.elapsed().as_secs_f64();
+    perf_control("disable");
+    let cpu_us_per_job = (process_cpu_seconds() - cpu_started) * 1e6 / n as f64;
+    let stats = server.stats();
+    let reconciles_per_job = (counter(|s| &s.reconciles) - reconciles_before) as f64 / n as f64;
+    let hook_stages_per_job = (counter(|s| &s.hook_stages) - hook_stages_before) as f64 / n as f64;
+    if std::env::var_os("BENCH_PROFILE_ROW").is_some() {
+        eprintln!(
+            "{:?}\nreconciles/job {reconciles_per_job:.2}, hook stages/job {hook_stages_per_job:.2}, landscaper gets {landscaper_attempts}",
+            stats.requests
+        );
+    }
+    let per_job = host_requests_per_job(&stats.by_verb, landscaper_attempts, n);
+    let writes_per_job = ["create", "update", "patch", "delete"]
+        .iter()
+        .map(|v| per_job.get(*v).copied().unwrap_or(0.0))
+        .sum();
+    let settled_writes = writes_when_settled(&server).await;
+    for t in tasks {
+        t.abort();
+    }
+    JobsRun {
+        backend,
+        hooks,
+        replicas,
+        locking,
+        items: n,
+        seconds,
+        per_job,
+        writes_per_job,
+        settled_writes,
+        reconciles_per_job,
+        hook_stages_per_job,
+        cpu_us_per_job,
+    }
+}
+
+/// The hosts' configuration: a slow requeue; with `hooks`, the continuous-reconcile hook at
+/// every decision.
+fn host_config(hooks: bool) -> HostConfig {
+    HostConfig {
         requeue_interval: Some("5s".into()),
         // The items have no `continuousReconcile`: this measures what running a hook at
         // ShouldReconcile costs (a wasm call per decision, no finished-item cache).
@@ -128,16 +188,27 @@ async fn run_jobs(
             }]
         }),
         ..HostConfig::default()
-    };
+    }
+}
+
+/// `replicas` controllers in this process (as pods `bench-<r>` when `locking`), running until
+/// their tasks are aborted.
+fn start_replicas(
+    client: &Client,
+    registry: &Arc<PluginRegistry>,
+    config: &HostConfig,
+    replicas: usize,
+    locking: bool,
+) -> (Vec<Arc<Context>>, Vec<tokio::task::JoinHandle<()>>) {
     let mut deployers = Vec::new();
     let mut tasks = Vec::new();
     for r in 0..replicas {
-        let client = env.client.clone();
+        let client = client.clone();
         let mut deployer = Context::new(
             client.clone(),
             client.clone(),
             registry.clone(),
-            &config,
+            config,
             TargetClients::default(),
         )
         .expect("deployer");
@@ -168,9 +239,13 @@ async fn run_jobs(
             std::future::pending(),
         )));
     }
-    // Let the watches list the (idle) items and the first reconcile of each settle: with 3,000
-    // items (and a hook at every decision) that takes longer than any fixed pause, and its reads
-    // would otherwise count as the jobs'.
+    (deployers, tasks)
+}
+
+/// Lets the watches list the (idle) items and the first reconcile of each settle, then zeroes
+/// the server's counters: with 3,000 items (and a hook at every decision) that takes longer
+/// than any fixed pause, and its reads would otherwise count as the jobs'.
+async fn settle(server: &ApiServer) {
     let mut last = u64::MAX;
     let settle_deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -182,25 +257,15 @@ async fn run_jobs(
         last = now;
     }
     server.reset_stats();
-    let counter = |f: fn(&controller::Stats) -> &std::sync::atomic::AtomicU64| -> u64 {
-        deployers
-            .iter()
-            .map(|d| f(&d.stats).load(Ordering::Relaxed))
-            .sum()
-    };
-    let reconciles_before = counter(|s| &s.reconciles);
-    let hook_stages_before = counter(|s| &s.hook_stages);
+}
 
-    // Landscaper: a new jobID on every item, as fast as it can write.
-    perf_control("enable");
-    let started = Instant::now();
-    let cpu_started = process_cpu_seconds();
-    let landscaper_client = env.client.clone();
-    // Landscaper's own requests (a get and an update per attempt), to subtract exactly.
+/// Landscaper: a new jobID on every item, as fast as it can write. Returns its attempts (a get
+/// and an update each; a 409 means another attempt), to subtract its requests exactly.
+async fn trigger_every_item(client: &Client, n: usize) -> u64 {
     let landscaper_attempts = std::sync::atomic::AtomicU64::new(0);
     futures::stream::iter(0..n)
         .for_each_concurrent(16, |i| {
-            let api: Api<DeployItem> = Api::namespaced(landscaper_client.clone(), "default");
+            let api: Api<DeployItem> = Api::namespaced(client.clone(), "default");
             let attempts = &landscaper_attempts;
             async move {
                 loop {
@@ -219,6 +284,11 @@ async fn run_jobs(
             }
         })
         .await;
+    landscaper_attempts.load(Ordering::Relaxed)
+}
+
+/// Waits until the replicas together finished `n` jobs (at most 300 s after `started`).
+async fn wait_all_finished(deployers: &[Arc<Context>], n: usize, started: Instant) {
     loop {
         let finished: u64 = deployers
             .iter()
@@ -233,23 +303,18 @@ async fn run_jobs(
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    perf_control("disable");
-    let cpu_us_per_job = (process_cpu_seconds() - cpu_started) * 1e6 / n as f64;
-    let stats = server.stats();
-    let reconciles_per_job = (counter(|s| &s.reconciles) - reconciles_before) as f64 / n as f64;
-    let hook_stages_per_job = (counter(|s| &s.hook_stages) - hook_stages_before) as f64 / n as f64;
-    // The Landscaper's share: one get + one update per attempt (a 409 means another attempt).
-    let landscaper_gets = landscaper_attempts.load(Ordering::Relaxed);
-    let landscaper_updates = landscaper_gets;
-    if std::env::var_os("BENCH_PROFILE_ROW").is_some() {
-        eprintln!(
-            "{:?}\nreconciles/job {reconciles_per_job:.2}, hook stages/job {hook_stages_per_job:.2}, landscaper gets {landscaper_gets}",
-            stats.requests
-        );
-    }
+}
+
+/// The hosts' requests per job by verb: the server's counts less Landscaper's share (one get
+/// and one update per attempt).
+fn host_requests_per_job(
+    by_verb: &BTreeMap<String, u64>,
+    landscaper_attempts: u64,
+    n: usize,
+) -> BTreeMap<String, f64> {
+    let (landscaper_gets, landscaper_updates) = (landscaper_attempts, landscaper_attempts);
     let mut per_job = BTreeMap::new();
-    for (verb, count) in &stats.by_verb {
+    for (verb, count) in by_verb {
         let own = match verb.as_str() {
             "get" => landscaper_gets,
             "update" => landscaper_updates,
@@ -260,33 +325,16 @@ async fn run_jobs(
             per_job.insert(verb.clone(), host as f64 / n as f64);
         }
     }
-    let writes_per_job = ["create", "update", "patch", "delete"]
-        .iter()
-        .map(|v| per_job.get(*v).copied().unwrap_or(0.0))
-        .sum();
-    // Settled: nothing to do, so nothing may be written.
+    per_job
+}
+
+/// Settled: nothing to do, so nothing may be written. `writes` counts committed changes since
+/// the server started: the difference over 6 s, after a second's pause.
+async fn writes_when_settled(server: &ApiServer) -> u64 {
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    // `writes` counts committed changes since the server started: take the difference.
     let before = server.stats().writes;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let settled_writes = server.stats().writes - before;
-    for t in tasks {
-        t.abort();
-    }
-    JobsRun {
-        backend,
-        hooks,
-        replicas,
-        locking,
-        items: n,
-        seconds,
-        per_job,
-        writes_per_job,
-        settled_writes,
-        reconciles_per_job,
-        hook_stages_per_job,
-        cpu_us_per_job,
-    }
+    server.stats().writes - before
 }
 
 /// Profiling aid: with `BENCH_PERF_CTL=<fifo>` (perf record's `--control fifo:<fifo> -D -1`),
@@ -362,7 +410,7 @@ async fn host_rss(n: usize, dir: &Path) -> u64 {
             }
         })
         .await;
-    let host = spawn_host(&kubeconfig);
+    let host = spawn_host(env!("CARGO_BIN_EXE_deployer-host").as_ref(), &kubeconfig);
     let pid = host.0.id();
     // Let it list, watch and settle.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -422,6 +470,192 @@ fn machine() -> String {
     format!("{cpus} CPUs ({model}), {mem} RAM")
 }
 
+/// The rows of a round: (backend, hook, replicas, locking).
+const CONFIGS: [(Backend, bool, usize, bool); 5] = [
+    (Backend::Wasm, false, 1, false),
+    (Backend::Native, false, 1, false),
+    (Backend::Wasm, false, 1, true),
+    (Backend::Wasm, false, 3, true),
+    (Backend::Wasm, true, 1, false),
+];
+
+/// The order rows run in within a round, alternating each round (forward, backward) so that
+/// neither row of a compared pair (wasm beside native, wasm beside the hook row) always runs
+/// first: the process's heap and caches after one row are the next row's start.
+const ORDER: [usize; 5] = [1, 0, 4, 2, 3];
+
+/// Rounds: every configuration once per round, so slow phases of the machine hit all rows
+/// alike. Each configuration's runs, in round order.
+async fn run_rounds(rounds: usize, n: usize, cache: &Path) -> Vec<Vec<JobsRun>> {
+    let mut by_config: Vec<Vec<JobsRun>> = CONFIGS.iter().map(|_| Vec::new()).collect();
+    for round in 1..=rounds {
+        let mut this_round = ORDER;
+        if round % 2 == 0 {
+            this_round.reverse();
+        }
+        for k in this_round {
+            let (backend, hooks, replicas, locking) = CONFIGS[k];
+            let run = run_jobs(backend, hooks, replicas, locking, n, cache).await;
+            eprintln!(
+                "round {round}: {backend:?} hooks={hooks} replicas={replicas} locking={locking}: {:.2}s",
+                run.seconds
+            );
+            by_config[k].push(run);
+        }
+    }
+    by_config
+}
+
+/// Per round, the two compared pairs' ratios: (wasm/native, with/without hook), by jobs/s and
+/// by CPU per job.
+struct RoundRatios {
+    jobs_per_s: Vec<(f64, f64)>,
+    cpu: Vec<(f64, f64)>,
+}
+
+impl RoundRatios {
+    fn of(by_config: &[Vec<JobsRun>], rounds: usize) -> Self {
+        let jobs_per_s = |r: &JobsRun| r.items as f64 / r.seconds;
+        RoundRatios {
+            jobs_per_s: (0..rounds)
+                .map(|i| {
+                    (
+                        jobs_per_s(&by_config[0][i]) / jobs_per_s(&by_config[1][i]),
+                        jobs_per_s(&by_config[4][i]) / jobs_per_s(&by_config[0][i]),
+                    )
+                })
+                .collect(),
+            cpu: (0..rounds)
+                .map(|i| {
+                    (
+                        by_config[1][i].cpu_us_per_job / by_config[0][i].cpu_us_per_job,
+                        by_config[0][i].cpu_us_per_job / by_config[4][i].cpu_us_per_job,
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Paired: each round's wasm and native rows ran back to back, so the median of the
+    /// rounds' ratios is the headline (the machine's slow and fast phases hit both rows of a
+    /// pair alike); the medians of each row are in the table above. Then each round's.
+    fn lines(&self) -> String {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let mut out = String::new();
+        let ratio = median(self.jobs_per_s.iter().map(|r| r.0).collect());
+        let hook_ratio = median(self.jobs_per_s.iter().map(|r| r.1).collect());
+        out.push_str(&format!("wasm/native jobs-per-second ratio (1 replica, no locking; median of the rounds' ratios): **{ratio:.2}**\n\n"));
+        out.push_str(&format!("with/without a ShouldReconcile hook jobs-per-second ratio (wasm, 1 replica; median of the rounds' ratios): **{hook_ratio:.2}**\n\n"));
+        // The same two ratios from CPU time per job (jobs per CPU-second).
+        let cpu_ratio = median(self.cpu.iter().map(|r| r.0).collect());
+        let cpu_hook_ratio = median(self.cpu.iter().map(|r| r.1).collect());
+        out.push_str(&format!(
+            "by CPU time per job (median of the rounds' ratios): wasm/native **{cpu_ratio:.2}**, with/without hook **{cpu_hook_ratio:.2}**\n\n"
+        ));
+        let spread = |ratios: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+            ratios
+                .iter()
+                .map(|r| format!("{:.2}", pick(r)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "per round (jobs/s): wasm/native {}; with/without hook {}\n\n",
+            spread(&self.jobs_per_s, |r| r.0),
+            spread(&self.jobs_per_s, |r| r.1)
+        ));
+        out.push_str(&format!(
+            "per round (CPU per job): wasm/native {}; with/without hook {}\n\n",
+            spread(&self.cpu, |r| r.0),
+            spread(&self.cpu, |r| r.1)
+        ));
+        out
+    }
+}
+
+/// Each configuration's median round (by time).
+fn median_runs(by_config: Vec<Vec<JobsRun>>) -> Vec<JobsRun> {
+    by_config
+        .into_iter()
+        .map(|mut v| {
+            v.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+            v.swap_remove(v.len() / 2)
+        })
+        .collect()
+}
+
+/// The jobs table: one row per configuration's median run.
+fn jobs_table(runs: &[JobsRun]) -> String {
+    let mut table = String::from(
+        "| backend | hook | replicas | locking | jobs | seconds | jobs/s | CPU per job | reconciles/job | hook stages/job | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in runs {
+        let verbs = r
+            .per_job
+            .iter()
+            .map(|(v, c)| format!("{v} {c:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        table.push_str(&format!(
+            "| {:?} | {} | {} | {} | {} | {:.2} | {:.0} | {:.0} µs | {:.2} | {:.2} | {} | {:.2} | {} |\n",
+            r.backend,
+            if r.hooks { "continuous-reconcile" } else { "-" },
+            r.replicas,
+            if r.locking { "on" } else { "off" },
+            r.items,
+            r.seconds,
+            r.items as f64 / r.seconds,
+            r.cpu_us_per_job,
+            r.reconciles_per_job,
+            r.hook_stages_per_job,
+            verbs,
+            r.writes_per_job,
+            r.settled_writes
+        ));
+    }
+    table
+}
+
+/// Memory and plugin start: the host's RSS watching 1 and `rss_n` items, and the plugins'
+/// cold and warm start.
+async fn process_table(rss_n: usize, dir: &Path) -> String {
+    let rss_1 = host_rss(1, dir).await;
+    let rss_n_kib = host_rss(rss_n, dir).await;
+    let (plugins, cold, warm) = start_times(dir).await;
+    let mut table = String::from("| measure | value |\n|---|---|\n");
+    table.push_str(&format!(
+        "| host RSS, 1 watched item | {:.1} MiB |\n",
+        rss_1 as f64 / 1024.0
+    ));
+    table.push_str(&format!(
+        "| host RSS, {rss_n} watched items | {:.1} MiB |\n",
+        rss_n_kib as f64 / 1024.0
+    ));
+    table.push_str(&format!(
+        "| cold start, {plugins} plugins (compile) | {:.0} ms |\n",
+        cold * 1000.0
+    ));
+    table.push_str(&format!(
+        "| warm start, {plugins} plugins (compiled cache) | {:.0} ms |\n",
+        warm * 1000.0
+    ));
+    table
+}
+
+/// Profiling aid: `BENCH_PROFILE_ROW=0` runs only that row (0 wasm, 1 native, 4 hook), once,
+/// and nothing else, so `perf record` sees one configuration.
+async fn profile_row(k: usize, n: usize, cache: &Path) {
+    let (backend, hooks, replicas, locking) = CONFIGS[k];
+    let run = run_jobs(backend, hooks, replicas, locking, n, cache).await;
+    eprintln!(
+        "{backend:?} hooks={hooks}: {:.2}s, {:.0} µs CPU per job",
+        run.seconds, run.cpu_us_per_job
+    );
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -437,32 +671,12 @@ fn main() {
         let rss_n = env_usize("BENCH_RSS_ITEMS", 10_000);
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
-
-        // Rounds: every configuration once per round, so slow phases of the machine hit all
-        // rows alike; each row reports its median round.
         let rounds = env_usize("BENCH_ROUNDS", 5).max(1);
-        let configs = [
-            (Backend::Wasm, false, 1, false),
-            (Backend::Native, false, 1, false),
-            (Backend::Wasm, false, 1, true),
-            (Backend::Wasm, false, 3, true),
-            (Backend::Wasm, true, 1, false),
-        ];
-        // The order rows run in within a round, alternating each round (forward, backward) so
-        // that neither row of a compared pair (wasm beside native, wasm beside the hook row)
-        // always runs first: the process's heap and caches after one row are the next row's
-        // start.
-        let order = [1, 0, 4, 2, 3];
-        // Profiling aid: `BENCH_PROFILE_ROW=0` runs only that row (0 wasm, 1 native, 4 hook), once,
-        // and nothing else, so `perf record` sees one configuration.
-        if let Some(k) = std::env::var("BENCH_PROFILE_ROW").ok().and_then(|v| v.parse::<usize>().ok()) {
-            let (backend, hooks, replicas, locking) = configs[k];
-            let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
-            eprintln!(
-                "{backend:?} hooks={hooks}: {:.2}s, {:.0} µs CPU per job",
-                run.seconds, run.cpu_us_per_job
-            );
-            return;
+        if let Some(k) = std::env::var("BENCH_PROFILE_ROW")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            return profile_row(k, n, &cache).await;
         }
         // First, on a quiet process: one plugin invocation, wasm and native.
         let invocation = invocation_costs().await;
@@ -470,118 +684,20 @@ fn main() {
             println!("{invocation}");
             return;
         }
-        let mut by_config: Vec<Vec<JobsRun>> = configs.iter().map(|_| Vec::new()).collect();
-        for round in 1..=rounds {
-            let mut this_round = order;
-            if round % 2 == 0 {
-                this_round.reverse();
-            }
-            for k in this_round {
-                let (backend, hooks, replicas, locking) = configs[k];
-                let run = run_jobs(backend, hooks, replicas, locking, n, &cache).await;
-                eprintln!(
-                    "round {round}: {backend:?} hooks={hooks} replicas={replicas} locking={locking}: {:.2}s",
-                    run.seconds
-                );
-                by_config[k].push(run);
-            }
-        }
-        let jobs_per_s = |r: &JobsRun| r.items as f64 / r.seconds;
-        // Per round: wasm/native and with/without hook, to show the spread.
-        let round_ratios: Vec<(f64, f64)> = (0..rounds)
-            .map(|i| {
-                (
-                    jobs_per_s(&by_config[0][i]) / jobs_per_s(&by_config[1][i]),
-                    jobs_per_s(&by_config[4][i]) / jobs_per_s(&by_config[0][i]),
-                )
-            })
-            .collect();
-        let cpu_ratios: Vec<(f64, f64)> = (0..rounds)
-            .map(|i| {
-                (
-                    by_config[1][i].cpu_us_per_job / by_config[0][i].cpu_us_per_job,
-                    by_config[0][i].cpu_us_per_job / by_config[4][i].cpu_us_per_job,
-                )
-            })
-            .collect();
-        let runs: Vec<JobsRun> = by_config
-            .into_iter()
-            .map(|mut v| {
-                v.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
-                v.swap_remove(v.len() / 2)
-            })
-            .collect();
-        let rss_1 = host_rss(1, dir.path()).await;
-        let rss_n_kib = host_rss(rss_n, dir.path()).await;
-        let (plugins, cold, warm) = start_times(dir.path()).await;
+        let by_config = run_rounds(rounds, n, &cache).await;
+        let ratios = RoundRatios::of(&by_config, rounds);
+        let runs = median_runs(by_config);
+        let processes = process_table(rss_n, dir.path()).await;
 
         let mut table = String::new();
         table.push_str(&format!("Machine: {}\n\n", machine()));
-        table.push_str(&format!("Median of {rounds} rounds, {n} jobs per row and round.\n\n"));
-        table.push_str("| backend | hook | replicas | locking | jobs | seconds | jobs/s | CPU per job | reconciles/job | hook stages/job | host requests per job (by verb) | writes/job | writes when settled |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for r in &runs {
-            let verbs = r
-                .per_job
-                .iter()
-                .map(|(v, c)| format!("{v} {c:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            table.push_str(&format!(
-                "| {:?} | {} | {} | {} | {} | {:.2} | {:.0} | {:.0} µs | {:.2} | {:.2} | {} | {:.2} | {} |\n",
-                r.backend,
-                if r.hooks { "continuous-reconcile" } else { "-" },
-                r.replicas,
-                if r.locking { "on" } else { "off" },
-                r.items,
-                r.seconds,
-                r.items as f64 / r.seconds,
-                r.cpu_us_per_job,
-                r.reconciles_per_job,
-                r.hook_stages_per_job,
-                verbs,
-                r.writes_per_job,
-                r.settled_writes
-            ));
-        }
-        // Paired: each round's wasm and native rows ran back to back, so the median of the
-        // rounds' ratios is the headline (the machine's slow and fast phases hit both rows of a
-        // pair alike); the medians of each row are in the table above.
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let ratio = median(round_ratios.iter().map(|r| r.0).collect());
-        let hook_ratio = median(round_ratios.iter().map(|r| r.1).collect());
-        table.push_str(&format!("wasm/native jobs-per-second ratio (1 replica, no locking; median of the rounds' ratios): **{ratio:.2}**\n\n"));
-        table.push_str(&format!("with/without a ShouldReconcile hook jobs-per-second ratio (wasm, 1 replica; median of the rounds' ratios): **{hook_ratio:.2}**\n\n"));
-        // The same two ratios from CPU time per job (jobs per CPU-second).
-        let cpu_ratio = median(cpu_ratios.iter().map(|r| r.0).collect());
-        let cpu_hook_ratio = median(cpu_ratios.iter().map(|r| r.1).collect());
         table.push_str(&format!(
-            "by CPU time per job (median of the rounds' ratios): wasm/native **{cpu_ratio:.2}**, with/without hook **{cpu_hook_ratio:.2}**\n\n"
+            "Median of {rounds} rounds, {n} jobs per row and round.\n\n"
         ));
-        let spread = |pick: fn(&(f64, f64)) -> f64| {
-            round_ratios.iter().map(|r| format!("{:.2}", pick(r))).collect::<Vec<_>>().join(", ")
-        };
-        table.push_str(&format!(
-            "per round (jobs/s): wasm/native {}; with/without hook {}\n\n",
-            spread(|r| r.0),
-            spread(|r| r.1)
-        ));
-        let cpu_spread = |pick: fn(&(f64, f64)) -> f64| {
-            cpu_ratios.iter().map(|r| format!("{:.2}", pick(r))).collect::<Vec<_>>().join(", ")
-        };
-        table.push_str(&format!(
-            "per round (CPU per job): wasm/native {}; with/without hook {}\n\n",
-            cpu_spread(|r| r.0),
-            cpu_spread(|r| r.1)
-        ));
+        table.push_str(&jobs_table(&runs));
+        table.push_str(&ratios.lines());
         table.push_str(&invocation);
-        table.push_str("| measure | value |\n|---|---|\n");
-        table.push_str(&format!("| host RSS, 1 watched item | {:.1} MiB |\n", rss_1 as f64 / 1024.0));
-        table.push_str(&format!("| host RSS, {rss_n} watched items | {:.1} MiB |\n", rss_n_kib as f64 / 1024.0));
-        table.push_str(&format!("| cold start, {plugins} plugins (compile) | {:.0} ms |\n", cold * 1000.0));
-        table.push_str(&format!("| warm start, {plugins} plugins (compiled cache) | {:.0} ms |\n", warm * 1000.0));
+        table.push_str(&processes);
         println!("{table}");
 
         if std::env::var("BENCH_WRITE_DOCS").is_ok() {

@@ -14,13 +14,10 @@
 #[path = "../helm/tests/common/mod.rs"]
 mod helm_corpus;
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{env_usize, workspace, write_docs_section};
 use deployer_host::config::HostConfig;
 use deployer_host::controller::{self, Context, TargetClients};
 use deployer_host::dev::{DevEnvironment, landscaper};
@@ -30,6 +27,8 @@ use helm_engine::sort::SplitMode;
 use helm_engine::{Chart, RenderOptions, render};
 use kube::api::{Api, PostParams};
 use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry};
+use test_support::bench::{env_usize, write_docs_section};
+use test_support::workspace;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::p2::bindings::sync::Command;
@@ -309,7 +308,7 @@ async fn installs(registry: Arc<PluginRegistry>, n: usize, raw: &str) -> f64 {
 }
 
 async fn install_table(n: usize) -> String {
-    let raw = common::thirty_object_chart();
+    let raw = test_support::bench::thirty_object_chart();
     let cache = tempfile::tempdir().unwrap();
     let mut config = HostConfig::default();
     config.plugins.dir = Some(workspace().join("target/plugins"));

@@ -8,15 +8,14 @@
 //! (`cargo xtask bench` runs it too; `BENCH_WRITE_DOCS=1` rewrites the section of
 //! docs/benchmarks.md). A language whose build is missing is left out of the table.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{env_usize, workspace, write_docs_section};
 use deployer_host::cli::plugin::conformance::MemoryCluster;
 use plugin_runtime::{DeployerPlugin, Invocation, PluginRuntime, RuntimeConfig};
 use serde_json::json;
+use test_support::bench::{env_usize, write_docs_section};
+use test_support::workspace;
 
 fn runtime(cache: Option<&std::path::Path>) -> Arc<PluginRuntime> {
     PluginRuntime::new(RuntimeConfig {

@@ -33,11 +33,6 @@
 //! Last, memory: one host serving mock, manifest and helm items at once beside the three Go
 //! deployer processes an operator runs for the same items.
 
-#[path = "../../tests/support/backend.rs"]
-#[allow(dead_code, unused_macros)]
-mod backend;
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,7 +46,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use common::{KillOnDrop, env_usize, workspace, write_docs_section};
+use test_support::bench::{KillOnDrop, env_usize, write_docs_section};
+use test_support::workspace;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {
@@ -93,8 +89,10 @@ impl Backend {
     }
 }
 
+/// Which side of a comparison serves a row: Landscaper's Go deployer, or our host (in one of
+/// its item-cache settings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Deployer {
+enum Side {
     Go,
     /// Our host, its DeployItem watch by metadata (the default).
     Ours,
@@ -102,12 +100,12 @@ enum Deployer {
     OursFull,
 }
 
-impl Deployer {
+impl Side {
     fn row_name(self) -> &'static str {
         match self {
-            Deployer::Go => "Landscaper (Go)",
-            Deployer::Ours => "wasm-deployer",
-            Deployer::OursFull => "wasm-deployer, `itemCache: full`",
+            Side::Go => "Landscaper (Go)",
+            Side::Ours => "wasm-deployer",
+            Side::OursFull => "wasm-deployer, `itemCache: full`",
         }
     }
 }
@@ -194,7 +192,7 @@ struct Cluster {
     kubeconfig: PathBuf,
     /// The embedded server (its request counter), served on loopback while this is held.
     embedded: Option<(ApiServer, embedded_apiserver::LoopbackServing)>,
-    _real: Option<backend::RealApiServer>,
+    _real: Option<test_support::RealApiServer>,
     dir: tempfile::TempDir,
 }
 
@@ -225,7 +223,7 @@ impl Cluster {
                 )
             }
             Backend::Real => {
-                let real = backend::RealApiServer::start("AlwaysAllow");
+                let real = test_support::RealApiServer::start("AlwaysAllow");
                 let client = real.client().await;
                 deployer_host::dev::install_landscaper_crds(&client)
                     .await
@@ -345,22 +343,24 @@ impl Drop for Process {
 }
 
 /// Starts a deployer against `kubeconfig`: Landscaper's Go deployer of `kind`, or our host
-/// (which serves every kind).
+/// (which serves every kind) as `host` says.
 fn start_deployer(
-    deployer: Deployer,
+    side: Side,
     kind: Kind,
     workers: usize,
     kubeconfig: &Path,
     dir: &Path,
+    host: &HostSettings,
 ) -> Process {
-    match deployer {
-        Deployer::Ours | Deployer::OursFull => {
+    match side {
+        Side::Ours | Side::OursFull => {
             let config = dir.join("host.yaml");
-            // `BENCH_PEERS_HOST_EVENTS=all|errors|none`: the host's `events:` (default: its own).
-            let events = std::env::var("BENCH_PEERS_HOST_EVENTS")
+            let events = host
+                .events
+                .as_ref()
                 .map(|e| format!("events: {e}\n"))
                 .unwrap_or_default();
-            let item_cache = if deployer == Deployer::OursFull {
+            let item_cache = if side == Side::OursFull {
                 "itemCache: full\n"
             } else {
                 ""
@@ -377,11 +377,9 @@ fn start_deployer(
                 .env("RUST_LOG", "error")
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null());
-            // `BENCH_PEERS_HOST_LOG=<file>`: the host's log (level info) into that file.
-            if let Ok(log) = std::env::var("BENCH_PEERS_HOST_LOG") {
-                let level = std::env::var("BENCH_PEERS_HOST_RUST_LOG").unwrap_or("info".into());
+            if let Some(log) = &host.log {
                 command
-                    .env("RUST_LOG", level)
+                    .env("RUST_LOG", &host.rust_log)
                     .stderr(std::fs::File::create(log).expect("host log"));
             }
             let child = command.spawn().expect("deployer-host run");
@@ -390,7 +388,7 @@ fn start_deployer(
                 _child: Some(KillOnDrop(child)),
             }
         }
-        Deployer::Go => {
+        Side::Go => {
             let dir = dir.join(kind.name());
             let out = Command::new(real_landscaper())
                 .arg("deployer")
@@ -508,33 +506,35 @@ impl Drop for Finished {
     }
 }
 
-/// One row: `n` items of `kind` served by `deployer` with `workers` on a fresh `backend`.
+/// One row: `n` items of `kind` served by `side` with `workers` on a fresh `backend`.
 async fn measure(
+    settings: &Settings,
     backend: Backend,
     kind: Kind,
-    deployer: Deployer,
+    side: Side,
     workers: usize,
     n: usize,
 ) -> Measured {
     let cluster = Cluster::start(backend).await;
-    let chart = common::thirty_object_chart();
+    let chart = test_support::bench::thirty_object_chart();
     let names: Vec<String> = (0..n).map(|i| format!("peer-{i}")).collect();
     cluster
         .create_all(names.iter().map(|name| item(name, kind, &chart)).collect())
         .await;
     let items: Api<DeployItem> = Api::namespaced(cluster.client.clone(), "default");
     let mut finished = Finished::watch(&items).await;
-    let what = format!("{kind:?} {deployer:?} w={workers} on {backend:?}");
+    let what = format!("{kind:?} {side:?} w={workers} on {backend:?}");
 
     // Start-up: the first item's job is issued as the process starts.
     trigger(&items, &names[0]).await;
     let started = Instant::now();
     let process = start_deployer(
-        deployer,
+        side,
         kind,
         workers,
         &cluster.kubeconfig,
         cluster.dir.path(),
+        &settings.host,
     );
     finished.all([names[0].clone()], &what).await;
     let first_job_s = started.elapsed().as_secs_f64();
@@ -565,12 +565,10 @@ async fn measure(
     let peak = peak_rss_kib(process.pid);
     drop(process);
     let jobs = (n - 1) as f64;
-    // `BENCH_PEERS_REQUESTS=1`: which requests a job costs, by resource and verb (embedded).
-    if let (Some(before), Some((server, _)), true) = (
-        stats_before,
-        &cluster.embedded,
-        std::env::var("BENCH_PEERS_REQUESTS").is_ok(),
-    ) {
+    // Which requests a job costs, by resource and verb (embedded).
+    if let (Some(before), Some((server, _)), true) =
+        (stats_before, &cluster.embedded, settings.requests)
+    {
         let after = server.stats();
         for (resource, verbs) in &after.requests {
             for (verb, count) in verbs {
@@ -600,12 +598,13 @@ async fn memory_of_all_kinds(
     n: usize,
     helm_n: usize,
     workers: usize,
-    ours: &[Deployer],
-) -> (Vec<(Deployer, u64)>, Vec<(Kind, u64)>) {
+    ours: &[Side],
+    host: &HostSettings,
+) -> (Vec<(Side, u64)>, Vec<(Kind, u64)>) {
     let kinds = [(Kind::Mock, n), (Kind::Manifest, n), (Kind::Helm, helm_n)];
-    let run = async |deployer: Deployer| -> Vec<(Kind, u64)> {
+    let run = async |side: Side| -> Vec<(Kind, u64)> {
         let cluster = Cluster::start(Backend::Embedded).await;
-        let chart = common::thirty_object_chart();
+        let chart = test_support::bench::thirty_object_chart();
         let mut names = Vec::new();
         let mut objects = Vec::new();
         for (kind, count) in kinds {
@@ -618,27 +617,29 @@ async fn memory_of_all_kinds(
         cluster.create_all(objects).await;
         let items: Api<DeployItem> = Api::namespaced(cluster.client.clone(), "default");
         let mut finished = Finished::watch(&items).await;
-        let processes: Vec<(Kind, Process)> = match deployer {
-            Deployer::Ours | Deployer::OursFull => vec![(
+        let processes: Vec<(Kind, Process)> = match side {
+            Side::Ours | Side::OursFull => vec![(
                 Kind::Mock,
                 start_deployer(
-                    deployer,
+                    side,
                     Kind::Mock,
                     workers,
                     &cluster.kubeconfig,
                     cluster.dir.path(),
+                    host,
                 ),
             )],
-            Deployer::Go => kinds
+            Side::Go => kinds
                 .iter()
                 .map(|(kind, _)| {
                     // (the Go mock deployer has one worker whatever it is given)
                     let p = start_deployer(
-                        deployer,
+                        side,
                         *kind,
                         workers,
                         &cluster.kubeconfig,
                         cluster.dir.path(),
+                        host,
                     );
                     (*kind, p)
                 })
@@ -650,19 +651,17 @@ async fn memory_of_all_kinds(
                 async move { trigger(&items, name).await }
             })
             .await;
-        finished
-            .all(names, &format!("every kind, {deployer:?}"))
-            .await;
+        finished.all(names, &format!("every kind, {side:?}")).await;
         processes
             .iter()
             .map(|(kind, p)| (*kind, peak_rss_kib(p.pid)))
             .collect()
     };
     let mut hosts = Vec::new();
-    for &deployer in ours {
-        hosts.push((deployer, run(deployer).await[0].1));
+    for &side in ours {
+        hosts.push((side, run(side).await[0].1));
     }
-    let go = run(Deployer::Go).await;
+    let go = run(Side::Go).await;
     (hosts, go)
 }
 
@@ -685,75 +684,135 @@ fn list(name: &str, default: &str) -> Vec<String> {
         .collect()
 }
 
-/// A compared pair and its rounds.
-struct Pair {
-    backend: Backend,
-    kind: Kind,
-    items: usize,
-    workers: usize,
-    go: Vec<Measured>,
-    /// Each of our variants' rounds, in the order of `BENCH_PEERS_ITEM_CACHE`.
-    ours: Vec<(Deployer, Vec<Measured>)>,
+/// How our host runs in the rows (diagnostics; the module doc lists the variables).
+struct HostSettings {
+    /// `BENCH_PEERS_HOST_EVENTS=all|errors|none`: the host's `events:` (default: its own).
+    events: Option<String>,
+    /// `BENCH_PEERS_HOST_LOG=<file>`: the host's log into that file, at
+    /// `BENCH_PEERS_HOST_RUST_LOG` (default `info`).
+    log: Option<PathBuf>,
+    rust_log: String,
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    assert!(
-        workspace().join("target/plugins/mock.wasm").exists(),
-        "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
-    );
-    // The peers are Landscaper's Go deployers, built outside this repository and found in
-    // $REAL_LANDSCAPER_BIN: without them there is nothing to compare with.
-    for binary in ["mock-deployer", "manifest-deployer", "helm-deployer"] {
-        let found = Command::new(real_landscaper())
-            .args(["path", binary])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            eprintln!(
-                "SKIP peers: Landscaper's Go {binary} is not in $REAL_LANDSCAPER_BIN (docs/real-landscaper.md says what the binaries are)"
-            );
-            return;
+/// What a run measures, read once from the environment (the module doc lists the variables).
+struct Settings {
+    /// `BENCH_PEERS_ITEMS`: the item counts of the mock and manifest rows.
+    sizes: Vec<usize>,
+    /// `BENCH_PEERS_REAL_ITEMS`: those on the real kube-apiserver.
+    real_sizes: Vec<usize>,
+    /// `BENCH_ROUNDS`.
+    rounds: usize,
+    /// `BENCH_PEERS_HELM_ITEMS`: installs of the 30-object chart per helm row.
+    helm_items: usize,
+    /// `BENCH_PEERS_WORKERS`.
+    workers: Vec<usize>,
+    /// `BENCH_PEERS_KINDS`.
+    kinds: Vec<Kind>,
+    /// `BENCH_PEERS_ITEM_CACHE`: our host's rows, by its `itemCache:`.
+    ours: Vec<Side>,
+    /// `BENCH_PEERS_BACKENDS`, less the real one when it is not built.
+    backends: Vec<Backend>,
+    /// Not `BENCH_PEERS_SKIP_MEMORY`: the memory-of-every-kind run.
+    memory: bool,
+    /// `BENCH_PEERS_REQUESTS`: requests per job by resource and verb.
+    requests: bool,
+    /// `BENCH_WRITE_DOCS`: the section of `docs/benchmarks.md` to write the tables into
+    /// (`BENCH_PEERS_DOCS_MARKER`, default `peers`).
+    docs_marker: Option<String>,
+    host: HostSettings,
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        let counts = |name, default| -> Vec<usize> {
+            list(name, default)
+                .iter()
+                .filter_map(|s| s.parse().ok())
+                .map(|n: usize| n.max(2))
+                .collect()
+        };
+        Settings {
+            sizes: counts("BENCH_PEERS_ITEMS", "1000,10000"),
+            // 1.20 on etcd serves tens of jobs/s on this machine: 10,000 items would take an hour.
+            real_sizes: counts("BENCH_PEERS_REAL_ITEMS", "1000"),
+            rounds: env_usize("BENCH_ROUNDS", 2).max(1),
+            helm_items: env_usize("BENCH_PEERS_HELM_ITEMS", 40).max(2),
+            workers: list("BENCH_PEERS_WORKERS", "1,5,16")
+                .iter()
+                .filter_map(|w| w.parse().ok())
+                .collect(),
+            kinds: list("BENCH_PEERS_KINDS", "mock,manifest,helm")
+                .iter()
+                .filter_map(|k| match k.as_str() {
+                    "mock" => Some(Kind::Mock),
+                    "manifest" => Some(Kind::Manifest),
+                    "helm" => Some(Kind::Helm),
+                    _ => None,
+                })
+                .collect(),
+            ours: list("BENCH_PEERS_ITEM_CACHE", "metadata,full")
+                .iter()
+                .map(|c| match c.as_str() {
+                    "metadata" => Side::Ours,
+                    "full" => Side::OursFull,
+                    other => panic!("BENCH_PEERS_ITEM_CACHE: metadata or full, not {other:?}"),
+                })
+                .collect(),
+            backends: backends_from_env(),
+            memory: std::env::var("BENCH_PEERS_SKIP_MEMORY").is_err(),
+            requests: std::env::var("BENCH_PEERS_REQUESTS").is_ok(),
+            docs_marker: std::env::var("BENCH_WRITE_DOCS")
+                .is_ok()
+                .then(|| std::env::var("BENCH_PEERS_DOCS_MARKER").unwrap_or("peers".into())),
+            host: HostSettings {
+                events: std::env::var("BENCH_PEERS_HOST_EVENTS").ok(),
+                log: std::env::var("BENCH_PEERS_HOST_LOG")
+                    .ok()
+                    .map(PathBuf::from),
+                rust_log: std::env::var("BENCH_PEERS_HOST_RUST_LOG").unwrap_or("info".into()),
+            },
         }
     }
-    let sizes: Vec<usize> = list("BENCH_PEERS_ITEMS", "1000,10000")
-        .iter()
-        .filter_map(|s| s.parse().ok())
-        .map(|n: usize| n.max(2))
-        .collect();
-    // 1.20 on etcd serves tens of jobs/s on this machine: 10,000 items would take an hour.
-    let real_sizes: Vec<usize> = list("BENCH_PEERS_REAL_ITEMS", "1000")
-        .iter()
-        .filter_map(|s| s.parse().ok())
-        .map(|n: usize| n.max(2))
-        .collect();
-    let rounds = env_usize("BENCH_ROUNDS", 2).max(1);
-    let helm_items = env_usize("BENCH_PEERS_HELM_ITEMS", 40).max(2);
-    let workers: Vec<usize> = list("BENCH_PEERS_WORKERS", "1,5,16")
-        .iter()
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    let kinds: Vec<Kind> = list("BENCH_PEERS_KINDS", "mock,manifest,helm")
-        .iter()
-        .filter_map(|k| match k.as_str() {
-            "mock" => Some(Kind::Mock),
-            "manifest" => Some(Kind::Manifest),
-            "helm" => Some(Kind::Helm),
-            _ => None,
-        })
-        .collect();
-    let variants: Vec<Deployer> = list("BENCH_PEERS_ITEM_CACHE", "metadata,full")
-        .iter()
-        .map(|c| match c.as_str() {
-            "metadata" => Deployer::Ours,
-            "full" => Deployer::OursFull,
-            other => panic!("BENCH_PEERS_ITEM_CACHE: metadata or full, not {other:?}"),
-        })
-        .collect();
+
+    /// The item count of the memory run (and of its sentence): the first of `sizes`.
+    fn memory_items(&self) -> usize {
+        self.sizes.first().copied().unwrap_or(1000)
+    }
+
+    /// Every compared pair, with no rounds yet. Helm rows: fewer items (each an install of 30
+    /// objects), on the embedded server only (1.20 runs no workloads, so the chart's
+    /// Deployments would never be ready).
+    fn pairs(&self) -> Vec<Pair> {
+        let mut pairs = Vec::new();
+        for &backend in &self.backends {
+            for &kind in &self.kinds {
+                let sizes = match (kind, backend) {
+                    (Kind::Helm, Backend::Real) => continue,
+                    (Kind::Helm, Backend::Embedded) => vec![self.helm_items],
+                    (_, Backend::Real) => self.real_sizes.clone(),
+                    (_, Backend::Embedded) => self.sizes.clone(),
+                };
+                for &items in &sizes {
+                    for &workers in &self.workers {
+                        pairs.push(Pair {
+                            backend,
+                            kind,
+                            items,
+                            workers,
+                            go: Vec::new(),
+                            ours: self.ours.iter().map(|&v| (v, Vec::new())).collect(),
+                        });
+                    }
+                }
+            }
+        }
+        pairs
+    }
+}
+
+/// `BENCH_PEERS_BACKENDS` (default `embedded,real`); the real kube-apiserver only when it is
+/// built, else a note.
+fn backends_from_env() -> Vec<Backend> {
     let real_built = real_apiserver_built();
     let mut backends = Vec::new();
     for b in list("BENCH_PEERS_BACKENDS", "embedded,real") {
@@ -766,160 +825,224 @@ fn main() {
             other => panic!("BENCH_PEERS_BACKENDS: unknown backend {other:?}"),
         }
     }
-    // Helm rows: fewer items (each an install of 30 objects), on the embedded server only
-    // (1.20 runs no workloads, so the chart's Deployments would never be ready).
-    let mut pairs = Vec::new();
-    for &backend in &backends {
-        for &kind in &kinds {
-            let sizes = match (kind, backend) {
-                (Kind::Helm, Backend::Real) => continue,
-                (Kind::Helm, Backend::Embedded) => vec![helm_items],
-                (_, Backend::Real) => real_sizes.clone(),
-                (_, Backend::Embedded) => sizes.clone(),
-            };
-            for &items in &sizes {
-                for &w in &workers {
-                    pairs.push(Pair {
-                        backend,
-                        kind,
-                        items,
-                        workers: w,
-                        go: Vec::new(),
-                        ours: variants.iter().map(|&v| (v, Vec::new())).collect(),
-                    });
-                }
+    backends
+}
+
+/// A compared pair and its rounds.
+struct Pair {
+    backend: Backend,
+    kind: Kind,
+    items: usize,
+    workers: usize,
+    go: Vec<Measured>,
+    /// Each of our variants' rounds, in the order of `BENCH_PEERS_ITEM_CACHE`.
+    ours: Vec<(Side, Vec<Measured>)>,
+}
+
+impl Pair {
+    /// The Go mock deployer has one worker, fixed: its row compares with ours at 1 worker, and
+    /// ours runs the other counts alone.
+    fn go_has_row(&self) -> bool {
+        self.kind != Kind::Mock || self.workers == 1
+    }
+
+    fn record(&mut self, side: Side, m: Measured) {
+        match side {
+            Side::Go => self.go.push(m),
+            ours => {
+                let (_, rounds) = self.ours.iter_mut().find(|(d, _)| *d == ours).unwrap();
+                rounds.push(m);
             }
         }
     }
-    // The Go mock deployer has one worker, fixed: its row compares with ours at 1 worker, and
-    // ours runs the other counts alone.
-    let go_has = |kind: Kind, w: usize| kind != Kind::Mock || w == 1;
-    let memory = rt.block_on(async {
-        // One unmeasured start first: a plugin rebuilt since the last run is compiled into the
-        // host's cache then, not in the first measured row (4 s and ~100 MiB more, once).
-        measure(Backend::Embedded, Kind::Mock, Deployer::Ours, 1, 2).await;
-        for round in 0..rounds {
-            for pair in &mut pairs {
-                // Go first, then ours; reversed every other round.
-                let mut order = vec![Deployer::Go];
-                order.extend(&variants);
-                if round % 2 == 1 {
-                    order.reverse();
+}
+
+/// The plugins are built and Landscaper's Go deployers (the peers, built outside this
+/// repository and found in $REAL_LANDSCAPER_BIN) are there: without them there is nothing to
+/// compare with (a SKIP line says so).
+fn peers_available() -> bool {
+    assert!(
+        workspace().join("target/plugins/mock.wasm").exists(),
+        "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
+    );
+    for binary in ["mock-deployer", "manifest-deployer", "helm-deployer"] {
+        let found = Command::new(real_landscaper())
+            .args(["path", binary])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            eprintln!(
+                "SKIP peers: Landscaper's Go {binary} is not in $REAL_LANDSCAPER_BIN (docs/real-landscaper.md says what the binaries are)"
+            );
+            return false;
+        }
+    }
+    true
+}
+
+/// Every pair, every round: Go first, then ours; reversed every other round.
+async fn run_rounds(settings: &Settings, pairs: &mut [Pair]) {
+    // One unmeasured start first: a plugin rebuilt since the last run is compiled into the
+    // host's cache then, not in the first measured row (4 s and ~100 MiB more, once).
+    measure(settings, Backend::Embedded, Kind::Mock, Side::Ours, 1, 2).await;
+    for round in 0..settings.rounds {
+        for pair in pairs.iter_mut() {
+            let mut order = vec![Side::Go];
+            order.extend(&settings.ours);
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for side in order {
+                if side == Side::Go && !pair.go_has_row() {
+                    continue;
                 }
-                for deployer in order {
-                    if deployer == Deployer::Go && !go_has(pair.kind, pair.workers) {
-                        continue;
-                    }
-                    let m = measure(pair.backend, pair.kind, deployer, pair.workers, pair.items).await;
-                    eprintln!(
-                        "round {round} {} {} n={} w={} {deployer:?}: {:.0} jobs/s, {:.2} ms CPU/job, {:.1} req/job, API server {:.2} ms CPU/job, peak RSS {:.1} MiB, first job {:.2} s",
-                        pair.backend.name(),
-                        pair.kind.name(),
-                        pair.items,
-                        pair.workers,
-                        m.jobs_per_s,
-                        m.cpu_ms_per_job,
-                        m.requests_per_job,
-                        m.server_cpu_ms_per_job,
-                        m.peak_rss_kib as f64 / 1024.0,
-                        m.first_job_s
-                    );
-                    match deployer {
-                        Deployer::Go => pair.go.push(m),
-                        ours => {
-                            let (_, rounds) = pair.ours.iter_mut().find(|(d, _)| *d == ours).unwrap();
-                            rounds.push(m);
-                        }
-                    }
-                }
+                let m = measure(
+                    settings,
+                    pair.backend,
+                    pair.kind,
+                    side,
+                    pair.workers,
+                    pair.items,
+                )
+                .await;
+                eprintln!(
+                    "round {round} {} {} n={} w={} {side:?}: {:.0} jobs/s, {:.2} ms CPU/job, {:.1} req/job, API server {:.2} ms CPU/job, peak RSS {:.1} MiB, first job {:.2} s",
+                    pair.backend.name(),
+                    pair.kind.name(),
+                    pair.items,
+                    pair.workers,
+                    m.jobs_per_s,
+                    m.cpu_ms_per_job,
+                    m.requests_per_job,
+                    m.server_cpu_ms_per_job,
+                    m.peak_rss_kib as f64 / 1024.0,
+                    m.first_job_s
+                );
+                pair.record(side, m);
             }
         }
-        let n = sizes.first().copied().unwrap_or(1000);
-        if std::env::var("BENCH_PEERS_SKIP_MEMORY").is_ok() {
-            return None;
-        }
-        Some(memory_of_all_kinds(n, helm_items, 5, &variants).await)
-    });
+    }
+}
 
-    let mut table = format!(
+/// The table's head: how it was measured, and the columns.
+fn table_head(rounds: usize) -> String {
+    format!(
         "A fresh API server per row, {rounds} rounds, medians; ratios are medians of the rounds' paired ratios \
          (ours / Go: jobs/s above 1 and CPU below 1 are better). Helm rows install the 30-object chart \
          (10 ConfigMaps, 10 Services, 10 Deployments, inline archive), readiness checked, one release per item.\n\n\
          | API server | kind | items | workers | deployer | jobs/s | CPU ms/job | API requests/job | API server CPU ms/job | peak RSS | start to first job | jobs/s vs Go | CPU/job vs Go |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-    );
-    let fmt_row = |pair: &Pair, who: &str, v: &[Measured], ratio: Option<(f64, f64)>| {
-        let med = |f: fn(&Measured) -> f64| median(v.iter().map(f).collect());
-        format!(
-            "| {} | {} | {} | {} | {who} | {:.0} | {:.2} | {:.1} | {:.2} | {:.1} MiB | {:.2} s | {} | {} |\n",
-            pair.backend.name(),
-            pair.kind.name(),
-            pair.items,
-            pair.workers,
-            med(|m| m.jobs_per_s),
-            med(|m| m.cpu_ms_per_job),
-            med(|m| m.requests_per_job),
-            med(|m| m.server_cpu_ms_per_job),
-            med(|m| m.peak_rss_kib as f64) / 1024.0,
-            med(|m| m.first_job_s),
-            ratio.map_or("".into(), |r| format!("**{:.1}×**", r.0)),
-            ratio.map_or("".into(), |r| format!("**{:.2}×**", r.1)),
-        )
-    };
-    for pair in &pairs {
-        if !pair.go.is_empty() {
-            table.push_str(&fmt_row(pair, Deployer::Go.row_name(), &pair.go, None));
-        }
-        for (deployer, ours) in &pair.ours {
-            let ratio = (!pair.go.is_empty()).then(|| {
-                let paired = pair.go.iter().zip(ours);
-                (
-                    median(
-                        paired
-                            .clone()
-                            .map(|(g, o)| o.jobs_per_s / g.jobs_per_s)
-                            .collect(),
-                    ),
-                    median(
-                        paired
-                            .map(|(g, o)| o.cpu_ms_per_job / g.cpu_ms_per_job)
-                            .collect(),
-                    ),
-                )
-            });
-            table.push_str(&fmt_row(pair, deployer.row_name(), ours, ratio));
-        }
+    )
+}
+
+/// One row of the table: the medians of `who`'s rounds `v`, and its ratios to Go's.
+fn table_row(pair: &Pair, who: &str, v: &[Measured], ratio: Option<(f64, f64)>) -> String {
+    let med = |f: fn(&Measured) -> f64| median(v.iter().map(f).collect());
+    format!(
+        "| {} | {} | {} | {} | {who} | {:.0} | {:.2} | {:.1} | {:.2} | {:.1} MiB | {:.2} s | {} | {} |\n",
+        pair.backend.name(),
+        pair.kind.name(),
+        pair.items,
+        pair.workers,
+        med(|m| m.jobs_per_s),
+        med(|m| m.cpu_ms_per_job),
+        med(|m| m.requests_per_job),
+        med(|m| m.server_cpu_ms_per_job),
+        med(|m| m.peak_rss_kib as f64) / 1024.0,
+        med(|m| m.first_job_s),
+        ratio.map_or("".into(), |r| format!("**{:.1}×**", r.0)),
+        ratio.map_or("".into(), |r| format!("**{:.2}×**", r.1)),
+    )
+}
+
+/// A pair's rows: Go's (when it has one), then each of ours with the medians of the rounds'
+/// paired ratios to Go's.
+fn pair_rows(pair: &Pair) -> String {
+    let mut rows = String::new();
+    if !pair.go.is_empty() {
+        rows.push_str(&table_row(pair, Side::Go.row_name(), &pair.go, None));
     }
+    for (side, ours) in &pair.ours {
+        let ratio = (!pair.go.is_empty()).then(|| {
+            let paired = pair.go.iter().zip(ours);
+            (
+                median(
+                    paired
+                        .clone()
+                        .map(|(g, o)| o.jobs_per_s / g.jobs_per_s)
+                        .collect(),
+                ),
+                median(
+                    paired
+                        .map(|(g, o)| o.cpu_ms_per_job / g.cpu_ms_per_job)
+                        .collect(),
+                ),
+            )
+        });
+        rows.push_str(&table_row(pair, side.row_name(), ours, ratio));
+    }
+    rows
+}
+
+/// The memory sentences: per host variant, its peak RSS beside the Go deployers'.
+fn memory_lines(settings: &Settings, hosts: &[(Side, u64)], go: &[(Kind, u64)]) -> String {
     let mib = |k: u64| k as f64 / 1024.0;
-    if let Some((hosts, go)) = memory {
-        let largest = go.iter().map(|(_, k)| *k).max().unwrap_or(0);
-        let sum: u64 = go.iter().map(|(_, k)| *k).sum();
-        for (deployer, ours) in hosts {
-            table.push_str(&format!(
-        "\nMemory of every kind at once ({} mock, {} manifest and {helm_items} helm items, triggered together, 5 workers, embedded API server): \
-         one host ({}) **{:.1} MiB** peak RSS; Landscaper's Go deployers {} (largest {:.1} MiB, together {:.1} MiB); \
-         ours / largest **{:.2}×**, ours / together **{:.2}×**.\n",
-        sizes.first().copied().unwrap_or(1000),
-        sizes.first().copied().unwrap_or(1000),
-        deployer.row_name(),
-        mib(ours),
-        go.iter()
-            .map(|(k, v)| format!("{} {:.1} MiB", k.name(), mib(*v)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        mib(largest),
-        mib(sum),
-        ours as f64 / largest.max(1) as f64,
-        ours as f64 / sum.max(1) as f64,
-    ));
+    let largest = go.iter().map(|(_, k)| *k).max().unwrap_or(0);
+    let sum: u64 = go.iter().map(|(_, k)| *k).sum();
+    let n = settings.memory_items();
+    let helm_items = settings.helm_items;
+    let mut lines = String::new();
+    for &(side, ours) in hosts {
+        lines.push_str(&format!(
+            "\nMemory of every kind at once ({n} mock, {n} manifest and {helm_items} helm items, triggered together, 5 workers, embedded API server): \
+             one host ({}) **{:.1} MiB** peak RSS; Landscaper's Go deployers {} (largest {:.1} MiB, together {:.1} MiB); \
+             ours / largest **{:.2}×**, ours / together **{:.2}×**.\n",
+            side.row_name(),
+            mib(ours),
+            go.iter()
+                .map(|(k, v)| format!("{} {:.1} MiB", k.name(), mib(*v)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            mib(largest),
+            mib(sum),
+            ours as f64 / largest.max(1) as f64,
+            ours as f64 / sum.max(1) as f64,
+        ));
+    }
+    lines
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    if !peers_available() {
+        return;
+    }
+    let settings = Settings::from_env();
+    let mut pairs = settings.pairs();
+    let memory = rt.block_on(async {
+        run_rounds(&settings, &mut pairs).await;
+        if !settings.memory {
+            return None;
         }
+        let n = settings.memory_items();
+        Some(memory_of_all_kinds(n, settings.helm_items, 5, &settings.ours, &settings.host).await)
+    });
+
+    let mut table = table_head(settings.rounds);
+    for pair in &pairs {
+        table.push_str(&pair_rows(pair));
+    }
+    if let Some((hosts, go)) = memory {
+        table.push_str(&memory_lines(&settings, &hosts, &go));
     }
     println!("{table}");
-    if std::env::var("BENCH_WRITE_DOCS").is_ok() {
-        // `BENCH_PEERS_DOCS_MARKER`: another section of the page (e.g. a run with other sizes).
-        let marker = std::env::var("BENCH_PEERS_DOCS_MARKER").unwrap_or("peers".into());
+    if let Some(marker) = &settings.docs_marker {
         write_docs_section(
-            &marker,
+            marker,
             "## Side by side with Landscaper's Go deployers\n\n",
             &table,
         );

@@ -30,9 +30,8 @@ use plugin_runtime::{
 };
 use serde_json::json;
 
-mod common;
-
-use common::{env_usize, open_fds, rss_kib, workspace};
+use test_support::bench::{env_usize, open_fds, rss_kib};
+use test_support::workspace;
 
 fn mock(name: &str) -> DeployItem {
     serde_json::from_value(json!({

@@ -23,9 +23,8 @@ use futures::StreamExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 
-mod common;
-
-use common::{rss_kib, spawn_host, workspace, write_docs_section};
+use test_support::bench::{rss_kib, spawn_host, write_docs_section};
+use test_support::workspace;
 
 struct Point {
     items: usize,
@@ -120,7 +119,7 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
     });
 
     let started = Instant::now();
-    let mut host = spawn_host(&kubeconfig);
+    let mut host = spawn_host(env!("CARGO_BIN_EXE_deployer-host").as_ref(), &kubeconfig);
     let pid = host.0.id();
     let mut finished = HashSet::new();
     let mut first_job = None;

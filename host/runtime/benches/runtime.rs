@@ -83,13 +83,18 @@ async fn run() {
     let path = mock_path();
     let bytes = std::fs::read(&path).unwrap();
     println!("component: {} ({} bytes)", path.display(), bytes.len());
+    print_loads(&bytes, n_loads).await;
+    print_invocations(&bytes, n_calls).await;
+}
 
-    // --- compile vs deserialize ------------------------------------------------------
+/// `n_loads` loads of the component with an empty cache (compile) and with a warm one
+/// (deserialize), each into a fresh runtime: (prepare, total load) of each.
+async fn load_times(bytes: &[u8], n_loads: usize) -> [Summary; 4] {
     let mut compile = Vec::new();
     let mut compile_total = Vec::new();
     for _ in 0..n_loads {
         let rt = PluginRuntime::new(RuntimeConfig::default()).unwrap();
-        rt.load_bytes("mock.wasm", &bytes).await.unwrap();
+        rt.load_bytes("mock.wasm", bytes).await.unwrap();
         let l = rt.stats().loads[0].clone();
         compile.push(l.prepare_time);
         compile_total.push(l.total_time);
@@ -101,25 +106,30 @@ async fn run() {
     };
     PluginRuntime::new(cached())
         .unwrap()
-        .load_bytes("mock.wasm", &bytes)
+        .load_bytes("mock.wasm", bytes)
         .await
         .unwrap();
     let mut deser = Vec::new();
     let mut deser_total = Vec::new();
     for _ in 0..n_loads {
         let rt = PluginRuntime::new(cached()).unwrap();
-        rt.load_bytes("mock.wasm", &bytes).await.unwrap();
+        rt.load_bytes("mock.wasm", bytes).await.unwrap();
         let s = rt.stats();
         assert_eq!(s.cache_hits, 1);
         deser.push(s.loads[0].prepare_time);
         deser_total.push(s.loads[0].total_time);
     }
-    let (c, ct, d, dt) = (
+    [
         summarize(compile),
         summarize(compile_total),
         summarize(deser),
         summarize(deser_total),
-    );
+    ]
+}
+
+/// The load table: compile vs deserialize.
+async fn print_loads(bytes: &[u8], n_loads: usize) {
+    let [c, ct, d, dt] = load_times(bytes, n_loads).await;
     println!("\n## load (median of {n_loads})");
     println!("| step | cold: compile | warm: cache hit |");
     println!("|---|---|---|");
@@ -133,10 +143,58 @@ async fn run() {
         ms(ct.p50),
         ms(dt.p50)
     );
+}
 
-    // --- invocations ---------------------------------------------------------------
+/// `n_calls` reconciles of `inv` by `plugin` after a warm-up of a tenth as many.
+async fn reconcile_times(
+    plugin: &Arc<dyn DeployerPlugin>,
+    inv: &Invocation,
+    host: &Arc<NoopHost>,
+    n_calls: usize,
+) -> Summary {
+    for _ in 0..(n_calls / 10).max(10) {
+        plugin.reconcile(inv.clone(), host.clone()).await.unwrap();
+    }
+    let mut v = Vec::with_capacity(n_calls);
+    for _ in 0..n_calls {
+        let i = inv.clone();
+        let t = Instant::now();
+        let r = plugin.reconcile(i, host.clone()).await;
+        v.push(t.elapsed());
+        std::hint::black_box(r).unwrap();
+    }
+    summarize(v)
+}
+
+/// `n_calls` fresh Stores + instantiations of the wasm plugin, no call.
+async fn instantiate_times(plugin: &plugin_runtime::WasmPlugin, n_calls: usize) -> Summary {
+    let mut v = Vec::with_capacity(n_calls);
+    for _ in 0..n_calls {
+        let t = Instant::now();
+        plugin.instantiate_only().await.unwrap();
+        v.push(t.elapsed());
+    }
+    summarize(v)
+}
+
+/// `n_calls` direct calls of the mock's `reconcile`, in this thread.
+fn direct_times(inv: &Invocation, n_calls: usize) -> Summary {
+    let null = sdk_guest::NullHost;
+    let mut v = Vec::with_capacity(n_calls);
+    for _ in 0..n_calls {
+        let i = inv.clone();
+        let t = Instant::now();
+        let r = <mock::Mock as sdk_guest::Deployer>::reconcile(&sdk_guest::Ctx::native(&null), i);
+        v.push(t.elapsed());
+        std::hint::black_box(r).unwrap();
+    }
+    summarize(v)
+}
+
+/// The invocation table: one reconcile, wasm vs native vs a direct call.
+async fn print_invocations(bytes: &[u8], n_calls: usize) {
     let rt = PluginRuntime::new(RuntimeConfig::default()).unwrap();
-    let wasm_plugin = rt.load_bytes("mock.wasm", &bytes).await.unwrap();
+    let wasm_plugin = rt.load_bytes("mock.wasm", bytes).await.unwrap();
     let wasm: Arc<dyn DeployerPlugin> = wasm_plugin.clone();
     let native: Arc<dyn DeployerPlugin> = Arc::new(NativePlugin::<mock::Mock>::new());
     let host = Arc::new(NoopHost);
@@ -156,41 +214,10 @@ async fn run() {
         return;
     }
 
-    let measure = async |p: &Arc<dyn DeployerPlugin>| {
-        for _ in 0..(n_calls / 10).max(10) {
-            p.reconcile(inv.clone(), host.clone()).await.unwrap();
-        }
-        let mut v = Vec::with_capacity(n_calls);
-        for _ in 0..n_calls {
-            let i = inv.clone();
-            let t = Instant::now();
-            let r = p.reconcile(i, host.clone()).await;
-            v.push(t.elapsed());
-            std::hint::black_box(r).unwrap();
-        }
-        summarize(v)
-    };
-    let w = measure(&wasm).await;
-    let n = measure(&native).await;
-
-    let mut v = Vec::with_capacity(n_calls);
-    for _ in 0..n_calls {
-        let t = Instant::now();
-        wasm_plugin.instantiate_only().await.unwrap();
-        v.push(t.elapsed());
-    }
-    let inst = summarize(v);
-
-    let null = sdk_guest::NullHost;
-    let mut v = Vec::with_capacity(n_calls);
-    for _ in 0..n_calls {
-        let i = inv.clone();
-        let t = Instant::now();
-        let r = <mock::Mock as sdk_guest::Deployer>::reconcile(&sdk_guest::Ctx::native(&null), i);
-        v.push(t.elapsed());
-        std::hint::black_box(r).unwrap();
-    }
-    let direct = summarize(v);
+    let w = reconcile_times(&wasm, &inv, &host, n_calls).await;
+    let n = reconcile_times(&native, &inv, &host, n_calls).await;
+    let inst = instantiate_times(&wasm_plugin, n_calls).await;
+    let direct = direct_times(&inv, n_calls);
 
     println!("\n## mock reconcile ({n_calls} calls after warm-up)");
     println!("| path | p50 | p99 | mean | min |");

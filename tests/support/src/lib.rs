@@ -1,19 +1,26 @@
-//! Test harness for the contract stories: an API server (embedded, or a real kube-apiserver with
-//! `DEPLOYER_TEST_BACKEND=real`, see `backend`) with the Landscaper CRDs, a
-//! `default` Target and Context, the host's controller with the plugins from
+//! What the host's contract stories (`tests/*.rs`, the `[[test]]` targets of `host/Cargo.toml`)
+//! and its benchmarks (`host/benches/`) share. The harness ([`Harness`]): an API server (embedded,
+//! or a real kube-apiserver with `DEPLOYER_TEST_BACKEND=real`, see `backend`) with the Landscaper
+//! CRDs, a `default` Target and Context, the host's controller with the plugins from
 //! `target/plugins/` (built by `cargo xtask build-plugins`), and optionally the simulated
 //! Landscaper that issues jobIDs. Everything runs in-process and stops when the harness drops.
-
-#![allow(dead_code)]
+//! Beside it, one module per partner a story meets: registries, chart repositories, OCM
+//! components, real Helm, the real Landscaper (and its stage), host replicas, the manifest
+//! stories' helpers, and the benchmarks' helpers.
+//!
+//! Owns: test harnesses, fixtures and partners. Must not touch: the stories themselves (they stay
+//! in `tests/*.rs`, readable as given/when/then) or the host's code (it uses the host's public
+//! API only, as an operator's tooling would).
 
 mod backend;
+pub mod bench;
 pub mod chart_repo;
+pub mod manifest;
 pub mod ocm;
 pub mod real_helm;
 pub mod real_landscaper;
 pub mod registry;
 pub mod replicas;
-#[allow(unused_imports)]
 pub use backend::{
     Backend, RealApiServer, RealBinaries, TestCluster, backend, client_for,
     ensure_default_service_account,
@@ -90,7 +97,12 @@ spec:
     )
 }
 
-/// Where the built plugins are: `$DEPLOYER_TEST_PLUGINS`, else `<workspace>/target/plugins`.
+/// The repository's root (where `target/`, `docs/`, `examples/` and `tests/` are; `../shared`
+/// is beside it).
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// Polls `pred` every 25 ms until it holds; panics naming `what` after `timeout`.
 pub async fn until(what: &str, timeout: Duration, pred: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -103,11 +115,12 @@ pub async fn until(what: &str, timeout: Duration, pred: impl Fn() -> bool) {
     }
 }
 
+/// Where the built plugins are: `$DEPLOYER_TEST_PLUGINS`, else `<workspace>/target/plugins`.
 pub fn plugins_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("DEPLOYER_TEST_PLUGINS") {
         return PathBuf::from(dir);
     }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    let dir = workspace().join("target/plugins");
     assert!(
         dir.join("mock.wasm").exists(),
         "no plugins in {}: run `cargo xtask build-plugins` first (or `cargo xtask test`)",

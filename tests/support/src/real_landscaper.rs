@@ -7,6 +7,8 @@
 //! `$REAL_LANDSCAPER_BIN` (`docs/real-landscaper.md`). Without them every test that needs them
 //! prints one `SKIP` line naming the variable and returns — in CI too, where they are absent.
 
+pub mod stage;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -18,8 +20,7 @@ use serde_json::{Value, json};
 
 /// The tool script, beside the repository.
 pub fn tool() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/tools/real-landscaper/real-landscaper")
+    crate::workspace().join("../shared/tools/real-landscaper/real-landscaper")
 }
 
 /// The path of one of Landscaper's binaries (`landscaper-controller`, `integration.test`, ...), as
@@ -53,13 +54,13 @@ pub fn built(name: &str) -> Option<PathBuf> {
 #[macro_export]
 macro_rules! require_real_landscaper {
     () => {
-        if support::backend() == support::Backend::Real {
+        if $crate::backend() == $crate::Backend::Real {
             eprintln!(
                 "SKIP on the real API server: this Landscaper's status writes carry JSON nulls kube-apiserver 1.20 refuses"
             );
             return;
         }
-        if support::real_landscaper::built("landscaper-controller").is_none() {
+        if $crate::real_landscaper::built("landscaper-controller").is_none() {
             return;
         }
     };

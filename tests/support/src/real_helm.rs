@@ -1,13 +1,13 @@
 //! Real Go Helm (PyPI `helm-python-sdk`, in `target/helm-venv` as `.ci/run` installs it) for the
 //! stories: one operation of `tests/chart/helm.py` per call.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    crate::workspace()
 }
 
 fn python() -> PathBuf {

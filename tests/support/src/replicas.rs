@@ -141,13 +141,14 @@ pub struct Replica {
 
 impl Replica {
     fn start(
+        host_binary: &std::path::Path,
         pod: &str,
         kubeconfig: &std::path::Path,
         config: &std::path::Path,
         dir: &std::path::Path,
     ) -> Self {
         let log = dir.join(format!("{pod}-{}.log", uuid_suffix()));
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        let child = std::process::Command::new(host_binary)
             .args(["--log-format", "json", "run", "--kubeconfig"])
             .arg(kubeconfig)
             .arg("--config")
@@ -217,10 +218,17 @@ pub struct ReplicaCluster {
     dir: tempfile::TempDir,
     _serving: Option<embedded_apiserver::LoopbackServing>,
     _real: Option<super::RealApiServer>,
+    /// The `deployer-host` binary the replicas run.
+    host_binary: std::path::PathBuf,
 }
 
 impl ReplicaCluster {
-    pub async fn start(workers: usize, cleanup_interval: &str) -> Self {
+    /// `host_binary`: the story's `CARGO_BIN_EXE_deployer-host`.
+    pub async fn start(
+        host_binary: impl Into<std::path::PathBuf>,
+        workers: usize,
+        cleanup_interval: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let (server, serving, real, client) = match super::backend() {
@@ -282,6 +290,7 @@ impl ReplicaCluster {
             dir,
             _serving: serving,
             _real: real,
+            host_binary: host_binary.into(),
         }
     }
 
@@ -295,7 +304,13 @@ impl ReplicaCluster {
 
     /// A `deployer-host run` replica as Pod `pod`.
     pub fn replica(&self, pod: &str) -> Replica {
-        Replica::start(pod, &self.kubeconfig, &self.config, self.dir.path())
+        Replica::start(
+            &self.host_binary,
+            pod,
+            &self.kubeconfig,
+            &self.config,
+            self.dir.path(),
+        )
     }
 
     /// Once `after_jobs` jobs finished (by `ledger`, within `timeout`), SIGKILLs `replica-1` of

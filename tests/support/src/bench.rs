@@ -1,13 +1,13 @@
-//! Helpers shared by the host's benchmark binaries.
+//! Helpers shared by the host's benchmark binaries (`host/benches/`): sizes from the
+//! environment, process figures from /proc, `deployer-host run` as a child, the tables'
+//! section in `docs/benchmarks.md`, and the 30-object chart.
+//!
+//! Owns: what two or more benchmarks measure or write the same way. Must not touch: a
+//! benchmark's own rows and tables (they stay in its file).
 
-#![allow(dead_code)]
+use std::path::Path;
 
-use std::path::PathBuf;
-
-/// The workspace root (where `target/plugins` is).
-pub fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::workspace;
 
 /// A size from the environment, or `default`.
 pub fn env_usize(name: &str, default: usize) -> usize {
@@ -44,9 +44,10 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// `deployer-host run` against `kubeconfig` with the built plugins, quiet.
-pub fn spawn_host(kubeconfig: &std::path::Path) -> KillOnDrop {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"));
+/// `deployer-host run` (the binary `host_binary`, the bench's `CARGO_BIN_EXE_deployer-host`)
+/// against `kubeconfig` with the built plugins, quiet.
+pub fn spawn_host(host_binary: &Path, kubeconfig: &Path) -> KillOnDrop {
+    let mut command = std::process::Command::new(host_binary);
     command
         .args(["run", "--kubeconfig"])
         .arg(kubeconfig)

@@ -12,9 +12,7 @@ use sha2::Digest as _;
 
 /// The chart directory `tests/helm/charts/<name>`.
 pub fn chart_dir(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/helm/charts")
-        .join(name)
+    crate::workspace().join("tests/helm/charts").join(name)
 }
 
 /// `helm package` of `dir` with `version` written into Chart.yaml: a gzip tar with one top

@@ -37,7 +37,7 @@ pub fn backend() -> Backend {
 #[macro_export]
 macro_rules! skip_on_real {
     ($why:literal) => {
-        if support::backend() == support::Backend::Real {
+        if $crate::backend() == $crate::Backend::Real {
             eprintln!("SKIP on the real API server: {}", $why);
             return;
         }
@@ -48,7 +48,7 @@ macro_rules! skip_on_real {
 #[macro_export]
 macro_rules! skip_on_embedded {
     ($why:literal) => {
-        if support::backend() == support::Backend::Embedded {
+        if $crate::backend() == $crate::Backend::Embedded {
             eprintln!("SKIP on the embedded API server: {}", $why);
             return;
         }
@@ -116,8 +116,7 @@ impl RealBinaries {
 }
 
 fn tool() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/tools/real-apiserver/real-apiserver")
+    crate::workspace().join("../shared/tools/real-apiserver/real-apiserver")
 }
 
 /// Audit policy of [`RealApiServer::start_audited`]: every request's metadata, once.

@@ -1,8 +1,6 @@
 //! Helpers shared by the manifest deployer stories: DeployItems from the Landscaper testdata
 //! (retargeted to the harness' `default` Target), spec updates, job waits, object access.
 
-#![allow(dead_code)]
-
 use std::time::Duration;
 
 use deployer_host::landscaper::DeployItem;
@@ -10,7 +8,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::support::Harness;
+use crate::Harness;
 
 pub const TYPE: &str = "landscaper.gardener.cloud/kubernetes-manifest";
 pub const V1ALPHA2: &str = "manifest.deployer.landscaper.gardener.cloud/v1alpha2";
@@ -19,11 +17,10 @@ pub const OWNER_LABEL: &str = "manifest.deployer.landscaper.gardener.cloud/deplo
 /// A DeployItem YAML from `shared/landscaper/testdata/deployer/manifest/test/testdata/`, put
 /// into namespace `default` with the harness' `default` Target (as Landscaper's test utils do).
 pub fn testdata_item(file: &str, name: &str) -> Value {
-    let path = format!(
-        "{}/../../shared/landscaper/testdata/deployer/manifest/test/testdata/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let path = crate::workspace()
+        .join("../shared/landscaper/testdata/deployer/manifest/test/testdata")
+        .join(file);
+    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut item: Value = serde_yaml::from_str(&yaml).expect("testdata YAML");
     item["metadata"] = json!({"name": name, "namespace": "default"});
     item["spec"]["target"] = json!({"name": "default", "namespace": "default"});
