@@ -51,6 +51,11 @@ const TABLES: &[(&str, &str, &str)] = &[
         "Kubernetes' bootstrap roles: one rule per line",
     ),
     (
+        "host/src/cli/plugin/scaffold.rs",
+        "templates",
+        "the scaffold's files per language: one file per entry",
+    ),
+    (
         "host/apiserver/src/table.rs",
         "builtin_columns",
         "kubectl's columns per built-in kind: one row per column",

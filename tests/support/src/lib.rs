@@ -17,6 +17,7 @@ pub mod bench;
 pub mod chart_repo;
 pub mod manifest;
 pub mod ocm;
+pub mod paths;
 pub mod real_helm;
 pub mod real_landscaper;
 pub mod registry;
@@ -25,8 +26,8 @@ pub use backend::{
     Backend, RealApiServer, RealBinaries, TestCluster, backend, client_for,
     ensure_default_service_account,
 };
+pub use paths::{plugins_dir, test_plugins_dir, workspace};
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -97,12 +98,6 @@ spec:
     )
 }
 
-/// The repository's root (where `target/`, `docs/`, `examples/` and `tests/` are; `../shared`
-/// is beside it).
-pub fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Polls `pred` every 25 ms until it holds; panics naming `what` after `timeout`.
 pub async fn until(what: &str, timeout: Duration, pred: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -113,31 +108,6 @@ pub async fn until(what: &str, timeout: Duration, pred: impl Fn() -> bool) {
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-}
-
-/// Where the built plugins are: `$DEPLOYER_TEST_PLUGINS`, else `<workspace>/target/plugins`.
-pub fn plugins_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("DEPLOYER_TEST_PLUGINS") {
-        return PathBuf::from(dir);
-    }
-    let dir = workspace().join("target/plugins");
-    assert!(
-        dir.join("mock.wasm").exists(),
-        "no plugins in {}: run `cargo xtask build-plugins` first (or `cargo xtask test`)",
-        dir.display()
-    );
-    dir
-}
-
-/// Where the test-only plugins are (`faulty`): next to `plugins_dir()`, in `test-plugins/`.
-pub fn test_plugins_dir() -> PathBuf {
-    let dir = plugins_dir().join("../test-plugins");
-    assert!(
-        dir.join("faulty.wasm").exists(),
-        "no test plugins in {}: run `cargo xtask build-plugins`",
-        dir.display()
-    );
-    dir
 }
 
 pub struct Harness {
