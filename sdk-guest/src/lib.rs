@@ -85,11 +85,13 @@
 extern crate self as sdk_guest;
 
 mod ctx;
+mod deployer;
 mod hooks;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
 pub use ctx::{Ctx, NativeHost, NullHost};
+pub use deployer::Deployer;
 pub use hooks::Hooks;
 /// The shared data model (`landscaper-model`), so plugins need no other dependency.
 pub use landscaper_model::{
@@ -102,20 +104,6 @@ pub use landscaper_model::{
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
 pub const WIT_VERSION: &str = "1.4.0";
-
-/// A deployer: what a plugin implements.
-///
-/// All functions are associated functions (no `self`): a plugin instance is created fresh
-/// for every invocation, so there is no state to keep between calls except what the
-/// DeployItem status (phase, providerStatus) carries.
-pub trait Deployer {
-    /// Name, version and the DeployItem types handled. Called once at load time.
-    fn describe() -> Description;
-    /// One reconcile step for an item without deletionTimestamp. Must be idempotent.
-    fn reconcile(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError>;
-    /// One delete step for an item with deletionTimestamp.
-    fn delete(ctx: &Ctx, inv: Invocation) -> Result<Response, DeployerError>;
-}
 
 /// Export a [`Deployer`] implementation as the plugin's WIT `deployer` interface.
 ///

@@ -1,36 +1,15 @@
-//! WIT glue, compiled only for `wasm32`: the `wit-bindgen` bindings of the
-//! `deployer-plugin` world and conversions between them and the plain types in `model`.
+//! The plugin's calls into the host (WIT imports), compiled only for `wasm32`: what [`Ctx`]
+//! does when it runs inside a component.
 //!
-//! Owns: calls into the WIT imports and the bodies of the WIT exports that
-//! `export_deployer!` wires to a [`crate::Deployer`].
-//! Must not touch: plugin logic or any WASI interface directly.
+//! Owns: calls into the WIT imports. Must not touch: plugin logic, the exports.
+//!
+//! [`Ctx`]: crate::Ctx
 
-#![allow(missing_docs)]
-
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "deployer-plugin",
-        pub_export_macro: true,
-        export_macro_name: "__export_wit_bindings",
-        default_bindings_module: "::sdk_guest::__private::bindings",
-        runtime_path: "::sdk_guest::__private::wit_bindgen::rt",
-    });
-}
-
-use crate::{Ctx, Deployer, DeployerError, Invocation, KubeOp, LogLevel, Response};
-use bindings::wasm_deployer::plugin as wit;
 use std::time::Duration;
 
-/// The shared WIT ↔ model conversions (`landscaper_model::wire`) for the deployer bindings.
-mod convert {
-    pub(super) use super::bindings::wasm_deployer::plugin::types as wit_types;
-    landscaper_model::wit_types_conversions!();
-}
-use convert::{
-    description_to_wit, error_from_wit, error_to_wit, invocation_from_wit, log_level_to_wit,
-    response_to_wit,
-};
+use super::world::bindings::wasm_deployer::plugin as wit;
+use super::world::convert::{error_from_wit, log_level_to_wit};
+use crate::{DeployerError, KubeOp, LogLevel};
 
 pub(crate) fn log(level: LogLevel, message: &str) {
     wit::log::log(log_level_to_wit(level), message);
@@ -204,78 +183,4 @@ pub(crate) fn fetch(request: crate::FetchRequest) -> Result<crate::Fetched, Depl
         }),
     }
     .map_err(error_from_wit)
-}
-
-/// The host's input did not decode: the host's fault, reported as ERR_INTERNAL_PROBLEM.
-fn host_input_error(e: landscaper_model::wire::WireError) -> DeployerError {
-    DeployerError::internal("InvalidHostInput", format!("host sent {e}"))
-}
-
-pub fn describe<D: Deployer>() -> wit::types::Description {
-    description_to_wit(D::describe())
-}
-
-fn run(
-    operation: &str,
-    inv: wit::types::Invocation,
-    f: impl FnOnce(&Ctx<'static>, Invocation) -> Result<Response, DeployerError>,
-) -> Result<wit::types::Response, wit::types::DeployerError> {
-    let ctx = Ctx::wasm();
-    invocation_from_wit(inv)
-        .map_err(host_input_error)
-        .and_then(|inv| f(&ctx, inv))
-        .map(response_to_wit)
-        .map_err(|e| error_to_wit(e.or_operation(operation)))
-}
-
-pub fn reconcile<D: Deployer>(
-    inv: wit::types::Invocation,
-) -> Result<wit::types::Response, wit::types::DeployerError> {
-    run("reconcile", inv, D::reconcile)
-}
-
-pub fn delete<D: Deployer>(
-    inv: wit::types::Invocation,
-) -> Result<wit::types::Response, wit::types::DeployerError> {
-    run("delete", inv, D::delete)
-}
-
-// ---- hooks (WIT 1.1 `hooks` export, world `hook-plugin`) ----------------------------------
-
-pub mod hook_bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "hook-plugin",
-        pub_export_macro: true,
-        export_macro_name: "__export_hook_bindings",
-        default_bindings_module: "::sdk_guest::__private::hook_bindings",
-        runtime_path: "::sdk_guest::__private::wit_bindgen::rt",
-    });
-}
-
-use crate::Hooks;
-use hook_bindings::exports::wasm_deployer::plugin::hooks as wh;
-
-/// The shared conversions for the hook bindings (a world of its own, so types of its own).
-mod hook_convert {
-    pub(super) use super::hook_bindings::exports::wasm_deployer::plugin::hooks as wit_hooks;
-    pub(super) use super::hook_bindings::wasm_deployer::plugin::types as wit_types;
-    landscaper_model::wit_types_conversions!();
-    landscaper_model::wit_hooks_conversions!();
-}
-
-pub fn hooks_describe<H: Hooks>() -> wh::HookSetup {
-    hook_convert::hook_setup_to_wit(H::describe())
-}
-
-pub fn hooks_run<H: Hooks>(
-    input: wh::HookInput,
-) -> Result<Option<wh::HookResult>, wh::DeployerError> {
-    let ctx = Ctx::wasm();
-    let input = hook_convert::hook_input_from_wit(input)
-        .map_err(|e| hook_convert::error_to_wit(host_input_error(e)))?;
-    let hook_type = input.hook_type;
-    H::run(&ctx, input)
-        .map(|r| r.map(hook_convert::hook_result_to_wit))
-        .map_err(|e| hook_convert::error_to_wit(e.or_operation(hook_type.as_str())))
 }
