@@ -1,6 +1,6 @@
 //! OCM component versions (issue #34, docs/ocm.md), end to end on a real OCI registry (Debian's
 //! `docker-registry` on 127.0.0.1): the test tooling pushes component versions laid out as the
-//! OCM CLI lays them out (`tests/support/ocm.rs`), the Context's `repositoryContext` names the
+//! OCM CLI lays them out (`tests/support/src/ocm.rs`), the Context's `repositoryContext` names the
 //! registry, and the helm deployer's `chart.resourceRef` (Landscaper's `getResourceKey`) is
 //! resolved by the host's OCM reader (WIT `ocm`, 1.3) to a chart — as a local blob and as an OCI
 //! artifact, in descriptors v2 and v3 — installed as a real Helm release. What is missing (a

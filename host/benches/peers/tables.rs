@@ -64,7 +64,11 @@ pub(super) fn pair_rows(pair: &Pair) -> String {
 }
 
 /// The memory sentences: per host variant, its peak RSS beside the Go deployers'.
-pub(super) fn memory_lines(settings: &Settings, hosts: &[(Side, u64)], go: &[(Kind, u64)]) -> String {
+pub(super) fn memory_lines(
+    settings: &Settings,
+    hosts: &[(Side, u64)],
+    go: &[(Kind, u64)],
+) -> String {
     let mib = |k: u64| k as f64 / 1024.0;
     let largest = go.iter().map(|(_, k)| *k).max().unwrap_or(0);
     let sum: u64 = go.iter().map(|(_, k)| *k).sum();
