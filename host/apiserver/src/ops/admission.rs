@@ -10,7 +10,7 @@ use crate::patch::PatchError;
 use crate::registry::{self, CRD_KEY, NAMESPACE_KEY, ResourceType};
 use crate::schema::CrdSchemas;
 use crate::status::ApiError;
-use crate::store::{Inner, now};
+use crate::store::{Inner, now, uid_of};
 use serde_json::{Map, Value, json};
 
 pub(super) fn meta(v: &Value) -> Option<&Map<String, Value>> {
@@ -305,4 +305,26 @@ pub(super) fn validate_crd(rt: &ResourceType, name: &str, crd: &Value) -> Result
         ));
     }
     Ok(())
+}
+
+/// A UID precondition (a delete's `preconditions.uid`, an update's `metadata.uid`): empty or
+/// absent holds; any other UID must be the stored object's, else 409 as kube-apiserver words it.
+pub(super) fn uid_precondition(
+    rt: &ResourceType,
+    name: &str,
+    wanted: Option<&str>,
+    old: &Value,
+) -> Result<(), ApiError> {
+    match wanted.filter(|s| !s.is_empty()) {
+        Some(uid) if uid != uid_of(old) => Err(ApiError::conflict(
+            &rt.group,
+            &rt.plural,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                uid_of(old)
+            ),
+        )),
+        _ => Ok(()),
+    }
 }

@@ -8,7 +8,7 @@
 //! Owns: [`Inner::delete`], [`Inner::delete_collection`], removal and the namespace lifecycle
 //! after DELETE. Must not touch: admission (that is `admission`) or the write paths.
 
-use super::admission::{finalizers, meta, normalize_meta, server_defaults};
+use super::admission::{finalizers, meta, normalize_meta, server_defaults, uid_precondition};
 use super::options::{DeleteOpts, Deleted};
 use crate::registry::{NAMESPACE_KEY, ResourceType};
 use crate::selectors::Selector;
@@ -27,19 +27,7 @@ impl Inner {
         d: &DeleteOpts,
     ) -> Result<Deleted, ApiError> {
         let old = self.get(rt, ns, name)?;
-        if let Some(uid) = d.uid.as_deref().filter(|s| !s.is_empty())
-            && uid != uid_of(&old)
-        {
-            return Err(ApiError::conflict(
-                &rt.group,
-                &rt.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    uid_of(&old)
-                ),
-            ));
-        }
+        uid_precondition(rt, name, d.uid.as_deref(), &old)?;
         if let Some(rv) = d.resource_version.as_deref().filter(|s| !s.is_empty())
             && rv.parse::<u64>().ok() != Some(rv_of(&old))
         {

@@ -6,7 +6,7 @@
 
 use super::admission::{
     check_type, finalizers, meta, normalize_meta, patch_err, random_suffix, server_defaults,
-    spec_changed, validate_crd,
+    spec_changed, uid_precondition, validate_crd,
 };
 use super::options::{PatchKind, WriteOpts};
 use crate::apply::{self, Scope};
@@ -14,7 +14,7 @@ use crate::builtin::validate_name;
 use crate::patch;
 use crate::registry::{CRD_KEY, NAMESPACE_KEY, ResourceType};
 use crate::status::ApiError;
-use crate::store::{Inner, Obj, now, rv_of, uid_of};
+use crate::store::{Inner, Obj, now, rv_of};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -277,22 +277,8 @@ impl Inner {
         {
             return Err(ApiError::modified(&rt.group, &rt.plural, name));
         }
-        if let Some(uid) = cand
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            && uid != uid_of(&old)
-        {
-            return Err(ApiError::conflict(
-                &rt.group,
-                &rt.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    uid_of(&old)
-                ),
-            ));
-        }
+        let wanted_uid = cand.pointer("/metadata/uid").and_then(Value::as_str);
+        uid_precondition(rt, name, wanted_uid, &old)?;
         let (obj, changed) = self.finish_update(rt, ns, name, &old, cand, status, o)?;
         Ok((obj, changed, false))
     }
