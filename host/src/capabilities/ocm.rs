@@ -22,6 +22,7 @@ pub async fn resource(
     Reader::new(fetch.registries(), fetch.item(), &charts)
         .resource(resource_key, layer_media_types)
         .await
+        .map_err(DeployerError::from)
 }
 
 /// A component version for the host's own deployers ([`OcmComponentRequest`]).
@@ -38,6 +39,7 @@ pub async fn component(
             request.resource_name.as_deref(),
         )
         .await
+        .map_err(DeployerError::from)
 }
 
 /// The `helm` access type's chart repositories, downloaded as a plugin's `fetch.http-get` is.

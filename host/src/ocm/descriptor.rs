@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::access::Access;
+use super::error::DescriptorError;
 
 /// A component version as its descriptor describes it.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,9 +68,8 @@ impl Resource {
 
 impl ComponentDescriptor {
     /// Reads a descriptor (YAML or JSON), v2 or v3.
-    pub fn parse(text: &[u8]) -> Result<Self, String> {
-        let raw: Value = serde_yaml::from_slice(text)
-            .map_err(|e| format!("the component descriptor is not YAML: {e}"))?;
+    pub fn parse(text: &[u8]) -> Result<Self, DescriptorError> {
+        let raw: Value = serde_yaml::from_slice(text).map_err(DescriptorError::NotYaml)?;
         if raw["meta"]["schemaVersion"].as_str() == Some("v2") {
             Self::v2(raw)
         } else if let Some(api) = raw["apiVersion"].as_str().map(str::to_string)
@@ -77,16 +77,16 @@ impl ComponentDescriptor {
         {
             Self::v3(raw, api)
         } else {
-            Err(format!(
-                "unknown component descriptor schema (meta.schemaVersion {:?}, apiVersion {:?}): v2 and ocm.software/v3alpha1 are supported",
-                raw["meta"]["schemaVersion"], raw["apiVersion"]
-            ))
+            Err(DescriptorError::UnknownSchema {
+                schema_version: raw["meta"]["schemaVersion"].clone(),
+                api_version: raw["apiVersion"].clone(),
+            })
         }
     }
 
-    fn v2(raw: Value) -> Result<Self, String> {
-        let c: V2Component = serde_json::from_value(raw["component"].clone())
-            .map_err(|e| format!("component descriptor v2: {e}"))?;
+    fn v2(raw: Value) -> Result<Self, DescriptorError> {
+        let c: V2Component =
+            serde_json::from_value(raw["component"].clone()).map_err(DescriptorError::V2)?;
         Ok(ComponentDescriptor {
             schema: "v2".into(),
             name: c.name,
@@ -97,11 +97,14 @@ impl ComponentDescriptor {
         })
     }
 
-    fn v3(raw: Value, api: String) -> Result<Self, String> {
-        let m: V3Meta = serde_json::from_value(raw["metadata"].clone())
-            .map_err(|e| format!("component descriptor {api}: metadata: {e}"))?;
-        let s: V3Spec = serde_json::from_value(raw["spec"].clone())
-            .map_err(|e| format!("component descriptor {api}: spec: {e}"))?;
+    fn v3(raw: Value, api: String) -> Result<Self, DescriptorError> {
+        let part = |part: &'static str| {
+            let api = api.clone();
+            move |source| DescriptorError::V3 { api, part, source }
+        };
+        let m: V3Meta =
+            serde_json::from_value(raw["metadata"].clone()).map_err(part("metadata"))?;
+        let s: V3Spec = serde_json::from_value(raw["spec"].clone()).map_err(part("spec"))?;
         Ok(ComponentDescriptor {
             schema: api,
             name: m.name,
@@ -322,6 +325,9 @@ spec:
     #[test]
     fn unknown_schemas_are_named() {
         let e = ComponentDescriptor::parse(b"meta: {schemaVersion: v1}\n").unwrap_err();
-        assert!(e.contains("unknown component descriptor schema"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "unknown component descriptor schema (meta.schemaVersion String(\"v1\"), apiVersion Null): v2 and ocm.software/v3alpha1 are supported"
+        );
     }
 }

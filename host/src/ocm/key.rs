@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use super::error::KeyError;
+
 /// `model.GlobalResourceIdentity`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GlobalResourceIdentity {
@@ -39,22 +41,21 @@ impl GlobalResourceIdentity {
     }
 
     /// Decodes a key; the error says what is wrong with it.
-    pub fn decode(key: &str) -> Result<Self, String> {
+    pub fn decode(key: &str) -> Result<Self, KeyError> {
         let compact: String = key.split_whitespace().collect();
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(compact.as_bytes())
-            .map_err(|e| format!("the resource key is not base64: {e}"))?;
-        let id: GlobalResourceIdentity = serde_yaml::from_slice(&bytes).map_err(|e| {
-            format!(
-                "the resource key {:?} is not a global resource identity {{component: {{name, version}}, resource: {{name, …}}}}: {e}",
-                String::from_utf8_lossy(&bytes)
-            )
-        })?;
+            .map_err(KeyError::NotBase64)?;
+        let id: GlobalResourceIdentity =
+            serde_yaml::from_slice(&bytes).map_err(|source| KeyError::NotAnIdentity {
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                source,
+            })?;
         if id.component.name.is_empty() || id.component.version.is_empty() {
-            return Err("the resource key names no component name and version".into());
+            return Err(KeyError::NoComponent);
         }
         if id.resource.get("name").is_none_or(|n| n.is_empty()) {
-            return Err("the resource key names no resource (resource.name)".into());
+            return Err(KeyError::NoResource);
         }
         Ok(id)
     }
@@ -112,12 +113,16 @@ mod tests {
     #[test]
     fn bad_keys_say_what_is_wrong() {
         let e = GlobalResourceIdentity::decode("not base64!").unwrap_err();
-        assert!(e.contains("not base64"), "{e}");
+        assert!(matches!(e, KeyError::NotBase64(_)), "{e}");
+        assert!(e.to_string().contains("not base64"), "{e}");
         let e = GlobalResourceIdentity::decode("e30=").unwrap_err(); // {}
-        assert!(e.contains("not a global resource identity"), "{e}");
+        assert!(
+            e.to_string().contains("not a global resource identity"),
+            "{e}"
+        );
         let empty = base64::engine::general_purpose::STANDARD
             .encode("component: {name: a, version: '1'}\nresource: {}\n");
         let e = GlobalResourceIdentity::decode(&empty).unwrap_err();
-        assert!(e.contains("resource.name"), "{e}");
+        assert!(matches!(e, KeyError::NoResource), "{e}");
     }
 }

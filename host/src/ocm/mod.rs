@@ -6,7 +6,8 @@
 //! Rust crate reads OCM); docs/ocm.md says what is supported.
 //!
 //! Owns: turning a resource key into bytes — which repository, which OCI reference
-//! ([`repository`]), what the descriptor says ([`descriptor`]), which resource ([`key`]).
+//! ([`repository`]), what the descriptor says ([`descriptor`]), which resource ([`key`]), and
+//! what went wrong ([`Error`], one type for the room).
 //! Must not touch: the network itself, credentials, the allowlist, limits or the cache — every
 //! registry request goes through an [`oci::Session`](crate::oci::Session), and a classic Helm
 //! repository's downloads through the [`ChartDownloads`] the caller gives; nor what the bytes
@@ -14,10 +15,15 @@
 
 pub mod access;
 pub mod descriptor;
+mod error;
 pub mod key;
 mod reader;
 pub mod repository;
 pub mod tar;
 
-pub use reader::{ChartDownloads, ComponentVersion, OPERATION, Reader};
+pub use error::{
+    AccessError, ArchiveError, ArtifactSetError, ComponentVersionError, CredentialsHint,
+    DescriptorError, Error, KeyError, OPERATION, RepositoryContextError, Subject,
+};
+pub use reader::{ChartDownloads, ComponentVersion, Reader};
 pub use tar::tar_files;

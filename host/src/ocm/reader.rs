@@ -1,6 +1,7 @@
 //! Resolving a resource key to its content, every registry request through an
 //! [`oci::Session`](crate::oci::Session) (allowlist, size limit, the Context's credentials, the
 //! digest cache), and the `helm` access type's HTTP downloads through [`ChartDownloads`].
+//! Every failure is an [`Error`] saying which step failed on what.
 
 use oci_client::manifest::OciImageManifest;
 use plugin_runtime::{DeployerError, Fetched, OcmOrigin};
@@ -9,15 +10,13 @@ use serde_json::Value;
 use super::access::local_blob::layer_of_artifact_set;
 use super::access::{Access, Helm, LocalBlob, helm};
 use super::descriptor::{ComponentDescriptor, Resource};
+use super::error::{AccessError, ComponentVersionError, CredentialsHint, Error, Subject};
 use super::key::GlobalResourceIdentity;
 use super::repository::OciRepository;
 use super::tar::file_in_tar;
 use crate::landscaper::{Context, codes};
 use crate::oci::session::{missing_layer, pick_layer};
 use crate::oci::{ItemContext, Registries, Session};
-
-/// The operation of OCM errors.
-pub const OPERATION: &str = "ocm";
 
 /// Config media types of component versions (OCM, and the two legacy Gardener ones).
 pub const COMPONENT_CONFIG_TYPES: &[&str] = &[
@@ -38,16 +37,6 @@ pub const DESCRIPTOR_PLAIN_TYPES: &[&str] = &[
     "application/vnd.ocm.software.component-descriptor.v2+yaml",
     "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml",
 ];
-
-fn config_error(reason: &str, message: String) -> DeployerError {
-    DeployerError {
-        codes: vec![codes::CONFIGURATION_PROBLEM.into()],
-        operation: OPERATION.into(),
-        reason: reason.into(),
-        message,
-        ..Default::default()
-    }
-}
 
 /// A component version read from its repository.
 pub struct ComponentVersion<'a> {
@@ -96,60 +85,46 @@ impl<'a> Reader<'a> {
         self.item.context.as_ref()
     }
 
-    async fn session(&self, reference: &str) -> Result<Session<'a>, DeployerError> {
-        self.registries.session(reference, self.item).await
+    async fn session(&self, reference: &str, subject: &Subject) -> Result<Session<'a>, Error> {
+        self.registries
+            .session(reference, self.item)
+            .await
+            .map_err(|e| self.registry_error(subject, e))
     }
 
-    /// A registry error while reading `what`: operation `ocm`, the message saying what was
-    /// read. A registry that refuses access is a configuration problem: the Context lacks the
-    /// credentials (its `registryPullSecrets`), and the message says which it has.
-    fn registry_error(&self, what: &str, e: DeployerError) -> DeployerError {
-        let mut e = DeployerError {
-            operation: OPERATION.into(),
-            message: format!("{what}: {}", e.message),
-            ..e
-        };
-        if e.has_code(codes::UNAUTHORIZED) {
+    /// A registry error while reading `subject`. A registry that refuses access is a
+    /// configuration problem: the Context lacks the credentials, and the error says which
+    /// (its `registryPullSecrets`, its `ocmConfig`) it has.
+    fn registry_error(&self, subject: &Subject, registry: DeployerError) -> Error {
+        let credentials = registry.has_code(codes::UNAUTHORIZED).then(|| {
             let context = self.context();
-            let secrets: Vec<&str> = context
-                .map(|c| {
-                    c.registry_pull_secrets
-                        .iter()
-                        .map(|r| r.name.as_str())
-                        .collect()
-                })
-                .unwrap_or_default();
-            let name = context
-                .and_then(|c| c.metadata.name.as_deref())
-                .unwrap_or_default();
-            let ocm_config = context
-                .and_then(|c| c.ocm_config.as_ref())
-                .map(|r| r.name.as_str())
-                .filter(|n| !n.is_empty());
-            e.message.push_str(&if let Some(config) = ocm_config {
-                format!(
-                    " — the credentials of context {name}'s registryPullSecrets ({}) and ocmConfig ({config}) were refused or do not name this registry",
-                    secrets.join(", ")
-                )
-            } else if secrets.is_empty() {
-                format!(
-                    " — missing credentials: context {name} has no registryPullSecrets (a Secret with .dockerconfigjson for this registry)"
-                )
-            } else {
-                format!(
-                    " — the credentials of context {name}'s registryPullSecrets ({}) were refused or do not name this registry",
-                    secrets.join(", ")
-                )
-            });
-            if !e.has_code(codes::CONFIGURATION_PROBLEM) {
-                e.codes.push(codes::CONFIGURATION_PROBLEM.into());
-            }
+            Box::new(CredentialsHint {
+                context: context
+                    .and_then(|c| c.metadata.name.clone())
+                    .unwrap_or_default(),
+                pull_secrets: context
+                    .map(|c| {
+                        c.registry_pull_secrets
+                            .iter()
+                            .map(|r| r.name.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                ocm_config: context
+                    .and_then(|c| c.ocm_config.as_ref())
+                    .map(|r| r.name.clone())
+                    .filter(|n| !n.is_empty()),
+            })
+        });
+        Error::Registry {
+            subject: subject.clone(),
+            registry: Box::new(registry),
+            credentials,
         }
-        e
     }
 
     /// The repository of the item's Context.
-    pub fn repository(&self) -> Result<OciRepository, DeployerError> {
+    pub fn repository(&self) -> Result<OciRepository, Error> {
         let context = self.context();
         let name = context
             .map(|c| {
@@ -161,18 +136,11 @@ impl<'a> Reader<'a> {
             })
             .unwrap_or_else(|| "(none)".into());
         let Some(spec) = context.and_then(|c| c.repository_context.as_ref()) else {
-            return Err(config_error(
-                "NoRepositoryContext",
-                format!(
-                    "landscaper context {name} does not specify a repository context but has to specify a repository context to resolve resource from an ocm reference"
-                ),
-            ));
+            return Err(Error::NoRepositoryContext { context: name });
         };
-        OciRepository::from_context(spec).map_err(|e| {
-            config_error(
-                "InvalidRepositoryContext",
-                format!("repositoryContext of context {name}: {e}"),
-            )
+        OciRepository::from_context(spec).map_err(|problem| Error::InvalidRepositoryContext {
+            context: Some(name),
+            problem,
         })
     }
 
@@ -182,69 +150,63 @@ impl<'a> Reader<'a> {
         repository: &OciRepository,
         name: &str,
         version: &str,
-    ) -> Result<ComponentVersion<'a>, DeployerError> {
+    ) -> Result<ComponentVersion<'a>, Error> {
         let reference = repository.component_reference(name, version);
-        let what = format!(
-            "component version {name}:{version} in repository {}",
-            repository.describe()
-        );
-        let session = self
-            .session(&reference)
-            .await
-            .map_err(|e| self.registry_error(&what, e))?;
+        let subject = Subject::ComponentVersion {
+            name: name.into(),
+            version: version.into(),
+            repository: repository.describe().into(),
+        };
+        let invalid = |problem: ComponentVersionError| Error::InvalidComponentVersion {
+            subject: subject.clone(),
+            problem,
+        };
+        let session = self.session(&reference, &subject).await?;
         let (manifest, _digest) = match session.manifest().await {
             Ok(m) => m,
             Err(e) if e.reason == "NotFound" => {
-                return Err(config_error(
-                    "ComponentVersionNotFound",
-                    format!("{what} not found ({reference}): {}", e.message),
-                ));
+                return Err(Error::ComponentVersionNotFound {
+                    subject,
+                    reference,
+                    registry_message: e.message,
+                });
             }
-            Err(e) => return Err(self.registry_error(&what, e)),
+            Err(e) => return Err(self.registry_error(&subject, e)),
         };
         if !COMPONENT_CONFIG_TYPES.contains(&manifest.config.media_type.as_str()) {
-            return Err(config_error(
-                "NotAComponentVersion",
-                format!(
-                    "{reference} is not an OCM component version (config media type {:?})",
-                    manifest.config.media_type
-                ),
-            ));
+            return Err(Error::NotAComponentVersion {
+                reference,
+                media_type: manifest.config.media_type.clone(),
+            });
         }
         let (config, _) = session
             .blob(&manifest.config)
             .await
-            .map_err(|e| self.registry_error(&what, e))?;
+            .map_err(|e| self.registry_error(&subject, e))?;
         let config: Value = serde_json::from_slice(&config)
-            .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: config: {e}")))?;
+            .map_err(|e| invalid(ComponentVersionError::Config(e)))?;
         let layer = &config["componentDescriptorLayer"];
         let digest = layer["digest"].as_str().unwrap_or_default();
         let media_type = layer["mediaType"].as_str().unwrap_or_default();
         let Some(descriptor_layer) = manifest.layers.iter().find(|l| l.digest == digest) else {
-            return Err(config_error(
-                "InvalidComponentVersion",
-                format!(
-                    "{what}: the config names descriptor layer {digest:?}, which the manifest lacks"
-                ),
-            ));
+            return Err(invalid(ComponentVersionError::MissingDescriptorLayer(
+                digest.to_string(),
+            )));
         };
         let (data, _) = session
             .blob(descriptor_layer)
             .await
-            .map_err(|e| self.registry_error(&what, e))?;
+            .map_err(|e| self.registry_error(&subject, e))?;
         let text = if DESCRIPTOR_TAR_TYPES.contains(&media_type) {
-            file_in_tar(&data, "component-descriptor.yaml")
-                .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: {e}")))?
+            file_in_tar(&data, "component-descriptor.yaml").map_err(|e| invalid(e.into()))?
         } else if DESCRIPTOR_PLAIN_TYPES.contains(&media_type) {
             data
         } else {
-            return Err(config_error(
-                "InvalidComponentVersion",
-                format!("{what}: unknown descriptor media type {media_type:?}"),
-            ));
+            return Err(invalid(ComponentVersionError::UnknownDescriptorMediaType(
+                media_type.to_string(),
+            )));
         };
-        let descriptor = ComponentDescriptor::parse(&text)
-            .map_err(|e| config_error("InvalidComponentVersion", format!("{what}: {e}")))?;
+        let descriptor = ComponentDescriptor::parse(&text).map_err(|e| invalid(e.into()))?;
         Ok(ComponentVersion {
             descriptor,
             reference,
@@ -262,13 +224,13 @@ impl<'a> Reader<'a> {
         name: &str,
         version: &str,
         resource_name: Option<&str>,
-    ) -> Result<Fetched, DeployerError> {
+    ) -> Result<Fetched, Error> {
         let repository = match repository_context {
-            Some(spec) => OciRepository::from_context(spec).map_err(|e| {
-                config_error(
-                    "InvalidRepositoryContext",
-                    format!("repositoryContext: {e}"),
-                )
+            Some(spec) => OciRepository::from_context(spec).map_err(|problem| {
+                Error::InvalidRepositoryContext {
+                    context: None,
+                    problem,
+                }
             })?,
             None => self.repository()?,
         };
@@ -282,13 +244,12 @@ impl<'a> Reader<'a> {
                     .iter()
                     .find(|r| r.name == resource_name)
             }) else {
-                return Err(config_error(
-                    "ResourceNotFound",
-                    format!(
-                        "component version {name}:{version} has no resource name={resource_name} (it has: {})",
-                        cv.descriptor.resource_identities().join("; ")
-                    ),
-                ));
+                return Err(Error::ResourceNotFound {
+                    component: name.to_string(),
+                    version: version.to_string(),
+                    resource: format!("name={resource_name}"),
+                    available: cv.descriptor.resource_identities(),
+                });
             };
             let mut fetched = self.content(&cv, resource, &[]).await?;
             fetched.ocm = Some(OcmOrigin {
@@ -333,25 +294,20 @@ impl<'a> Reader<'a> {
         &self,
         key: &str,
         layer_media_types: &[String],
-    ) -> Result<Fetched, DeployerError> {
+    ) -> Result<Fetched, Error> {
         // Landscaper's order: the repository context first, then the key.
         let repository = self.repository()?;
-        let id = GlobalResourceIdentity::decode(key)
-            .map_err(|e| config_error("InvalidResourceKey", e))?;
+        let id = GlobalResourceIdentity::decode(key)?;
         let cv = self
             .component_version(&repository, &id.component.name, &id.component.version)
             .await?;
         let Some(resource) = cv.descriptor.resource(&id.resource) else {
-            return Err(config_error(
-                "ResourceNotFound",
-                format!(
-                    "component version {}:{} has no resource {} (it has: {})",
-                    id.component.name,
-                    id.component.version,
-                    id.describe_resource(),
-                    cv.descriptor.resource_identities().join("; ")
-                ),
-            ));
+            return Err(Error::ResourceNotFound {
+                resource: id.describe_resource(),
+                available: cv.descriptor.resource_identities(),
+                component: id.component.name,
+                version: id.component.version,
+            });
         };
         let mut fetched = self.content(&cv, resource, layer_media_types).await?;
         fetched.ocm = Some(OcmOrigin {
@@ -371,33 +327,29 @@ impl<'a> Reader<'a> {
         cv: &ComponentVersion<'_>,
         resource: &Resource,
         layer_media_types: &[String],
-    ) -> Result<Fetched, DeployerError> {
-        let what = format!(
-            "resource {} of component version {}:{}",
-            resource.name, cv.descriptor.name, cv.descriptor.version
-        );
+    ) -> Result<Fetched, Error> {
+        let subject = Subject::Resource {
+            name: resource.name.as_str().into(),
+            component: cv.descriptor.name.as_str().into(),
+            version: cv.descriptor.version.as_str().into(),
+        };
         match &resource.access {
-            Access::LocalBlob(blob) => self.local_blob(cv, blob, &what, layer_media_types).await,
+            Access::LocalBlob(blob) => self.local_blob(cv, blob, subject, layer_media_types).await,
             Access::OciArtifact(artifact) => {
                 let Some(reference) = artifact.reference() else {
-                    return Err(config_error(
-                        "InvalidAccess",
-                        format!(
-                            "{what}: access {} has no imageReference",
-                            resource.access_type()
-                        ),
-                    ));
+                    return Err(Error::InvalidAccess {
+                        subject,
+                        problem: AccessError::NoImageReference(resource.access_type().to_string()),
+                    });
                 };
-                self.oci_artifact(reference, &what, layer_media_types).await
+                self.oci_artifact(reference, subject, layer_media_types)
+                    .await
             }
-            Access::Helm(chart) => self.helm_chart(&what, chart).await,
-            Access::Unsupported => Err(config_error(
-                "UnsupportedAccess",
-                format!(
-                    "{what}: access type {:?} is not supported (localBlob, ociArtifact, ociImage, helm are)",
-                    resource.access_type()
-                ),
-            )),
+            Access::Helm(chart) => self.helm_chart(subject, chart).await,
+            Access::Unsupported => Err(Error::UnsupportedAccess {
+                subject,
+                access_type: resource.access_type().to_string(),
+            }),
         }
     }
 
@@ -406,27 +358,25 @@ impl<'a> Reader<'a> {
         &self,
         cv: &ComponentVersion<'_>,
         blob: &LocalBlob,
-        what: &str,
+        subject: Subject,
         layer_media_types: &[String],
-    ) -> Result<Fetched, DeployerError> {
+    ) -> Result<Fetched, Error> {
         let digest = blob.digest();
         let Some(layer) = cv.manifest.layers.iter().find(|l| l.digest == digest) else {
-            return Err(config_error(
-                "LocalBlobNotFound",
-                format!(
-                    "{what}: local blob {digest:?} is not a layer of {}",
-                    cv.reference
-                ),
-            ));
+            return Err(Error::LocalBlobNotFound {
+                subject,
+                digest: digest.to_string(),
+                reference: cv.reference.clone(),
+            });
         };
         let (data, cached) = cv
             .session
             .blob(layer)
             .await
-            .map_err(|e| self.registry_error(what, e))?;
+            .map_err(|e| self.registry_error(&subject, e))?;
         if blob.is_artifact_set() {
             let (layer, data) = layer_of_artifact_set(&data, layer_media_types)
-                .map_err(|e| config_error("InvalidArtifactSet", format!("{what}: {e}")))?;
+                .map_err(|problem| Error::InvalidArtifactSet { subject, problem })?;
             return Ok(Fetched {
                 digest: layer.digest,
                 media_type: layer.media_type,
@@ -453,86 +403,85 @@ impl<'a> Reader<'a> {
     async fn oci_artifact(
         &self,
         reference: &str,
-        what: &str,
+        resource: Subject,
         layer_media_types: &[String],
-    ) -> Result<Fetched, DeployerError> {
-        let what = format!("{what} ({reference})");
-        let session = self
-            .session(reference)
-            .await
-            .map_err(|e| self.registry_error(&what, e))?;
+    ) -> Result<Fetched, Error> {
+        let subject = Subject::Artifact {
+            of: Box::new(resource),
+            reference: reference.into(),
+        };
+        let session = self.session(reference, &subject).await?;
         let (manifest, manifest_digest) = match session.manifest().await {
             Ok(m) => m,
             Err(e) if e.reason == "NotFound" => {
-                return Err(config_error("NotFound", format!("{what}: {}", e.message)));
+                return Err(Error::ArtifactNotFound {
+                    subject,
+                    registry_message: e.message,
+                });
             }
-            Err(e) => return Err(self.registry_error(&what, e)),
+            Err(e) => return Err(self.registry_error(&subject, e)),
         };
         let layer = pick_layer(&manifest.layers, layer_media_types).ok_or_else(|| {
-            config_error(
-                "NotFound",
-                missing_layer(&what, layer_media_types, &manifest),
-            )
+            Error::LayerNotFound(missing_layer(
+                &subject.to_string(),
+                layer_media_types,
+                &manifest,
+            ))
         })?;
         session
             .layer(&manifest, manifest_digest, layer)
             .await
-            .map_err(|e| self.registry_error(&what, e))
+            .map_err(|e| self.registry_error(&subject, e))
     }
 
     /// The `helm` access type (see [`helm`]). Downloads from a classic repository go through
     /// the [`ChartDownloads`] (allowlist, limits, the Context's `helmChartRepoCredentials`,
     /// cache); from an `oci://` one through the item's registry session.
-    async fn helm_chart(&self, what: &str, access: &Helm) -> Result<Fetched, DeployerError> {
+    async fn helm_chart(&self, subject: Subject, access: &Helm) -> Result<Fetched, Error> {
+        let invalid = |problem| Error::InvalidAccess {
+            subject: subject.clone(),
+            problem,
+        };
         let repository = access.repository();
         let Some((name, version)) = access.name_and_version() else {
-            return Err(config_error(
-                "InvalidAccess",
-                format!(
-                    "{what}: helm access: helmChart {:?} is not name:version",
-                    access.chart()
-                ),
-            ));
+            return Err(invalid(AccessError::ChartNotNameVersion(
+                access.chart().to_string(),
+            )));
         };
         if repository.is_empty() {
-            return Err(config_error(
-                "InvalidAccess",
-                format!("{what}: helm access has no helmRepository"),
-            ));
+            return Err(invalid(AccessError::NoHelmRepository));
         }
         if let Some(oci) = repository.strip_prefix("oci://") {
             let reference = helm::oci_reference(oci, name, version);
             let layer_media_types = helm::CHART_LAYERS.map(String::from);
-            let pulled = match self.session(&reference).await {
-                Ok(session) => session.pull_layer(&layer_media_types).await,
-                Err(e) => Err(e),
-            };
-            return pulled.map_err(|e| self.registry_error(what, e));
-        }
-        let fetch = |url: String, expected_digest: Option<String>| async move {
-            self.charts
-                .http_get(&url, expected_digest.as_deref())
+            let session = self.session(&reference, &subject).await?;
+            return session
+                .pull_layer(&layer_media_types)
                 .await
-                .map_err(|e| self.registry_error(what, e))
+                .map_err(|e| self.registry_error(&subject, e));
+        }
+        let fetch = |url: String, expected_digest: Option<String>| {
+            let subject = &subject;
+            async move {
+                self.charts
+                    .http_get(&url, expected_digest.as_deref())
+                    .await
+                    .map_err(|e| self.registry_error(subject, e))
+            }
         };
         let base = repository.trim_end_matches('/');
-        let index = fetch(format!("{base}/index.yaml"), None).await?;
-        let index: Value = serde_yaml::from_slice(&index.data).map_err(|e| {
-            config_error("InvalidAccess", format!("{what}: {base}/index.yaml: {e}"))
-        })?;
-        let entry = helm::index_entry(&index, name, version).map_err(|available| {
-            config_error(
-                "NotFound",
-                format!(
-                    "{what}: chart {name} version {version} is not in the Helm repository {base} (versions there: {})",
-                    if available.is_empty() {
-                        "none".to_string()
-                    } else {
-                        available.join(", ")
-                    }
-                ),
-            )
-        })?;
+        let url = format!("{base}/index.yaml");
+        let index = fetch(url.clone(), None).await?;
+        let index: Value = serde_yaml::from_slice(&index.data)
+            .map_err(|source| invalid(AccessError::HelmIndex { url, source }))?;
+        let entry =
+            helm::index_entry(&index, name, version).map_err(|available| Error::ChartNotFound {
+                subject: subject.clone(),
+                chart: name.into(),
+                version: version.into(),
+                repository: base.into(),
+                available: available.into(),
+            })?;
         let (url, expected_digest) = helm::archive(base, entry);
         fetch(url, expected_digest).await
     }

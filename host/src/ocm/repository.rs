@@ -8,6 +8,8 @@
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+use super::error::RepositoryContextError;
+
 /// The namespace prefix of component descriptors in an OCI registry.
 pub const COMPONENT_DESCRIPTORS: &str = "component-descriptors";
 
@@ -26,17 +28,15 @@ impl OciRepository {
     /// Reads a `repositoryContext`: `OCIRegistry` (any case, optionally `/v1`) with `baseUrl`
     /// (`host[:port][/path]`, optionally with a scheme) and `subPath`, or the legacy
     /// `ociRegistry` whose `baseUrl` holds the path.
-    pub fn from_context(spec: &Value) -> Result<Self, String> {
+    pub fn from_context(spec: &Value) -> Result<Self, RepositoryContextError> {
         let kind = spec["type"].as_str().unwrap_or_default();
         let base = kind.split('/').next().unwrap_or_default();
         if !base.eq_ignore_ascii_case("OCIRegistry") {
-            return Err(format!(
-                "repository context type {kind:?} is not supported: only OCIRegistry (OCI registries) is"
-            ));
+            return Err(RepositoryContextError::UnsupportedType(kind.to_string()));
         }
         let base_url = spec["baseUrl"].as_str().unwrap_or_default().trim();
         if base_url.is_empty() {
-            return Err("the repository context has no baseUrl".into());
+            return Err(RepositoryContextError::NoBaseUrl);
         }
         let without_scheme = base_url
             .split_once("://")
@@ -55,7 +55,11 @@ impl OciRepository {
         let digest_mapping = match spec["componentNameMapping"].as_str().unwrap_or("urlPath") {
             "urlPath" | "" => false,
             "sha256-digest" => true,
-            other => return Err(format!("unknown componentNameMapping {other:?}")),
+            other => {
+                return Err(RepositoryContextError::UnknownNameMapping(
+                    other.to_string(),
+                ));
+            }
         };
         Ok(OciRepository {
             host: host.to_string(),
@@ -151,8 +155,8 @@ mod tests {
             &json!({"type": "CommonTransportFormat", "filePath": "/x"}),
         )
         .unwrap_err();
-        assert!(e.contains("CommonTransportFormat"), "{e}");
+        assert!(e.to_string().contains("CommonTransportFormat"), "{e}");
         let e = OciRepository::from_context(&json!({"type": "OCIRegistry"})).unwrap_err();
-        assert!(e.contains("baseUrl"), "{e}");
+        assert!(matches!(e, RepositoryContextError::NoBaseUrl), "{e}");
     }
 }

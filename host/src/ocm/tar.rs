@@ -6,14 +6,16 @@
 use std::collections::HashMap;
 use std::io::Read as _;
 
+use super::error::ArchiveError;
+
 /// The files of a tar (gzipped or not), by path (directories omitted).
-pub fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
+pub fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, ArchiveError> {
     let plain;
     let bytes: &[u8] = if data.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(data)
             .read_to_end(&mut out)
-            .map_err(|e| format!("not a gzip archive: {e}"))?;
+            .map_err(ArchiveError::NotGzip)?;
         plain = out;
         &plain
     } else {
@@ -21,14 +23,11 @@ pub fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
     };
     let mut files = HashMap::new();
     let mut archive = tar::Archive::new(bytes);
-    for entry in archive
-        .entries()
-        .map_err(|e| format!("not a tar archive: {e}"))?
-    {
-        let mut entry = entry.map_err(|e| format!("not a tar archive: {e}"))?;
+    for entry in archive.entries().map_err(ArchiveError::NotTar)? {
+        let mut entry = entry.map_err(ArchiveError::NotTar)?;
         let name = entry
             .path()
-            .map_err(|e| format!("tar entry: {e}"))?
+            .map_err(ArchiveError::EntryPath)?
             .to_string_lossy()
             .trim_start_matches("./")
             .trim_start_matches('/')
@@ -39,14 +38,18 @@ pub fn tar_files(data: &[u8]) -> Result<HashMap<String, Vec<u8>>, String> {
         let mut content = Vec::new();
         entry
             .read_to_end(&mut content)
-            .map_err(|e| format!("tar entry {name}: {e}"))?;
+            .map_err(|source| ArchiveError::Entry {
+                name: name.clone(),
+                source,
+            })?;
         files.insert(name, content);
     }
     Ok(files)
 }
 
-pub(crate) fn file_in_tar(data: &[u8], name: &str) -> Result<Vec<u8>, String> {
+/// The file `name` of a descriptor tar.
+pub(crate) fn file_in_tar(data: &[u8], name: &str) -> Result<Vec<u8>, ArchiveError> {
     tar_files(data)?
         .remove(name)
-        .ok_or_else(|| format!("no {name} in the descriptor tar"))
+        .ok_or_else(|| ArchiveError::Missing(name.to_string()))
 }

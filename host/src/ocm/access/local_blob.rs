@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::oci::session::pick_layer;
+use crate::ocm::error::ArtifactSetError;
 use crate::ocm::tar::tar_files;
 
 /// The media type of an OCI artifact stored as a blob (OCM "artifact set", an OCI layout tar).
@@ -51,20 +52,20 @@ impl LocalBlob {
 pub fn layer_of_artifact_set(
     data: &[u8],
     media_types: &[String],
-) -> Result<(OciDescriptor, Vec<u8>), String> {
+) -> Result<(OciDescriptor, Vec<u8>), ArtifactSetError> {
     let mut files = tar_files(data)?;
     let blob = |files: &mut HashMap<String, Vec<u8>>, digest: &str| {
         let path = format!("blobs/{}", digest.replacen(':', "/", 1));
         files
             .remove(&path)
-            .ok_or_else(|| format!("artifact set lacks blob {digest}"))
+            .ok_or_else(|| ArtifactSetError::MissingBlob(digest.to_string()))
     };
     let index: Value = serde_json::from_slice(
         &files
             .remove("index.json")
-            .ok_or("artifact set has no index.json")?,
+            .ok_or(ArtifactSetError::NoIndex)?,
     )
-    .map_err(|e| format!("artifact set index.json: {e}"))?;
+    .map_err(ArtifactSetError::Index)?;
     let manifests = index["manifests"].as_array().cloned().unwrap_or_default();
     let main = index["annotations"]["software.ocm/main"]
         .as_str()
@@ -79,17 +80,17 @@ pub fn layer_of_artifact_set(
         } else {
             None
         })
-        .ok_or("artifact set has no main artifact")?;
+        .ok_or(ArtifactSetError::NoMainArtifact)?;
     let digest = main["digest"].as_str().unwrap_or_default().to_string();
-    let manifest: OciImageManifest = serde_json::from_slice(&blob(&mut files, &digest)?)
-        .map_err(|e| format!("artifact set manifest {digest}: {e}"))?;
+    let manifest: OciImageManifest =
+        serde_json::from_slice(&blob(&mut files, &digest)?).map_err(|source| {
+            ArtifactSetError::Manifest {
+                digest: digest.clone(),
+                source,
+            }
+        })?;
     let layer = pick_layer(&manifest.layers, media_types)
-        .ok_or_else(|| {
-            format!(
-                "artifact set has no layer of media type {}",
-                media_types.join(" or ")
-            )
-        })?
+        .ok_or_else(|| ArtifactSetError::NoLayer(media_types.to_vec()))?
         .clone();
     let data = blob(&mut files, &layer.digest)?;
     Ok((layer, data))
@@ -119,7 +120,10 @@ mod tests {
             file_in_tar(&t, "component-descriptor.yaml").unwrap(),
             b"meta: {}"
         );
-        assert!(file_in_tar(&t, "x").unwrap_err().contains("no x"));
+        assert_eq!(
+            file_in_tar(&t, "x").unwrap_err().to_string(),
+            "no x in the descriptor tar"
+        );
 
         let chart = b"chart-bytes";
         let chart_digest = format!("sha256:{}", "c".repeat(64));
@@ -151,6 +155,9 @@ mod tests {
         .unwrap();
         assert_eq!(layer.digest, chart_digest);
         assert_eq!(data, chart);
-        assert!(layer_of_artifact_set(&set, &["x/y".to_string()]).is_err());
+        assert!(matches!(
+            layer_of_artifact_set(&set, &["x/y".to_string()]),
+            Err(ArtifactSetError::NoLayer(_))
+        ));
     }
 }
