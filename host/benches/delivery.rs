@@ -182,45 +182,6 @@ async fn oci_rounds(
     out
 }
 
-fn start_registry(dir: &Path) -> Option<(std::process::Child, String)> {
-    let bin = "/usr/bin/docker-registry";
-    if !Path::new(bin).exists() {
-        return None;
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = dir.join("registry.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog: {{level: error}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n",
-            dir.join("registry").display()
-        ),
-    )
-    .unwrap();
-    let child = std::process::Command::new(bin)
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .ok()?;
-    let mut child = child;
-    let addr = format!("127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            return Some((child, addr));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
 #[tokio::main]
 async fn main() {
     let base = std::fs::read(workspace().join("target/plugins/mock.wasm"))
@@ -243,8 +204,9 @@ async fn main() {
         "| ConfigMap update | warm (artifact cache) | {} |",
         stats(w)
     );
-    match start_registry(dir.path()) {
-        Some((mut child, addr)) => {
+    match test_support::registry::start_registry() {
+        Some(registry) => {
+            let addr = registry.addr.clone();
             let oci_cache = dir.path().join("oci-cache");
             let oci_versions: Vec<u32> = (100..100 + rounds).collect();
             let c = oci_rounds(&oci_cache, &base, &oci_versions, &addr, true).await;
@@ -254,8 +216,6 @@ async fn main() {
                 "| OCI push (same tag) | warm (artifact cache) | {} |",
                 stats(w)
             );
-            let _ = child.kill();
-            let _ = child.wait();
         }
         None => println!("| OCI push | - | docker-registry not installed | | |"),
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use manifest_applier::spec::{
     DeletionGroup, Export, Exports, ManagedResource, ReadinessChecks, UpdateStrategy,
+    validate_continuous_reconcile,
 };
 use sdk_guest::{DeployerError, decode_at, model::parse_go_duration};
 use serde::{Deserialize, Serialize};
@@ -278,7 +279,7 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
     validate_release(&c.name, &c.namespace)?;
     let values = parse_values(c.values)?;
     if let Some(cr) = &c.continuous_reconcile {
-        validate_continuous_reconcile(cr)?;
+        validate_continuous_reconcile(cr).map_err(|e| e.with_operation(INIT_OPERATION))?;
     }
     let deployment = deployment_config(c.helm_deployment_config.unwrap_or_default())?;
     validate_exports_from_manifests(&c.exports_from_manifests)?;
@@ -389,16 +390,6 @@ fn parse_values(values: Option<Value>) -> Result<Value, DeployerError> {
     } else {
         values
     })
-}
-
-fn validate_continuous_reconcile(cr: &Value) -> Result<(), DeployerError> {
-    let has = |k: &str| cr.get(k).is_some_and(|v| !v.is_null() && v != "");
-    if has("cron") && has("every") {
-        return Err(validation_error(
-            "spec.config.continuousReconcile: cron and every are mutually exclusive".into(),
-        ));
-    }
-    Ok(())
 }
 
 fn deployment_config(raw: RawDeploymentConfig) -> Result<DeploymentConfig, DeployerError> {

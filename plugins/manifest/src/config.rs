@@ -61,11 +61,6 @@ fn parse_error(message: String) -> DeployerError {
         .with_operation(INIT_OPERATION)
 }
 
-fn validation_error(message: String) -> DeployerError {
-    DeployerError::configuration("ValidateProviderConfiguration", message)
-        .with_operation(INIT_OPERATION)
-}
-
 /// The manifest deployer's configuration: the applier's [`Spec`].
 pub type Config = Spec;
 
@@ -82,7 +77,7 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
         V1ALPHA2 => {
             let c: RawV1alpha2 = decode_at(raw, "spec.config").map_err(parse_error)?;
             if let Some(cr) = &c.continuous_reconcile {
-                validate_continuous_reconcile(cr)?;
+                validate_continuous_reconcile(cr).map_err(|e| e.with_operation(INIT_OPERATION))?;
             }
             Config {
                 update_strategy: UpdateStrategy::parse(&c.update_strategy),
@@ -122,16 +117,6 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
         .validate()
         .map_err(|e| e.with_operation(INIT_OPERATION))?;
     Ok(config)
-}
-
-fn validate_continuous_reconcile(cr: &Value) -> Result<(), DeployerError> {
-    let has = |k: &str| cr.get(k).is_some_and(|v| !v.is_null() && v != "");
-    if has("cron") && has("every") {
-        return Err(validation_error(
-            "spec.config.continuousReconcile: cron and every are mutually exclusive".into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Where a job stands, so every step resumes from persisted state.

@@ -309,6 +309,18 @@ fn validation_error(message: String) -> DeployerError {
     DeployerError::configuration("ValidateProviderConfiguration", message)
 }
 
+/// Checks a deployer's `continuousReconcile` (the manifest and helm configurations both carry
+/// one): `cron` and `every` exclude each other. The caller sets the operation.
+pub fn validate_continuous_reconcile(cr: &Value) -> Result<(), DeployerError> {
+    let has = |k: &str| cr.get(k).is_some_and(|v| !v.is_null() && v != "");
+    if has("cron") && has("every") {
+        return Err(validation_error(
+            "spec.config.continuousReconcile: cron and every are mutually exclusive".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Spec {
     /// Checks the configuration; errors (`ERR_CONFIGURATION_PROBLEM`, reason
     /// `ValidateProviderConfiguration`) name the field below `spec.config`. The caller sets
@@ -637,4 +649,23 @@ pub struct PendingPatch {
     pub resource: ObjectReference,
     /// The patch.
     pub patch: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn continuous_reconcile_takes_cron_or_every_not_both() {
+        assert!(validate_continuous_reconcile(&json!({"every": "1h"})).is_ok());
+        assert!(validate_continuous_reconcile(&json!({"cron": "* * * * *", "every": ""})).is_ok());
+        let e = validate_continuous_reconcile(&json!({"cron": "* * * * *", "every": "1h"}))
+            .unwrap_err();
+        assert_eq!(e.reason, "ValidateProviderConfiguration");
+        assert_eq!(
+            e.message,
+            "spec.config.continuousReconcile: cron and every are mutually exclusive"
+        );
+    }
 }
