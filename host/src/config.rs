@@ -92,6 +92,10 @@ pub struct HostConfig {
     /// The host's own CRD (`WasmPlugin`), kept up to date at start (`crate::crds`).
     #[serde(default)]
     pub crd_management: CrdManagement,
+    /// Clients of Target clusters: how many are kept, when they are released, how long a call
+    /// may wait on a cluster (`docs/scaling.md`).
+    #[serde(default)]
+    pub target_clusters: crate::capabilities::TargetClustersConfig,
 }
 
 /// `crdManagement:` — as Landscaper's `crdManagement` (`docs/install.md`).
@@ -195,6 +199,7 @@ impl HostConfig {
         targetselector::validate(&self.target_selectors).context("targetSelectors")?;
         self.requeue_interval()?;
         self.fetch.validate()?;
+        self.target_clusters.settings()?;
         self.plugins.limits.resolve(Limits::default())?;
         for (name, l) in &self.plugins.per_plugin {
             l.resolve(Limits::default())

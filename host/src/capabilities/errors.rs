@@ -21,7 +21,8 @@ pub(super) fn internal(e: serde_json::Error) -> DeployerError {
     error(codes::INTERNAL_PROBLEM, "Encode", e.to_string())
 }
 
-/// Maps an API error onto Landscaper codes: 401/403 are unrecoverable, the rest is retried.
+/// Maps an API error onto Landscaper codes: 401/403 are unrecoverable, the rest is retried; a
+/// cluster that could not be reached is [`super::clusters::UNREACHABLE`] with the cause.
 pub(super) fn kube_error(e: kube::Error) -> DeployerError {
     match &e {
         kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
@@ -33,11 +34,14 @@ pub(super) fn kube_error(e: kube::Error) -> DeployerError {
             message: s.message.clone(),
             ..Default::default()
         },
-        other => DeployerError {
-            operation: "kubernetes".into(),
-            reason: "Request".into(),
-            message: other.to_string(),
-            ..Default::default()
+        other => match super::clusters::unreachable_cause(other) {
+            Some(cause) => super::clusters::unreachable(cause),
+            None => DeployerError {
+                operation: "kubernetes".into(),
+                reason: "Request".into(),
+                message: crate::oci::error::error_chain(other),
+                ..Default::default()
+            },
         },
     }
 }

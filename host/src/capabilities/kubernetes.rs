@@ -6,44 +6,52 @@
 //! Owns: one Kubernetes operation as the plugin asked for it, and its answer as JSON. Must not
 //! touch: which Target (`super`, `secondary_targets`) or credentials (the plugin never sees them).
 
-use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiResource, Scope};
 use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo, ServerVersion};
 
+use std::sync::Arc;
+
 use super::ItemServices;
-use super::clusters::ClusterKey;
+use super::clusters::{Cluster, TargetId, UNREACHABLE, unreachable_cause};
 use super::errors::{error, internal, kube_error};
 use super::secondary_targets::secondary_kubeconfig;
 use crate::contract::target::kubeconfig_of;
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, codes};
 
 impl ItemServices {
-    /// The client of the item's Target cluster (`None`) or of the secondary Target
-    /// `target_name`, and the key of its discovery cache.
+    /// The item's Target cluster (`None`) or the secondary Target `target_name`, and the
+    /// Target's `namespace/name` (how errors name it).
     async fn cluster(
         &self,
         target_name: Option<&str>,
-    ) -> Result<(Client, ClusterKey), DeployerError> {
+    ) -> Result<(Arc<Cluster>, TargetId), DeployerError> {
         match target_name {
-            None => self.target_client().await,
+            None => self.target_cluster().await,
             Some(name) => {
                 let kubeconfig = secondary_kubeconfig(self.secondary.as_ref(), name).await?;
-                self.clients.client_for(&kubeconfig).await
+                let namespace = self
+                    .secondary
+                    .as_ref()
+                    .map(|s| s.namespace.as_str())
+                    .unwrap_or_default();
+                let id: TargetId = format!("{namespace}/{name}").into();
+                let cluster = self.clients.cluster_for(&kubeconfig, Some(&id)).await?;
+                Ok((cluster, id))
             }
         }
     }
 
-    /// The client of the item's Target cluster and the key of its discovery cache, looked up
-    /// once per invocation (a plugin's calls all go to the same Target).
-    async fn target_client(&self) -> Result<(Client, ClusterKey), DeployerError> {
+    /// The item's Target cluster, looked up once per invocation (a plugin's calls all go to
+    /// the same Target).
+    async fn target_cluster(&self) -> Result<(Arc<Cluster>, TargetId), DeployerError> {
         self.primary
-            .get_or_try_init(|| self.resolve_target_client())
+            .get_or_try_init(|| self.resolve_target_cluster())
             .await
             .cloned()
     }
 
-    async fn resolve_target_client(&self) -> Result<(Client, ClusterKey), DeployerError> {
+    async fn resolve_target_cluster(&self) -> Result<(Arc<Cluster>, TargetId), DeployerError> {
         let target = self.target.as_ref().ok_or_else(|| {
             error(
                 codes::CONFIGURATION_PROBLEM,
@@ -69,21 +77,51 @@ impl ItemServices {
                 "the target has no kubeconfig".into(),
             )
         })?;
-        self.clients.client_for(&kubeconfig).await
+        let meta = &target.target.metadata;
+        let id: TargetId = format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        )
+        .into();
+        let cluster = self.clients.cluster_for(&kubeconfig, Some(&id)).await?;
+        Ok((cluster, id))
+    }
+
+    /// Runs one operation on `on`'s cluster: only when its endpoint is reachable as far as the
+    /// host knows, within the request timeout, and with an error that names the Target, its
+    /// API server and the cause when the cluster cannot be reached (the endpoint is then marked
+    /// down, so that other items fail fast instead of waiting too).
+    pub(super) async fn run(
+        &self,
+        on: Option<&str>,
+        op: KubeOp,
+    ) -> Result<Option<String>, DeployerError> {
+        let (cluster, target) = self.cluster(on).await?;
+        let settings = self.clients.settings();
+        if let Err(refusal) = cluster.health.admit(&cluster.client, settings).await {
+            self.retry_in(refusal.retry_in());
+            return Err(unreachable_error(&target, &cluster, &refusal.cause()));
+        }
+        let within = settings.request_timeout;
+        let cause = match tokio::time::timeout(within, self.operation(&cluster, op)).await {
+            Ok(Err(e)) if e.reason == UNREACHABLE => e.message,
+            Ok(answer) => return answer,
+            Err(_) => format!("no answer within {}s", within.as_secs_f32()),
+        };
+        cluster.health.failed(&cause, settings);
+        self.retry_in(settings.unreachable_retry);
+        Err(unreachable_error(&target, &cluster, &cause))
     }
 
     async fn api_for(
-        &self,
-        on: Option<&str>,
+        cluster: &Cluster,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<Api<DynamicObject>, DeployerError> {
-        let (client, kubeconfig) = self.cluster(on).await?;
-        let found = self
-            .clients
-            .resource(&kubeconfig, &client, api_version, kind)
-            .await?;
+        let found = cluster.resource(api_version, kind).await?;
+        let client = cluster.client.clone();
         let (resource, caps) = &*found;
         Ok(match (&caps.scope, namespace) {
             (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, resource),
@@ -94,17 +132,13 @@ impl ItemServices {
 
     /// An Api for listing: one namespace, or all namespaces (and cluster-scoped kinds).
     async fn api_for_list(
-        &self,
-        on: Option<&str>,
+        cluster: &Cluster,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<(Api<DynamicObject>, ApiResource), DeployerError> {
-        let (client, kubeconfig) = self.cluster(on).await?;
-        let found = self
-            .clients
-            .resource(&kubeconfig, &client, api_version, kind)
-            .await?;
+        let found = cluster.resource(api_version, kind).await?;
+        let client = cluster.client.clone();
         let (resource, caps) = &*found;
         let api = match (&caps.scope, namespace) {
             (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, resource),
@@ -115,12 +149,8 @@ impl ItemServices {
 }
 
 impl ItemServices {
-    /// One operation on the item's Target cluster (`on: None`) or a secondary Target.
-    pub(super) async fn run(
-        &self,
-        on: Option<&str>,
-        op: KubeOp,
-    ) -> Result<Option<String>, DeployerError> {
+    /// One operation on `cluster`.
+    async fn operation(&self, on: &Cluster, op: KubeOp) -> Result<Option<String>, DeployerError> {
         match op {
             KubeOp::Get(r) => self.get(on, &r).await,
             KubeOp::Create { object_json } => {
@@ -178,8 +208,8 @@ impl ItemServices {
     }
 
     /// The cluster's `/version` (what Helm reads for `.Capabilities.KubeVersion`).
-    async fn server_version(&self, on: Option<&str>) -> Result<Option<String>, DeployerError> {
-        let (client, _) = self.cluster(on).await?;
+    async fn server_version(&self, on: &Cluster) -> Result<Option<String>, DeployerError> {
+        let client = on.client.clone();
         let info = client
             .apiserver_version()
             .await
@@ -197,10 +227,10 @@ impl ItemServices {
     /// anew on every call — no cache, so a CRD created a moment ago is in it, as Helm re-reads
     /// discovery per action. A group version whose resources cannot be read (an unavailable
     /// aggregated API) stays listed without kinds, as Helm tolerates `GroupDiscoveryFailed`.
-    async fn api_versions(&self, on: Option<&str>) -> Result<Option<String>, DeployerError> {
+    async fn api_versions(&self, on: &Cluster) -> Result<Option<String>, DeployerError> {
         const WHAT: &str = "could not get apiVersions from Kubernetes";
         let started = std::time::Instant::now();
-        let (client, _) = self.cluster(on).await?;
+        let client = on.client.clone();
         let core = client
             .list_core_api_versions()
             .await
@@ -252,23 +282,15 @@ impl ItemServices {
         Ok(Some(serde_json::to_string(&set).map_err(internal)?))
     }
 
-    async fn get(&self, on: Option<&str>, r: &ObjectRef) -> Result<Option<String>, DeployerError> {
-        let api = self
-            .api_for(on, &r.api_version, &r.kind, r.namespace.as_deref())
-            .await?;
+    async fn get(&self, on: &Cluster, r: &ObjectRef) -> Result<Option<String>, DeployerError> {
+        let api = Self::api_for(on, &r.api_version, &r.kind, r.namespace.as_deref()).await?;
         let obj = api.get_opt(&r.name).await.map_err(kube_error)?;
         obj.map(|o| serde_json::to_string(&o).map_err(internal))
             .transpose()
     }
 
-    async fn delete(
-        &self,
-        on: Option<&str>,
-        r: &ObjectRef,
-    ) -> Result<Option<String>, DeployerError> {
-        let api = self
-            .api_for(on, &r.api_version, &r.kind, r.namespace.as_deref())
-            .await?;
+    async fn delete(&self, on: &Cluster, r: &ObjectRef) -> Result<Option<String>, DeployerError> {
+        let api = Self::api_for(on, &r.api_version, &r.kind, r.namespace.as_deref()).await?;
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => Ok(Some("true".into())),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
@@ -278,13 +300,13 @@ impl ItemServices {
 
     async fn list(
         &self,
-        on: Option<&str>,
+        on: &Cluster,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Option<String>, DeployerError> {
-        let (api, resource) = self.api_for_list(on, api_version, kind, namespace).await?;
+        let (api, resource) = Self::api_for_list(on, api_version, kind, namespace).await?;
         let mut params = ListParams::default();
         if let Some(sel) = label_selector.filter(|s| !s.is_empty()) {
             params = params.labels(sel);
@@ -313,18 +335,17 @@ impl ItemServices {
 
     async fn patch(
         &self,
-        on: Option<&str>,
+        on: &Cluster,
         target: &ObjectRef,
         patch: PatchRequest<'_>,
     ) -> Result<Option<String>, DeployerError> {
-        let api = self
-            .api_for(
-                on,
-                &target.api_version,
-                &target.kind,
-                target.namespace.as_deref(),
-            )
-            .await?;
+        let api = Self::api_for(
+            on,
+            &target.api_version,
+            &target.kind,
+            target.namespace.as_deref(),
+        )
+        .await?;
         let invalid = |m: String| error(codes::CONFIGURATION_PROBLEM, "InvalidPatch", m);
         let value: serde_json::Value = serde_json::from_str(patch.patch_json)
             .map_err(|e| invalid(format!("patch is not valid JSON: {e}")))?;
@@ -358,15 +379,11 @@ impl ItemServices {
 
     async fn discover(
         &self,
-        on: Option<&str>,
+        on: &Cluster,
         api_version: String,
         kind: &str,
     ) -> Result<Option<String>, DeployerError> {
-        let (client, kubeconfig) = self.cluster(on).await?;
-        let found = self
-            .clients
-            .resource_opt(&kubeconfig, &client, &api_version, kind)
-            .await?;
+        let found = on.resource_opt(&api_version, kind).await?;
         Ok(found.map(|found| {
             let (resource, caps) = &*found;
             serde_json::to_string(&ResourceInfo {
@@ -384,6 +401,7 @@ impl ItemServices {
 fn discovery_error(what: &str, e: kube::Error) -> DeployerError {
     match e {
         kube::Error::Api(s) if s.code == 401 || s.code == 403 => kube_error(kube::Error::Api(s)),
+        e if unreachable_cause(&e).is_some() => kube_error(e),
         e => DeployerError {
             operation: "kubernetes".into(),
             reason: "ServerDiscovery".into(),
@@ -404,7 +422,7 @@ struct PatchRequest<'a> {
 impl ItemServices {
     async fn api_for_object(
         &self,
-        on: Option<&str>,
+        on: &Cluster,
         object_json: &str,
     ) -> Result<(Api<DynamicObject>, DynamicObject), DeployerError> {
         let obj: DynamicObject = serde_json::from_str(object_json).map_err(|e| {
@@ -421,14 +439,27 @@ impl ItemServices {
                 "object has no apiVersion/kind".into(),
             )
         })?;
-        let api = self
-            .api_for(
-                on,
-                &types.api_version,
-                &types.kind,
-                obj.metadata.namespace.as_deref(),
-            )
-            .await?;
+        let api = Self::api_for(
+            on,
+            &types.api_version,
+            &types.kind,
+            obj.metadata.namespace.as_deref(),
+        )
+        .await?;
         Ok((api, obj))
+    }
+}
+
+/// A call's error when `target`'s cluster cannot be reached: which Target, which API server,
+/// and why (refused, timed out, TLS, ...). Retried (no code) until the progressing timeout.
+fn unreachable_error(target: &str, cluster: &Cluster, cause: &str) -> DeployerError {
+    DeployerError {
+        operation: "kubernetes".into(),
+        reason: UNREACHABLE.into(),
+        message: format!(
+            "the cluster of Target {target} ({}) is unreachable: {cause}",
+            cluster.server
+        ),
+        ..Default::default()
     }
 }

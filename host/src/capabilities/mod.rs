@@ -5,7 +5,8 @@
 //! - [`progress`]: checkpoints against the item's progressing timeout (WIT `progress`);
 //! - `kubernetes`: operations on the item's Target cluster (WIT `kubernetes`, `cluster`);
 //! - `secondary_targets`: get/list/delete on Targets the plugin names (WIT `secondary-targets`);
-//! - `clusters`: clients and discovery per Target cluster, shared by every invocation;
+//! - `clusters`: clients, discovery and reachability per Target cluster, shared by every
+//!   invocation and released when no live Target uses them;
 //! - [`fetch`]: downloads (HTTP(S), OCI) with the host's allowlist, limits, cache and the
 //!   Context's credentials (WIT `fetch`);
 //! - [`ocm`]: OCM resources from the Context's component repository (WIT `ocm`), and component
@@ -33,7 +34,9 @@ use plugin_runtime::{
 use crate::contract::ProgressingTimeout;
 use crate::landscaper::{Context, ResolvedTarget};
 
-pub use clusters::TargetClients;
+pub use clusters::{
+    ClusterSettings, Release, TargetClientStats, TargetClients, TargetClustersConfig,
+};
 pub use fetch::{FetchConfig, Fetcher};
 use secondary_targets::SecondaryTargets;
 pub use secondary_targets::secret_ref_data;
@@ -44,9 +47,11 @@ pub struct ItemServices {
     target: Option<ResolvedTarget>,
     clients: TargetClients,
     /// The item's Target cluster, once a call has needed it.
-    primary: tokio::sync::OnceCell<(kube::Client, clusters::ClusterKey)>,
+    primary: tokio::sync::OnceCell<(std::sync::Arc<clusters::Cluster>, clusters::TargetId)>,
     secondary: Option<SecondaryTargets>,
     fetch: Option<fetch::ItemFetch>,
+    /// When to try again, if a call failed because its cluster could not be reached.
+    retry_hint: std::sync::Mutex<Option<std::time::Duration>>,
 }
 
 impl ItemServices {
@@ -62,7 +67,20 @@ impl ItemServices {
             primary: tokio::sync::OnceCell::new(),
             secondary: None,
             fetch: None,
+            retry_hint: Default::default(),
         }
+    }
+
+    /// When the item should be tried again, if a call of this invocation failed because its
+    /// Target cluster could not be reached (the shortest such wait): the controller requeues
+    /// the item then instead of at its usual interval.
+    pub fn retry_hint(&self) -> Option<std::time::Duration> {
+        *self.retry_hint.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn retry_in(&self, wait: std::time::Duration) {
+        let mut hint = self.retry_hint.lock().unwrap_or_else(|e| e.into_inner());
+        *hint = Some(hint.map_or(wait, |h| h.min(wait)));
     }
 
     /// Gives the plugin downloads (WIT `fetch`) through `fetcher`, with the credentials of the

@@ -56,6 +56,7 @@ pub struct DevArgs {
 impl DevArgs {
     pub async fn run(self) -> anyhow::Result<()> {
         let config = load_config(self.config.as_ref(), self.plugins)?;
+        super::open_files::raise();
         dev::run(
             DevOptions {
                 listen: self.listen,

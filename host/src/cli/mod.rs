@@ -13,6 +13,7 @@ mod crds;
 mod dev;
 mod helm;
 mod image;
+mod open_files;
 pub mod plugin;
 mod registry;
 mod run;

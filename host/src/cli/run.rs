@@ -40,6 +40,8 @@ pub struct RunArgs {
 impl RunArgs {
     pub async fn run(self) -> anyhow::Result<()> {
         let config = load_config(self.config.as_ref(), self.plugins)?;
+        let open_files = super::open_files::raise();
+        tracing::info!(open_files = ?open_files, "open-files limit");
         let client = client_from(self.kubeconfig.as_ref()).await?;
         let host_client = match (&self.host_kubeconfig, &self.kubeconfig) {
             (Some(path), _) => client_from(Some(path)).await?,
@@ -111,7 +113,7 @@ async fn start_host(
         host_client,
         registry,
         config,
-        TargetClients::default(),
+        TargetClients::new(config.target_clusters.settings()?),
     )?);
     // Plugin delivery runs as long as the process (dropping its handle detaches the task).
     let (catalog, _delivery) = plugins::start_delivery(

@@ -95,7 +95,18 @@ impl Context {
             memory: ItemMemory::default(),
             workers,
             lock_cleanup_interval: config.cleanup_interval(),
-            lookups: Arc::new(super::lookups::Lookups::new(client.clone())),
+            lookups: {
+                let lookups = super::lookups::Lookups::new(client.clone());
+                // A deleted Target's cluster client goes with it (unless another Target uses it).
+                let clients = target_clients.clone();
+                lookups.targets.on_delete(move |target| {
+                    clients.forget_target(
+                        target.metadata.namespace.as_deref().unwrap_or_default(),
+                        target.metadata.name.as_deref().unwrap_or_default(),
+                    )
+                });
+                Arc::new(lookups)
+            },
             host_client,
             client,
             plugins: Arc::new(crate::plugins::LivePlugins::new(plugins)),

@@ -81,6 +81,8 @@ pub struct Cached<K: Resource<DynamicType = (), Scope = NamespaceResourceScope> 
     pub hits: AtomicU64,
     /// Reads that went to the API server.
     pub gets: AtomicU64,
+    /// Told of every object the watch sees deleted (e.g. a Target's cluster client is released).
+    deleted: std::sync::OnceLock<Box<dyn Fn(&K) + Send + Sync>>,
 }
 
 impl<K> Cached<K>
@@ -101,7 +103,13 @@ where
             synced: AtomicBool::new(false),
             hits: AtomicU64::new(0),
             gets: AtomicU64::new(0),
+            deleted: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Calls `f` with every object the watch sees deleted (set once; later calls are ignored).
+    pub fn on_delete(&self, f: impl Fn(&K) + Send + Sync + 'static) {
+        let _ = self.deleted.set(Box::new(f));
     }
 
     /// The object `namespace/name`: from the cache, else read from the API server.
@@ -163,8 +171,14 @@ where
         futures::pin_mut!(events);
         let mut failing = false;
         while let Some(event) = events.next().await {
-            if let Ok(watcher::Event::InitDone) = event {
-                self.synced.store(true, Ordering::Relaxed);
+            match &event {
+                Ok(watcher::Event::InitDone) => self.synced.store(true, Ordering::Relaxed),
+                Ok(watcher::Event::Delete(object)) => {
+                    if let Some(deleted) = self.deleted.get() {
+                        deleted(object);
+                    }
+                }
+                _ => {}
             }
             match event {
                 Ok(_) if failing => {

@@ -423,7 +423,7 @@ impl DevHost {
         let config = with_dev_hooks(config, &registry);
         let (config, dev_fetch) = with_dev_fetch(config);
         tracing::info!("dev mode: {}", describe_fetch(&config, dev_fetch));
-        let target_clients = controller::TargetClients::default();
+        let target_clients = controller::TargetClients::new(config.target_clusters.settings()?);
         target_clients.register(&env.target_kubeconfig, env.client.clone());
         let ctx = Arc::new(Context::new(
             env.client.clone(),

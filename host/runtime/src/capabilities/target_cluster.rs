@@ -12,6 +12,9 @@ use crate::wasm::store::State;
 
 type WitError = wit::types::DeployerError;
 
+/// How long before the invocation deadline a Kubernetes call still running is cut off.
+const RETURN_MARGIN: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl State {
     /// One Kubernetes call on the item's Target cluster.
     async fn kube(&mut self, op: KubeOp) -> Result<Option<String>, wit::types::DeployerError> {
@@ -20,8 +23,8 @@ impl State {
 
     /// One Kubernetes call through [`HostServices::kube`] (no `target_name`) or
     /// [`HostServices::kube_on`], bounded by the invocation deadline (a call still running
-    /// at the deadline returns `ERR_TIMEOUT`; the outer timeout of the invocation then ends
-    /// it).
+    /// half a second before the deadline returns `ERR_TIMEOUT`, so that the plugin can still
+    /// report it).
     pub(crate) async fn kube_on(
         &mut self,
         target_name: Option<String>,
@@ -39,7 +42,15 @@ impl State {
                 Some(name) => host.kube_on(name, op).await,
             }
         };
-        match tokio::time::timeout_at(self.deadline.into(), call).await {
+        // Cut the call off a little before the deadline, so that the plugin still has time to
+        // return its error (and the item says what the call was waiting for) instead of being
+        // interrupted.
+        let cutoff = self
+            .deadline
+            .checked_sub(RETURN_MARGIN)
+            .filter(|cutoff| *cutoff > std::time::Instant::now())
+            .unwrap_or(self.deadline);
+        match tokio::time::timeout_at(cutoff.into(), call).await {
             Ok(r) => r.map_err(error_to_wit),
             Err(_) => Err(error_to_wit(DeployerError::timeout(
                 "PluginDeadlineExceeded",

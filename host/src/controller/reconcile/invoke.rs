@@ -67,7 +67,7 @@ impl ItemCtx {
             Ok(outcome) => Ok(outcome),
             Err(StageError::Step(err)) => Ok(StepOutcome {
                 error: Some(err),
-                retry_after: None,
+                retry_after: *self.retry_hint.lock().unwrap_or_else(|e| e.into_inner()),
                 released: false,
             }),
             Err(StageError::Api(e)) => Err(e),
@@ -203,9 +203,9 @@ impl ItemCtx {
         );
         self.ctx.stats.plugin_calls.fetch_add(1, Ordering::Relaxed);
         let answer = if call == Call::Delete {
-            self.plugin.delete(invocation, services).await
+            self.plugin.delete(invocation, services.clone()).await
         } else {
-            self.plugin.reconcile(invocation, services).await
+            self.plugin.reconcile(invocation, services.clone()).await
         };
         match answer {
             Ok(response) => {
@@ -213,6 +213,7 @@ impl ItemCtx {
                 Ok(response)
             }
             Err(e) => {
+                *self.retry_hint.lock().unwrap_or_else(|e| e.into_inner()) = services.retry_hint();
                 let mut s = item.status();
                 step::apply_conditions(&mut s, &e.conditions, &now());
                 item.status = Some(s);

@@ -22,6 +22,9 @@ pub(super) struct ItemCtx {
     pub(super) deploy_item_type: String,
     pub(super) namespace: String,
     pub(super) name: String,
+    /// Set when the plugin failed because its Target cluster could not be reached: when that
+    /// cluster is due to be tried again (the item is requeued then, not at the usual interval).
+    pub(super) retry_hint: std::sync::Mutex<Option<std::time::Duration>>,
 }
 
 /// The item's Target as responsibility found it.

@@ -74,6 +74,7 @@ pub async fn reconcile(watched: Watched<'_>, ctx: &Arc<Context>) -> Result<Actio
         deploy_item_type,
         namespace,
         name,
+        retry_hint: Default::default(),
     };
     let result = async {
         match item_ctx.decide(item, &target, flow).await? {
