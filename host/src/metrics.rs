@@ -1,5 +1,5 @@
 //! A small Prometheus text endpoint (`--metrics-listen`): worker threads in use, reconciles,
-//! finished jobs and plugin calls of this replica, plus `/healthz`, `/livez` (the process
+//! finished jobs and plugin calls of this replica, its Target-cluster clients and connections, plus `/healthz`, `/livez` (the process
 //! answers) and `/readyz` (the DeployItem watch has synced).
 
 use std::net::SocketAddr;
@@ -79,6 +79,43 @@ pub fn render(ctx: &Context) -> String {
         "Plugins of the plugin directory still compiling after start-up (their types are not served yet).",
         ctx.plugins.loading.load(Ordering::Relaxed) as u64,
     );
+    let clusters = ctx.target_clients.stats();
+    metric(
+        "wasm_deployer_target_clients",
+        "gauge",
+        "Target-cluster clients held (one per distinct kubeconfig in use; targetClusters.maxClients bounds it).",
+        clusters.clients as u64,
+    );
+    metric(
+        "wasm_deployer_target_connections",
+        "gauge",
+        "Open connections to Target clusters.",
+        clusters.connections as u64,
+    );
+    metric(
+        "wasm_deployer_target_clusters_unreachable",
+        "gauge",
+        "Target-cluster API servers that could not be reached at the last attempt (their calls fail fast until the next).",
+        clusters.unreachable as u64,
+    );
+    metric(
+        "wasm_deployer_target_clients_built_total",
+        "counter",
+        "Target-cluster clients built.",
+        clusters.built,
+    );
+    out.push_str(
+        "# HELP wasm_deployer_target_clients_released_total Target-cluster clients released, by why: its Target was deleted or rotated its kubeconfig, idle, or least recently used beyond maxClients.\n# TYPE wasm_deployer_target_clients_released_total counter\n",
+    );
+    for (why, n) in [
+        ("target", clusters.released_target),
+        ("idle", clusters.released_idle),
+        ("capacity", clusters.released_capacity),
+    ] {
+        out.push_str(&format!(
+            "wasm_deployer_target_clients_released_total{{reason=\"{why}\"}} {n}\n"
+        ));
+    }
     out
 }
 

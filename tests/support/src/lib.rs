@@ -285,7 +285,13 @@ impl Harness {
                 .expect("registry"),
             );
         }
-        let target_clients = TargetClients::default();
+        let target_clients = TargetClients::new(
+            options
+                .config
+                .target_clusters
+                .settings()
+                .expect("targetClusters settings"),
+        );
         if env.embedded.is_some() {
             // The Target's kubeconfig names no reachable URL: serve it in-process. (On a real
             // server the host builds its client from the Target, as in production.)
