@@ -109,8 +109,8 @@ impl ItemServices {
             Ok(answer) => return answer,
             Err(_) => format!("no answer within {}s", within.as_secs_f32()),
         };
-        cluster.health.failed(&cause, settings);
-        self.retry_in(settings.unreachable_retry);
+        let retry = cluster.health.failed(&cause, settings);
+        self.retry_in(retry);
         Err(unreachable_error(&target, &cluster, &cause))
     }
 

@@ -69,6 +69,9 @@ impl Drop for Watching {
     }
 }
 
+/// What a [`Cached`] calls for each object its watch sees deleted.
+type OnDelete<K> = Box<dyn Fn(&K) + Send + Sync>;
+
 /// Reads of one namespaced kind: the cache when it holds the object, else a GET.
 pub struct Cached<K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + 'static> {
     client: Client,
@@ -82,7 +85,7 @@ pub struct Cached<K: Resource<DynamicType = (), Scope = NamespaceResourceScope> 
     /// Reads that went to the API server.
     pub gets: AtomicU64,
     /// Told of every object the watch sees deleted (e.g. a Target's cluster client is released).
-    deleted: std::sync::OnceLock<Box<dyn Fn(&K) + Send + Sync>>,
+    deleted: std::sync::OnceLock<OnDelete<K>>,
 }
 
 impl<K> Cached<K>

@@ -79,7 +79,13 @@ pub fn spawn_host(host_binary: &Path, kubeconfig: &Path) -> KillOnDrop {
 /// Replaces the part of `docs/benchmarks.md` between `<!-- {marker}:start -->` and
 /// `<!-- {marker}:end -->` with `table` (or appends the section under `heading` if absent).
 pub fn write_docs_section(marker: &str, heading: &str, table: &str) {
-    let path = workspace().join("docs/benchmarks.md");
+    write_section("docs/benchmarks.md", marker, heading, table)
+}
+
+/// [`write_docs_section`] for another document of the repository (`doc`, e.g.
+/// `docs/reliability.md`).
+pub fn write_section(doc: &str, marker: &str, heading: &str, table: &str) {
+    let path = workspace().join(doc);
     let doc = std::fs::read_to_string(&path).unwrap_or_default();
     let (start, end) = (
         format!("<!-- {marker}:start -->"),

@@ -20,6 +20,9 @@ use crate::landscaper::codes;
 /// What discovery found for one kind on one cluster.
 pub type Discovered = Arc<(ApiResource, ApiCapabilities)>;
 
+/// Discovery results per (apiVersion, kind), with the endpoint's health generation they hold for.
+type DiscoveryCache = (u64, HashMap<(String, String), Discovered>);
+
 /// The reason of a call's error when the cluster could not be reached (its message is the cause).
 pub const UNREACHABLE: &str = "TargetClusterUnreachable";
 
@@ -30,7 +33,7 @@ pub struct Cluster {
     pub server: Arc<str>,
     pub health: Arc<Health>,
     /// Discovery per (apiVersion, kind), valid for one generation of the endpoint's health.
-    discovery: Mutex<(u64, HashMap<(String, String), Discovered>)>,
+    discovery: Mutex<DiscoveryCache>,
 }
 
 impl Cluster {

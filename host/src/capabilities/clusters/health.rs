@@ -168,9 +168,11 @@ impl Health {
         }
     }
 
-    /// A call could not reach the endpoint (`cause`): calls fail fast until the retry is due.
-    pub fn failed(&self, cause: &str, settings: &ClusterSettings) {
+    /// A call could not reach the endpoint (`cause`): calls fail fast until the retry is due,
+    /// which is returned.
+    pub fn failed(&self, cause: &str, settings: &ClusterSettings) -> Duration {
         let now = Instant::now();
+        let mut wait = settings.unreachable_retry;
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.state.send_modify(|state| {
@@ -179,12 +181,14 @@ impl Health {
                 State::Down { failures, .. } => *failures,
                 State::Up => 0,
             } + 1;
+            wait = retry_delay(settings, failures);
             *state = State::Down {
                 cause: cause.into(),
-                until: now + retry_delay(settings, failures),
+                until: now + wait,
                 failures,
             };
         });
+        wait
     }
 
     fn succeeded(&self) {
@@ -208,14 +212,18 @@ async fn probe(health: Arc<Health>, client: kube::Client, settings: ClusterSetti
     match tokio::time::timeout(within, client.apiserver_version()).await {
         Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => health.succeeded(),
         Ok(Err(e)) => match unreachable_cause(&e) {
-            Some(cause) => health.failed(&cause, &settings),
+            Some(cause) => {
+                health.failed(&cause, &settings);
+            }
             // An answer that is not a version (a proxy's page, a decoding error): reachable.
             None => health.succeeded(),
         },
-        Err(_) => health.failed(
-            &format!("no answer within {}s", within.as_secs_f32()),
-            &settings,
-        ),
+        Err(_) => {
+            health.failed(
+                &format!("no answer within {}s", within.as_secs_f32()),
+                &settings,
+            );
+        }
     }
 }
 

@@ -1,0 +1,326 @@
+//! The scale bench's clusters dimension: one `deployer-host run` process (release build, default
+//! settings) serving manifest items, one per Target, on many Target clusters over time.
+//!
+//! Rows, each measured on the host process (RSS and open descriptors from /proc, clients and
+//! connections from its metrics):
+//! - **live**: 100 and `BENCH_CLUSTERS_LIVE` (1,000) Targets, each with a kubeconfig of its own
+//!   and one item; time to all jobs;
+//! - **seen**: `BENCH_CLUSTERS_ROUNDS` (10) rounds of 1,000 new Targets and items, each round's
+//!   deleted before the next: 10,000 distinct kubeconfigs seen, 1,000 live at once;
+//! - **after**: everything deleted, back to the start?
+//! - **rotation**: 200 Targets whose kubeconfig is renewed every 3 s (and a job each time) for
+//!   `BENCH_ROTATION_SECS` (60);
+//! - **dead clusters**: 200 items on a healthy cluster alone, then again with 20 items on a
+//!   cluster that refuses connections and 20 on one that accepts and never answers created
+//!   first: the healthy items' p99 from creation to finished job, side by side.
+//!
+//! `cargo bench -p deployer-host --bench clusters` (plugins built first: `cargo xtask
+//! build-plugins`); `BENCH_WRITE_DOCS=1` writes the table into `docs/benchmarks.md`.
+//! `BENCH_CLUSTERS_SOAK_SECS=3600` runs the soak instead (`clusters/soak.rs`).
+
+#[path = "clusters/soak.rs"]
+mod soak;
+#[path = "clusters/world.rs"]
+mod world;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use test_support::bench::{env_usize, write_docs_section};
+use test_support::workspace;
+use world::{Sample, World, quantile};
+
+/// The host's configuration: the defaults, but for anything the environment says.
+fn host_config() -> String {
+    std::env::var("BENCH_HOST_CONFIG").unwrap_or_else(|_| "events: errors\n".into())
+}
+
+struct Row {
+    what: String,
+    seen: usize,
+    live: usize,
+    sample: Sample,
+    took: Option<f64>,
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Creates `n` Targets (fresh kubeconfigs) with one item each; returns the names and the time
+/// to all jobs.
+async fn live(world: &World, prefix: &str, n: usize) -> (Vec<String>, f64) {
+    let names = names(prefix, n);
+    let started = Instant::now();
+    for name in &names {
+        world.put_target(name, &world.fresh_kubeconfig()).await;
+        world.put_item(name, name, 0).await;
+    }
+    let done = world
+        .wait_jobs(&names, &HashMap::new(), Duration::from_secs(900))
+        .await;
+    assert_eq!(done, n, "{prefix}: only {done} of {n} jobs finished");
+    (names, started.elapsed().as_secs_f64())
+}
+
+async fn live_and_seen(world: &World, rows: &mut Vec<Row>, start: Sample) -> Sample {
+    let big = env_usize("BENCH_CLUSTERS_LIVE", 1000);
+    let rounds = env_usize("BENCH_CLUSTERS_ROUNDS", 10);
+    let mut seen = 0;
+    for n in [100, big] {
+        let (names, took) = live(world, &format!("live{n}"), n).await;
+        seen += n;
+        rows.push(Row {
+            what: format!("{n} live Targets"),
+            seen,
+            live: n,
+            sample: world.sample().await,
+            took: Some(took),
+        });
+        world.delete_all(&names, &names).await;
+    }
+    let mut peak = Sample::default();
+    let mut last = None;
+    for round in 0..rounds {
+        let (names, took) = live(world, &format!("round{round}"), big).await;
+        seen += big;
+        let s = world.sample().await;
+        peak.rss_kib = peak.rss_kib.max(s.rss_kib);
+        peak.fds = peak.fds.max(s.fds);
+        eprintln!(
+            "round {round}: {seen} seen, RSS {:.1} MiB, {} fds, {} clients, {took:.1}s",
+            s.rss_mib(),
+            s.fds,
+            s.clients
+        );
+        last = Some((s, took));
+        world.delete_all(&names, &names).await;
+    }
+    if let Some((s, took)) = last {
+        rows.push(Row {
+            what: format!("{big} live, after {rounds} rounds (last round)"),
+            seen,
+            live: big,
+            sample: s,
+            took: Some(took),
+        });
+        rows.push(Row {
+            what: format!("… the highest of the {rounds} rounds"),
+            seen,
+            live: big,
+            sample: peak,
+            took: None,
+        });
+    }
+    assert!(
+        world.wait_clients_at_most(0, Duration::from_secs(60)).await,
+        "clients left after every Target was deleted"
+    );
+    // Let connections and freed memory settle.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = world.sample().await;
+    rows.push(Row {
+        what: format!(
+            "everything deleted (start: {:.1} MiB, {} fds)",
+            start.rss_mib(),
+            start.fds
+        ),
+        seen,
+        live: 0,
+        sample: after,
+        took: None,
+    });
+    after
+}
+
+/// 200 Targets renewed every 3 s for `secs`: returns the first and last sample.
+async fn rotation(world: &World, secs: u64) -> (Sample, Sample, usize) {
+    let n = 200;
+    let names = names("rot", n);
+    for name in &names {
+        world.put_target(name, &world.fresh_kubeconfig()).await;
+        world.put_item(name, name, 0).await;
+    }
+    world
+        .wait_jobs(&names, &HashMap::new(), Duration::from_secs(300))
+        .await;
+    let first = world.sample().await;
+    let started = Instant::now();
+    let mut renewals = 0;
+    let mut revision = 0;
+    while started.elapsed() < Duration::from_secs(secs) {
+        let tick = Instant::now();
+        revision += 1;
+        let before = world.finished_jobs();
+        for name in &names {
+            world.put_target(name, &world.fresh_kubeconfig()).await;
+            world.put_item(name, name, revision).await;
+        }
+        world
+            .wait_jobs(&names, &before, Duration::from_secs(120))
+            .await;
+        renewals += n;
+        tokio::time::sleep(Duration::from_secs(3).saturating_sub(tick.elapsed())).await;
+    }
+    let last = world.sample().await;
+    world.delete_all(&names, &names).await;
+    (first, last, renewals)
+}
+
+/// The healthy items' p99 alone, then beside a refusing and a hanging cluster; also one dead
+/// item's lastError of each kind.
+async fn dead_clusters(world: &World) -> (f64, f64, String, String) {
+    let healthy = names("healthy", 200);
+    world.put_target("healthy", &world.fresh_kubeconfig()).await;
+    for name in &healthy {
+        world.put_item(name, "healthy", 0).await;
+    }
+    world
+        .wait_jobs(&healthy, &HashMap::new(), Duration::from_secs(300))
+        .await;
+    let alone = quantile(&world.latencies(&healthy), 0.99);
+    world.delete_all(&healthy, &[]).await;
+
+    let refusing_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    world
+        .put_target(
+            "refusing",
+            &world.kubeconfig_at(&format!("https://127.0.0.1:{refusing_port}")),
+        )
+        .await;
+    world
+        .put_target(
+            "hanging",
+            &world.kubeconfig_at(&format!("https://{}", hanging.local_addr().unwrap())),
+        )
+        .await;
+    let refused = names("refused", 20);
+    let hung = names("hung", 20);
+    for (r, h) in refused.iter().zip(&hung) {
+        world.put_item(r, "refusing", 0).await;
+        world.put_item(h, "hanging", 0).await;
+    }
+    for name in &healthy {
+        world.put_item(name, "healthy", 1).await;
+    }
+    world
+        .wait_jobs(&healthy, &HashMap::new(), Duration::from_secs(300))
+        .await;
+    let beside = quantile(&world.latencies(&healthy), 0.99);
+    // Give the dead items time for their first errors.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let error_of = |name: &String| {
+        let name = name.clone();
+        async move {
+            world
+                .items
+                .get(&name)
+                .await
+                .ok()
+                .and_then(|i| i.status?.last_error.map(|e| e.message))
+                .unwrap_or_default()
+        }
+    };
+    let refused_error = error_of(&refused[0]).await;
+    let hung_error = error_of(&hung[0]).await;
+    world.delete_all(&healthy, &["healthy".into()]).await;
+    // The dead items' delete jobs cannot reach their clusters either: release them by hand.
+    for name in refused.iter().chain(&hung) {
+        let _ = world.items.delete(name, &Default::default()).await;
+        let _ = world
+            .items
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+    }
+    let dead: Vec<String> = refused.iter().chain(&hung).cloned().collect();
+    world
+        .delete_all(&dead, &["refusing".into(), "hanging".into()])
+        .await;
+    drop(hanging);
+    (alone, beside, refused_error, hung_error)
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut t = String::from(
+        "| host | distinct kubeconfigs seen | live Targets | RSS | open fds | clients held | open connections | all jobs done |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        t.push_str(&format!(
+            "| {} | {} | {} | {:.1} MiB | {} | {} | {} | {} |\n",
+            r.what,
+            r.seen,
+            r.live,
+            r.sample.rss_mib(),
+            r.sample.fds,
+            r.sample.clients,
+            r.sample.connections,
+            r.took.map_or("—".into(), |t| format!("{t:.1} s")),
+        ));
+    }
+    t
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    assert!(
+        workspace().join("target/plugins/manifest.wasm").exists(),
+        "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
+    );
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let world = World::start(dir.path(), &host_config()).await;
+        if let Ok(secs) = std::env::var("BENCH_CLUSTERS_SOAK_SECS") {
+            soak::run(&world, secs.parse().expect("BENCH_CLUSTERS_SOAK_SECS")).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let start = world.sample().await;
+        let mut rows = vec![Row {
+            what: "started, no items".into(),
+            seen: 0,
+            live: 0,
+            sample: start,
+            took: None,
+        }];
+        let after = live_and_seen(&world, &mut rows, start).await;
+        let secs = env_usize("BENCH_ROTATION_SECS", 60) as u64;
+        let (first, last, renewals) = rotation(&world, secs).await;
+        let (alone, beside, refused_error, hung_error) = dead_clusters(&world).await;
+        let mut out = table(&rows);
+        out.push_str(&format!(
+            "\nAfter everything was deleted: RSS {:+.1} % and open fds {:+} against the start.\n\
+             \nRotation: 200 Targets, {renewals} kubeconfig renewals in {secs} s (each with a job): \
+             RSS {:.1} → {:.1} MiB, open fds {} → {}, clients {} → {}.\n\
+             \nDead clusters: 200 healthy items' p99 from creation to finished job **{alone:.2} s alone, \
+             {beside:.2} s** beside 20 items on a refusing and 20 on a hanging cluster (created \
+             first): **{:.2}×**.\n\
+             A refused item's lastError: `{refused_error}`  \nA hanging one's: `{hung_error}`\n",
+            (after.rss_kib as f64 / start.rss_kib as f64 - 1.0) * 100.0,
+            after.fds as i64 - start.fds as i64,
+            first.rss_mib(),
+            last.rss_mib(),
+            first.fds,
+            last.fds,
+            first.clients,
+            last.clients,
+            beside / alone,
+        ));
+        println!("{out}");
+        if std::env::var("BENCH_WRITE_DOCS").is_ok() {
+            write_docs_section("clusters", "## Many Target clusters\n\n", &out);
+        }
+    });
+}

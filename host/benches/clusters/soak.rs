@@ -1,0 +1,164 @@
+//! The many-clusters soak (`BENCH_CLUSTERS_SOAK_SECS`): churn across many Target clusters with
+//! rotation and dead clusters, for as long as asked, sampling the host every 10 s.
+//!
+//! Every 10 s cycle: 100 new Targets (kubeconfigs never seen) with an item each, the oldest 100
+//! deleted (about 500 live), 100 live Targets' kubeconfigs renewed with a new job each, and the
+//! 20 items on a refusing and 20 on a hanging cluster given a new job every minute. The slopes of
+//! RSS and open descriptors over the second half (after warm-up) go into `docs/reliability.md`.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use test_support::bench::write_section;
+
+use super::world::{Sample, World};
+
+const LIVE: usize = 500;
+const PER_CYCLE: usize = 100;
+
+/// Least-squares slope of `ys` over `xs`, per unit of `xs`.
+fn slope(xs: &[f64], ys: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+    let num: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let den: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
+    if den == 0.0 { 0.0 } else { num / den }
+}
+
+pub async fn run(world: &World, secs: u64) {
+    let refusing_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    world
+        .put_target(
+            "refusing",
+            &world.kubeconfig_at(&format!("https://127.0.0.1:{refusing_port}")),
+        )
+        .await;
+    world
+        .put_target(
+            "hanging",
+            &world.kubeconfig_at(&format!("https://{}", hanging.local_addr().unwrap())),
+        )
+        .await;
+    let dead: Vec<(String, &str)> = (0..20)
+        .flat_map(|i| {
+            [
+                (format!("refused-{i}"), "refusing"),
+                (format!("hung-{i}"), "hanging"),
+            ]
+        })
+        .collect();
+    let started = Instant::now();
+    let mut live: VecDeque<String> = VecDeque::new();
+    let mut next = 0usize;
+    let mut revision = 0u64;
+    let mut samples: Vec<(f64, Sample, u64)> = Vec::new();
+    let mut last_dead_job = None::<Instant>;
+    while started.elapsed() < Duration::from_secs(secs) {
+        let cycle = Instant::now();
+        revision += 1;
+        if last_dead_job.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+            for (name, target) in &dead {
+                world.put_item(name, target, revision).await;
+            }
+            last_dead_job = Some(Instant::now());
+        }
+        // New clusters.
+        let mut new = Vec::new();
+        for _ in 0..PER_CYCLE {
+            let name = format!("soak-{next}");
+            next += 1;
+            world.put_target(&name, &world.fresh_kubeconfig()).await;
+            world.put_item(&name, &name, revision).await;
+            live.push_back(name.clone());
+            new.push(name);
+        }
+        // Rotation of live ones (not the newest).
+        let before = world.finished_jobs();
+        let rotated: Vec<String> = live.iter().take(PER_CYCLE).cloned().collect();
+        for name in &rotated {
+            world.put_target(name, &world.fresh_kubeconfig()).await;
+            world.put_item(name, name, revision).await;
+        }
+        world
+            .wait_jobs(&new, &HashMap::new(), Duration::from_secs(120))
+            .await;
+        world
+            .wait_jobs(&rotated, &before, Duration::from_secs(120))
+            .await;
+        // The oldest go.
+        if live.len() > LIVE {
+            let old: Vec<String> = live.drain(..live.len() - LIVE).collect();
+            world.delete_all(&old, &old).await;
+        }
+        let t = started.elapsed().as_secs_f64();
+        let s = world.sample().await;
+        let jobs = world.metric("wasm_deployer_jobs_finished_total").await;
+        eprintln!(
+            "soak {t:.0}s: RSS {:.1} MiB, {} fds, {} clients, {} connections, {jobs} jobs, {next} kubeconfigs",
+            s.rss_mib(),
+            s.fds,
+            s.clients,
+            s.connections
+        );
+        samples.push((t, s, jobs));
+        tokio::time::sleep(Duration::from_secs(10).saturating_sub(cycle.elapsed())).await;
+    }
+    drop(hanging);
+    report(&samples, next, secs);
+}
+
+fn report(samples: &[(f64, Sample, u64)], kubeconfigs: usize, secs: u64) {
+    let half: Vec<&(f64, Sample, u64)> = samples
+        .iter()
+        .filter(|(t, _, _)| *t >= secs as f64 / 2.0)
+        .collect();
+    let xs: Vec<f64> = half.iter().map(|(t, _, _)| t / 3600.0).collect();
+    let rss: Vec<f64> = half.iter().map(|(_, s, _)| s.rss_mib()).collect();
+    let fds: Vec<f64> = half.iter().map(|(_, s, _)| s.fds as f64).collect();
+    let clients: Vec<f64> = half.iter().map(|(_, s, _)| s.clients as f64).collect();
+    let (rss_slope, fds_slope, clients_slope) =
+        (slope(&xs, &rss), slope(&xs, &fds), slope(&xs, &clients));
+    let jobs = samples.last().map_or(0, |(_, _, j)| *j);
+    let max = |f: fn(&Sample) -> f64| half.iter().map(|(_, s, _)| f(s)).fold(0.0, f64::max);
+    let min = |f: fn(&Sample) -> f64| half.iter().map(|(_, s, _)| f(s)).fold(f64::MAX, f64::min);
+    let mut out = format!(
+        "{secs} s, {kubeconfigs} distinct kubeconfigs seen (about 500 Targets live, 100 new, 100 \
+         deleted and 100 renewed every 10 s), 20 items on a refusing and 20 on a hanging cluster, \
+         {jobs} jobs finished.\n\n\
+         | over the second half | slope per hour | range |\n|---|---|---|\n\
+         | RSS | {rss_slope:+.2} MiB | {:.1}–{:.1} MiB |\n\
+         | open fds | {fds_slope:+.1} | {:.0}–{:.0} |\n\
+         | Target clients held | {clients_slope:+.1} | {:.0}–{:.0} |\n\n\
+         | t (s) | RSS (MiB) | open fds | clients | connections | jobs finished |\n|---|---|---|---|---|---|\n",
+        min(Sample::rss_mib),
+        max(Sample::rss_mib),
+        min(|s| s.fds as f64),
+        max(|s| s.fds as f64),
+        min(|s| s.clients as f64),
+        max(|s| s.clients as f64),
+    );
+    let every = (samples.len() / 24).max(1);
+    for (t, s, j) in samples.iter().step_by(every) {
+        out.push_str(&format!(
+            "| {t:.0} | {:.1} | {} | {} | {} | {j} |\n",
+            s.rss_mib(),
+            s.fds,
+            s.clients,
+            s.connections
+        ));
+    }
+    println!("{out}");
+    if std::env::var("BENCH_WRITE_DOCS").is_ok() {
+        write_section(
+            "docs/reliability.md",
+            "clusters-soak",
+            "### Soak across many Target clusters\n\n",
+            &out,
+        );
+    }
+}
