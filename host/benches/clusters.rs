@@ -66,7 +66,7 @@ async fn live(world: &World, prefix: &str, n: usize) -> (Vec<String>, f64) {
 async fn live_and_seen(world: &World, rows: &mut Vec<Row>, start: Sample) -> Sample {
     let big = env_usize("BENCH_CLUSTERS_LIVE", 1000);
     let rounds = env_usize("BENCH_CLUSTERS_ROUNDS", 10);
-    let mut seen = 0;
+    let mut seen = 10;
     for n in [100, big] {
         let (names, took) = live(world, &format!("live{n}"), n).await;
         seen += n;
@@ -121,7 +121,7 @@ async fn live_and_seen(world: &World, rows: &mut Vec<Row>, start: Sample) -> Sam
     let after = world.sample().await;
     rows.push(Row {
         what: format!(
-            "everything deleted (start: {:.1} MiB, {} fds)",
+            "everything deleted (warm: {:.1} MiB, {} fds)",
             start.rss_mib(),
             start.fds
         ),
@@ -167,51 +167,75 @@ async fn rotation(world: &World, secs: u64) -> (Sample, Sample, usize) {
     (first, last, renewals)
 }
 
-/// The healthy items' p99 alone, then beside a refusing and a hanging cluster; also one dead
-/// item's lastError of each kind.
-async fn dead_clusters(world: &World) -> (f64, f64, String, String) {
-    let healthy = names("healthy", 200);
-    world.put_target("healthy", &world.fresh_kubeconfig()).await;
+/// 200 items on a new healthy Target: creates them, waits, returns their p99 and names.
+async fn healthy_run(world: &World, tag: &str) -> (f64, Vec<String>) {
+    let target = format!("healthy-{tag}");
+    let healthy = names(&target, 200);
+    world.put_target(&target, &world.fresh_kubeconfig()).await;
     for name in &healthy {
-        world.put_item(name, "healthy", 0).await;
+        world.put_item(name, &target, 0).await;
     }
-    world
+    let done = world
         .wait_jobs(&healthy, &HashMap::new(), Duration::from_secs(300))
         .await;
-    let alone = quantile(&world.latencies(&healthy), 0.99);
-    world.delete_all(&healthy, &[]).await;
+    assert_eq!(done, healthy.len(), "healthy items of {tag} did not finish");
+    let latencies = world.latencies(&healthy);
+    let p99 = quantile(&latencies, 0.99);
+    eprintln!(
+        "  {tag}: p50 {:.3} s, p90 {:.3} s, p99 {p99:.3} s, max {:.3} s",
+        quantile(&latencies, 0.5),
+        quantile(&latencies, 0.9),
+        quantile(&latencies, 1.0)
+    );
+    world.delete_all(&healthy, &[target]).await;
+    (p99, healthy)
+}
 
+/// One round of the dead-cluster rows: the healthy items' p99 alone, then beside 20 items on a
+/// refusing and 20 on a hanging cluster created first; also one dead item's lastError of each.
+async fn dead_clusters(world: &World, round: usize) -> (f64, f64, String, String) {
+    let (alone, _) = healthy_run(world, &format!("{round}a")).await;
     let refusing_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (refusing, hanging_target) = (format!("refusing-{round}"), format!("hanging-{round}"));
     world
         .put_target(
-            "refusing",
+            &refusing,
             &world.kubeconfig_at(&format!("https://127.0.0.1:{refusing_port}")),
         )
         .await;
     world
         .put_target(
-            "hanging",
+            &hanging_target,
             &world.kubeconfig_at(&format!("https://{}", hanging.local_addr().unwrap())),
         )
         .await;
-    let refused = names("refused", 20);
-    let hung = names("hung", 20);
+    let refused = names(&format!("refused-{round}"), 20);
+    let hung = names(&format!("hung-{round}"), 20);
+    // BENCH_DEAD_KINDS=refused or =hung: only one kind of dead cluster (to see which costs).
+    let kinds = std::env::var("BENCH_DEAD_KINDS").unwrap_or_else(|_| "refused,hung".into());
     for (r, h) in refused.iter().zip(&hung) {
-        world.put_item(r, "refusing", 0).await;
-        world.put_item(h, "hanging", 0).await;
+        if kinds.contains("refused") {
+            world.put_item(r, &refusing, 0).await;
+        }
+        if kinds.contains("hung") {
+            world.put_item(h, &hanging_target, 0).await;
+        }
     }
-    for name in &healthy {
-        world.put_item(name, "healthy", 1).await;
-    }
-    world
-        .wait_jobs(&healthy, &HashMap::new(), Duration::from_secs(300))
-        .await;
-    let beside = quantile(&world.latencies(&healthy), 0.99);
+    let (r0, p0) = (
+        world.metric("wasm_deployer_reconciles_total").await,
+        world.metric("wasm_deployer_plugin_calls_total").await,
+    );
+    let (beside, _) = healthy_run(world, &format!("{round}b")).await;
+    eprintln!(
+        "  beside: {} reconciles, {} plugin calls",
+        world.metric("wasm_deployer_reconciles_total").await - r0,
+        world.metric("wasm_deployer_plugin_calls_total").await - p0
+    );
     // Give the dead items time for their first errors.
     tokio::time::sleep(Duration::from_secs(12)).await;
     let error_of = |name: &String| {
@@ -228,7 +252,6 @@ async fn dead_clusters(world: &World) -> (f64, f64, String, String) {
     };
     let refused_error = error_of(&refused[0]).await;
     let hung_error = error_of(&hung[0]).await;
-    world.delete_all(&healthy, &["healthy".into()]).await;
     // The dead items' delete jobs cannot reach their clusters either: release them by hand.
     for name in refused.iter().chain(&hung) {
         let _ = world.items.delete(name, &Default::default()).await;
@@ -242,9 +265,7 @@ async fn dead_clusters(world: &World) -> (f64, f64, String, String) {
             .await;
     }
     let dead: Vec<String> = refused.iter().chain(&hung).cloned().collect();
-    world
-        .delete_all(&dead, &["refusing".into(), "hanging".into()])
-        .await;
+    world.delete_all(&dead, &[refusing, hanging_target]).await;
     drop(hanging);
     (alone, beside, refused_error, hung_error)
 }
@@ -295,28 +316,60 @@ fn main() {
             sample: start,
             took: None,
         }];
-        let after = live_and_seen(&world, &mut rows, start).await;
+        // Warm: the plugin instantiated, the Target watch and HTTP stacks in use once (10 items
+        // on 10 Targets, deleted again): what a running host holds with no cluster in use.
+        let (names, _) = live(&world, "warmup", 10).await;
+        world.delete_all(&names, &names).await;
+        world.wait_clients_at_most(0, Duration::from_secs(60)).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let warm = world.sample().await;
+        rows.push(Row {
+            what: "warm (10 items on 10 Targets run and deleted)".into(),
+            seen: 10,
+            live: 0,
+            sample: warm,
+            took: None,
+        });
+        let after = live_and_seen(&world, &mut rows, warm).await;
+        let warm = rows[1].sample;
         let secs = env_usize("BENCH_ROTATION_SECS", 60) as u64;
         let (first, last, renewals) = rotation(&world, secs).await;
-        let (alone, beside, refused_error, hung_error) = dead_clusters(&world).await;
+        let mut pairs = Vec::new();
+        let mut errors = (String::new(), String::new());
+        for round in 0..env_usize("BENCH_DEAD_ROUNDS", 3) {
+            let (alone, beside, refused, hung) = dead_clusters(&world, round).await;
+            eprintln!("dead clusters, round {round}: p99 {alone:.3} s alone, {beside:.3} s beside");
+            pairs.push((alone, beside));
+            errors = (refused, hung);
+        }
+        let (refused_error, hung_error) = errors;
+        let ratios: Vec<f64> = pairs.iter().map(|(a, b)| b / a).collect();
+        let ratio = quantile(&ratios, 0.5);
+        let rounds: Vec<String> = pairs
+            .iter()
+            .map(|(a, b)| format!("{a:.2} → {b:.2} s"))
+            .collect();
         let mut out = table(&rows);
         out.push_str(&format!(
-            "\nAfter everything was deleted: RSS {:+.1} % and open fds {:+} against the start.\n\
+            "\nAfter everything was deleted: RSS {:+.1} % and open fds {:+} against the warm host \
+             ({:+.1} % against the cold start).\n\
              \nRotation: 200 Targets, {renewals} kubeconfig renewals in {secs} s (each with a job): \
              RSS {:.1} → {:.1} MiB, open fds {} → {}, clients {} → {}.\n\
-             \nDead clusters: 200 healthy items' p99 from creation to finished job **{alone:.2} s alone, \
-             {beside:.2} s** beside 20 items on a refusing and 20 on a hanging cluster (created \
-             first): **{:.2}×**.\n\
+             \nDead clusters: 200 healthy items' p99 from creation to finished job, alone → beside \
+             20 items on a refusing and 20 on a hanging cluster (created first), {} rounds: {}; \
+             median ratio **{ratio:.2}×**.\n\
              A refused item's lastError: `{refused_error}`  \nA hanging one's: `{hung_error}`\n",
+            (after.rss_kib as f64 / warm.rss_kib as f64 - 1.0) * 100.0,
+            after.fds as i64 - warm.fds as i64,
             (after.rss_kib as f64 / start.rss_kib as f64 - 1.0) * 100.0,
-            after.fds as i64 - start.fds as i64,
             first.rss_mib(),
             last.rss_mib(),
             first.fds,
             last.fds,
             first.clients,
             last.clients,
-            beside / alone,
+            pairs.len(),
+            rounds.join(", "),
         ));
         println!("{out}");
         if std::env::var("BENCH_WRITE_DOCS").is_ok() {

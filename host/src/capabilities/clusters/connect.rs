@@ -92,7 +92,7 @@ pub fn unreachable_cause(e: &kube::Error) -> Option<String> {
             }
             return Some(match io.kind() {
                 io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
-                io::ErrorKind::TimedOut => format!("timed out connecting ({text})"),
+                io::ErrorKind::TimedOut => format!("timed out: {io}"),
                 io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted => {
                     "connection reset by the server".to_string()
                 }
@@ -255,7 +255,10 @@ mod tests {
         };
         let e = call(&format!("https://127.0.0.1:{port}"), &settings).await;
         let cause = unreachable_cause(&e).expect("unreachable");
-        assert!(cause.starts_with("timed out connecting"), "{cause}");
+        assert!(
+            cause.starts_with("timed out: no TCP connection and TLS handshake"),
+            "{cause}"
+        );
         assert!(cause.contains("within 0.3s"), "{cause}");
         drop(listener);
     }

@@ -3,9 +3,10 @@
 //! each holding a worker until its deadline, and a rotated kubeconfig inherits what is known.
 //!
 //! - Unknown (first contact, or a retry is due): the first caller starts one probe (`GET
-//!   /version`, any HTTP answer counts) and every caller waits for it, but never longer than
-//!   [`FIRST_CONTACT_WAIT`] after it started: a healthy cluster answers well within that, a
-//!   hanging one holds each worker at most that long.
+//!   /version`, any HTTP answer counts) and waits for it at most [`FIRST_CONTACT_WAIT`]; calls
+//!   arriving meanwhile wait at most [`FOLLOWER_WAIT`] from its start. A healthy cluster answers
+//!   within that; a hanging one holds one worker a quarter of a second and the others hardly at all
+//!   (they fail with "no answer yet" and their items are retried a second later).
 //! - Up: calls go straight through. A call that cannot reach the cluster marks it Down.
 //! - Down: calls fail at once with the cause, until the retry is due (doubling, capped).
 //!
@@ -19,8 +20,12 @@ use tokio::sync::watch;
 use super::config::ClusterSettings;
 use super::connect::unreachable_cause;
 
-/// Longest a call waits on the first contact with a cluster before it fails (retried soon).
-pub const FIRST_CONTACT_WAIT: Duration = Duration::from_millis(500);
+/// Longest the call that starts a probe waits for it before it fails (retried soon).
+pub const FIRST_CONTACT_WAIT: Duration = Duration::from_millis(250);
+
+/// Longest other calls wait for a probe, counted from its start: a healthy cluster on a near
+/// network answers within it, and a hanging one then holds only one worker for longer.
+pub const FOLLOWER_WAIT: Duration = Duration::from_millis(20);
 
 #[derive(Clone, Debug)]
 enum State {
@@ -35,17 +40,25 @@ enum State {
     Down {
         cause: Arc<str>,
         until: Instant,
+        /// The wait this failure set (`until` minus when it failed).
+        wait: Duration,
         failures: u32,
     },
 }
 
-/// Why a call was not let through.
+/// Why a call was not let through. Its [`Refusal::cause`] stays the same while nothing
+/// changes, so that a retried item's `lastError` is not rewritten (each write would wake the
+/// item again at once).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// The last attempt failed with `cause`; the next is due in `retry_in`.
-    Down { cause: Arc<str>, retry_in: Duration },
-    /// The first contact has been under way for `waited` without an answer.
-    NoAnswerYet { waited: Duration },
+    /// The last attempt failed with `cause`; the next is due in `retry_in`, `wait` after it.
+    Down {
+        cause: Arc<str>,
+        retry_in: Duration,
+        wait: Duration,
+    },
+    /// The first contact is under way without an answer yet.
+    NoAnswerYet,
 }
 
 impl Refusal {
@@ -53,19 +66,16 @@ impl Refusal {
     pub fn retry_in(&self) -> Duration {
         match self {
             Refusal::Down { retry_in, .. } => *retry_in,
-            Refusal::NoAnswerYet { .. } => Duration::from_secs(1),
+            Refusal::NoAnswerYet => Duration::from_secs(1),
         }
     }
 
     pub fn cause(&self) -> String {
         match self {
-            Refusal::Down { cause, retry_in } => {
-                format!("{cause} (next attempt in {}s)", retry_in.as_secs().max(1))
+            Refusal::Down { cause, wait, .. } => {
+                format!("{cause} (tried again every {}s)", wait.as_secs().max(1))
             }
-            Refusal::NoAnswerYet { waited } => format!(
-                "no answer yet after {}ms (still connecting)",
-                waited.as_millis()
-            ),
+            Refusal::NoAnswerYet => "no answer yet (still connecting)".to_string(),
         }
     }
 }
@@ -116,12 +126,14 @@ impl Health {
             State::Down {
                 cause,
                 until,
+                wait,
                 failures,
             } => {
                 if now < *until {
                     refusal = Some(Refusal::Down {
                         cause: cause.clone(),
                         retry_in: *until - now,
+                        wait: *wait,
                     });
                     return false;
                 }
@@ -151,20 +163,26 @@ impl Health {
             State::Probing { since, .. } => since,
             _ => now,
         };
+        let limit = if start_probe {
+            FIRST_CONTACT_WAIT
+        } else {
+            FOLLOWER_WAIT
+        };
         let mut rx = self.state.subscribe();
         let settled = rx.wait_for(|s| !matches!(s, State::Probing { .. }));
-        match tokio::time::timeout_at((since + FIRST_CONTACT_WAIT).into(), settled).await {
+        match tokio::time::timeout_at((since + limit).into(), settled).await {
             Ok(Ok(state)) => match &*state {
-                State::Down { cause, until, .. } => Err(Refusal::Down {
+                State::Down {
+                    cause, until, wait, ..
+                } => Err(Refusal::Down {
                     cause: cause.clone(),
                     retry_in: until.saturating_duration_since(Instant::now()),
+                    wait: *wait,
                 }),
                 _ => Ok(()),
             },
             Ok(Err(_)) => Ok(()),
-            Err(_) => Err(Refusal::NoAnswerYet {
-                waited: since.elapsed(),
-            }),
+            Err(_) => Err(Refusal::NoAnswerYet),
         }
     }
 
@@ -185,6 +203,7 @@ impl Health {
             *state = State::Down {
                 cause: cause.into(),
                 until: now + wait,
+                wait,
                 failures,
             };
         });
@@ -260,12 +279,18 @@ mod tests {
         let refusal = health.admit(&client, &settings()).await.unwrap_err();
         assert!(started.elapsed() < Duration::from_millis(100));
         match &refusal {
-            Refusal::Down { cause, retry_in } => {
+            Refusal::Down {
+                cause, retry_in, ..
+            } => {
                 assert_eq!(&**cause, "connection refused");
                 assert!(*retry_in <= Duration::from_secs(5));
             }
             other => panic!("{other:?}"),
         }
-        assert!(refusal.cause().contains("next attempt in"));
+        assert_eq!(
+            refusal.cause(),
+            "connection refused (tried again every 5s)",
+            "the same text however long it waited"
+        );
     }
 }
