@@ -116,8 +116,9 @@ async fn live_and_seen(world: &World, rows: &mut Vec<Row>, start: Sample) -> Sam
         world.wait_clients_at_most(0, Duration::from_secs(60)).await,
         "clients left after every Target was deleted"
     );
-    // Let connections and freed memory settle.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Let connections and freed memory settle (the host's sweeper gives freed memory back to
+    // the operating system at most 10 s after clients were released).
+    tokio::time::sleep(Duration::from_secs(12)).await;
     let after = world.sample().await;
     rows.push(Row {
         what: format!(
@@ -321,7 +322,7 @@ fn main() {
         let (names, _) = live(&world, "warmup", 10).await;
         world.delete_all(&names, &names).await;
         world.wait_clients_at_most(0, Duration::from_secs(60)).await;
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_secs(12)).await;
         let warm = world.sample().await;
         rows.push(Row {
             what: "warm (10 items on 10 Targets run and deleted)".into(),
@@ -331,6 +332,11 @@ fn main() {
             took: None,
         });
         let after = live_and_seen(&world, &mut rows, warm).await;
+        if let Ok(hold) = std::env::var("BENCH_HOLD_SECS") {
+            // For a look at the host's memory from outside (/proc/<pid>/smaps).
+            eprintln!("host pid {}: holding {hold} s", world.pid());
+            tokio::time::sleep(Duration::from_secs(hold.parse().unwrap_or(60))).await;
+        }
         let warm = rows[1].sample;
         let secs = env_usize("BENCH_ROTATION_SECS", 60) as u64;
         let (first, last, renewals) = rotation(&world, secs).await;

@@ -5,6 +5,7 @@
 //! [`targetselector`] (responsibility) → [`contract`] (job protocol, status) → plugin
 //! (`plugin-runtime`) → status write. [`dev`] runs all of it against the embedded API server.
 
+pub mod allocator;
 pub mod apierrors;
 pub mod capabilities;
 pub mod cli;

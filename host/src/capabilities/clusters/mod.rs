@@ -241,24 +241,37 @@ impl TargetClients {
         health
     }
 
-    /// Releases idle clients now (the sweeper does this every quarter of the idle timeout).
+    /// Releases idle clients now (the sweeper does this every quarter of the idle timeout, at
+    /// most every 10 s).
     pub fn sweep(&self) {
         self.inner.sweep();
     }
 
-    /// Starts the sweeper once; it ends when the last handle of this cache is dropped.
+    /// Starts the sweeper once; it ends when the last handle of this cache is dropped. After
+    /// clients were released (by it or by their Targets), it gives the freed memory back to the
+    /// operating system.
     fn start_sweeper(&self) {
         if self.inner.sweeping.swap(true, Ordering::Relaxed) {
             return;
         }
         let every = (self.inner.settings.idle_timeout / 4)
-            .clamp(Duration::from_millis(100), Duration::from_secs(30));
+            .clamp(Duration::from_millis(100), Duration::from_secs(10));
         let inner = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
+            let mut trimmed_at = 0;
             loop {
                 tokio::time::sleep(every).await;
                 let Some(inner) = inner.upgrade() else { return };
                 inner.sweep();
+                let released: u64 = inner
+                    .released
+                    .iter()
+                    .map(|r| r.load(Ordering::Relaxed))
+                    .sum();
+                if released != trimmed_at {
+                    trimmed_at = released;
+                    crate::allocator::release_freed();
+                }
             }
         });
     }
