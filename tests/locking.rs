@@ -518,3 +518,38 @@ async fn given_an_item_deleted_then_its_lock_goes_with_it_and_when_recreated_cle
     );
     sim.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_generated_sync_object_crd_then_a_status_write_keeps_the_status() {
+    // Landscaper's SyncObject CRD names an (empty) status beside its status subresource; a CRD
+    // without it would have the API server prune every status write.
+    let h = test_support::Harness::start_with(test_support::Options {
+        controller: false,
+        landscaper: false,
+        ..Default::default()
+    })
+    .await;
+    let api: Api<SyncObject> = Api::namespaced(h.client.clone(), "default");
+    let mut lock = SyncObject::new(
+        "default",
+        "status-kept",
+        locking::SyncObjectSpec {
+            pod_name: "pod-a".into(),
+            kind: "DeployItem".into(),
+            name: "item".into(),
+            last_update_time: "2026-11-28T00:00:00Z".into(),
+            prefix: "wasm-deployer".into(),
+        },
+    );
+    let created = api.create(&PostParams::default(), &lock).await.unwrap();
+    lock.metadata.resource_version = created.metadata.resource_version;
+    lock.status = Some(serde_json::json!({}));
+    let written = api
+        .replace_status("status-kept", &PostParams::default(), &lock)
+        .await
+        .unwrap();
+    assert_eq!(written.status, Some(serde_json::json!({})));
+    let read = api.get("status-kept").await.unwrap();
+    assert_eq!(read.status, Some(serde_json::json!({})), "status kept");
+    assert_eq!(read.spec.pod_name, "pod-a");
+}

@@ -343,6 +343,15 @@ mod tests {
     }
 
     #[test]
+    fn a_sync_object_names_its_status_as_landscaper_does() {
+        // Landscaper's SyncObject CRD: `status: {type: object}` beside its status subresource,
+        // and only `spec` required. Without `status` in the schema, status writes are pruned.
+        let s = schema_of::<SyncObject>();
+        assert_eq!(s["properties"]["status"]["type"], json!("object"));
+        assert_eq!(s["required"], json!(["spec"]));
+    }
+
+    #[test]
     fn generated_schemas_are_free_of_what_a_crd_refuses() {
         for generated in definitions() {
             let version = &generated.crd.spec.versions[0];

@@ -676,6 +676,15 @@ pub struct SyncObject {
     pub metadata: ObjectMeta,
     /// Who holds the lock, on what.
     pub spec: SyncObjectSpec,
+    /// The status (empty, as in Landscaper).
+    // Named in the schema although empty: the CRD has a status subresource, and an API server
+    // prunes a status its schema does not name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(schema_with = "crate::crd::schemas::object")
+    )]
+    pub status: Option<Value>,
 }
 
 fn sync_object_api_version() -> String {
@@ -725,6 +734,7 @@ impl SyncObject {
                 ..Default::default()
             },
             spec,
+            status: None,
         }
     }
 }
