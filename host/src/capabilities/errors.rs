@@ -22,7 +22,7 @@ pub(super) fn internal(e: serde_json::Error) -> DeployerError {
 }
 
 /// Maps an API error onto Landscaper codes: 401/403 are unrecoverable, the rest is retried; a
-/// cluster that could not be reached is [`super::clusters::UNREACHABLE`] with the cause.
+/// cluster that could not be reached is [`UNREACHABLE`] with the cause.
 pub(super) fn kube_error(e: kube::Error) -> DeployerError {
     match &e {
         kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
@@ -35,7 +35,7 @@ pub(super) fn kube_error(e: kube::Error) -> DeployerError {
             ..Default::default()
         },
         other => match super::clusters::unreachable_cause(other) {
-            Some(cause) => super::clusters::unreachable(cause),
+            Some(cause) => unreachable(cause),
             None => DeployerError {
                 operation: "kubernetes".into(),
                 reason: "Request".into(),
@@ -43,5 +43,18 @@ pub(super) fn kube_error(e: kube::Error) -> DeployerError {
                 ..Default::default()
             },
         },
+    }
+}
+
+/// The reason of a call's error when the cluster could not be reached (its message is the cause).
+pub(super) const UNREACHABLE: &str = "TargetClusterUnreachable";
+
+/// A call's error when the cluster could not be reached: retried (no code), its message the cause.
+pub(super) fn unreachable(cause: String) -> DeployerError {
+    DeployerError {
+        operation: "kubernetes".into(),
+        reason: UNREACHABLE.into(),
+        message: cause,
+        ..Default::default()
     }
 }

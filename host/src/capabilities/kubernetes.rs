@@ -13,8 +13,8 @@ use plugin_runtime::{DeployerError, KubeOp, ObjectRef, PatchType, ResourceInfo, 
 use std::sync::Arc;
 
 use super::ItemServices;
-use super::clusters::{Cluster, TargetId, UNREACHABLE, unreachable_cause};
-use super::errors::{error, internal, kube_error};
+use super::clusters::{Cluster, TargetId, unreachable_cause};
+use super::errors::{UNREACHABLE, error, internal, kube_error};
 use super::secondary_targets::secondary_kubeconfig;
 use crate::contract::target::kubeconfig_of;
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, codes};

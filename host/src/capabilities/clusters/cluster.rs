@@ -12,7 +12,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource};
 use plugin_runtime::DeployerError;
 
-use super::super::errors::error;
+use super::super::errors::{error, unreachable};
 use super::connect::unreachable_cause;
 use super::health::Health;
 use crate::landscaper::codes;
@@ -22,9 +22,6 @@ pub type Discovered = Arc<(ApiResource, ApiCapabilities)>;
 
 /// Discovery results per (apiVersion, kind), with the endpoint's health generation they hold for.
 type DiscoveryCache = (u64, HashMap<(String, String), Discovered>);
-
-/// The reason of a call's error when the cluster could not be reached (its message is the cause).
-pub const UNREACHABLE: &str = "TargetClusterUnreachable";
 
 /// A Target cluster as one kubeconfig reaches it.
 pub struct Cluster {
@@ -115,15 +112,5 @@ impl Cluster {
             cache.1.insert(cache_key, found.clone());
         }
         Ok(Some(found))
-    }
-}
-
-/// A call's error when the cluster could not be reached: retried (no code), its message the cause.
-pub fn unreachable(cause: String) -> DeployerError {
-    DeployerError {
-        operation: "kubernetes".into(),
-        reason: UNREACHABLE.into(),
-        message: cause,
-        ..Default::default()
     }
 }

@@ -31,7 +31,7 @@ use super::errors::error;
 use crate::landscaper::codes;
 use cache::Cache;
 pub use cache::Release;
-pub(super) use cluster::{Cluster, UNREACHABLE, unreachable};
+pub(super) use cluster::Cluster;
 pub use config::{ClusterSettings, TargetClustersConfig};
 pub(super) use connect::unreachable_cause;
 use health::Health;
