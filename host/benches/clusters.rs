@@ -7,12 +7,14 @@
 //!   and one item; time to all jobs;
 //! - **seen**: `BENCH_CLUSTERS_ROUNDS` (10) rounds of 1,000 new Targets and items, each round's
 //!   deleted before the next: 10,000 distinct kubeconfigs seen, 1,000 live at once;
-//! - **after**: everything deleted, back to the start?
+//! - **warm** and **after**: a host that ran 10 items on 10 Targets and deleted them, and the
+//!   same host once everything above is deleted (how much of the peak it gives back);
 //! - **rotation**: 200 Targets whose kubeconfig is renewed every 3 s (and a job each time) for
 //!   `BENCH_ROTATION_SECS` (60);
 //! - **dead clusters**: 200 items on a healthy cluster alone, then again with 20 items on a
 //!   cluster that refuses connections and 20 on one that accepts and never answers created
-//!   first: the healthy items' p99 from creation to finished job, side by side.
+//!   first: the healthy items' p99 from creation to finished job, side by side, in
+//!   `BENCH_DEAD_ROUNDS` (3) rounds (`BENCH_DEAD_KINDS=refused` or `hung`: one kind only).
 //!
 //! `cargo bench -p deployer-host --bench clusters` (plugins built first: `cargo xtask
 //! build-plugins`); `BENCH_WRITE_DOCS=1` writes the table into `docs/benchmarks.md`.
@@ -332,11 +334,6 @@ fn main() {
             took: None,
         });
         let after = live_and_seen(&world, &mut rows, warm).await;
-        if let Ok(hold) = std::env::var("BENCH_HOLD_SECS") {
-            // For a look at the host's memory from outside (/proc/<pid>/smaps).
-            eprintln!("host pid {}: holding {hold} s", world.pid());
-            tokio::time::sleep(Duration::from_secs(hold.parse().unwrap_or(60))).await;
-        }
         let warm = rows[1].sample;
         let secs = env_usize("BENCH_ROTATION_SECS", 60) as u64;
         let (first, last, renewals) = rotation(&world, secs).await;
@@ -356,6 +353,21 @@ fn main() {
             .map(|(a, b)| format!("{a:.2} → {b:.2} s"))
             .collect();
         let mut out = table(&rows);
+        // The cost of one more live cluster: between the 100-live and the largest live row.
+        if let (Some(small), Some(big)) = (
+            rows.iter().find(|r| r.live == 100 && r.took.is_some()),
+            rows.iter().find(|r| r.live > 100 && r.took.is_some()),
+        ) {
+            let n = (big.live - small.live) as f64;
+            out.push_str(&format!(
+                "\nPer live cluster (a client, its discovery and one open TLS connection; between \
+                 {} and {} live): **{:.0} KiB of RSS and {:.2} open fds**.\n",
+                small.live,
+                big.live,
+                (big.sample.rss_kib as f64 - small.sample.rss_kib as f64) / n,
+                (big.sample.fds as f64 - small.sample.fds as f64) / n,
+            ));
+        }
         out.push_str(&format!(
             "\nAfter everything was deleted: RSS {:+.1} % and open fds {:+} against the warm host \
              ({:+.1} % against the cold start).\n\

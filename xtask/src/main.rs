@@ -202,7 +202,7 @@ fn bench(args: Vec<String>) -> Result<()> {
         .context("building the real kube-apiserver (../shared/tools)")?;
     // End to end (wasm vs native, hooks, locking), the scale curve, plugins by language,
     // helm, and side by side with Landscaper's Go deployers.
-    for bench in ["e2e", "scale", "languages", "helm", "peers"] {
+    for bench in ["e2e", "scale", "clusters", "languages", "helm", "peers"] {
         run(Command::new(cargo())
             .current_dir(workspace_root())
             .env("BENCH_WRITE_DOCS", "1")
