@@ -269,17 +269,20 @@ fn toolchain_env(lang: &str) -> Option<Vec<(&'static str, PathBuf)>> {
 }
 
 /// `plugin new --lang L` -> `plugin build` -> `plugin test --item item.yaml`: what a new plugin
-/// author runs first, in every language.
+/// author runs first, in every language, with a copy of the binary outside this checkout.
 fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &str) {
     skip_on_real!("needs no API server");
     let Some(env) = toolchain_env(lang) else {
         return;
     };
-    let host = env!("CARGO_BIN_EXE_deployer-host");
     let work = tempfile::tempdir().unwrap();
+    // The binary as a plugin author has it: a copy, outside this checkout.
+    let host = work.path().join("bin/deployer-host");
+    std::fs::create_dir_all(host.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_deployer-host"), &host).unwrap();
     let dir = work.path().join(format!("my-{lang}-plugin"));
     let run = |args: &[&str]| {
-        let out = std::process::Command::new(host)
+        let out = std::process::Command::new(&host)
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
             .env("RUST_LOG", "error")
@@ -302,6 +305,25 @@ fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &st
             .collect()
     };
     let sources = entries();
+    // Nothing in the project points back into this checkout: it builds with the binary and the
+    // language's toolchain alone.
+    let checkout = test_support::workspace().canonicalize().unwrap();
+    let checkout = checkout.display().to_string();
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                assert!(
+                    !text.contains(&checkout),
+                    "{lang}: {} names the checkout ({checkout})",
+                    path.display()
+                );
+            }
+        }
+    }
     let (ok, out, err) = run(&["plugin", "build", &dir_arg]);
     assert!(ok, "{lang} build: {out}{err}");
     let wasm = out.trim().to_string();

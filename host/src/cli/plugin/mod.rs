@@ -8,6 +8,7 @@
 pub mod call;
 pub mod conformance;
 mod inspect;
+mod rust_sdk;
 pub mod scaffold;
 
 use std::path::PathBuf;
@@ -68,7 +69,8 @@ pub enum PluginCommand {
         /// Where to write it (default: ./NAME).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// Rust only: the sdk-guest crate to depend on (default: this checkout's).
+        /// Rust only: an sdk-guest crate to depend on by path (default: the copy of the SDK
+        /// the project carries).
         #[arg(long)]
         sdk: Option<PathBuf>,
     },

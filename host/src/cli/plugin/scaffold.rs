@@ -3,8 +3,8 @@
 //!
 //! A project made by `new` holds a small echo deployer (a ConfigMap through the Kubernetes
 //! capability, an export, ERR_CONFIGURATION_PROBLEM on a bad config), the language's guest helper
-//! (`sdk-guest/<lang>`, copied in, for Go into `sdk/` with a `replace`; Rust depends on
-//! `sdk-guest` by path), the WIT files, an
+//! (`sdk-guest/<lang>`, copied in, for Go into `sdk/` with a `replace`; for Rust the
+//! `sdk-guest` and `landscaper-model` crates, [`super::rust_sdk`]), the WIT files, an
 //! `item.yaml` and `wasm-deployer-plugin.json` (`{name, lang}`), which `build` reads.
 //!
 //! Owns: the templates and the toolchain commands. Must not touch: the runtime (a built plugin
@@ -166,15 +166,13 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
     })
 }
 
-/// Where the Rust SDK is, for a generated `Cargo.toml`: `--sdk`, else this checkout's.
-fn rust_sdk(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let path = match sdk {
-        Some(p) => p.to_path_buf(),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sdk-guest"),
-    };
+/// The Rust SDK a generated `Cargo.toml` names: `--sdk PATH` (an `sdk-guest` crate of a
+/// checkout, for SDK work), else the copy the project carries (`None`).
+fn rust_sdk(sdk: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+    let Some(path) = sdk else { return Ok(None) };
     let path = path.canonicalize().with_context(|| {
         format!(
-            "the Rust SDK is not at {}: give --sdk PATH (the sdk-guest directory of a wasm-deployer checkout)",
+            "the Rust SDK is not at {}: --sdk names the sdk-guest directory of a wasm-deployer checkout",
             path.display()
         )
     })?;
@@ -183,7 +181,7 @@ fn rust_sdk(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
         "{} is not the sdk-guest crate",
         path.display()
     );
-    Ok(path)
+    Ok(Some(path))
 }
 
 /// `plugin new`: writes the project into `dir` (which must not exist or be empty).
@@ -205,10 +203,11 @@ pub fn new_project(
         bail!("{} exists and is not empty", dir.display());
     }
     let files = templates(lang)?;
-    let sdk = if lang == "rust" {
-        rust_sdk(sdk)?.display().to_string()
-    } else {
-        String::new()
+    let sdk = if lang == "rust" { rust_sdk(sdk)? } else { None };
+    let carried_sdk = lang == "rust" && sdk.is_none();
+    let sdk = match sdk {
+        Some(path) => path.display().to_string(),
+        None => super::rust_sdk::DIR.to_string(),
     };
     let type_ = format!("example.dev/{name}");
     let fill = |t: &str| {
@@ -229,8 +228,11 @@ pub fn new_project(
     for (rel, text) in files {
         write(rel, fill(text))?;
     }
-    if lang != "rust" {
-        for (rel, text) in WIT {
+    for (rel, text) in WIT {
+        write(rel, text.to_string())?;
+    }
+    if carried_sdk {
+        for (rel, text) in super::rust_sdk::files() {
             write(rel, text.to_string())?;
         }
     }
