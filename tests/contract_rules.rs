@@ -108,6 +108,47 @@ async fn given_a_target_whose_kubeconfig_uses_a_token_file_then_the_item_fails_v
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_landscaper_v1_oidc_target_then_a_kubernetes_item_says_the_host_does_not_support_it()
+ {
+    // Landscaper v1.x Targets may reach their cluster by `oidcConfig` (or `selfConfig`): a
+    // ServiceAccount token the deployer requests. The host does not, and says so.
+    let h = Harness::start().await;
+    let targets: Api<Target> = Api::namespaced(h.client.clone(), "default");
+    let target: Target = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+        "metadata": {"name": "oidc", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                 "config": {"oidcConfig": {"server": "https://10.0.0.1", "caData": "",
+                                           "serviceAccount": {"name": "deployer"},
+                                           "audience": ["shoot"]}}}
+    }))
+    .unwrap();
+    targets
+        .create(&PostParams::default(), &target)
+        .await
+        .unwrap();
+    let item = test_support::manifest::item_on(
+        "on-oidc",
+        "oidc",
+        json!({"manifests": [{"manifest": test_support::manifest::cm("on-oidc", json!({}))}]}),
+    );
+    h.create_item(&item.to_string()).await;
+    let item = h
+        .wait_for("default", "on-oidc", Duration::from_secs(20), |i| {
+            i.status().last_error.is_some()
+        })
+        .await;
+    let err = item.status().last_error.unwrap();
+    assert!(
+        err.message
+            .contains("Target \"oidc\" reaches its cluster by oidcConfig")
+            && err.message.contains("kubeconfig only"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_job_then_pickup_finish_and_errors_are_kubernetes_events_on_the_item() {
     let h = Harness::start_with(Options::with_all_events()).await;
     h.create_item(&mock("evented")).await;

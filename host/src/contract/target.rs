@@ -78,6 +78,16 @@ pub fn kubeconfig_of(content: &str) -> Option<String> {
     }
 }
 
+/// Which Landscaper v1.x way of reaching a cluster without a kubeconfig the content uses, if any:
+/// `oidcConfig` or `selfConfig` (the deployer requests a ServiceAccount token for it), which this
+/// host does not support.
+pub fn token_request_config(content: &str) -> Option<&'static str> {
+    let value: serde_json::Value = serde_yaml::from_str(content).ok()?;
+    ["oidcConfig", "selfConfig"]
+        .into_iter()
+        .find(|key| value.get(key).is_some())
+}
+
 /// Validates a resolved target before any reconcile or delete: a kubeconfig in it must not
 /// use credential files, impersonation, auth providers or exec plugins (contract section 1.4).
 pub fn validate(resolved: &ResolvedTarget) -> Result<(), String> {
@@ -154,6 +164,19 @@ fn validate_kubeconfig(kubeconfig: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::landscaper::LocalSecretReference;
+
+    #[test]
+    fn oidc_and_self_config_targets_are_named() {
+        let oidc = r#"{"oidcConfig": {"server": "https://x", "caData": "", "serviceAccount": {"name": "sa"}, "audience": ["a"]}}"#;
+        assert_eq!(kubeconfig_of(oidc), None);
+        assert_eq!(token_request_config(oidc), Some("oidcConfig"));
+        let own = "selfConfig:\n  serviceAccount: {name: sa}\n  expirationSeconds: 3600\n";
+        assert_eq!(token_request_config(own), Some("selfConfig"));
+        assert_eq!(
+            token_request_config(r#"{"kubeconfig": "apiVersion: v1"}"#),
+            None
+        );
+    }
 
     fn target(config: Option<serde_json::Value>, secret: Option<(&str, Option<&str>)>) -> Target {
         let mut t = Target::default();

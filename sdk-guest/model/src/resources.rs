@@ -875,6 +875,33 @@ mod tests {
     }
 
     #[test]
+    fn a_landscaper_v1_context_reads_and_keeps_what_it_writes() {
+        // Landscaper v1.x writes `ocmConfig: null` (no omitempty) and may carry
+        // `verificationSignatures` (used by its Installation controller only).
+        let json = serde_json::json!({
+            "apiVersion": "landscaper.gardener.cloud/v1alpha1",
+            "kind": "Context",
+            "metadata": {"name": "default", "namespace": "ns"},
+            "ocmConfig": null,
+            "verificationSignatures": {"sig": {"publicKeySecretReference":
+                {"name": "keys", "namespace": "ns", "key": "pub.pem"}}}
+        });
+        let c: Context = serde_json::from_value(json.clone()).unwrap();
+        assert!(c.ocm_config.is_none(), "null is no ocmConfig");
+        let back = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            back["verificationSignatures"], json["verificationSignatures"],
+            "kept through a write"
+        );
+        let with: Context = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default", "namespace": "ns"},
+            "ocmConfig": {"name": "ocm"}
+        }))
+        .unwrap();
+        assert_eq!(with.ocm_config.unwrap().name, "ocm");
+    }
+
+    #[test]
     fn status_round_trip_keeps_unknown_fields() {
         let json = serde_json::json!({
             "phase": "Succeeded",
