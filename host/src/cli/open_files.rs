@@ -31,8 +31,28 @@ pub fn raise() -> Option<u64> {
     }
 }
 
+/// Descriptors kept for the host's own use: its API server connections and watches, plugin
+/// files and the compiled-plugin cache, metrics, the container deployer.
+const RESERVED: u64 = 256;
+
+/// How many Target clients fit under an open-files limit of `limit`: each holds at most one
+/// idle connection between calls (`targetClusters.maxClients` defaults to this when it is lower
+/// than the usual default).
+pub fn clients_within(limit: u64) -> usize {
+    usize::try_from(limit.saturating_sub(RESERVED))
+        .unwrap_or(usize::MAX)
+        .max(16)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_low_limit_leaves_room_for_the_host() {
+        assert_eq!(super::clients_within(1024), 768);
+        assert_eq!(super::clients_within(100), 16);
+        assert!(super::clients_within(1 << 20) > 2000);
+    }
+
     #[test]
     fn the_soft_limit_ends_at_the_hard_one() {
         let now = super::raise();

@@ -39,9 +39,23 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = load_config(self.config.as_ref(), self.plugins)?;
+        let mut config = load_config(self.config.as_ref(), self.plugins)?;
         let open_files = super::open_files::raise();
         tracing::info!(open_files = ?open_files, "open-files limit");
+        // Under a low open-files limit, keep no more Target clients than sockets fit.
+        if let Some(limit) = open_files
+            && config.target_clusters.max_clients.is_none()
+        {
+            let fit = super::open_files::clients_within(limit);
+            if fit < crate::capabilities::ClusterSettings::default().max_clients {
+                tracing::info!(
+                    max_clients = fit,
+                    open_files = limit,
+                    "targetClusters.maxClients lowered to fit the open-files limit"
+                );
+                config.target_clusters.max_clients = Some(fit);
+            }
+        }
         let client = client_from(self.kubeconfig.as_ref()).await?;
         let host_client = match (&self.host_kubeconfig, &self.kubeconfig) {
             (Some(path), _) => client_from(Some(path)).await?,

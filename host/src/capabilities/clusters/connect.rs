@@ -55,8 +55,8 @@ pub fn client(
     let hyper = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(settings.connection_idle_timeout)
-        // Concurrent calls may open more; only this many stay open once they are done.
-        .pool_max_idle_per_host(2)
+        // Concurrent calls may open more; only one stays open once they are done.
+        .pool_max_idle_per_host(1)
         .build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
