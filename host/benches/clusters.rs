@@ -198,25 +198,8 @@ async fn healthy_run(world: &World, tag: &str) -> (f64, Vec<String>) {
 /// refusing and 20 on a hanging cluster created first; also one dead item's lastError of each.
 async fn dead_clusters(world: &World, round: usize) -> (f64, f64, String, String) {
     let (alone, _) = healthy_run(world, &format!("{round}a")).await;
-    let refusing_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let (refusing, hanging_target) = (format!("refusing-{round}"), format!("hanging-{round}"));
-    world
-        .put_target(
-            &refusing,
-            &world.kubeconfig_at(&format!("https://127.0.0.1:{refusing_port}")),
-        )
-        .await;
-    world
-        .put_target(
-            &hanging_target,
-            &world.kubeconfig_at(&format!("https://{}", hanging.local_addr().unwrap())),
-        )
-        .await;
+    let hanging = world.put_dead_targets(&refusing, &hanging_target).await;
     let refused = names(&format!("refused-{round}"), 20);
     let hung = names(&format!("hung-{round}"), 20);
     // BENCH_DEAD_KINDS=refused or =hung: only one kind of dead cluster (to see which costs).

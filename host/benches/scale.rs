@@ -18,12 +18,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deployer_host::landscaper::DeployItem;
-use embedded_apiserver::ApiServer;
 use futures::StreamExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 
-use test_support::bench::{rss_kib, spawn_host, write_docs_section};
+use test_support::bench::{landscaper_server, rss_kib, spawn_host, write_docs_section};
 use test_support::workspace;
 
 struct Point {
@@ -54,17 +53,7 @@ fn item(i: usize, job: bool) -> serde_json::Value {
 }
 
 async fn point(n: usize, dir: &std::path::Path) -> Point {
-    let server = ApiServer::new(Default::default()).expect("server");
-    for crd in deployer_host::crds::landscaper() {
-        server
-            .install_object(serde_json::to_value(crd).unwrap())
-            .expect("CRD");
-    }
-    server
-        .install_yaml_documents(
-            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: Context\nmetadata: {name: default, namespace: default}\n",
-        )
-        .expect("context");
+    let server = landscaper_server();
     let jobs = (n / 100).max(1);
     for i in 0..n {
         server

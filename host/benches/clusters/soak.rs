@@ -26,24 +26,7 @@ fn slope(xs: &[f64], ys: &[f64]) -> f64 {
 }
 
 pub async fn run(world: &World, secs: u64) {
-    let refusing_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    world
-        .put_target(
-            "refusing",
-            &world.kubeconfig_at(&format!("https://127.0.0.1:{refusing_port}")),
-        )
-        .await;
-    world
-        .put_target(
-            "hanging",
-            &world.kubeconfig_at(&format!("https://{}", hanging.local_addr().unwrap())),
-        )
-        .await;
+    let hanging = world.put_dead_targets("refusing", "hanging").await;
     let dead: Vec<(String, &str)> = (0..20)
         .flat_map(|i| {
             [

@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use test_support::bench::{KillOnDrop, open_fds, rss_kib};
+use test_support::bench::{KillOnDrop, landscaper_server, open_fds, rss_kib};
 use test_support::workspace;
 
 pub const NS: &str = "default";
@@ -56,17 +56,7 @@ impl World {
     /// Starts the server, the simulated Landscaper and the host (`host_config` is its
     /// configuration file's text).
     pub async fn start(dir: &Path, host_config: &str) -> World {
-        let server = ApiServer::new(Default::default()).expect("server");
-        for crd in deployer_host::crds::landscaper() {
-            server
-                .install_object(serde_json::to_value(crd).unwrap())
-                .expect("CRD");
-        }
-        server
-            .install_yaml_documents(
-                "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: Context\nmetadata: {name: default, namespace: default}\n",
-            )
-            .expect("context");
+        let server = landscaper_server();
         let landscaper_cluster = server.serve_on_loopback().await.unwrap();
         let kubeconfig = dir.join("landscaper-kubeconfig");
         std::fs::write(&kubeconfig, landscaper_cluster.kubeconfig()).unwrap();
@@ -185,6 +175,29 @@ impl World {
     /// A kubeconfig for a cluster at `url` (a refusing or hanging one).
     pub fn kubeconfig_at(&self, url: &str) -> String {
         ApiServer::kubeconfig_yaml_tls(url, Some(&self.ca_pem), "bench-dead")
+    }
+
+    /// The Targets `refusing` (a loopback port nobody listens on) and `hanging` (a listener that
+    /// is never served: the kernel accepts, nobody answers); keep the returned listener while
+    /// they are used.
+    pub async fn put_dead_targets(&self, refusing: &str, hanging: &str) -> std::net::TcpListener {
+        let refusing_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        self.put_target(
+            refusing,
+            &self.kubeconfig_at(&format!("https://127.0.0.1:{refusing_port}")),
+        )
+        .await;
+        self.put_target(
+            hanging,
+            &self.kubeconfig_at(&format!("https://{}", listener.local_addr().unwrap())),
+        )
+        .await;
+        listener
     }
 
     /// Creates or replaces the Target `name` with `kubeconfig`.

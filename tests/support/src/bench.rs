@@ -17,6 +17,23 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// An embedded API server with Landscaper's CRDs and the `default` Context in `default`: the
+/// Landscaper cluster of the benchmarks that run `deployer-host run` against one.
+pub fn landscaper_server() -> embedded_apiserver::ApiServer {
+    let server = embedded_apiserver::ApiServer::new(Default::default()).expect("server");
+    for crd in deployer_host::crds::landscaper() {
+        server
+            .install_object(serde_json::to_value(crd).unwrap())
+            .expect("CRD");
+    }
+    server
+        .install_yaml_documents(
+            "apiVersion: landscaper.gardener.cloud/v1alpha1\nkind: Context\nmetadata: {name: default, namespace: default}\n",
+        )
+        .expect("context");
+    server
+}
+
 /// Resident set size of a process in KiB (from /proc).
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
