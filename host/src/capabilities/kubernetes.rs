@@ -1,7 +1,10 @@
 //! Kubernetes on a Target cluster (WIT `kubernetes` 1.0 and `cluster` 1.1): get, list (label
 //! selectors), create, update, patch (merge, JSON, server-side apply), delete and discovery,
-//! with the client of the item's resolved Target or of a secondary Target. The runtime bounds
-//! every call by the invocation deadline.
+//! with the client of the item's resolved Target or of a secondary Target. A call goes out only
+//! while the cluster's endpoint is reachable as far as the host knows (`clusters`), within
+//! `targetClusters.requestTimeout`; the runtime also cuts it off half a second before the
+//! invocation deadline. A cluster that cannot be reached is an error naming the Target, its API
+//! server and the cause.
 //!
 //! Owns: one Kubernetes operation as the plugin asked for it, and its answer as JSON. Must not
 //! touch: which Target (`super`, `secondary_targets`) or credentials (the plugin never sees them).
