@@ -277,11 +277,7 @@ fn table(rows: &[Row]) -> String {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_support::bench::runtime();
     assert!(
         workspace().join("target/plugins/manifest.wasm").exists(),
         "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"

@@ -693,11 +693,7 @@ async fn profile_row(k: usize, n: usize, cache: &Path) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_support::bench::runtime();
     rt.block_on(async {
         assert!(
             workspace().join("target/plugins/mock.wasm").exists(),

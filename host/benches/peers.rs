@@ -929,11 +929,7 @@ async fn run_rounds(settings: &Settings, pairs: &mut [Pair]) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_support::bench::runtime();
     if !peers_available() {
         return;
     }

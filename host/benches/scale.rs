@@ -144,11 +144,7 @@ async fn point(n: usize, dir: &std::path::Path) -> Point {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_support::bench::runtime();
     let sizes: Vec<usize> = std::env::var("BENCH_SCALE_SIZES")
         .unwrap_or_else(|_| "1000,10000,100000".into())
         .split(',')

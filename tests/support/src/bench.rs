@@ -17,6 +17,15 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The benchmarks' runtime: two worker threads (the machine's cores), every driver on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// An embedded API server with Landscaper's CRDs and the `default` Context in `default`: the
 /// Landscaper cluster of the benchmarks that run `deployer-host run` against one.
 pub fn landscaper_server() -> embedded_apiserver::ApiServer {
