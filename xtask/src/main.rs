@@ -157,12 +157,22 @@ fn test(args: Vec<String>) -> Result<()> {
             _ => rest.push(a),
         }
     }
-    // The chart's Landscaper CRDs are what the model generates (as go-bindgen --check).
-    crds(true)?;
     house::run(&workspace_root(), true)?;
+    // One host build for everything below: the test binaries and the workspace's tools
+    // (deployer-host, c-componentize, go-componentize) with the features the tests resolve.
+    // A `cargo build --bin` alone resolves features without the dev-dependencies, so a test
+    // build after it would compile the host and its kube crates a second time.
+    run(Command::new(cargo()).current_dir(workspace_root()).args([
+        "build",
+        "--workspace",
+        "--bins",
+        "--tests",
+    ]))?;
+    // The chart's Landscaper CRDs are what the model generates (as go-bindgen --check).
+    crds_with(true, false)?;
     ensure_wasm_target()?;
     build_plugins(&[])?;
-    build_polyglot(&[])?;
+    build_polyglot_with(&[], false)?;
     guest_sdk_tests()?;
     for backend in &backends {
         match backend.as_str() {
@@ -299,12 +309,17 @@ const POLYGLOT: [&str; 4] = ["python", "js", "c", "go"];
 /// `target/guest-toolchains/` when it is missing; under `CI=true` a failure fails the run,
 /// elsewhere it is reported and the language's stories skip themselves.
 fn build_polyglot(only: &[String]) -> Result<()> {
+    build_polyglot_with(only, true)
+}
+
+/// `build-polyglot`, building the C and Go tools first unless the caller just did.
+fn build_polyglot_with(only: &[String], build_tools: bool) -> Result<()> {
     let root = workspace_root();
     let ci = std::env::var("CI").as_deref() == Ok("true");
-    // The C build's bindgen/componentize tool. `--workspace --bin` (not `-p`): the same feature
-    // resolution as `cargo test --workspace`, so nothing is compiled twice.
+    // The C and Go builds' bindgen/componentize tools. `--workspace --bin` (not `-p`): one
+    // feature resolution for the whole workspace, so their dependencies are not compiled twice.
     for (lang, tool) in [("c", "c-componentize"), ("go", "go-componentize")] {
-        if only.is_empty() || only.iter().any(|l| l == lang) {
+        if build_tools && (only.is_empty() || only.iter().any(|l| l == lang)) {
             run(Command::new(cargo()).current_dir(&root).args([
                 "build",
                 "--workspace",
@@ -483,13 +498,20 @@ fn gofmt_path(tc: &Path) -> PathBuf {
 /// chart, by the host's `deployer-host crds` (built with the workspace's features, so nothing is
 /// compiled twice).
 fn crds(check: bool) -> Result<()> {
+    crds_with(check, true)
+}
+
+/// `crds`, building `deployer-host` first unless the caller just did.
+fn crds_with(check: bool, build: bool) -> Result<()> {
     let root = workspace_root();
-    run(Command::new(cargo()).current_dir(&root).args([
-        "build",
-        "--workspace",
-        "--bin",
-        "deployer-host",
-    ]))?;
+    if build {
+        run(Command::new(cargo()).current_dir(&root).args([
+            "build",
+            "--workspace",
+            "--bin",
+            "deployer-host",
+        ]))?;
+    }
     let mut cmd = Command::new(target_dir()?.join("debug/deployer-host"));
     cmd.arg("crds")
         .arg("--out")

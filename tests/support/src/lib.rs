@@ -18,15 +18,14 @@ pub mod chart_repo;
 pub mod manifest;
 pub mod ocm;
 pub mod paths;
+mod real_apiserver;
 pub mod real_helm;
 pub mod real_landscaper;
 pub mod registry;
 pub mod replicas;
-pub use backend::{
-    Backend, RealApiServer, RealBinaries, TestCluster, backend, client_for,
-    ensure_default_service_account,
-};
+pub use backend::{Backend, TestCluster, backend};
 pub use paths::{plugins_dir, test_plugins_dir, workspace};
+pub use real_apiserver::{RealApiServer, RealBinaries, client_for, ensure_default_service_account};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
