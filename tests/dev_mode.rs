@@ -339,3 +339,73 @@ async fn given_heavy_injected_faults_when_dev_sets_up_many_times_then_it_starts_
         "no fault was injected: the story proves nothing"
     );
 }
+
+/// Runs the host binary with `args` and the environment cleared of what could point it at a
+/// cluster; returns its stderr lines.
+fn host_stderr(args: &[&str]) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("DEPLOYER_LOG_FORMAT")
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("running deployer-host");
+    assert!(!out.status.success(), "{args:?} should fail");
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn given_json_logs_when_the_host_fails_before_or_while_starting_then_every_line_is_json() {
+    skip_on_real!("the binary alone, no cluster: the same on both backends");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.yaml");
+    let missing = missing.to_str().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "targetClusters: {maxClients: many}\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    for (args, says) in [
+        // A command line clap refuses, before logging starts …
+        (
+            vec!["--log-format", "json", "run", "--no-such-flag"],
+            "--no-such-flag",
+        ),
+        (
+            vec!["--log-format=json", "no-such-command"],
+            "no-such-command",
+        ),
+        // … a configuration file that is missing or wrong …
+        (
+            vec!["--log-format", "json", "run", "--config", missing],
+            "missing.yaml",
+        ),
+        (
+            vec!["--log-format", "json", "run", "--config", bad],
+            "maxClients",
+        ),
+    ] {
+        let lines = host_stderr(&args);
+        assert!(!lines.is_empty(), "{args:?}: nothing on stderr");
+        for line in &lines {
+            let parsed: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{args:?}: not a JSON line ({e}): {line}"));
+            assert!(parsed["level"].is_string(), "{args:?}: {line}");
+        }
+        let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+        assert_eq!(last["level"], "ERROR", "{args:?}");
+        assert!(
+            last["error"].as_str().is_some_and(|e| e.contains(says)),
+            "{args:?}: the last line should say {says:?}: {last}"
+        );
+    }
+    // … and in text the same failure stays one readable `Error:` line.
+    let lines = host_stderr(&["run", "--config", missing]);
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("Error: ") && l.contains("missing.yaml")),
+        "{lines:?}"
+    );
+}

@@ -18,6 +18,8 @@ mod house;
 
 const WASM_TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "plugin";
+/// Where `cargo xtask image` writes the OCI image layout, under the target directory.
+const IMAGE_LAYOUT_DIR: &str = "oci-image";
 
 fn usage() -> ! {
     eprintln!(
@@ -34,7 +36,7 @@ fn usage() -> ! {
          \x20                            chart (`--check`: fail if the chart's files differ)\n\
          \x20 image [--push REF] [--plain-http] [--out DIR]\n\
          \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
-         \x20                            in <target-dir>/image unless --out/--push say otherwise)\n\
+         \x20                            in <target-dir>/oci-image unless --out/--push say otherwise)\n\
          \x20 bench                      build plugins (and the real kube-apiserver), run the end-to-end, scale,\n\
          \x20                            language, helm and peer benchmarks (peers: $REAL_LANDSCAPER_BIN), update docs\n\
          \x20 build-polyglot [python|js|c|go]...
@@ -258,23 +260,18 @@ fn image(args: Vec<String>) -> Result<()> {
     )?;
     let target = target_dir()?;
     let binary = target.join(IMAGE_TARGET).join("image/deployer-host");
-    let mut cmd = Command::new(cargo());
+    // The static binary assembles its own image: it runs here as it runs in the image, and no
+    // second (debug) host is compiled for the job.
+    let mut cmd = Command::new(&binary);
     cmd.current_dir(&root)
-        .args([
-            "run",
-            "-q",
-            "-p",
-            "deployer-host",
-            "--",
-            "image",
-            "build",
-            "--binary",
-        ])
+        .args(["image", "build", "--binary"])
         .arg(&binary)
         .arg("--plugins")
         .arg(target.join("plugins"));
     if !args.iter().any(|a| a == "--out" || a == "--push") {
-        cmd.arg("--out").arg(target.join("image"));
+        // Not `<target-dir>/image`: that is Cargo's directory for the `image` profile's build
+        // scripts, which `cargo clean --profile image` deletes.
+        cmd.arg("--out").arg(target.join(IMAGE_LAYOUT_DIR));
     }
     run(cmd.args(&args))
 }
