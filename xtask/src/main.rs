@@ -81,11 +81,37 @@ fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// `cargo run` (the `xtask` alias) gives this process the variables of the crate it runs
+/// (`CARGO_PKG_NAME=xtask`, `CARGO_MANIFEST_DIR`, …). Build scripts that watch them (ring's does)
+/// would see them differ between a `cargo` run by hand and one run from here, and rebuild ring and
+/// every crate above it each time the two alternate; the commands started here run without them.
+fn forget_the_crate_being_run() {
+    let names: Vec<_> = std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            let name = name.to_string_lossy();
+            name.starts_with("CARGO_PKG_")
+                || matches!(
+                    name.as_ref(),
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                )
+        })
+        .collect();
+    for name in names {
+        // SAFETY: called first in `main`, before any thread exists.
+        unsafe { std::env::remove_var(name) };
+    }
+}
+
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn main() -> Result<()> {
+    forget_the_crate_being_run();
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("build-plugins") => {
