@@ -679,3 +679,55 @@ async fn given_cached_targets_when_a_target_changes_then_the_next_job_uses_the_c
     assert_eq!(s.phase, Phase::Failed);
     assert_eq!(s.last_error.unwrap().reason, "TargetType");
 }
+
+/// Landscaper v1.x writes a Context's `ocmConfig` without omitempty (`null` when unset) and may
+/// carry `verificationSignatures` (read by its Installation controller only). Through the API
+/// server, such a Context is stored whole and its items run, the plugin seeing what was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_landscaper_v1_context_with_ocm_config_null_and_verification_signatures_then_its_items_run()
+ {
+    let h = Harness::start_with(Options {
+        test_plugins: true,
+        ..Options::default()
+    })
+    .await;
+    // Given the Context as v1.x writes it, created as raw JSON (not through our model) …
+    let contexts: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        h.client.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<deployer_host::landscaper::Context>(&()),
+    );
+    let written = json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
+        "metadata": {"name": "v1-context", "namespace": "default"},
+        "ocmConfig": null,
+        "verificationSignatures": {"sig": {"publicKeySecretReference":
+            {"name": "keys", "namespace": "default", "key": "pub"}}}
+    });
+    contexts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(written).unwrap(),
+        )
+        .await
+        .unwrap();
+    // … the API server keeps its signatures (the CRD's schema has them) …
+    let stored = contexts.get("v1-context").await.unwrap();
+    assert_eq!(
+        stored.data["verificationSignatures"]["sig"]["publicKeySecretReference"]["name"],
+        "keys"
+    );
+    // … and an item in that Context runs, its plugin seeing the signatures.
+    h.create_item(
+        &test_support::faulty_item("v1", "inputs")
+            .replace("spec:\n", "spec:\n  context: v1-context\n"),
+    )
+    .await;
+    let s = h.wait_finished("default", "v1").await.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{:?}", s.last_error);
+    let seen = s.provider_status.unwrap();
+    assert_eq!(
+        seen["context"]["verificationSignatures"]["sig"]["publicKeySecretReference"]["key"], "pub",
+        "{seen}"
+    );
+}

@@ -660,22 +660,36 @@ async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_on
                  "config": {"kubeconfig": target_kubeconfig}}}),
     )
     .await;
+    // A Target whose credentials the cluster no longer accepts (a revoked token: 401).
+    let revoked_kubeconfig = target_kubeconfig.replace(
+        &token_of(&target_kubeconfig),
+        "revoked-token-the-cluster-does-not-know",
+    );
+    create(
+        &targets,
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+        "metadata": {"name": "revoked", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                 "config": {"kubeconfig": revoked_kubeconfig}}}),
+    )
+    .await;
 
     let (_deployer, task) = start_host(me.clone(), me).await;
     let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(admin.clone()));
     let items: Api<DeployItem> = Api::namespaced(admin.clone(), "default");
-    let manifest_item = |name: &str, manifest: serde_json::Value| -> DeployItem {
+    let item_on = |target: &str, name: &str, manifest: serde_json::Value| -> DeployItem {
         serde_json::from_value(json!({
             "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"type": "landscaper.gardener.cloud/kubernetes-manifest",
-                "target": {"name": "restricted", "namespace": "default"},
+                "target": {"name": target, "namespace": "default"},
                 "config": {"apiVersion": "manifest.deployer.landscaper.gardener.cloud/v1alpha2",
                     "kind": "ProviderConfiguration",
                     "manifests": [{"policy": "manage", "manifest": manifest}]}}
         }))
         .unwrap()
     };
+    let manifest_item = |name: &str, manifest| item_on("restricted", name, manifest);
     let allowed = manifest_item(
         "allowed",
         json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -686,7 +700,13 @@ async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_on
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": "by-deploy-bot", "namespace": "default"}, "stringData": {"a": "b"}}),
     );
-    for item in [allowed, refused] {
+    let unauthenticated = item_on(
+        "revoked",
+        "unauthenticated",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "by-nobody", "namespace": "default"}, "data": {"a": "b"}}),
+    );
+    for item in [allowed, refused, unauthenticated] {
         items.create(&PostParams::default(), &item).await.unwrap();
     }
 
@@ -717,6 +737,17 @@ async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_on
         "refused as the Target's identity, in the API server's words: {message}"
     );
     assert_eq!(failed.status().phase, Phase::Failed);
+    // Refused (403) and unauthenticated (401) alike end the job with Landscaper's unrecoverable
+    // ERR_UNAUTHORIZED (v0.120+; v0.99 would retry it until the timeout).
+    let codes = failed.status().last_error.unwrap().codes;
+    assert!(codes.iter().any(|c| c == "ERR_UNAUTHORIZED"), "{codes:?}");
+    let unauthenticated = wait_finished(&items, "unauthenticated").await;
+    let error = unauthenticated.status().last_error.expect("a lastError");
+    assert_eq!(unauthenticated.status().phase, Phase::Failed, "{error:?}");
+    assert!(
+        error.codes.iter().any(|c| c == "ERR_UNAUTHORIZED"),
+        "a 401 from the Target's cluster is ERR_UNAUTHORIZED: {error:?}"
+    );
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
     assert!(
         secrets.get_opt("by-deploy-bot").await.unwrap().is_none(),
@@ -724,6 +755,15 @@ async fn given_a_restricted_target_then_plugins_act_with_the_targets_identity_on
     );
     landscaper.abort();
     task.abort();
+}
+
+/// The bearer token of a kubeconfig written by [`identity`].
+fn token_of(kubeconfig: &str) -> String {
+    let parsed: serde_json::Value = serde_yaml::from_str(kubeconfig).expect("kubeconfig");
+    parsed["users"][0]["user"]["token"]
+        .as_str()
+        .expect("a token")
+        .to_string()
 }
 
 /// `f` until it succeeds: an RBAC grant takes a moment to reach the real server's authorizer.
