@@ -816,3 +816,63 @@ async fn given_bad_input_when_reconciled_then_the_item_fails_saying_what_is_wron
     let item = wait_done(&h, "good").await;
     assert_succeeded(&item);
 }
+
+/// `helmDeploymentConfig.upgrade.force`, Helm's replacement strategy: without it an upgrade
+/// applies the chart's fields and leaves a field another writer added to a release's object; with
+/// it the object is replaced by the chart's, and that field is gone. (Without the chart's Service:
+/// a real API server refuses a replaced Service that lacks its allocated clusterIP, as it refuses
+/// Helm 3's `--force`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_field_someone_else_added_when_upgraded_with_force_then_the_object_is_replaced() {
+    let h = harness().await;
+    let values = |message: &str| json!({"service": false, "message": message});
+    create(
+        &h,
+        &helm_item("forced", web_config("forced", "forced", values("first"))),
+    )
+    .await;
+    assert_succeeded(&wait_done(&h, "forced").await);
+    // Someone else adds a key to the release's ConfigMap.
+    let configmaps = manifest::api(&h.client, "v1", "ConfigMap", Some("forced"));
+    configmaps
+        .patch(
+            "forced-config",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"data": {"added-by-someone": "else"}})),
+        )
+        .await
+        .unwrap();
+    let data = |cm: Value| cm["data"].clone();
+
+    // An upgrade without force keeps it …
+    let item = reconfigure(
+        &h,
+        "forced",
+        web_config("forced", "forced", values("second")),
+    )
+    .await;
+    assert_succeeded(&item);
+    let cm = get(&h, "v1", "ConfigMap", Some("forced"), "forced-config")
+        .await
+        .unwrap();
+    assert_eq!(data(cm.clone())["message"], "second");
+    assert_eq!(
+        data(cm)["added-by-someone"],
+        "else",
+        "applied, not replaced"
+    );
+
+    // … one with force replaces the object: only the chart's keys are left.
+    let mut config = web_config("forced", "forced", values("third"));
+    config["helmDeploymentConfig"] = json!({"upgrade": {"force": true}});
+    let item = reconfigure(&h, "forced", config).await;
+    assert_succeeded(&item);
+    let cm = get(&h, "v1", "ConfigMap", Some("forced"), "forced-config")
+        .await
+        .unwrap();
+    assert_eq!(data(cm.clone())["message"], "third");
+    assert!(
+        data(cm.clone()).get("added-by-someone").is_none(),
+        "replaced: {cm}"
+    );
+}
