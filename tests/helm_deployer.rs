@@ -876,3 +876,69 @@ async fn given_a_field_someone_else_added_when_upgraded_with_force_then_the_obje
         "replaced: {cm}"
     );
 }
+
+/// `helmDeploymentConfig.uninstall.wait`: the item's deletion waits until the release's objects
+/// are gone, not only deleted. A finalizer someone else holds on a release's ConfigMap keeps the
+/// item of the release that waits; the one that does not wait is gone at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_object_held_by_a_finalizer_when_uninstalled_with_wait_then_the_item_waits_until_it_is_gone()
+ {
+    let h = harness().await;
+    let values = json!({"service": false});
+    for (name, wait) in [("waits", true), ("nowait", false)] {
+        let mut config = web_config(name, name, values.clone());
+        config["helmDeploymentConfig"] = json!({"uninstall": {"wait": wait}});
+        create(&h, &helm_item(name, config)).await;
+    }
+    let hold = |name: &str, finalizers: Value| {
+        let configmaps = manifest::api(&h.client, "v1", "ConfigMap", Some(name));
+        let name = format!("{name}-config");
+        async move {
+            configmaps
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    for name in ["waits", "nowait"] {
+        assert_succeeded(&wait_done(&h, name).await);
+        // Given someone else's finalizer on the release's ConfigMap …
+        hold(name, json!(["example.com/hold"])).await;
+        // … when the item is deleted …
+        delete_item(&h, name).await;
+    }
+    // … then the release that does not wait is uninstalled at once, its ConfigMap still
+    // terminating …
+    h.wait_gone("default", "nowait", Duration::from_secs(60))
+        .await;
+    let held = get(&h, "v1", "ConfigMap", Some("nowait"), "nowait-config")
+        .await
+        .expect("still there, held by its finalizer");
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    // … while the one that waits keeps its item, saying what it waits for …
+    let waiting = h
+        .wait_for("default", "waits", Duration::from_secs(30), |i| {
+            serde_json::to_value(i.status()).unwrap()["conditions"]
+                .as_array()
+                .is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c["message"] == "waiting for ConfigMap waits/waits-config to be deleted"
+                    })
+                })
+        })
+        .await;
+    assert!(
+        waiting.metadata.deletion_timestamp.is_some(),
+        "{}",
+        status_of(&waiting)
+    );
+    // … until the finalizer goes: then the item goes too.
+    hold("waits", Value::Null).await;
+    h.wait_gone("default", "waits", Duration::from_secs(60))
+        .await;
+    hold("nowait", Value::Null).await;
+}
