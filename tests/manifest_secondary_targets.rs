@@ -347,3 +347,46 @@ async fn given_a_missing_or_invalid_secondary_target_then_the_error_names_it() {
         err.message
     );
 }
+
+/// The helm deployer reads secondary Targets with the manifest deployer's code (the applier's
+/// readiness checks and exports): a custom readiness check and an export with `targetName` on a
+/// helm item read the cluster of that Target, not the release's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_helm_item_with_target_name_checks_and_exports_then_they_read_that_target() {
+    let h = Harness::start().await;
+    let other = second_cluster(&h, "other", false).await;
+    // Given `info` on both clusters, with different values, and `gate` ready only on `other` …
+    for (client, who) in [(&h.client, "item"), (&other.client, "other")] {
+        put_on(client, cm("info", json!({"who": who}))).await;
+    }
+    put_on(&other, cm("gate", json!({"ready": "true"}))).await;
+    // … when a helm item checks `gate` on `other` and exports `info` from there and from its own
+    // cluster …
+    let config = json!({
+        "apiVersion": "helm.deployer.landscaper.gardener.cloud/v1alpha1",
+        "kind": "ProviderConfiguration",
+        "name": "secondary", "namespace": "secondary", "createNamespace": true,
+        "chart": {"archive": {"raw": test_support::chart_repo::archive_raw("web", "0.1.0")}},
+        "values": {"service": false},
+        "readinessChecks": {"disableDefault": true, "custom": [
+            {"name": "gate", "targetName": "other", "resourceSelector": [cm_ref("gate")],
+             "requirements": ready_is_true()}]},
+        "exports": {"exports": [
+            {"key": "other", "jsonPath": ".data.who", "targetName": "other", "fromResource": cm_ref("info")},
+            {"key": "mine", "jsonPath": ".data.who", "fromResource": cm_ref("info")}]},
+    });
+    let mut helm_item = item("helm-secondary", config);
+    helm_item["spec"]["type"] = json!("landscaper.gardener.cloud/helm");
+    create(&h, &helm_item).await;
+    // … then it succeeds, each value from the Target its export names.
+    let i = wait_done(&h, "helm-secondary").await;
+    assert_eq!(
+        i.status().phase,
+        Phase::Succeeded,
+        "{:?}",
+        i.status().last_error
+    );
+    let exported = export_config(&h, &i).await;
+    assert_eq!(exported["other"], "other");
+    assert_eq!(exported["mine"], "item");
+}
