@@ -133,16 +133,60 @@ async fn given_a_landscaper_v1_oidc_target_then_a_kubernetes_item_says_the_host_
         json!({"manifests": [{"manifest": test_support::manifest::cm("on-oidc", json!({}))}]}),
     );
     h.create_item(&item.to_string()).await;
-    let item = h
-        .wait_for("default", "on-oidc", Duration::from_secs(20), |i| {
-            i.status().last_error.is_some()
-        })
-        .await;
-    let err = item.status().last_error.unwrap();
+    // Retrying would not change the Target: the job ends at once, a configuration problem.
+    let s = h.wait_finished("default", "on-oidc").await.status();
+    assert_eq!(s.phase, Phase::Failed, "{:?}", s.last_error);
+    let err = s.last_error.unwrap();
+    assert!(
+        err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{err:?}"
+    );
     assert!(
         err.message
             .contains("Target \"oidc\" reaches its cluster by oidcConfig")
             && err.message.contains("kubeconfig only"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_landscaper_v0_99_target_with_a_kubeconfig_secret_ref_then_the_item_fails_saying_what_to_use()
+ {
+    // Landscaper v0.99 let a Target name its kubeconfig by `kubeconfig: {secretRef: …}`
+    // (deprecated, removed in v0.116). The host does not read it: the item fails at once with a
+    // configuration problem that says so and what to write instead.
+    let h = Harness::start().await;
+    let targets: Api<Target> = Api::namespaced(h.client.clone(), "default");
+    let target: Target = serde_json::from_value(json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+        "metadata": {"name": "legacy", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
+                 "config": {"kubeconfig": {"secretRef":
+                     {"name": "access", "namespace": "default", "key": "kubeconfig"}}}}
+    }))
+    .unwrap();
+    targets
+        .create(&PostParams::default(), &target)
+        .await
+        .unwrap();
+    let item = test_support::manifest::item_on(
+        "on-legacy",
+        "legacy",
+        json!({"manifests": [{"manifest": test_support::manifest::cm("on-legacy", json!({}))}]}),
+    );
+    h.create_item(&item.to_string()).await;
+    let s = h.wait_finished("default", "on-legacy").await.status();
+    assert_eq!(s.phase, Phase::Failed, "{:?}", s.last_error);
+    let err = s.last_error.unwrap();
+    assert!(
+        err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{err:?}"
+    );
+    assert!(
+        err.message
+            .contains("Target \"legacy\" names its kubeconfig by `kubeconfig.secretRef`")
+            && err.message.contains("spec.config.kubeconfig"),
         "{}",
         err.message
     );

@@ -19,7 +19,7 @@ use super::ItemServices;
 use super::clusters::{Cluster, TargetId, unreachable_cause};
 use super::errors::{UNREACHABLE, error, internal, kube_error};
 use super::secondary_targets::secondary_kubeconfig;
-use crate::contract::target::{kubeconfig_of, token_request_config};
+use crate::contract::target::{kubeconfig_of, no_kubeconfig_reason};
 use crate::landscaper::{KUBERNETES_CLUSTER_TARGET_TYPE, codes};
 
 impl ItemServices {
@@ -74,13 +74,8 @@ impl ItemServices {
             ));
         }
         let kubeconfig = kubeconfig_of(&target.content).ok_or_else(|| {
-            let message = match token_request_config(&target.content) {
-                Some(how) => format!(
-                    "Target {:?} reaches its cluster by {how} (Landscaper v1.x: a ServiceAccount token the deployer requests); this host supports Targets with a kubeconfig only",
-                    target.target.metadata.name.as_deref().unwrap_or_default()
-                ),
-                None => "the target has no kubeconfig".into(),
-            };
+            let name = target.target.metadata.name.as_deref().unwrap_or_default();
+            let message = no_kubeconfig_reason(name, &target.content);
             error(codes::CONFIGURATION_PROBLEM, "TargetKubeconfig", message)
         })?;
         let meta = &target.target.metadata;

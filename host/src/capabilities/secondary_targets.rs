@@ -102,7 +102,8 @@ pub(super) async fn secondary_kubeconfig(
             .map_err(|m| config_problem("ResolveTarget", m))?;
         target::validate(&resolved).map_err(|m| config_problem("ValidateTarget", m))?;
         let kubeconfig = kubeconfig_of(&resolved.content).ok_or_else(|| {
-            config_problem("TargetKubeconfig", "the target has no kubeconfig".into())
+            let why = target::no_kubeconfig_reason(name, &resolved.content);
+            config_problem("TargetKubeconfig", why)
         })?;
         secondary
             .resolved

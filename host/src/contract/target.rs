@@ -70,12 +70,33 @@ pub fn kubeconfig_of(content: &str) -> Option<String> {
     };
     match value.get("kubeconfig") {
         Some(serde_json::Value::String(s)) => Some(s.clone()),
+        // Landscaper v0.99's `kubeconfig: {secretRef: …}` names a Secret, not a kubeconfig.
+        Some(reference) if reference.get("secretRef").is_some() => None,
         Some(other) => Some(other.to_string()),
         None if value.get("oidcConfig").is_none() && value.get("selfConfig").is_none() => {
             Some(content.to_string())
         }
         None => None,
     }
+}
+
+/// Why a `kubernetes-cluster` Target's content gives no kubeconfig ([`kubeconfig_of`] is `None`),
+/// in words a user can act on: a way of reaching the cluster this host does not support, or none.
+pub fn no_kubeconfig_reason(target_name: &str, content: &str) -> String {
+    if let Some(how) = token_request_config(content) {
+        return format!(
+            "Target {target_name:?} reaches its cluster by {how} (Landscaper v1.x: a ServiceAccount token the deployer requests); this host supports Targets with a kubeconfig only"
+        );
+    }
+    let by_reference = serde_yaml::from_str::<serde_json::Value>(content)
+        .ok()
+        .is_some_and(|v| v["kubeconfig"].get("secretRef").is_some());
+    if by_reference {
+        return format!(
+            "Target {target_name:?} names its kubeconfig by `kubeconfig.secretRef` (Landscaper v0.99, deprecated and removed in v0.116), which this host does not read; give the kubeconfig inline (`spec.config.kubeconfig`) or the whole content by the Target's `spec.secretRef`"
+        );
+    }
+    format!("Target {target_name:?} has no kubeconfig")
 }
 
 /// Which Landscaper v1.x way of reaching a cluster without a kubeconfig the content uses, if any:
@@ -251,6 +272,21 @@ mod tests {
         let again = validate(&with("tokenFile: /etc/token")).unwrap_err();
         assert_eq!(again, err);
         assert!(validate(&with("token: abc")).is_ok());
+    }
+
+    #[test]
+    fn a_v0_99_kubeconfig_secret_ref_is_no_kubeconfig_and_says_so() {
+        let content = r#"{"kubeconfig":{"secretRef":{"name":"access","namespace":"default","key":"kubeconfig"}}}"#;
+        assert_eq!(kubeconfig_of(content), None);
+        let why = no_kubeconfig_reason("legacy", content);
+        assert!(
+            why.contains("kubeconfig.secretRef") && why.contains("v0.99"),
+            "{why}"
+        );
+        assert_eq!(
+            no_kubeconfig_reason("empty", "{}"),
+            "Target \"empty\" has no kubeconfig"
+        );
     }
 
     #[test]

@@ -149,6 +149,16 @@ fn classify(ctx: &Ctx, entries: &[Entry]) -> Result<Vec<u8>, DeployerError> {
                 )
                 .with_operation("GetApiResource"));
             }
+            // A Target that gives no usable kubeconfig (v0.99's `kubeconfig.secretRef`, v1.x's
+            // `oidcConfig`, a malformed kubeconfig) will not become one by retrying: the job ends.
+            Err(err) if err.has_code(codes::CONFIGURATION_PROBLEM) => {
+                return Err(DeployerError::new(
+                    &[codes::CONFIGURATION_PROBLEM],
+                    "GetApiResourceList",
+                    format!("{}: {}", e.describe(), err.message),
+                )
+                .with_operation("GetApiResource"));
+            }
             Err(err) if crate::wait::cut_off(&err) => return Err(err),
             Err(err) => {
                 return Err(DeployerError::retryable(
