@@ -107,40 +107,53 @@ async fn given_a_target_whose_kubeconfig_uses_a_token_file_then_the_item_fails_v
     assert!(err.message.contains("tokenFile"), "{}", err.message);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_landscaper_v1_oidc_target_then_a_kubernetes_item_says_the_host_does_not_support_it()
- {
-    // Landscaper v1.x Targets may reach their cluster by `oidcConfig` (or `selfConfig`): a
-    // ServiceAccount token the deployer requests. The host does not, and says so.
+/// Creates Target `name` (type kubernetes-cluster, `config`) and a manifest item on it; asserts
+/// the job ends at once, `Failed` with `ERR_CONFIGURATION_PROBLEM` (retrying would not change the
+/// Target), and returns its error.
+async fn configuration_problem_of_a_manifest_item_on(
+    name: &str,
+    config: serde_json::Value,
+) -> deployer_host::landscaper::LsError {
     let h = Harness::start().await;
     let targets: Api<Target> = Api::namespaced(h.client.clone(), "default");
     let target: Target = serde_json::from_value(json!({
         "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
-        "metadata": {"name": "oidc", "namespace": "default"},
-        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
-                 "config": {"oidcConfig": {"server": "https://10.0.0.1", "caData": "",
-                                           "serviceAccount": {"name": "deployer"},
-                                           "audience": ["shoot"]}}}
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster", "config": config}
     }))
     .unwrap();
     targets
         .create(&PostParams::default(), &target)
         .await
         .unwrap();
+    let item_name = format!("on-{name}");
     let item = test_support::manifest::item_on(
-        "on-oidc",
-        "oidc",
-        json!({"manifests": [{"manifest": test_support::manifest::cm("on-oidc", json!({}))}]}),
+        &item_name,
+        name,
+        json!({"manifests": [{"manifest": test_support::manifest::cm(&item_name, json!({}))}]}),
     );
     h.create_item(&item.to_string()).await;
-    // Retrying would not change the Target: the job ends at once, a configuration problem.
-    let s = h.wait_finished("default", "on-oidc").await.status();
+    let s = h.wait_finished("default", &item_name).await.status();
     assert_eq!(s.phase, Phase::Failed, "{:?}", s.last_error);
     let err = s.last_error.unwrap();
     assert!(
         err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
         "{err:?}"
     );
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_landscaper_v1_oidc_target_then_a_kubernetes_item_says_the_host_does_not_support_it()
+ {
+    // Landscaper v1.x Targets may reach their cluster by `oidcConfig` (or `selfConfig`): a
+    // ServiceAccount token the deployer requests. The host does not, and says so.
+    let err = configuration_problem_of_a_manifest_item_on(
+        "oidc",
+        json!({"oidcConfig": {"server": "https://10.0.0.1", "caData": "",
+                              "serviceAccount": {"name": "deployer"}, "audience": ["shoot"]}}),
+    )
+    .await;
     assert!(
         err.message
             .contains("Target \"oidc\" reaches its cluster by oidcConfig")
@@ -156,33 +169,12 @@ async fn given_a_landscaper_v0_99_target_with_a_kubeconfig_secret_ref_then_the_i
     // Landscaper v0.99 let a Target name its kubeconfig by `kubeconfig: {secretRef: …}`
     // (deprecated, removed in v0.116). The host does not read it: the item fails at once with a
     // configuration problem that says so and what to write instead.
-    let h = Harness::start().await;
-    let targets: Api<Target> = Api::namespaced(h.client.clone(), "default");
-    let target: Target = serde_json::from_value(json!({
-        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
-        "metadata": {"name": "legacy", "namespace": "default"},
-        "spec": {"type": "landscaper.gardener.cloud/kubernetes-cluster",
-                 "config": {"kubeconfig": {"secretRef":
-                     {"name": "access", "namespace": "default", "key": "kubeconfig"}}}}
-    }))
-    .unwrap();
-    targets
-        .create(&PostParams::default(), &target)
-        .await
-        .unwrap();
-    let item = test_support::manifest::item_on(
-        "on-legacy",
+    let err = configuration_problem_of_a_manifest_item_on(
         "legacy",
-        json!({"manifests": [{"manifest": test_support::manifest::cm("on-legacy", json!({}))}]}),
-    );
-    h.create_item(&item.to_string()).await;
-    let s = h.wait_finished("default", "on-legacy").await.status();
-    assert_eq!(s.phase, Phase::Failed, "{:?}", s.last_error);
-    let err = s.last_error.unwrap();
-    assert!(
-        err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
-        "{err:?}"
-    );
+        json!({"kubeconfig": {"secretRef":
+            {"name": "access", "namespace": "default", "key": "kubeconfig"}}}),
+    )
+    .await;
     assert!(
         err.message
             .contains("Target \"legacy\" names its kubeconfig by `kubeconfig.secretRef`")

@@ -141,19 +141,20 @@ fn classify(ctx: &Ctx, entries: &[Entry]) -> Result<Vec<u8>, DeployerError> {
         let namespaced = match ctx.kube_discover(&r.api_version, &r.kind) {
             Ok(Some(info)) => Some(info.namespaced),
             Ok(None) => None,
-            Err(err) if err.has_code(codes::UNAUTHORIZED) => {
+            // Refused credentials, or a Target that gives no usable kubeconfig (v0.99's
+            // `kubeconfig.secretRef`, v1.x's `oidcConfig`, a malformed kubeconfig): retrying
+            // would not change them, so the job ends with the host's code.
+            Err(err)
+                if err.has_code(codes::UNAUTHORIZED)
+                    || err.has_code(codes::CONFIGURATION_PROBLEM) =>
+            {
+                let code = if err.has_code(codes::UNAUTHORIZED) {
+                    codes::UNAUTHORIZED
+                } else {
+                    codes::CONFIGURATION_PROBLEM
+                };
                 return Err(DeployerError::new(
-                    &[codes::UNAUTHORIZED],
-                    "GetApiResourceList",
-                    format!("{}: {}", e.describe(), err.message),
-                )
-                .with_operation("GetApiResource"));
-            }
-            // A Target that gives no usable kubeconfig (v0.99's `kubeconfig.secretRef`, v1.x's
-            // `oidcConfig`, a malformed kubeconfig) will not become one by retrying: the job ends.
-            Err(err) if err.has_code(codes::CONFIGURATION_PROBLEM) => {
-                return Err(DeployerError::new(
-                    &[codes::CONFIGURATION_PROBLEM],
+                    &[code],
                     "GetApiResourceList",
                     format!("{}: {}", e.describe(), err.message),
                 )
