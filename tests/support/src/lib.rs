@@ -18,6 +18,7 @@ pub mod chart_repo;
 pub mod manifest;
 pub mod ocm;
 pub mod paths;
+pub mod podman;
 mod real_apiserver;
 pub mod real_helm;
 pub mod real_landscaper;
