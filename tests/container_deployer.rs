@@ -1,29 +1,121 @@
 //! The container deployer, natively in the host: a DeployItem of type
 //! `landscaper.gardener.cloud/container` runs as a Pod in the host cluster. Its pods are run by
-//! the process kubelet (`deployer_host::dev::kubelet`): init and wait are the real
-//! `deployer-host container init|wait` processes talking to the API server, main runs the
-//! item's `sh -c` script with the pod's environment — so every story proves the whole round
+//! the dev kubelet (`deployer_host::dev::kubelet`) — in real containers where podman is there
+//! (init and wait from the host's own image, main from a small shell image pulled from a loopback
+//! registry, API access as on a node), else as local processes (init and wait are the real
+//! `deployer-host container init|wait` processes, main runs the item's `sh -c` script);
+//! `DEPLOYER_TEST_PODS=podman|process` chooses. Either way every story proves the whole round
 //! trip: item → Secrets → pod → files → program → state and exports → DeployItem status.
 
 use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use deployer_host::config::HostConfig;
 use deployer_host::container::pod::{self, paths};
-use deployer_host::dev::kubelet::ProcessKubelet;
+use deployer_host::dev::kubelet::{PodRuntime, ProcessKubelet};
 use deployer_host::landscaper::{DeployItem, Phase, codes};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::Role;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use test_support::podman::Podman;
+use test_support::registry::Registry;
 use test_support::{Harness, Options};
 
 /// Where the pods run.
 const HOST_NS: &str = "container-host";
 
+/// The main image of the process kubelet's items (it is never pulled).
+const PROCESS_IMAGE: &str = "alpine:3.19";
+
+/// How this binary's stories run their pods.
+enum Pods {
+    Process,
+    Podman {
+        podman: &'static Podman,
+        host_image: &'static str,
+        /// The shell image main runs, in [`Pods::Podman::registry`].
+        shell: String,
+        /// The loopback registry's address.
+        registry: String,
+    },
+}
+
+/// The loopback registry of the shell image: lives as long as the test binary.
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+/// Stops the registry when the test binary exits (statics are never dropped).
+extern "C" fn stop_registry() {
+    if let Some(registry) = REGISTRY.lock().ok().and_then(|mut r| r.take()) {
+        let image = format!("{}/test/sh:1", registry.addr);
+        let _ = std::process::Command::new("podman")
+            .args(["rmi", "--ignore", &image])
+            .output();
+        drop(registry);
+    }
+}
+
+/// `DEPLOYER_TEST_PODS=process|podman`; default: podman where it and the host's image are there
+/// (else processes, with the SKIP line [`Podman::get`] or [`Podman::host_image`] prints).
+fn pods() -> &'static Pods {
+    static PODS: OnceLock<Pods> = OnceLock::new();
+    PODS.get_or_init(|| {
+        let wanted = std::env::var("DEPLOYER_TEST_PODS").unwrap_or_default();
+        if wanted == "process" {
+            return Pods::Process;
+        }
+        let podman = Podman::get();
+        let host_image = podman.and_then(Podman::host_image);
+        let registry = host_image.and_then(|_| test_support::registry::start_registry());
+        let (Some(podman), Some(host_image), Some(registry)) = (podman, host_image, registry)
+        else {
+            assert!(
+                wanted != "podman",
+                "DEPLOYER_TEST_PODS=podman, but podman, the host's image or docker-registry is missing"
+            );
+            return Pods::Process;
+        };
+        let shell = podman.push_shell_image(&registry.addr, "test/sh:1");
+        let addr = registry.addr.clone();
+        *REGISTRY.lock().unwrap() = Some(registry);
+        // SAFETY: registering a plain `extern "C"` function that only touches a static.
+        unsafe { libc::atexit(stop_registry) };
+        if std::env::var_os("CONTAINERS_CONF").is_none() {
+            // SAFETY: once, before any kubelet of this binary starts podman; the stories read no
+            // environment variable concurrently with it (this runs inside `get_or_init`, which
+            // every story passes through before its harness starts).
+            unsafe { std::env::set_var("CONTAINERS_CONF", podman.containers_conf()) };
+        }
+        Pods::Podman {
+            podman,
+            host_image,
+            shell,
+            registry: addr,
+        }
+    })
+}
+
+/// The image of the items' main containers.
+fn main_image() -> &'static str {
+    match pods() {
+        Pods::Process => PROCESS_IMAGE,
+        Pods::Podman { shell, .. } => shell,
+    }
+}
+
+/// The image init and wait run from.
+fn host_image() -> &'static str {
+    match pods() {
+        Pods::Process => "deployer-host:test",
+        Pods::Podman { host_image, .. } => host_image,
+    }
+}
+
 struct Story {
     h: Harness,
-    /// Pod directories and the kubeconfig of the init/wait processes.
+    /// Pod directories (each container's output in `<pod>/<container>.log`) and the kubeconfig
+    /// of init and wait.
     dir: tempfile::TempDir,
     stop: tokio::sync::watch::Sender<bool>,
     /// The embedded server on loopback, for the init and wait processes.
@@ -37,15 +129,21 @@ impl Drop for Story {
 }
 
 fn config() -> HostConfig {
-    test_support::container_host_config(HOST_NS)
+    let mut config = test_support::container_host_config(HOST_NS);
+    config.container.host_image = Some(host_image().to_string());
+    config
 }
 
-/// A harness with the container deployer and a process kubelet on `container-host`.
+/// A harness with the container deployer and a dev kubelet on `container-host`.
 async fn story() -> Story {
     story_with(config()).await
 }
 
 async fn story_with(config: HostConfig) -> Story {
+    let runtime = match pods() {
+        Pods::Process => PodRuntime::Process,
+        Pods::Podman { .. } => PodRuntime::Podman,
+    };
     let h = Harness::start_with(Options {
         config,
         ..Options::default()
@@ -67,13 +165,16 @@ async fn story_with(config: HostConfig) -> Story {
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    // The init and wait processes need the API server on a socket.
-    let (kubeconfig, serving) = match (&h.server, &h.real) {
-        (Some(server), _) => {
+    // init and wait need the API server on a socket; in containers as on a node (HTTPS with a
+    // CA and the pod ServiceAccount's token).
+    let (kubeconfig, serving) = match (&h.server, &h.real, runtime) {
+        (Some(server), _, PodRuntime::Process) => {
             let serving = server.serve_on_loopback().await.unwrap();
             (serving.kubeconfig(), Some(serving))
         }
-        (None, Some(real)) => (real.kubeconfig.clone(), None),
+        (Some(server), _, PodRuntime::Podman) => (serve_tls(server, stopped()).await, None),
+        (None, Some(real), PodRuntime::Process) => (real.kubeconfig.clone(), None),
+        (None, Some(real), PodRuntime::Podman) => (real_kubeconfig_with_ca(real), None),
         _ => unreachable!(),
     };
     let kubeconfig_path = dir.path().join("kubeconfig");
@@ -84,9 +185,9 @@ async fn story_with(config: HostConfig) -> Story {
         kubeconfig: kubeconfig_path,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_deployer-host")),
         work_dir: dir.path().join("pods"),
-        mint_tokens: false,
+        mint_tokens: runtime == PodRuntime::Podman,
     };
-    tokio::spawn(kubelet.run(stopped()));
+    tokio::spawn(kubelet.run_with(runtime, stopped()));
     Story {
         h,
         dir,
@@ -95,12 +196,45 @@ async fn story_with(config: HostConfig) -> Story {
     }
 }
 
+/// Serves the embedded server over HTTPS on loopback until `stop`; its kubeconfig.
+async fn serve_tls(
+    server: &embedded_apiserver::ApiServer,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> String {
+    let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let kubeconfig = embedded_apiserver::ApiServer::kubeconfig_yaml_tls(
+        &url,
+        Some(cert.ca_pem()),
+        embedded_apiserver::auth::ADMIN_TOKEN,
+    );
+    let server = server.clone();
+    tokio::spawn(async move { server.serve_tls(listener, &cert, stop).await });
+    kubeconfig
+}
+
+/// The real server's admin kubeconfig trusting its self-signed certificate (kube-apiserver
+/// writes it, with its CA, to `certs/apiserver.crt`) instead of skipping verification.
+fn real_kubeconfig_with_ca(real: &test_support::RealApiServer) -> String {
+    use base64::Engine as _;
+    let pem = std::fs::read(real.dir().join("certs/apiserver.crt")).expect("apiserver.crt");
+    let ca = base64::engine::general_purpose::STANDARD.encode(pem);
+    let mut config: serde_yaml::Value = serde_yaml::from_str(&real.kubeconfig).unwrap();
+    for c in config["clusters"].as_sequence_mut().unwrap() {
+        let cluster = c["cluster"].as_mapping_mut().unwrap();
+        cluster.remove("insecure-skip-tls-verify");
+        cluster.insert("certificate-authority-data".into(), ca.clone().into());
+    }
+    serde_yaml::to_string(&config).unwrap()
+}
+
 /// A container item whose main container runs `script` with `sh -c`.
 fn item(name: &str, script: &str, extra: Value) -> String {
     let mut config = json!({
         "apiVersion": "container.deployer.landscaper.gardener.cloud/v1alpha1",
         "kind": "ProviderConfiguration",
-        "image": "alpine:3.19",
+        "image": main_image(),
         "command": ["sh", "-c", script],
     });
     for (k, v) in extra.as_object().cloned().unwrap_or_default() {
@@ -127,6 +261,16 @@ printf '{"imports": %s, "operation": "%s", "runs": %s, "targetType": "%s"}' \
   "$(cat "$IMPORTS_PATH")" "$OPERATION" "$n" \
   "$(sed -n 's/.*"type":"\([^"]*\)".*/\1/p' "$TARGET_PATH")" > "$EXPORTS_PATH"
 "#;
+
+/// Every main container's output so far.
+fn main_logs(s: &Story) -> String {
+    let mut logs = String::new();
+    for pod in std::fs::read_dir(s.dir.path().join("pods")).unwrap() {
+        let log = pod.unwrap().path().join("main.log");
+        logs.push_str(&std::fs::read_to_string(log).unwrap_or_default());
+    }
+    logs
+}
 
 async fn exports(h: &Harness, item: &DeployItem) -> Value {
     let r = item
@@ -212,7 +356,7 @@ async fn given_a_container_item_when_reconciled_then_its_program_sees_the_inputs
     assert_eq!(spec["securityContext"]["fsGroup"], 2000);
     assert_eq!(spec["restartPolicy"], "Never");
     assert_eq!(spec["automountServiceAccountToken"], false);
-    assert_eq!(spec["initContainers"][0]["image"], "deployer-host:test");
+    assert_eq!(spec["initContainers"][0]["image"], host_image());
     assert_eq!(
         spec["containers"][1]["command"],
         json!(["deployer-host", "container", "wait"])
@@ -357,9 +501,13 @@ async fn given_programs_that_crash_or_run_out_of_memory_then_the_item_fails_with
 async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wrong() {
     let s = story().await;
     let h = &s.h;
-    // An image that cannot be pulled.
-    let mut unpullable = item("unpullable", "true", json!({}));
-    unpullable = unpullable.replace("alpine:3.19", "registry.invalid/unpullable:1");
+    // An image that cannot be pulled: the process kubelet fails every image named
+    // `unpullable`; in containers, one the loopback registry does not have.
+    let unpullable_image = match pods() {
+        Pods::Process => "registry.invalid/unpullable:1".to_string(),
+        Pods::Podman { registry, .. } => format!("{registry}/test/unpullable:1"),
+    };
+    let unpullable = item("unpullable", "true", json!({})).replace(main_image(), &unpullable_image);
     h.create_item(&unpullable).await;
     // A configuration Landscaper's validation refuses, and a component descriptor reference
     // without a repository (neither in the ref nor in the Context).
@@ -384,11 +532,7 @@ async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wr
         "{err:?}"
     );
     assert_eq!(err.reason, "ErrImagePull");
-    assert!(
-        err.message.contains("registry.invalid/unpullable:1"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains(&unpullable_image), "{}", err.message);
     h.wait_for("default", "unpullable", Duration::from_secs(10), |_| true)
         .await;
     let left: Vec<_> = host_pods(h, "unpullable").await;
@@ -420,10 +564,9 @@ async fn given_bad_input_then_the_item_fails_with_a_message_that_says_what_is_wr
 async fn given_a_deployed_item_when_deleted_then_a_delete_pod_runs_and_every_host_object_goes() {
     let s = story().await;
     let h = &s.h;
-    let marker = s.dir.path().join("deleted-with");
+    // What the DELETE run saw comes back in main's log.
     let script = format!(
-        "{ECHO}\nif [ \"$OPERATION\" = DELETE ]; then cat \"$IMPORTS_PATH\" > {}; fi",
-        marker.display()
+        "{ECHO}\nif [ \"$OPERATION\" = DELETE ]; then echo \"deleted-with $(cat \"$IMPORTS_PATH\")\"; fi"
     );
     h.create_item(&item(
         "removable",
@@ -441,11 +584,11 @@ async fn given_a_deployed_item_when_deleted_then_a_delete_pod_runs_and_every_hos
         .unwrap();
     h.wait_gone("default", "removable", Duration::from_secs(60))
         .await;
-    let seen: Value = serde_json::from_slice(
-        &std::fs::read(&marker)
-            .expect("the user's program ran with OPERATION=DELETE before the item went"),
-    )
-    .unwrap();
+    let seen = main_logs(&s)
+        .lines()
+        .find_map(|l| l.strip_prefix("deleted-with "))
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .expect("the user's program ran with OPERATION=DELETE before the item went");
     assert_eq!(seen, json!({"db": "orders"}));
     assert!(host_pods(h, "removable").await.is_empty(), "pods removed");
     assert!(
@@ -614,10 +757,30 @@ async fn given_objects_of_a_vanished_item_and_old_pods_then_the_garbage_collecto
 async fn given_registry_pull_secrets_then_the_pod_pulls_with_only_its_registrys_credentials() {
     let s = story().await;
     let h = &s.h;
+    // The process kubelet pulls nothing; in containers the image is in a registry that wants
+    // `user:pass` (base64 dXNlcjpwYXNz), so the pod pulls only with the credentials it is given.
+    let (registry, _authenticating) = match pods() {
+        Pods::Process => ("registry.example:5000".to_string(), None),
+        Pods::Podman { podman, shell, .. } => {
+            let r = test_support::registry::start_registry_with_auth("user", "pass")
+                .expect("docker-registry");
+            let local = format!("localhost/{}", shell.split_once('/').unwrap().1);
+            let remote = format!("{}/team/app:1", r.addr);
+            podman.run(&[
+                "push",
+                "--quiet",
+                "--tls-verify=false",
+                "--creds=user:pass",
+                &local,
+                &remote,
+            ]);
+            (r.addr.clone(), Some(r))
+        }
+    };
     // A Docker config in the Landscaper cluster with credentials for two registries.
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "default");
     let docker = json!({"auths": {
-        "registry.example:5000": {"auth": "dXNlcjpwYXNz"},
+        registry.clone(): {"auth": "dXNlcjpwYXNz"},
         "https://index.docker.io/v1/": {"auth": "b3RoZXI6b3RoZXI="},
     }});
     let mut creds: Secret = serde_json::from_value(json!({"metadata": {"name": "creds"},
@@ -639,7 +802,7 @@ async fn given_registry_pull_secrets_then_the_pod_pulls_with_only_its_registrys_
         "true",
         json!({"registryPullSecrets": [{"name": "creds", "namespace": "default"}]}),
     )
-    .replace("alpine:3.19", "registry.example:5000/team/app:1");
+    .replace(main_image(), &format!("{registry}/team/app:1"));
     h.create_item(&private).await;
     let done = finished(h, "private").await;
     assert_eq!(done.status().phase, Phase::Succeeded, "{:?}", done.status());
@@ -659,7 +822,7 @@ async fn given_registry_pull_secrets_then_the_pod_pulls_with_only_its_registrys_
         serde_json::from_slice(&pull.data.unwrap()[".dockerconfigjson"].0).unwrap();
     assert_eq!(
         written,
-        json!({"auths": {"registry.example:5000": {"auth": "dXNlcjpwYXNz"}}}),
+        json!({"auths": {registry.clone(): {"auth": "dXNlcjpwYXNz"}}}),
         "only the image's registry"
     );
     // A missing pull secret is the item's configuration problem.

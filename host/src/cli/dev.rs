@@ -44,6 +44,11 @@ pub struct DevArgs {
     /// only).
     #[arg(long, env = "DEV_RUN_PODS")]
     run_pods: bool,
+    /// What runs the pods of `--run-pods`: `process` (local processes, the default) or `podman`
+    /// (real containers: init and wait from `container.hostImage`, main pulled from its
+    /// registry; see docs/container-deployer.md).
+    #[arg(long, env = "DEV_POD_RUNTIME", default_value = "process")]
+    pod_runtime: crate::dev::kubelet::PodRuntime,
     /// Authenticate requests and authorize them with RBAC; the API server then serves HTTPS
     /// (kubectl sends tokens only over TLS) and the kubeconfig carries its CA and a random
     /// administrator token.
@@ -67,6 +72,7 @@ impl DevArgs {
                 simulate_workloads: !self.no_simulate_workloads,
                 faults: self.faults.config()?,
                 run_pods: self.run_pods,
+                pod_runtime: self.pod_runtime,
                 rbac: self.rbac,
             },
             config,

@@ -1,10 +1,17 @@
-//! A process kubelet for the container deployer's pods, without a container runtime: each
-//! container of a pod runs as a local process whose file system is a directory, and the pod's
-//! status is written back through the API as a kubelet would write it. Tests use it to drive
-//! pods end to end on any API server; `deployer-host dev --run-pods` uses it to run container
-//! DeployItems on a laptop.
+//! The dev kubelet for the container deployer's pods, without a cluster: it runs each pod of its
+//! namespace once and writes the pod's status back through the API as a kubelet would. Tests use
+//! it to drive pods end to end on any API server; `deployer-host dev --run-pods` uses it to run
+//! container DeployItems on a laptop. Two runtimes ([`PodRuntime`]) run the containers; the pod's
+//! lifecycle is this file's and the same for both:
+//! - init runs first; then main and wait run side by side; exit code 137 is reported as
+//!   `OOMKilled`; `activeDeadlineSeconds` kills main and fails the pod with `DeadlineExceeded`;
+//!   the termination message is the termination log, else the tail of stderr
+//!   (`FallbackToLogsOnError`); each container's output is kept in `<pod dir>/<container>.log`;
+//!   an image that cannot be pulled leaves the pod `Pending` with `ErrImagePull` on that
+//!   container.
 //!
-//! What it does, per pod of its namespace (once):
+//! [`PodRuntime::Process`] (the default) runs each container as a local process whose file
+//! system is a directory:
 //! - Secret volumes are written to `<pod dir><mountPath>/<key>`; every environment value under
 //!   `/data/ls` or `/var/run/secrets` is moved below the pod directory; `fieldRef`s
 //!   `metadata.name|namespace` are resolved; `KUBECONFIG` points at the given kubeconfig.
@@ -12,12 +19,12 @@
 //!   any other command runs as given (`sh -c ...`). **The image is not pulled or used**: an
 //!   image whose reference contains `unpullable` ends in `ErrImagePull` instead, to exercise
 //!   that path.
-//! - init runs first; then main and wait run side by side; exit code 137 is reported as
-//!   `OOMKilled`; `activeDeadlineSeconds` kills main and fails the pod with `DeadlineExceeded`;
-//!   the termination message is the termination log, else the tail of stderr
-//!   (`FallbackToLogsOnError`).
+//! - Not a sandbox: main runs with the user's rights. Use it only with items you trust.
 //!
-//! Not a sandbox: main runs with the user's rights. Use it only with items you trust.
+//! [`PodRuntime::Podman`] runs each container as a real container from its image, with the
+//! pod's volumes and, for init and wait, API access as on a node: see [`podman`].
+
+pub mod podman;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,12 +36,34 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-/// Runs the pods of one namespace as processes.
+/// What runs a pod's containers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PodRuntime {
+    /// Local processes; the image is ignored.
+    #[default]
+    Process,
+    /// Real containers (`podman run`).
+    Podman,
+}
+
+impl std::str::FromStr for PodRuntime {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "process" => Ok(Self::Process),
+            "podman" => Ok(Self::Podman),
+            _ => Err(format!("unknown pod runtime {s:?} (process or podman)")),
+        }
+    }
+}
+
+/// Runs the pods of one namespace ([`ProcessKubelet::run`] as processes,
+/// [`ProcessKubelet::run_with`] in either [`PodRuntime`]).
 #[derive(Clone)]
 pub struct ProcessKubelet {
     pub client: Client,
     pub namespace: String,
-    /// Kubeconfig file the init and wait processes use (`KUBECONFIG`).
+    /// Kubeconfig file init and wait use (processes: `KUBECONFIG`; podman: see [`podman`]).
     pub kubeconfig: PathBuf,
     /// The `deployer-host` binary.
     pub binary: PathBuf,
@@ -56,33 +85,41 @@ fn image(c: &Container) -> String {
     c.image.clone().unwrap_or_default()
 }
 
-/// Where a pod's containers find their files: its directory and the kubeconfig they use.
+/// Where a pod's containers find their files: its directory and the kubeconfig they use;
+/// under podman, what its volumes are on the host.
 #[derive(Clone, Copy)]
 struct PodFiles<'a> {
     root: &'a Path,
     kubeconfig: &'a Path,
+    podman: Option<&'a podman::PodSetup>,
 }
 
-/// The status of a pod whose image cannot be pulled (an image named `unpullable`), as a
-/// kubelet reports it: the failing container waits with `ErrImagePull`. `None`: all pull.
-fn image_pull_failure(inits: &[Container], mains: &[Container]) -> Option<Value> {
+/// The process runtime's pull: an image named `unpullable` fails, as its registry would.
+fn process_pull_failure(inits: &[Container], mains: &[Container]) -> Option<(Container, String)> {
     let c = inits
         .iter()
         .chain(mains)
         .find(|c| image(c).contains("unpullable"))?;
+    let message = format!(
+        "rpc error: pull access denied for {}, repository does not exist",
+        image(c)
+    );
+    Some((c.clone(), message))
+}
+
+/// The status of a pod whose container `c` cannot be pulled, as a kubelet reports it: the pod
+/// stays `Pending`, `c` waits with `ErrImagePull` and `message`.
+fn image_pull_failure(
+    inits: &[Container],
+    mains: &[Container],
+    c: &Container,
+    message: &str,
+) -> Value {
     let mut statuses: Vec<Value> = mains
         .iter()
         .map(|m| waiting(&m.name, &image(m), "PodInitializing", ""))
         .collect();
-    let failing = waiting(
-        &c.name,
-        &image(c),
-        "ErrImagePull",
-        &format!(
-            "rpc error: pull access denied for {}, repository does not exist",
-            image(c)
-        ),
-    );
+    let failing = waiting(&c.name, &image(c), "ErrImagePull", message);
     let in_init = inits.iter().any(|i| i.name == c.name);
     if !in_init {
         statuses.retain(|s| s["name"] != c.name.as_str());
@@ -92,7 +129,7 @@ fn image_pull_failure(inits: &[Container], mains: &[Container]) -> Option<Value>
     if in_init {
         status["initContainerStatuses"] = json!([failing]);
     }
-    Some(status)
+    status
 }
 
 fn now() -> String {
@@ -128,8 +165,14 @@ fn waiting(name: &str, image: &str, reason: &str, message: &str) -> Value {
 }
 
 impl ProcessKubelet {
-    /// Runs until `stop` resolves: every new pod of the namespace is started once.
+    /// Runs until `stop` resolves: every new pod of the namespace is started once, as local
+    /// processes.
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
+        self.run_with(PodRuntime::Process, stop).await
+    }
+
+    /// [`ProcessKubelet::run`] with the containers run by `runtime`.
+    pub async fn run_with(self, runtime: PodRuntime, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
         let mut started = BTreeSet::new();
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
@@ -147,8 +190,8 @@ impl ProcessKubelet {
                         let me = self.clone();
                         tokio::spawn(async move {
                             let name = pod.name_any();
-                            if let Err(e) = me.run_pod(pod).await {
-                                tracing::warn!(pod = %name, error = %crate::apierrors::render_chain(&e), "process kubelet: pod run failed");
+                            if let Err(e) = me.run_pod(pod, runtime).await {
+                                tracing::warn!(pod = %name, error = %crate::apierrors::render_chain(&e), "dev kubelet: pod run failed");
                             }
                         });
                     }
@@ -172,27 +215,40 @@ impl ProcessKubelet {
         .map(|_| ())
     }
 
-    async fn run_pod(&self, pod: Pod) -> anyhow::Result<()> {
+    async fn run_pod(&self, pod: Pod, runtime: PodRuntime) -> anyhow::Result<()> {
         let name = pod.name_any();
         let spec = pod.spec.clone().unwrap_or_default();
         let root = self.work_dir.join(&name);
         std::fs::create_dir_all(&root)?;
         let inits = spec.init_containers.clone().unwrap_or_default();
         let mains = spec.containers.clone();
-        if let Some(status) = image_pull_failure(&inits, &mains) {
+        let pull_failure = match runtime {
+            PodRuntime::Process => process_pull_failure(&inits, &mains),
+            PodRuntime::Podman => self.podman_pull(&pod, &root).await?,
+        };
+        if let Some((c, message)) = pull_failure {
+            let status = image_pull_failure(&inits, &mains, &c, &message);
             self.set_status(&name, status).await?;
             return Ok(());
         }
 
-        self.write_secret_volumes(&pod, &root).await?;
+        let secrets = self.secret_volumes(&pod).await?;
         let kubeconfig = if self.mint_tokens {
             self.pod_kubeconfig(&pod, &root).await?
         } else {
             self.kubeconfig.clone()
         };
+        let setup = match runtime {
+            PodRuntime::Process => {
+                write_secret_volumes(&pod, &root, &secrets)?;
+                None
+            }
+            PodRuntime::Podman => Some(podman::prepare(&pod, &root, &secrets, &kubeconfig)?),
+        };
         let files = PodFiles {
             root: &root,
             kubeconfig: &kubeconfig,
+            podman: setup.as_ref(),
         };
         let Some(init_statuses) = self.run_inits(&pod, &inits, &mains, files).await? else {
             return Ok(());
@@ -205,6 +261,36 @@ impl ProcessKubelet {
             .map(|s| Duration::from_secs(s.max(1) as u64));
         self.run_mains(&pod, &mains, init_statuses, deadline, files)
             .await
+    }
+
+    /// Pulls every image of the pod with its `imagePullSecrets`; the first that fails and why.
+    async fn podman_pull(
+        &self,
+        pod: &Pod,
+        root: &Path,
+    ) -> anyhow::Result<Option<(Container, String)>> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut configs = Vec::new();
+        for s in spec.image_pull_secrets.iter().flatten() {
+            // A missing pull secret is no pull secret, as on a node.
+            let data = secrets.get_opt(&s.name).await?.and_then(|s| s.data);
+            if let Some(config) = data.and_then(|mut d| d.remove(".dockerconfigjson")) {
+                configs.push(config.0);
+            }
+        }
+        let authfile = podman::write_authfile(root, &configs)?;
+        for c in spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+        {
+            if let Err(message) = podman::pull(c, authfile.as_deref()).await {
+                return Ok(Some((c.clone(), message)));
+            }
+        }
+        Ok(None)
     }
 
     /// Runs the init containers in order. `None`: one failed, and the pod with it (its status
@@ -223,9 +309,7 @@ impl ProcessKubelet {
                 "initContainerStatuses": [running(&c.name, &image(c))],
                 "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
                 .await?;
-            let exit = self
-                .run_container(pod, c, files.root, files.kubeconfig, None)
-                .await?;
+            let exit = self.run_container(pod, c, files, None).await?;
             init_statuses.push(terminated(&c.name, &image(c), &exit));
             if exit.code != 0 {
                 self.set_status(&name, json!({"phase": "Failed", "initContainerStatuses": init_statuses,
@@ -258,16 +342,20 @@ impl ProcessKubelet {
                 files.root.to_path_buf(),
                 files.kubeconfig.to_path_buf(),
             );
+            let setup = files.podman.cloned();
             sidecars.push(tokio::spawn(async move {
-                let exit = me.run_container(&pod, &c, &root, &kubeconfig, None).await;
+                let files = PodFiles {
+                    root: &root,
+                    kubeconfig: &kubeconfig,
+                    podman: setup.as_ref(),
+                };
+                let exit = me.run_container(&pod, &c, files, None).await;
                 (c.name.clone(), exit)
             }));
         }
         let mut deadline_exceeded = false;
         if let Some(main) = mains.iter().find(|c| c.name == "main") {
-            let mut exit = self
-                .run_container(pod, main, files.root, files.kubeconfig, deadline)
-                .await?;
+            let mut exit = self.run_container(pod, main, files, deadline).await?;
             deadline_exceeded = exit.code == -1;
             if deadline_exceeded {
                 exit.code = 137;
@@ -338,45 +426,76 @@ impl ProcessKubelet {
         Ok(path)
     }
 
-    /// Writes every Secret volume into the pod directory at its mount paths.
-    async fn write_secret_volumes(&self, pod: &Pod, root: &Path) -> anyhow::Result<()> {
-        let spec = pod.spec.clone().unwrap_or_default();
+    /// The data of every Secret volume of the pod, by volume name.
+    async fn secret_volumes(&self, pod: &Pod) -> anyhow::Result<SecretVolumes> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
-        let mut mounts: BTreeMap<String, String> = BTreeMap::new();
-        for c in spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(&spec.containers)
-        {
-            for m in c.volume_mounts.iter().flatten() {
-                mounts.insert(m.name.clone(), m.mount_path.clone());
-            }
-        }
-        for v in spec.volumes.iter().flatten() {
-            let (Some(secret), Some(path)) = (&v.secret, mounts.get(&v.name)) else {
-                continue;
-            };
+        let mut out = SecretVolumes::new();
+        for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let Some(secret) = &v.secret else { continue };
             let name = secret.secret_name.clone().unwrap_or_default();
             let data = secrets.get(&name).await?.data.unwrap_or_default();
-            let dir = root.join(path.trim_start_matches('/'));
-            std::fs::create_dir_all(&dir)?;
-            for (k, v) in data {
-                std::fs::write(dir.join(k), v.0)?;
-            }
+            let files = data.into_iter().map(|(k, v)| (k, v.0)).collect();
+            out.insert(v.name.clone(), files);
         }
-        Ok(())
+        Ok(out)
     }
 
-    /// Runs one container as a process; exit code -1 = killed at `deadline`.
+    /// Runs one container; exit code -1 = killed at `deadline`. Its output is kept in
+    /// `<pod dir>/<container>.log`.
     async fn run_container(
         &self,
         pod: &Pod,
         c: &Container,
-        root: &Path,
-        kubeconfig: &Path,
+        files: PodFiles<'_>,
         deadline: Option<Duration>,
     ) -> anyhow::Result<Exit> {
+        let (termination_log, output) = match files.podman {
+            Some(setup) => {
+                let log = podman::termination_log(files.root, c)?;
+                let default_path = !podman::image_sets_path(&image(c)).await;
+                let args = podman::run_args(pod, c, setup, &log, default_path);
+                let name = podman::container_name(pod, c);
+                (log, podman::run(&args, &name, deadline).await?)
+            }
+            None => {
+                let log = files.root.join(format!("{}.termination-log", c.name));
+                (
+                    log.clone(),
+                    self.run_process(pod, c, files, &log, deadline).await?,
+                )
+            }
+        };
+        let Some(output) = output else {
+            return Ok(Exit {
+                code: -1,
+                message: "killed at the pod's activeDeadlineSeconds".into(),
+            });
+        };
+        let code = output.status.code().unwrap_or_else(|| {
+            use std::os::unix::process::ExitStatusExt;
+            128 + output.status.signal().unwrap_or(9)
+        });
+        let mut message = std::fs::read_to_string(&termination_log).unwrap_or_default();
+        if message.is_empty() && code != 0 {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(10).collect();
+            message = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+        }
+        let log = files.root.join(format!("{}.log", c.name));
+        let _ = std::fs::write(log, [output.stdout, output.stderr].concat());
+        Ok(Exit { code, message })
+    }
+
+    /// Runs one container as a local process. `None`: killed at `deadline`.
+    async fn run_process(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        files: PodFiles<'_>,
+        termination_log: &Path,
+        deadline: Option<Duration>,
+    ) -> anyhow::Result<Option<std::process::Output>> {
+        let root = files.root;
         let mut argv: Vec<String> = c.command.clone().unwrap_or_default();
         argv.extend(c.args.clone().unwrap_or_default());
         if argv.is_empty() {
@@ -394,14 +513,13 @@ impl ProcessKubelet {
                 v.to_string()
             }
         };
-        let termination_log = root.join(format!("{}.termination-log", c.name));
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(&argv[1..])
             .current_dir(root)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("KUBECONFIG", kubeconfig)
-            .env("TERMINATION_LOG", &termination_log)
+            .env("KUBECONFIG", files.kubeconfig)
+            .env("TERMINATION_LOG", termination_log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -421,30 +539,42 @@ impl ProcessKubelet {
             cmd.env(&e.name, value);
         }
         let child = cmd.spawn()?;
-        let output = match deadline {
-            None => child.wait_with_output().await?,
+        Ok(match deadline {
+            None => Some(child.wait_with_output().await?),
             Some(d) => match tokio::time::timeout(d, child.wait_with_output()).await {
-                Ok(out) => out?,
-                Err(_) => {
-                    return Ok(Exit {
-                        code: -1,
-                        message: "killed at the pod's activeDeadlineSeconds".into(),
-                    });
-                }
+                Ok(out) => Some(out?),
+                Err(_) => None,
             },
-        };
-        let code = output.status.code().unwrap_or_else(|| {
-            use std::os::unix::process::ExitStatusExt;
-            128 + output.status.signal().unwrap_or(9)
-        });
-        let mut message = std::fs::read_to_string(&termination_log).unwrap_or_default();
-        if message.is_empty() && code != 0 {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let tail: Vec<&str> = stderr.lines().rev().take(10).collect();
-            message = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-        }
-        let log = root.join(format!("{}.log", c.name));
-        let _ = std::fs::write(log, [output.stdout, output.stderr].concat());
-        Ok(Exit { code, message })
+        })
     }
+}
+
+/// Secret volumes' files (key → content) by volume name.
+type SecretVolumes = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+
+/// Writes every Secret volume into the pod directory at its mount paths (process runtime).
+fn write_secret_volumes(pod: &Pod, root: &Path, secrets: &SecretVolumes) -> anyhow::Result<()> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut mounts: BTreeMap<String, String> = BTreeMap::new();
+    for c in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+    {
+        for m in c.volume_mounts.iter().flatten() {
+            mounts.insert(m.name.clone(), m.mount_path.clone());
+        }
+    }
+    for (volume, data) in secrets {
+        let Some(path) = mounts.get(volume) else {
+            continue;
+        };
+        let dir = root.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir)?;
+        for (k, v) in data {
+            std::fs::write(dir.join(k), v)?;
+        }
+    }
+    Ok(())
 }

@@ -41,8 +41,10 @@ pub struct DevOptions {
     pub simulate_workloads: bool,
     /// Faults the embedded API server injects (none by default).
     pub faults: embedded_apiserver::FaultConfig,
-    /// Run the container deployer's pods as local processes ([`kubelet::ProcessKubelet`]).
+    /// Run the container deployer's pods ([`kubelet::ProcessKubelet`]) ...
     pub run_pods: bool,
+    /// ... as local processes (default) or in real containers.
+    pub pod_runtime: kubelet::PodRuntime,
     /// Authenticate and authorize with RBAC, serving HTTPS (kubectl sends tokens only over TLS)
     /// with a certificate generated at start; the kubeconfig written carries its CA and a
     /// random administrator token.
@@ -453,7 +455,7 @@ impl DevHost {
     }
 }
 
-/// What plays the rest of a cluster beside the controller: the process kubelet (`--run-pods`),
+/// What plays the rest of a cluster beside the controller: the dev kubelet (`--run-pods`),
 /// the container deployer's garbage collector and the simulated Landscaper. Aborted at shutdown.
 fn spawn_helpers(
     options: &DevOptions,
@@ -470,7 +472,9 @@ fn spawn_helpers(
             work_dir: std::env::temp_dir().join("deployer-host-pods"),
             mint_tokens: false,
         };
-        helpers.push(tokio::spawn(kubelet.run(std::future::pending())).abort_handle());
+        let runtime = options.pod_runtime;
+        let run = kubelet.run_with(runtime, std::future::pending());
+        helpers.push(tokio::spawn(run).abort_handle());
     }
     if let Some(c) = container {
         let gc = c.garbage_collector();

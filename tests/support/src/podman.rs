@@ -173,13 +173,15 @@ impl Podman {
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::create_dir_all(root.path().join("tmp")).unwrap();
         std::fs::copy(busybox, bin.join("busybox")).unwrap();
-        let installed = Command::new(bin.join("busybox"))
-            .args(["--install", "-s"])
-            .arg(&bin)
-            .status()
-            .unwrap();
-        assert!(installed.success(), "busybox --install");
-        // The links point at /bin/busybox, where the image has it.
+        // Every applet as a relative link to /bin/busybox (`busybox --install` would link to
+        // this machine's path).
+        let list = Command::new(busybox).arg("--list").output().unwrap();
+        assert!(list.status.success(), "busybox --list");
+        for applet in String::from_utf8_lossy(&list.stdout).lines() {
+            if applet != "busybox" {
+                std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+            }
+        }
         let packed_dir = tempfile::tempdir().unwrap();
         let tar = packed_dir.path().join("rootfs.tar");
         let tar = tar.as_path();
@@ -198,6 +200,8 @@ impl Podman {
             "--quiet",
             "--change",
             "CMD [\"/bin/sh\"]",
+            "--change",
+            "ENV PATH=/bin",
             &tar.display().to_string(),
             &local,
         ]);
