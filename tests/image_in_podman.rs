@@ -282,10 +282,9 @@ impl ChartPod {
         for cap in sc.capabilities.iter().flat_map(|c| c.drop.iter().flatten()) {
             args.extend(["--cap-drop".into(), cap.to_lowercase()]);
         }
-        if let Some(limits) = c.resources.as_ref().and_then(|r| r.limits.as_ref()) {
-            if let Some(memory) = limits.get("memory") {
-                args.extend(["--memory".into(), memory.0.replace("Mi", "m")]);
-            }
+        let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
+        if let Some(memory) = limits.and_then(|l| l.get("memory")) {
+            args.extend(["--memory".into(), memory.0.replace("Mi", "m")]);
         }
         for m in c.volume_mounts.iter().flatten() {
             let ro = if m.read_only == Some(true) { ":ro" } else { "" };
@@ -335,8 +334,9 @@ impl ChartPod {
         let name = format!("{}-{}", self.name, free_port());
         let args = self.run_args(&name, api_port);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.podman.run(&args);
+        // Removed when dropped even if podman creates it and then fails to start it.
         self.running = Some(name);
+        self.podman.run(&args);
     }
 
     /// The port of a probe (a named port of the container, or a number).

@@ -27,6 +27,18 @@ pub const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+gzip"
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 const CA_BUNDLE_PATH: &str = "etc/ssl/certs/ca-certificates.crt";
+/// The image's default host configuration (`DEPLOYER_CONFIG`): the shipped plugins and caches
+/// under `/var/cache/wasm-deployer`, so `podman run IMAGE` serves without a `--config`. The
+/// chart mounts its own configuration elsewhere and passes `--config`, which wins.
+pub const DEFAULT_CONFIG_PATH: &str = "etc/wasm-deployer/config.yaml";
+pub const DEFAULT_CONFIG: &str = "\
+# The image's defaults (DEPLOYER_CONFIG); `--config FILE` replaces them.
+plugins:
+  dir: /plugins
+  cacheDir: /var/cache/wasm-deployer/compiled
+fetch:
+  cacheDir: /var/cache/wasm-deployer/blobs
+";
 
 /// What goes into the image.
 #[derive(Clone, Debug)]
@@ -168,9 +180,17 @@ pub fn build(spec: &ImageSpec) -> anyhow::Result<Image> {
     }
 
     let mut base = LayerBuilder::new();
-    for dir in ["etc", "etc/ssl", "etc/ssl/certs", "var", "var/cache"] {
+    for dir in [
+        "etc",
+        "etc/ssl",
+        "etc/ssl/certs",
+        "etc/wasm-deployer",
+        "var",
+        "var/cache",
+    ] {
         base.dir(dir, 0o755, 0)?;
     }
+    base.file(DEFAULT_CONFIG_PATH, 0o644, DEFAULT_CONFIG.as_bytes())?;
     base.file(
         "etc/passwd",
         0o644,
@@ -218,7 +238,10 @@ pub fn build(spec: &ImageSpec) -> anyhow::Result<Image> {
     let plugins = plugins.finish(&format!("wasm-deployer: /plugins ({})", names.join(", ")))?;
 
     let layers = vec![base, bin, plugins];
-    let mut env = vec!["PATH=/usr/local/bin".to_string()];
+    let mut env = vec![
+        "PATH=/usr/local/bin".to_string(),
+        format!("DEPLOYER_CONFIG=/{DEFAULT_CONFIG_PATH}"),
+    ];
     if spec.ca_bundle.is_some() {
         env.push(format!("SSL_CERT_FILE=/{CA_BUNDLE_PATH}"));
     }
@@ -390,6 +413,28 @@ mod tests {
             layer_files(&a.layers[2].gzip)
                 .unwrap()
                 .contains_key("plugins/mock.wasm")
+        );
+
+        // The default configuration is where the image's environment says, and names the
+        // shipped plugins and a cache on the cache volume.
+        let config = config_json(&a).unwrap();
+        let env = config["config"]["Env"].to_string();
+        assert!(
+            env.contains(&format!("DEPLOYER_CONFIG=/{DEFAULT_CONFIG_PATH}")),
+            "{env}"
+        );
+        assert_eq!(
+            layer_files(&a.layers[0].gzip).unwrap()[DEFAULT_CONFIG_PATH].0,
+            0o644
+        );
+        let defaults: crate::config::HostConfig = serde_yaml::from_str(DEFAULT_CONFIG).unwrap();
+        assert_eq!(defaults.plugins.dir.as_deref(), Some(Path::new("/plugins")));
+        assert!(
+            defaults
+                .plugins
+                .cache_dir
+                .unwrap()
+                .starts_with("/var/cache/wasm-deployer")
         );
 
         std::fs::write(&bin, elf(0x3e, true)).unwrap();
