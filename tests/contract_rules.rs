@@ -185,6 +185,53 @@ async fn given_a_landscaper_v0_99_target_with_a_kubeconfig_secret_ref_then_the_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_landscaper_v0_99_provider_configuration_with_a_kubeconfig_then_manifest_and_helm_items_fail_instead_of_deploying_to_their_target()
+ {
+    // Landscaper v0.99's helm and manifest deployers deployed to a base64 kubeconfig given in
+    // the ProviderConfiguration instead of the item's Target (removed in v0.119). Ignored, it
+    // would send the objects to the Target's cluster: the job fails at once instead, naming the
+    // field and what to write.
+    let h = Harness::start().await;
+    let kubeconfig = "YXBpVmVyc2lvbjogdjEKa2luZDogQ29uZmlnCg==";
+    let manifest = test_support::manifest::item(
+        "v099-manifest",
+        json!({"kubeconfig": kubeconfig,
+               "manifests": [{"manifest": test_support::manifest::cm("v099-manifest", json!({}))}]}),
+    );
+    h.create_item(&manifest.to_string()).await;
+    let helm = json!({
+        "apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+        "metadata": {"name": "v099-helm", "namespace": "default"},
+        "spec": {"type": "landscaper.gardener.cloud/helm",
+                 "target": {"name": "default", "namespace": "default"},
+                 "config": {"apiVersion": "helm.deployer.landscaper.gardener.cloud/v1alpha1",
+                            "kind": "ProviderConfiguration", "kubeconfig": kubeconfig,
+                            "name": "v099-helm", "namespace": "default",
+                            "chart": {"ref": "registry.example.invalid/charts/web:1.0.0"}}},
+    });
+    h.create_item(&helm.to_string()).await;
+    for name in ["v099-manifest", "v099-helm"] {
+        let s = h.wait_finished("default", name).await.status();
+        assert_eq!(s.phase, Phase::Failed, "{name}: {:?}", s.last_error);
+        let err = s.last_error.unwrap();
+        assert!(
+            err.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+            "{name}: {err:?}"
+        );
+        assert!(
+            err.message.contains("spec.config.kubeconfig")
+                && err.message.contains("name it in spec.target"),
+            "{name}: {}",
+            err.message
+        );
+    }
+    // Nothing reached the Target's cluster.
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(h.client.clone(), "default");
+    assert!(maps.get_opt("v099-manifest").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_job_then_pickup_finish_and_errors_are_kubernetes_events_on_the_item() {
     let h = Harness::start_with(Options::with_all_events()).await;
     h.create_item(&mock("evented")).await;

@@ -100,6 +100,7 @@ pub use landscaper_model::{
     HookSetup, HookType, Invocation, KubeOp, LogLevel, ObjectMeta, ObjectRef, ObjectReference,
     OcmOrigin, PatchType, Phase, ResolvedTarget, ResourceInfo, Response, ServerVersion, Target,
     TargetSpec, codes, decode_at, for_each_hook_type, format_rfc3339, plugin::phase,
+    refuse_provider_kubeconfig,
 };
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).

@@ -12,7 +12,7 @@ use manifest_applier::spec::{
     DeletionGroup, Export, Exports, ManagedResource, ReadinessChecks, UpdateStrategy,
     validate_continuous_reconcile,
 };
-use sdk_guest::{DeployerError, decode_at, model::parse_go_duration};
+use sdk_guest::{DeployerError, decode_at, model::parse_go_duration, refuse_provider_kubeconfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -272,6 +272,7 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
             "spec.config must be a {API_VERSION} ProviderConfiguration, got apiVersion {api_version:?} kind {kind:?}"
         )));
     }
+    refuse_provider_kubeconfig(raw).map_err(parse_error)?;
     let c: Raw = decode_at(raw, "spec.config").map_err(parse_error)?;
 
     let chart = c.chart.unwrap_or_default();
@@ -548,6 +549,20 @@ mod tests {
             v[k] = x.clone();
         }
         v
+    }
+
+    #[test]
+    fn a_v0_99_kubeconfig_in_the_configuration_is_refused_not_ignored() {
+        let e = parse(&with(json!({"kubeconfig": "YXBpVmVyc2lvbjogdjE="}))).unwrap_err();
+        assert_eq!(e.reason, "ParseProviderConfiguration");
+        assert!(
+            e.message.starts_with("spec.config.kubeconfig: "),
+            "{}",
+            e.message
+        );
+        assert!(e.is_unrecoverable());
+        parse(&with(json!({"kubeconfig": ""}))).unwrap();
+        parse(&with(json!({"kubeconfig": null}))).unwrap();
     }
 
     #[test]

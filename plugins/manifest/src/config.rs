@@ -8,7 +8,7 @@
 //! Must not touch: the cluster.
 
 pub use manifest_applier::spec::*;
-use sdk_guest::{DeployerError, decode_at};
+use sdk_guest::{DeployerError, decode_at, refuse_provider_kubeconfig};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -73,6 +73,7 @@ pub fn parse(raw: &Value) -> Result<Config, DeployerError> {
             "spec.config.kind must be ProviderConfiguration, got {kind:?}"
         )));
     }
+    refuse_provider_kubeconfig(raw).map_err(parse_error)?;
     let config = match api_version {
         V1ALPHA2 => {
             let c: RawV1alpha2 = decode_at(raw, "spec.config").map_err(parse_error)?;
@@ -310,6 +311,26 @@ mod tests {
             e.message
         );
         assert!(e.is_unrecoverable());
+    }
+
+    #[test]
+    fn a_v0_99_kubeconfig_in_the_configuration_is_refused_not_ignored() {
+        for api_version in [V1ALPHA2, V1ALPHA1] {
+            let mut c = json!({"apiVersion": api_version, "kind": "ProviderConfiguration",
+                "manifests": [], "kubeconfig": "YXBpVmVyc2lvbjogdjE="});
+            let e = parse(&c).unwrap_err();
+            assert_eq!(e.reason, "ParseProviderConfiguration");
+            assert!(
+                e.message.starts_with("spec.config.kubeconfig: "),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("spec.target"), "{}", e.message);
+            assert!(e.is_unrecoverable());
+            // Empty, as v0.99's own defaulting writes it, is no kubeconfig.
+            c["kubeconfig"] = json!("");
+            parse(&c).unwrap();
+        }
     }
 
     #[test]

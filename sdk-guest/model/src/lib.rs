@@ -39,7 +39,7 @@ pub use hooks::{HookInput, HookResult, HookSetup, HookType};
 pub use plugin::{
     ConditionReport, ConditionStatus, DeployerError, Description, FetchRequest, Fetched,
     Invocation, KubeOp, LogLevel, ObjectRef, OcmOrigin, PatchType, ResourceInfo, Response,
-    ServerVersion, decode_at,
+    ServerVersion, decode_at, refuse_provider_kubeconfig,
 };
 pub use resources::*;
 pub use time::format_rfc3339;

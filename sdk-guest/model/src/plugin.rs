@@ -75,6 +75,25 @@ pub fn decode_at<T: serde::de::DeserializeOwned>(value: &Value, prefix: &str) ->
     })
 }
 
+/// Refuses Landscaper v0.99's `kubeconfig` in a helm or manifest ProviderConfiguration (a
+/// base64 kubeconfig used instead of the item's Target; removed in Landscaper v0.119). Ignoring
+/// it, as an unknown field, would deploy to the Target's cluster instead of the one the item
+/// names. `Err` says what to write instead.
+pub fn refuse_provider_kubeconfig(config: &Value) -> Result<(), String> {
+    match config.get("kubeconfig") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(()),
+        Some(_) => Err(
+            "spec.config.kubeconfig: a kubeconfig in the ProviderConfiguration \
+             (Landscaper v0.99, removed in v0.119) is not supported: the item would be deployed \
+             to its Target instead. Create a Target of type \
+             landscaper.gardener.cloud/kubernetes-cluster with this kubeconfig, name it in \
+             spec.target, and drop spec.config.kubeconfig"
+                .into(),
+        ),
+    }
+}
+
 impl Invocation {
     /// An invocation for `deploy_item`, with `previous_provider_status` taken from its status.
     pub fn for_item(deploy_item: Value) -> Self {
