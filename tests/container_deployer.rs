@@ -943,3 +943,112 @@ printf '{"cd": %s, "kind": "%s", "config": "%s"}' "$(cat "$COMPONENT_DESCRIPTOR_
         "no pod started"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_component_in_a_registry_that_needs_credentials_then_the_contexts_ocm_config_reads_it_and_a_context_without_fails_naming_them()
+ {
+    // Landscaper v1.x gives the Context's `ocmConfig` to the init container, which resolves the
+    // component with it. Here the host resolves references before the pod starts, with the same
+    // credentials; main never sees them (in v1.x neither).
+    use test_support::manifest::put;
+    use test_support::ocm::{BLUEPRINT_MEDIA_TYPE, Resource, Schema, push_component_as, tgz};
+    let Some(registry) = test_support::registry::start_registry_with_auth("ocm", "s3cret") else {
+        return;
+    };
+    let addr = registry.addr.clone();
+    let blueprint = tgz(&[("blueprint.yaml", b"kind: Blueprint\n")]);
+    push_component_as(
+        &addr,
+        Some(("ocm", "s3cret")),
+        "ocm",
+        "example.com/acme/private",
+        "1.0.0",
+        vec![Resource::local(
+            "installer",
+            "landscaper.gardener.cloud/blueprint",
+            BLUEPRINT_MEDIA_TYPE,
+            blueprint,
+        )],
+        &[],
+        Schema::V2,
+    )
+    .await;
+    let mut config = config();
+    config.fetch = serde_yaml::from_str("allow: [127.0.0.1]\n").unwrap();
+    config.fetch.plain_http = vec![addr.clone()];
+    let s = story_with(config).await;
+    let h = &s.h;
+    // Given a Context whose ocmConfig ConfigMap holds the registry's credentials, and one without.
+    let port = addr.rsplit_once(':').unwrap().1;
+    let credentials = format!(
+        "type: credentials.config.ocm.software\nconsumers:\n- identity: {{type: OCIRegistry, hostname: 127.0.0.1, port: \"{port}\"}}\n  credentials:\n  - type: Credentials\n    properties: {{username: ocm, password: s3cret}}\n"
+    );
+    put(
+        h,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "ocm-config", "namespace": "default"},
+               "data": {".ocmconfig": format!(
+                   "type: generic.config.ocm.software/v1\nconfigurations:\n- {}",
+                   credentials.replace('\n', "\n  "))}}),
+    )
+    .await;
+    let repository = json!({"type": "OCIRegistry", "baseUrl": addr, "subPath": "ocm"});
+    for (name, extra) in [
+        (
+            "with-ocm-config",
+            json!({"ocmConfig": {"name": "ocm-config"}}),
+        ),
+        ("without-credentials", json!({})),
+    ] {
+        let mut context = json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Context",
+                                 "metadata": {"name": name, "namespace": "default"},
+                                 "repositoryContext": repository});
+        for (k, v) in extra.as_object().unwrap() {
+            context[k] = v.clone();
+        }
+        put(h, context).await;
+    }
+    // When an item in each Context names the component and its blueprint,
+    let script = r#"set -e
+mkdir -p "$(dirname "$EXPORTS_PATH")"
+printf '{"kind": "%s", "env": "%s"}' "$(sed -n 's/^kind: //p' "$CONTENT_PATH/blueprint.yaml")" \
+  "$(env | grep -c -i ocm || true)" > "$EXPORTS_PATH"
+"#;
+    let cd_ref = json!({"ref": {"repositoryContext": repository,
+        "componentName": "example.com/acme/private", "version": "1.0.0"}});
+    for (name, context) in [
+        ("private-ref", "with-ocm-config"),
+        ("private-anonymous", "without-credentials"),
+    ] {
+        let mut i: Value = serde_json::from_str(&item(
+            name,
+            script,
+            json!({"componentDescriptor": cd_ref, "blueprint": {"ref": {"resourceName": "installer"}}}),
+        ))
+        .unwrap();
+        i["spec"]["context"] = json!(context);
+        h.create_item(&i.to_string()).await;
+    }
+    // then the first reads them (main gets no OCM configuration),
+    let done = finished(h, "private-ref").await;
+    assert_eq!(done.status().phase, Phase::Succeeded, "{:?}", done.status());
+    let out = exports(h, &done).await;
+    assert_eq!(out["kind"], "Blueprint", "{out}");
+    assert_eq!(out["env"], "0", "{out}");
+    // and the second fails at once, naming what is missing, without a pod.
+    let failed = finished(h, "private-anonymous").await;
+    assert_eq!(failed.status().phase, Phase::Failed);
+    let e = failed.status().last_error.unwrap();
+    assert!(
+        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
+        "{e:?}"
+    );
+    assert!(
+        e.message.contains("missing credentials")
+            && e.message
+                .contains("context without-credentials has no registryPullSecrets"),
+        "{}",
+        e.message
+    );
+    assert!(host_pods(h, "private-anonymous").await.is_empty());
+}
