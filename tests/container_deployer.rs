@@ -229,6 +229,14 @@ fn real_kubeconfig_with_ca(real: &test_support::RealApiServer) -> String {
     serde_yaml::to_string(&config).unwrap()
 }
 
+/// [`story`], its host allowed to fetch from the plain-HTTP registry at `addr`.
+async fn story_fetching_from(addr: &str) -> Story {
+    let mut config = config();
+    config.fetch = serde_yaml::from_str("allow: [127.0.0.1]\n").unwrap();
+    config.fetch.plain_http = vec![addr.to_string()];
+    story_with(config).await
+}
+
 /// A container item whose main container runs `script` with `sh -c`.
 fn item(name: &str, script: &str, extra: Value) -> String {
     let mut config = json!({
@@ -889,10 +897,7 @@ async fn given_a_component_descriptor_and_blueprint_by_reference_then_the_progra
         Schema::V2,
     )
     .await;
-    let mut config = config();
-    config.fetch = serde_yaml::from_str("allow: [127.0.0.1]\n").unwrap();
-    config.fetch.plain_http = vec![addr.clone()];
-    let s = story_with(config).await;
+    let s = story_fetching_from(&addr).await;
     let h = &s.h;
     let cd_ref = json!({"ref": {
         "repositoryContext": {"type": "OCIRegistry", "baseUrl": addr, "subPath": "ocm"},
@@ -973,10 +978,7 @@ async fn given_a_component_in_a_registry_that_needs_credentials_then_the_context
         Schema::V2,
     )
     .await;
-    let mut config = config();
-    config.fetch = serde_yaml::from_str("allow: [127.0.0.1]\n").unwrap();
-    config.fetch.plain_http = vec![addr.clone()];
-    let s = story_with(config).await;
+    let s = story_fetching_from(&addr).await;
     let h = &s.h;
     // Given a Context whose ocmConfig ConfigMap holds the registry's credentials, and one without.
     let port = addr.rsplit_once(':').unwrap().1;

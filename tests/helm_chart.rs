@@ -562,19 +562,6 @@ async fn run_release(
     }
 }
 
-/// The status code of a plain HTTP GET of `path` on `addr` (`None`: nothing answers yet).
-async fn get_status(addr: &str, path: &str) -> Option<u16> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.ok()?;
-    answer.split_whitespace().nth(1)?.parse().ok()
-}
-
 async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
 where
     F: FnMut() -> Fut,
@@ -701,7 +688,7 @@ async fn given_the_chart_when_helm_installs_it_then_the_host_runs_as_deployed_up
     let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(server.admin.clone()));
     let host = run_as_deployment(&server, &deployment).await;
     eventually("/readyz answers 200", Duration::from_secs(60), || async {
-        get_status(&host.metrics, "/readyz").await == Some(200)
+        test_support::http_status(&host.metrics, "/readyz").await == Some(200)
     })
     .await;
     let wp = crds.get("wasmplugins.wasm-deployer.dev").await;
@@ -1024,7 +1011,7 @@ async fn start_release_host(server: &Server, release: &str, namespace: &str) -> 
     eventually(
         &format!("{namespace}/{release}: /readyz answers 200"),
         Duration::from_secs(90),
-        || async { get_status(&host.metrics, "/readyz").await == Some(200) },
+        || async { test_support::http_status(&host.metrics, "/readyz").await == Some(200) },
     )
     .await;
     host
@@ -1248,7 +1235,10 @@ async fn given_two_releases_in_two_namespaces_with_default_values_then_both_inst
             .unwrap()
             .is_some()
     );
-    assert_eq!(get_status(&host_b.metrics, "/readyz").await, Some(200));
+    assert_eq!(
+        test_support::http_status(&host_b.metrics, "/readyz").await,
+        Some(200)
+    );
     assert!(crds.get_opt(WP_CRD).await.unwrap().is_some());
 }
 

@@ -388,7 +388,8 @@ impl ChartPod {
         for readiness in [false, true] {
             let (port, path) = self.probe(readiness);
             loop {
-                if get_status(&format!("127.0.0.1:{port}"), &path).await == Some(200) {
+                if test_support::http_status(&format!("127.0.0.1:{port}"), &path).await == Some(200)
+                {
                     break;
                 }
                 if let Some(code) = self.exit_code() {
@@ -420,19 +421,6 @@ async fn service_account_token(admin: &Client, sa: &str) -> String {
         .await
         .expect("TokenRequest for the chart's ServiceAccount");
     answer["status"]["token"].as_str().unwrap().to_string()
-}
-
-/// The status code of a plain HTTP GET of `path` on `addr` (`None`: nothing answers yet).
-async fn get_status(addr: &str, path: &str) -> Option<u16> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.ok()?;
-    answer.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Podman and the image, or `None` (SKIP).

@@ -52,6 +52,19 @@ pub fn item_cache() -> ItemCache {
     }
 }
 
+/// The status code of a plain HTTP GET of `path` on `addr` (`None`: nothing answers yet).
+pub async fn http_status(addr: &str, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.ok()?;
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// A host configuration for stories with the container deployer: its pods in `host_ns`, quick
 /// polls, a quick requeue.
 pub fn container_host_config(host_ns: &str) -> HostConfig {
