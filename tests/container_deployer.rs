@@ -931,22 +931,26 @@ printf '{"cd": %s, "kind": "%s", "config": "%s"}' "$(cat "$COMPONENT_DESCRIPTOR_
     assert_eq!(out["kind"], "Blueprint");
     assert_eq!(out["config"], "from-the-blueprint");
 
-    let failed = finished(h, "ocm-no-blueprint").await;
+    let e = failed_before_a_pod(h, "ocm-no-blueprint").await;
+    assert!(
+        e.message.contains("has no resource name=nope") && e.message.contains("name=installer"),
+        "{}",
+        e.message
+    );
+}
+
+/// Waits for `name`'s job; asserts it failed with `ERR_CONFIGURATION_PROBLEM` and that no pod
+/// was started for it. Returns the error.
+async fn failed_before_a_pod(h: &Harness, name: &str) -> deployer_host::landscaper::LsError {
+    let failed = finished(h, name).await;
     assert_eq!(failed.status().phase, Phase::Failed);
     let e = failed.status().last_error.unwrap();
     assert!(
         e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
         "{e:?}"
     );
-    assert!(
-        e.message.contains("has no resource name=nope") && e.message.contains("name=installer"),
-        "{}",
-        e.message
-    );
-    assert!(
-        host_pods(h, "ocm-no-blueprint").await.is_empty(),
-        "no pod started"
-    );
+    assert!(host_pods(h, name).await.is_empty(), "no pod started");
+    e
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1038,13 +1042,7 @@ printf '{"kind": "%s", "env": "%s"}' "$(sed -n 's/^kind: //p' "$CONTENT_PATH/blu
     assert_eq!(out["kind"], "Blueprint", "{out}");
     assert_eq!(out["env"], "0", "{out}");
     // and the second fails at once, naming what is missing, without a pod.
-    let failed = finished(h, "private-anonymous").await;
-    assert_eq!(failed.status().phase, Phase::Failed);
-    let e = failed.status().last_error.unwrap();
-    assert!(
-        e.codes.iter().any(|c| c == codes::CONFIGURATION_PROBLEM),
-        "{e:?}"
-    );
+    let e = failed_before_a_pod(h, "private-anonymous").await;
     assert!(
         e.message.contains("missing credentials")
             && e.message
@@ -1052,5 +1050,4 @@ printf '{"kind": "%s", "env": "%s"}' "$(sed -n 's/^kind: //p' "$CONTENT_PATH/blu
         "{}",
         e.message
     );
-    assert!(host_pods(h, "private-anonymous").await.is_empty());
 }
