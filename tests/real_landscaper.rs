@@ -924,13 +924,27 @@ r#"deployItems:
 /// The YAML blocks of docs/ocm.md's walk-through, by `kind`, with the registry
 /// `registry.example.com` served at `addr` over plain HTTP (`https://` becomes `http://`).
 fn ocm_walk_through(addr: &str) -> BTreeMap<String, Value> {
-    let doc =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/ocm.md"))
-            .expect("docs/ocm.md");
-    let section = doc
-        .split("\n## ")
-        .find(|s| s.starts_with("Walk-through"))
-        .expect("docs/ocm.md has a walk-through");
+    doc_yaml_blocks("ocm.md", "\n## Walk-through", &|t| on_loopback(t, addr))
+}
+
+/// The YAML blocks of `docs/<doc>` from the line starting `start` to the next `## ` heading, by
+/// `kind`, each rewritten by `rewrite` (where the registry is) before it is parsed.
+fn doc_yaml_blocks(
+    doc: &str,
+    start: &str,
+    rewrite: &dyn Fn(&str) -> String,
+) -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs")
+            .join(doc),
+    )
+    .unwrap_or_else(|e| panic!("docs/{doc}: {e}"));
+    let from = text
+        .find(start)
+        .unwrap_or_else(|| panic!("docs/{doc} has no {start:?}"));
+    let section = &text[from + start.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
     let mut blocks = BTreeMap::new();
     let mut lines = section.lines();
     while let Some(line) = lines.next() {
@@ -945,13 +959,17 @@ fn ocm_walk_through(addr: &str) -> BTreeMap<String, Value> {
             yaml.push_str(line.get(indent..).unwrap_or(""));
             yaml.push('\n');
         }
-        let yaml = yaml
-            .replace("https://registry.example.com", &format!("http://{addr}"))
-            .replace("registry.example.com", addr);
-        let value: Value = serde_yaml::from_str(&yaml).expect("a YAML block of the walk-through");
+        let value: Value = serde_yaml::from_str(&rewrite(&yaml))
+            .unwrap_or_else(|e| panic!("a YAML block of docs/{doc}: {e}\n{yaml}"));
         blocks.insert(value["kind"].as_str().unwrap().to_string(), value);
     }
     blocks
+}
+
+/// `text` with the registry `registry.example.com` served at `addr` over plain HTTP.
+fn on_loopback(text: &str, addr: &str) -> String {
+    text.replace("https://registry.example.com", &format!("http://{addr}"))
+        .replace("registry.example.com", addr)
 }
 
 /// Issue #45: docs/ocm.md's walk-through, applied as written (its YAML read from the doc), with
@@ -1107,4 +1125,167 @@ async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation
     // Landscaper's central mode kept the Context as the walk-through wrote it.
     let kept = contexts.get("default").await.unwrap();
     assert_eq!(kept.data["repositoryContext"], context["repositoryContext"]);
+}
+
+/// Issue #55: docs/install.md's "Step by step" (section 3), as written: its Target and Context
+/// read from the doc, the component, blueprint and Installation from `charts/landscaper/`, the
+/// real Landscaper resolving them and our host installing the host's chart as a Helm release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_install_walk_through_of_docs_install_md_when_its_installation_is_applied_then_landscaper_and_our_host_install_the_host_chart()
+ {
+    use test_support::ocm::{push_blueprint, push_chart, push_descriptor, tgz};
+    require_real_landscaper!();
+    // The registry speaks HTTPS with a CA of the story's own, which Landscaper and our host trust
+    // (Landscaper reaches a blueprint's OCI artifact only over HTTPS).
+    let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
+    let Some(registry) = test_support::registry::start_registry_tls_anonymous(&cert) else {
+        return;
+    };
+    let addr = registry.addr.clone();
+    test_support::ocm::trust(&addr, cert.ca_pem());
+    let ca = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca.path(), cert.ca_pem()).unwrap();
+    let on_registry = |text: &str| text.replace("registry.example.com", &addr);
+    let walk = doc_yaml_blocks("install.md", "\n### Step by step", &on_registry);
+    let (target, context) = (
+        walk.get("Target").expect("step 2's Target"),
+        walk.get("Context").expect("step 3's Context"),
+    );
+    let shipped = |file: &str| -> Value {
+        let path = test_support::workspace()
+            .join("charts/landscaper")
+            .join(file);
+        serde_yaml::from_str(&on_registry(&std::fs::read_to_string(path).unwrap())).unwrap()
+    };
+    let (descriptor, installation) = (
+        shipped("component-descriptor.yaml"),
+        shipped("installation.yaml"),
+    );
+    let ns = installation["metadata"]["namespace"].as_str().unwrap();
+    let name = installation["metadata"]["name"].as_str().unwrap();
+    let reference = |resource: &str| -> (String, String) {
+        let r = descriptor["component"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == resource)
+            .unwrap_or_else(|| panic!("the component has no {resource}"));
+        let image = r["access"]["imageReference"].as_str().unwrap();
+        let (repository, tag) = image
+            .strip_prefix(&format!("{addr}/"))
+            .unwrap()
+            .rsplit_once(':')
+            .unwrap();
+        (repository.to_string(), tag.to_string())
+    };
+    // Given step 1: the chart, the blueprint and the component version where the component
+    // says (the image is not pulled here: the embedded server plays the Deployment's pods),
+    let (chart_repository, chart_tag) = reference("wasm-deployer-chart");
+    let chart_dir = test_support::workspace().join("charts/wasm-deployer");
+    push_chart(
+        &addr,
+        &chart_repository,
+        &chart_tag,
+        test_support::chart_repo::package(&chart_dir, &chart_tag),
+    )
+    .await;
+    let (blueprint_repository, blueprint_tag) = reference("wasm-deployer-blueprint");
+    let blueprint =
+        std::fs::read(test_support::workspace().join("charts/landscaper/blueprint/blueprint.yaml"))
+            .unwrap();
+    push_blueprint(
+        &addr,
+        &blueprint_repository,
+        &blueprint_tag,
+        tgz(&[("blueprint.yaml", &blueprint)]),
+    )
+    .await;
+    let sub_path = context["repositoryContext"]["subPath"].as_str().unwrap();
+    push_descriptor(&addr, None, sub_path, &descriptor, vec![]).await;
+    // step 4: a wasm-deployer that may download from the registry,
+    let mut fetch: deployer_host::capabilities::FetchConfig =
+        serde_yaml::from_str(&format!("allow: [{addr}]\n")).unwrap();
+    fetch.ca_bundle = Some(ca.path().to_path_buf());
+    let s = stage(StageOptions {
+        fetch: Some(fetch),
+        landscaper_env: vec![("SSL_CERT_FILE", ca.path().display().to_string())],
+        ..StageOptions::default()
+    })
+    .await;
+    s.h.server.as_ref().unwrap().set_simulate_workloads(true);
+    let c = &s.h.client;
+    // (Landscaper's own namespace is already there)
+    let namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    match Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("namespace {ns}: {e}"),
+    }
+    // step 2: the Target `host-cluster` with the kubeconfig written in,
+    let mut target = target.clone();
+    assert_eq!(target["metadata"]["namespace"], ns);
+    target["spec"]["config"]["kubeconfig"] =
+        json!(std::fs::read_to_string(s.dev.kubeconfig()).unwrap());
+    apply(&ls::ls_api(c, "Target", "targets", ns), target).await;
+    // step 3: the Context, over the `default` Context Landscaper's central mode made,
+    let contexts = ls::ls_api(c, "Context", "contexts", ns);
+    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+    while contexts.get_opt("default").await.unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Landscaper made no default Context in {ns}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    apply(&contexts, context.clone()).await;
+
+    // When step 5's Installation (charts/landscaper/installation.yaml) is applied,
+    apply(&ls::installations(c, ns), installation.clone()).await;
+
+    // then Landscaper resolves the component and its blueprint and the Installation succeeds,
+    let (inst, phase) = wait_job_after(c, ns, name, None, JOB_TIMEOUT).await;
+    let items =
+        s.h.items(ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+    let described = items
+        .iter()
+        .map(|i| format!("{:?}: {:?}", i.metadata.name, i.status().last_error))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(phase, "Succeeded", "{}\n{described}", ls::status(&inst));
+    // its one helm item was run by our host,
+    assert_eq!(items.len(), 1, "{described}");
+    let st = items[0].status();
+    assert_eq!(st.phase, Phase::Succeeded);
+    assert!(
+        st.deployer
+            .is_some_and(|d| d.identity.starts_with("wasm-deployer")),
+        "run by our host"
+    );
+    // and the host's chart is a Helm release whose Deployment runs the component's image.
+    let release = installation["spec"]["importDataMappings"]["releaseName"]
+        .as_str()
+        .unwrap();
+    let releases = Api::<Secret>::namespaced(c.clone(), ns)
+        .list(&ListParams::default().labels(&format!("owner=helm,name={release}")))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(releases.len(), 1);
+    let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(c.clone(), ns)
+        .get(release)
+        .await
+        .expect("the host's Deployment");
+    let image = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap();
+    let (image_repository, image_tag) = reference("wasm-deployer-image");
+    assert_eq!(image, format!("{addr}/{image_repository}:{image_tag}"));
 }

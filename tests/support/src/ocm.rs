@@ -18,6 +18,9 @@ pub const DESCRIPTOR_TAR: &str = "application/vnd.ocm.software.component-descrip
 pub const HELM_CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
 pub const HELM_CONFIG: &str = "application/vnd.cncf.helm.config.v1+json";
 pub const BLUEPRINT_MEDIA_TYPE: &str = "application/vnd.gardener.landscaper.blueprint.v1+tar+gzip";
+/// A blueprint pushed as an OCI artifact: its config and its one layer.
+pub const BLUEPRINT_CONFIG: &str = "application/vnd.gardener.landscaper.blueprint.config.v1";
+pub const BLUEPRINT_LAYER: &str = "application/vnd.gardener.landscaper.blueprint.layer.v1.tar+gzip";
 
 /// How a resource's content is reached.
 pub enum Content {
@@ -234,7 +237,28 @@ pub async fn push_component_as(
             "spec": {"resources": described, "sources": [], "references": references}
         }),
     };
-    let yaml = serde_yaml::to_string(&descriptor).unwrap();
+    push_descriptor(registry, auth, sub_path, &descriptor, layers).await;
+    descriptor
+}
+
+/// Pushes `descriptor` (a v2 or v3 component descriptor, as written) and its local blobs as the
+/// OCM CLI does: `<registry>/<sub_path>/component-descriptors/<name>:<version>`.
+pub async fn push_descriptor(
+    registry: &str,
+    auth: Option<(&str, &str)>,
+    sub_path: &str,
+    descriptor: &Value,
+    layers: Vec<ImageLayer>,
+) {
+    let (name, version) = match descriptor.get("component") {
+        Some(c) => (&c["name"], &c["version"]),
+        None => (
+            &descriptor["metadata"]["name"],
+            &descriptor["metadata"]["version"],
+        ),
+    };
+    let (name, version) = (name.as_str().unwrap(), version.as_str().unwrap());
+    let yaml = serde_yaml::to_string(descriptor).unwrap();
     let descriptor_layer = ImageLayer::new(
         tar_of("component-descriptor.yaml", yaml.as_bytes()),
         DESCRIPTOR_TAR.into(),
@@ -261,7 +285,21 @@ pub async fn push_component_as(
     let tag = version.replace('+', ".build-");
     let reference = format!("{prefix}/component-descriptors/{name}:{tag}");
     push(&reference, registry, auth, all, config).await;
-    descriptor
+}
+
+/// Pushes a blueprint directory's archive (a gzipped tar, [`tgz`]) as an OCI artifact the way
+/// Landscaper's tooling does (its blueprint config and layer media types); returns its reference.
+pub async fn push_blueprint(
+    registry: &str,
+    repository: &str,
+    tag: &str,
+    archive: Vec<u8>,
+) -> String {
+    let layer = ImageLayer::new(archive, BLUEPRINT_LAYER.into(), None);
+    let config = Config::new(b"{}".to_vec(), BLUEPRINT_CONFIG.into(), None);
+    let reference = format!("{registry}/{repository}:{tag}");
+    push(&reference, registry, None, vec![layer], config).await;
+    reference
 }
 
 /// Pushes a Helm chart archive as `helm push` lays it out; returns its reference.

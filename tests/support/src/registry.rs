@@ -23,6 +23,14 @@ pub fn start_registry() -> Option<Registry> {
     start("127.0.0.1", None, None)
 }
 
+/// A registry that speaks only HTTPS, with `cert`'s serving certificate (signed by the test's
+/// own CA, valid for 127.0.0.1), and needs no credentials.
+pub fn start_registry_tls_anonymous(
+    cert: &embedded_apiserver::tls::ServingCert,
+) -> Option<Registry> {
+    start("127.0.0.1", None, Some(cert))
+}
+
 /// An authenticating registry (as [`start_registry_with_auth`]) that speaks only HTTPS, with
 /// `cert`'s serving certificate (signed by the test's own CA, valid for 127.0.0.1).
 pub fn start_registry_tls(

@@ -48,6 +48,8 @@ pub struct StageOptions {
     pub fetch: Option<deployer_host::capabilities::FetchConfig>,
     /// Landscaper's `deployItemTimeouts.pickup`.
     pub pickup_timeout: &'static str,
+    /// More environment for Landscaper (e.g. `SSL_CERT_FILE` to trust a test registry's CA).
+    pub landscaper_env: Vec<(&'static str, String)>,
 }
 
 impl Default for StageOptions {
@@ -56,6 +58,7 @@ impl Default for StageOptions {
             host_up: true,
             fetch: None,
             pickup_timeout: "30s",
+            landscaper_env: Vec::new(),
         }
     }
 }
@@ -82,7 +85,13 @@ impl Stage {
         let dev = DevStage::start(&h, host_binary).await;
         let landscaper = tokio::task::spawn_blocking({
             let kubeconfig = dev.kubeconfig();
-            move || RealLandscaper::start(&kubeconfig, options.pickup_timeout)
+            move || {
+                RealLandscaper::start_with_env(
+                    &kubeconfig,
+                    options.pickup_timeout,
+                    &options.landscaper_env,
+                )
+            }
         })
         .await
         .unwrap();
