@@ -993,7 +993,6 @@ async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation
             .expect("the walk-through's Installation"),
     );
     let ns = installation["metadata"]["namespace"].as_str().unwrap();
-    let name = installation["metadata"]["name"].as_str().unwrap();
     // Given step 1: the component version with the chart and the blueprint, in the registry,
     let component = &installation["spec"]["componentDescriptor"]["ref"];
     push_component(
@@ -1065,46 +1064,12 @@ async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation
     )
     .await;
     // step 3: the Context, over the `default` Context Landscaper's central mode made there,
-    let contexts = ls::ls_api(c, "Context", "contexts", ns);
-    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
-    while contexts.get_opt("default").await.unwrap().is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "Landscaper made no default Context in {ns}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    apply(&contexts, context.clone()).await;
-
-    // When the walk-through's Installation is applied,
-    apply(&ls::installations(c, ns), installation.clone()).await;
-
-    // then Landscaper resolves the component version and its blueprint and the Installation
-    // succeeds,
-    let (inst, phase) = wait_job_after(c, ns, name, None, JOB_TIMEOUT).await;
-    let items =
-        s.h.items(ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
-    let described = items
-        .iter()
-        .map(|i| format!("{:?}: {:?}", i.metadata.name, i.status().last_error))
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert_eq!(phase, "Succeeded", "{}\n{described}", ls::status(&inst));
-    // our host ran its helm item, resolving the chart by Landscaper's resource key,
-    assert_eq!(items.len(), 1, "{described}");
-    let st = items[0].status();
-    assert_eq!(st.phase, Phase::Succeeded);
+    // when the walk-through's Installation is applied, then Landscaper resolves the component
+    // version and its blueprint and the Installation succeeds; our host ran its helm item,
+    // resolving the chart by Landscaper's resource key,
+    let item = install_one_item(&s, ns, context, installation).await;
     assert!(
-        st.deployer
-            .is_some_and(|d| d.identity.starts_with("wasm-deployer")),
-        "run by our host"
-    );
-    assert!(
-        items[0].spec.config.as_ref().unwrap()["chart"]["resourceRef"].is_string(),
+        item.spec.config.as_ref().unwrap()["chart"]["resourceRef"].is_string(),
         "Landscaper rendered the key"
     );
     // and the release is there, with the blueprint's values.
@@ -1123,7 +1088,10 @@ async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation
         .expect("the chart's ConfigMap");
     assert_eq!(cm.data.unwrap()["message"], "hello from OCM");
     // Landscaper's central mode kept the Context as the walk-through wrote it.
-    let kept = contexts.get("default").await.unwrap();
+    let kept = ls::ls_api(c, "Context", "contexts", ns)
+        .get("default")
+        .await
+        .unwrap();
     assert_eq!(kept.data["repositoryContext"], context["repositoryContext"]);
 }
 
@@ -1162,7 +1130,6 @@ async fn given_the_install_walk_through_of_docs_install_md_when_its_installation
         shipped("installation.yaml"),
     );
     let ns = installation["metadata"]["namespace"].as_str().unwrap();
-    let name = installation["metadata"]["name"].as_str().unwrap();
     let reference = |resource: &str| -> (String, String) {
         let r = descriptor["component"]["resources"]
             .as_array()
@@ -1230,44 +1197,11 @@ async fn given_the_install_walk_through_of_docs_install_md_when_its_installation
     target["spec"]["config"]["kubeconfig"] =
         json!(std::fs::read_to_string(s.dev.kubeconfig()).unwrap());
     apply(&ls::ls_api(c, "Target", "targets", ns), target).await;
-    // step 3: the Context, over the `default` Context Landscaper's central mode made,
-    let contexts = ls::ls_api(c, "Context", "contexts", ns);
-    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
-    while contexts.get_opt("default").await.unwrap().is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "Landscaper made no default Context in {ns}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    apply(&contexts, context.clone()).await;
-
-    // When step 5's Installation (charts/landscaper/installation.yaml) is applied,
-    apply(&ls::installations(c, ns), installation.clone()).await;
-
-    // then Landscaper resolves the component and its blueprint and the Installation succeeds,
-    let (inst, phase) = wait_job_after(c, ns, name, None, JOB_TIMEOUT).await;
-    let items =
-        s.h.items(ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
-    let described = items
-        .iter()
-        .map(|i| format!("{:?}: {:?}", i.metadata.name, i.status().last_error))
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert_eq!(phase, "Succeeded", "{}\n{described}", ls::status(&inst));
-    // its one helm item was run by our host,
-    assert_eq!(items.len(), 1, "{described}");
-    let st = items[0].status();
-    assert_eq!(st.phase, Phase::Succeeded);
-    assert!(
-        st.deployer
-            .is_some_and(|d| d.identity.starts_with("wasm-deployer")),
-        "run by our host"
-    );
+    // step 3: the Context, over the `default` Context Landscaper's central mode made; when
+    // step 5's Installation (charts/landscaper/installation.yaml) is applied, then Landscaper
+    // resolves the component and its blueprint, the Installation succeeds, its one helm item
+    // run by our host,
+    install_one_item(&s, ns, context, &installation).await;
     // and the host's chart is a Helm release whose Deployment runs the component's image.
     let release = installation["spec"]["importDataMappings"]["releaseName"]
         .as_str()
@@ -1288,4 +1222,50 @@ async fn given_the_install_walk_through_of_docs_install_md_when_its_installation
         .unwrap();
     let (image_repository, image_tag) = reference("wasm-deployer-image");
     assert_eq!(image, format!("{addr}/{image_repository}:{image_tag}"));
+}
+
+/// Applies `context` over the `default` Context Landscaper's central mode makes in `ns`, then
+/// `installation`; waits for its job and asserts that it `Succeeded` with one item, run by our
+/// host. Returns that item.
+async fn install_one_item(
+    s: &Stage,
+    ns: &str,
+    context: &Value,
+    installation: &Value,
+) -> DeployItem {
+    let c = &s.h.client;
+    let contexts = ls::ls_api(c, "Context", "contexts", ns);
+    let deadline = tokio::time::Instant::now() + JOB_TIMEOUT;
+    while contexts.get_opt("default").await.unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Landscaper made no default Context in {ns}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    apply(&contexts, context.clone()).await;
+    apply(&ls::installations(c, ns), installation.clone()).await;
+    let name = installation["metadata"]["name"].as_str().unwrap();
+    let (inst, phase) = wait_job_after(c, ns, name, None, JOB_TIMEOUT).await;
+    let items =
+        s.h.items(ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+    let described = items
+        .iter()
+        .map(|i| format!("{:?}: {:?}", i.metadata.name, i.status().last_error))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(phase, "Succeeded", "{}\n{described}", ls::status(&inst));
+    assert_eq!(items.len(), 1, "{described}");
+    let st = items[0].status();
+    assert_eq!(st.phase, Phase::Succeeded);
+    assert!(
+        st.deployer
+            .is_some_and(|d| d.identity.starts_with("wasm-deployer")),
+        "run by our host"
+    );
+    items.into_iter().next().unwrap()
 }
