@@ -172,9 +172,12 @@ async fn story_with(config: HostConfig) -> Story {
             let serving = server.serve_on_loopback().await.unwrap();
             (serving.kubeconfig(), Some(serving))
         }
-        (Some(server), _, PodRuntime::Podman) => (serve_tls(server, stopped()).await, None),
+        (Some(server), _, PodRuntime::Podman) => {
+            let serving = server.serve_tls_on_loopback().await.unwrap();
+            (serving.kubeconfig(), Some(serving))
+        }
         (None, Some(real), PodRuntime::Process) => (real.kubeconfig.clone(), None),
-        (None, Some(real), PodRuntime::Podman) => (real_kubeconfig_with_ca(real), None),
+        (None, Some(real), PodRuntime::Podman) => (real.kubeconfig_with_ca(), None),
         _ => unreachable!(),
     };
     let kubeconfig_path = dir.path().join("kubeconfig");
@@ -194,39 +197,6 @@ async fn story_with(config: HostConfig) -> Story {
         stop,
         _serving: serving,
     }
-}
-
-/// Serves the embedded server over HTTPS on loopback until `stop`; its kubeconfig.
-async fn serve_tls(
-    server: &embedded_apiserver::ApiServer,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) -> String {
-    let cert = embedded_apiserver::tls::ServingCert::generate(&[]).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let kubeconfig = embedded_apiserver::ApiServer::kubeconfig_yaml_tls(
-        &url,
-        Some(cert.ca_pem()),
-        embedded_apiserver::auth::ADMIN_TOKEN,
-    );
-    let server = server.clone();
-    tokio::spawn(async move { server.serve_tls(listener, &cert, stop).await });
-    kubeconfig
-}
-
-/// The real server's admin kubeconfig trusting its self-signed certificate (kube-apiserver
-/// writes it, with its CA, to `certs/apiserver.crt`) instead of skipping verification.
-fn real_kubeconfig_with_ca(real: &test_support::RealApiServer) -> String {
-    use base64::Engine as _;
-    let pem = std::fs::read(real.dir().join("certs/apiserver.crt")).expect("apiserver.crt");
-    let ca = base64::engine::general_purpose::STANDARD.encode(pem);
-    let mut config: serde_yaml::Value = serde_yaml::from_str(&real.kubeconfig).unwrap();
-    for c in config["clusters"].as_sequence_mut().unwrap() {
-        let cluster = c["cluster"].as_mapping_mut().unwrap();
-        cluster.remove("insecure-skip-tls-verify");
-        cluster.insert("certificate-authority-data".into(), ca.clone().into());
-    }
-    serde_yaml::to_string(&config).unwrap()
 }
 
 /// [`story`], its host allowed to fetch from the plain-HTTP registry at `addr`.

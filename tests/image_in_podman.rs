@@ -16,7 +16,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use deployer_host::landscaper::{DeployItem, Phase};
 use embedded_apiserver::ApiServer;
-use embedded_apiserver::tls::ServingCert;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
@@ -37,7 +36,7 @@ struct Cluster {
     port: u16,
     ca_pem: String,
     _real: Option<test_support::RealApiServer>,
-    _stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _serving: Option<embedded_apiserver::LoopbackServing>,
 }
 
 async fn start_cluster() -> Cluster {
@@ -49,46 +48,27 @@ async fn start_cluster() -> Cluster {
                 ..Default::default()
             })
             .unwrap();
-            let cert = ServingCert::generate(&[]).unwrap();
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let port = listener.local_addr().unwrap().port();
-            let url = format!("https://127.0.0.1:{port}");
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let ca_pem = cert.ca_pem().to_string();
-            let serving = server.clone();
-            tokio::spawn(async move {
-                let shutdown = async {
-                    let _ = stopped.await;
-                };
-                let _ = serving.serve_tls(listener, &cert, shutdown).await;
-            });
-            let kubeconfig = ApiServer::kubeconfig_yaml_tls(
-                &url,
-                Some(&ca_pem),
-                embedded_apiserver::auth::ADMIN_TOKEN,
-            );
+            let serving = server.serve_tls_on_loopback().await.unwrap();
+            let kubeconfig = serving.kubeconfig();
             Cluster {
                 admin: test_support::client_for(&kubeconfig).await,
                 kubeconfig,
-                port,
-                ca_pem,
+                port: serving.port(),
+                ca_pem: serving.ca_pem().unwrap().to_string(),
                 _real: None,
-                _stop: Some(stop),
+                _serving: Some(serving),
             }
         }
         test_support::Backend::Real => {
             let real = test_support::RealApiServer::start("RBAC");
             let port = real.url.rsplit(':').next().unwrap().parse().unwrap();
-            // kube-apiserver's self-signed serving certificate (for 127.0.0.1 among others)
-            // and the CA that signed it, in one file.
-            let ca_pem = std::fs::read_to_string(real.dir().join("certs/apiserver.crt")).unwrap();
             Cluster {
                 admin: real.client().await,
                 kubeconfig: real.kubeconfig.clone(),
                 port,
-                ca_pem,
+                ca_pem: real.ca_pem(),
                 _real: Some(real),
-                _stop: None,
+                _serving: None,
             }
         }
     }

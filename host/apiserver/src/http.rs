@@ -81,6 +81,33 @@ impl ApiServer {
         });
         Ok(LoopbackServing {
             url,
+            ca_pem: None,
+            stop: Some(stop),
+        })
+    }
+
+    /// [`serve_on_loopback`](Self::serve_on_loopback) over HTTPS with a certificate generated
+    /// for 127.0.0.1 by a CA of its own ([`LoopbackServing::ca_pem`]): for clients that reach
+    /// the API as a pod does (a token, the CA, `KUBERNETES_SERVICE_HOST/PORT`).
+    pub async fn serve_tls_on_loopback(&self) -> anyhow::Result<LoopbackServing> {
+        let cert = tls::ServingCert::generate(&[])?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("https://{}", listener.local_addr()?);
+        let ca_pem = cert.ca_pem().to_string();
+        self.publish_kubernetes_service(listener.local_addr()?)?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = self.clone();
+        tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            if let Err(e) = server.serve_tls(listener, &cert, shutdown).await {
+                tracing::warn!(error = %e, "loopback serving ended");
+            }
+        });
+        Ok(LoopbackServing {
+            url,
+            ca_pem: Some(ca_pem),
             stop: Some(stop),
         })
     }
@@ -299,15 +326,31 @@ pub fn write_kubeconfig(
 /// The embedded server served on a loopback port ([`ApiServer::serve_on_loopback`]); serving
 /// stops when this is dropped.
 pub struct LoopbackServing {
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` from [`ApiServer::serve_tls_on_loopback`]).
     pub url: String,
+    /// The CA clients trust (HTTPS only).
+    ca_pem: Option<String>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl LoopbackServing {
-    /// An admin kubeconfig for [`Self::url`].
+    /// An admin kubeconfig for [`Self::url`] (with the CA to trust over HTTPS).
     pub fn kubeconfig(&self) -> String {
-        ApiServer::kubeconfig_yaml(&self.url)
+        ApiServer::kubeconfig_yaml_tls(&self.url, self.ca_pem.as_deref(), auth::ADMIN_TOKEN)
+    }
+
+    /// The CA clients trust, when serving HTTPS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The port served on.
+    pub fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a loopback URL ends in its port")
     }
 }
 

@@ -224,6 +224,25 @@ impl RealApiServer {
     pub async fn client(&self) -> Client {
         client_for(&self.kubeconfig).await
     }
+
+    /// The CA to trust: kube-apiserver's self-signed serving certificate (for 127.0.0.1 among
+    /// others) and the CA that signed it, as it writes them to `certs/apiserver.crt`.
+    pub fn ca_pem(&self) -> String {
+        std::fs::read_to_string(self.dir().join("certs/apiserver.crt")).expect("apiserver.crt")
+    }
+
+    /// [`Self::kubeconfig`] trusting [`Self::ca_pem`] instead of skipping verification.
+    pub fn kubeconfig_with_ca(&self) -> String {
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem());
+        let mut config: serde_yaml::Value = serde_yaml::from_str(&self.kubeconfig).unwrap();
+        for c in config["clusters"].as_sequence_mut().unwrap() {
+            let cluster = c["cluster"].as_mapping_mut().unwrap();
+            cluster.remove("insecure-skip-tls-verify");
+            cluster.insert("certificate-authority-data".into(), ca.clone().into());
+        }
+        serde_yaml::to_string(&config).unwrap()
+    }
 }
 
 impl Drop for RealApiServer {
