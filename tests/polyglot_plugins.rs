@@ -470,7 +470,7 @@ async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_wh
             let p = dir.join("wit").join(f);
             let text = std::fs::read_to_string(&p)
                 .unwrap()
-                .replace("@1.4.0", "@1.9.0");
+                .replace("@1.5.0", "@1.9.0");
             std::fs::write(&p, text).unwrap();
         }
         let p = dir.join("wit/deployer.wit");
@@ -514,7 +514,7 @@ async fn given_broken_plugins_when_inspected_tested_and_loaded_then_each_says_wh
     let cases = [
         (
             &newer,
-            "built against wasm-deployer:plugin@1.9.0, newer than this host's 1.4.0",
+            "built against wasm-deployer:plugin@1.9.0, newer than this host's 1.5.0",
         ),
         (&trapping, "describe of"),
         (

@@ -89,6 +89,11 @@ pub struct HostConfig {
     /// plain-HTTP and insecure registries, size limit, timeout, cache.
     #[serde(default)]
     pub fetch: crate::capabilities::FetchConfig,
+    /// Outgoing HTTP of plugins (WIT 1.5, `wasi:http`): URL prefixes every plugin may reach
+    /// besides its `http-api` Targets, timeouts, response cap, requests in flight
+    /// (`docs/plugins/http.md`).
+    #[serde(default)]
+    pub http: crate::capabilities::HttpConfig,
     /// The host's own CRD (`WasmPlugin`), kept up to date at start (`crate::crds`).
     #[serde(default)]
     pub crd_management: CrdManagement,
@@ -199,6 +204,7 @@ impl HostConfig {
         targetselector::validate(&self.target_selectors).context("targetSelectors")?;
         self.requeue_interval()?;
         self.fetch.validate()?;
+        self.http.validate()?;
         self.target_clusters.settings()?;
         self.plugins.limits.resolve(Limits::default())?;
         for (name, l) in &self.plugins.per_plugin {

@@ -116,6 +116,7 @@ pub fn render(ctx: &Context) -> String {
             "wasm_deployer_target_clients_released_total{{reason=\"{why}\"}} {n}\n"
         ));
     }
+    out.push_str(&ctx.http.stats.render());
     out
 }
 

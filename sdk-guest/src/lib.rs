@@ -104,7 +104,7 @@ pub use landscaper_model::{
 };
 
 /// The WIT package version this SDK speaks (`wasm-deployer:plugin@…`).
-pub const WIT_VERSION: &str = "1.4.0";
+pub const WIT_VERSION: &str = "1.5.0";
 
 /// Export a [`Deployer`] implementation as the plugin's WIT `deployer` interface.
 ///

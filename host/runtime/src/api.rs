@@ -105,11 +105,98 @@ pub trait HostServices: Send + Sync {
         Err(unavailable(resource_key))
     }
 
+    /// Whether this invocation may send an HTTP request to `url` (WIT 1.5, `wasi:http`; the
+    /// URL is checked first: scheme and lowercase authority, no userinfo, no dot segments), and
+    /// with which credentials and CA. `Err`: refused, with the error the item fails with
+    /// (`ERR_CONFIGURATION_PROBLEM`, `HttpNotAllowed`, naming the URL; or what is wrong with the
+    /// Target that would grant it). Default: nothing is granted.
+    async fn http_grant(&self, url: &str) -> Result<HttpGrant, DeployerError> {
+        Err(DeployerError::configuration(
+            "HttpNotAllowed",
+            format!("no HTTP requests may be sent in this context (asked for {url})"),
+        )
+        .with_operation("http"))
+    }
+
+    /// The limits of this invocation's HTTP requests.
+    fn http_settings(&self) -> HttpSettings {
+        HttpSettings::default()
+    }
+
+    /// One HTTP request ended (for metrics): called once per request, when its response
+    /// headers arrived or it failed.
+    fn http_observed(&self, observation: &HttpObservation<'_>) {
+        let _ = observation;
+    }
+
     /// Host-internal (no WIT function): a component version for the host's own deployers
     /// (the container deployer's `componentDescriptor.ref` / `blueprint.ref`).
     async fn ocm_component(&self, request: OcmComponentRequest) -> Result<Fetched, DeployerError> {
         Err(unavailable(&request.component_name))
     }
+}
+
+/// A granted HTTP request: what granted it and what the host adds to it.
+#[derive(Clone, Default)]
+pub struct HttpGrant {
+    /// What granted it, for logs: `Target default/api`, `http.allow https://x/`.
+    pub granted_by: String,
+    /// The `Authorization` header value the host sets (replacing any the plugin set); never
+    /// shown to the plugin.
+    pub authorization: Option<String>,
+    /// CA certificates (PEM) trusted for this request besides the system's.
+    pub ca_pem: Option<Arc<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for HttpGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpGrant")
+            .field("granted_by", &self.granted_by)
+            .field("authorization", &self.authorization.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.as_ref().map(|p| p.len()))
+            .finish()
+    }
+}
+
+/// Limits of a plugin's outgoing HTTP requests (host configuration `http:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// Connecting (TCP and TLS), cut to the invocation's deadline. Default 5 s.
+    pub connect_timeout: Duration,
+    /// From sending to the response's headers, cut to the invocation's deadline. Default 30 s.
+    pub request_timeout: Duration,
+    /// Largest response body; a larger one fails the item. Default 4 MiB.
+    pub max_response_bytes: u64,
+    /// Requests in flight at once per invocation (a further one waits). Default 8.
+    pub max_in_flight: usize,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            max_response_bytes: 4 << 20,
+            max_in_flight: 8,
+        }
+    }
+}
+
+/// One finished HTTP request of a plugin, for metrics.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpObservation<'a> {
+    /// The plugin's name.
+    pub plugin: &'a str,
+    /// `GET`, `PUT`, ...
+    pub method: &'a str,
+    /// The URL's authority (`host:port`).
+    pub host: &'a str,
+    /// The response status, if one came.
+    pub status: Option<u16>,
+    /// `ok` (a response came), `denied`, `refused`, `timeout`, `tls`, `dns` or `error`.
+    pub outcome: &'a str,
+    /// From the plugin's send to the response headers (or the failure).
+    pub duration: Duration,
 }
 
 /// What a host without downloads answers.

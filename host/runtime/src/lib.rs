@@ -56,9 +56,10 @@ mod runtime;
 mod wasm;
 
 pub use api::{
-    DeployerPlugin, EncodedHookInput, HookPlugin, HostServices, Limits, NoopHost,
-    OcmComponentRequest,
+    DeployerPlugin, EncodedHookInput, HookPlugin, HostServices, HttpGrant, HttpObservation,
+    HttpSettings, Limits, NoopHost, OcmComponentRequest,
 };
+pub use capabilities::http::{checked_url as checked_http_url, not_allowed as http_not_allowed};
 pub use native::{NativeHooks, NativePlugin};
 pub use registry::PluginRegistry;
 pub use runtime::{LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats};

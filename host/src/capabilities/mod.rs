@@ -9,6 +9,8 @@
 //!   invocation and released when no live Target uses them;
 //! - [`fetch`]: downloads (HTTP(S), OCI) with the host's allowlist, limits, cache and the
 //!   Context's credentials (WIT `fetch`);
+//! - [`http`]: outgoing HTTP (WIT 1.5, `wasi:http`): what is granted (the item's `http-api`
+//!   Targets, `http.allow`), the Targets' credentials, the `http:` limits and the metrics;
 //! - [`ocm`]: OCM resources from the Context's component repository (WIT `ocm`), and component
 //!   versions for the host's own deployers.
 //!
@@ -22,13 +24,15 @@
 mod clusters;
 mod errors;
 pub mod fetch;
+pub mod http;
 mod kubernetes;
 pub mod ocm;
 pub mod progress;
 mod secondary_targets;
 
 use plugin_runtime::{
-    DeployerError, FetchRequest, Fetched, HostServices, KubeOp, OcmComponentRequest,
+    DeployerError, FetchRequest, Fetched, HostServices, HttpGrant, HttpObservation, HttpSettings,
+    KubeOp, OcmComponentRequest,
 };
 
 use crate::contract::ProgressingTimeout;
@@ -38,6 +42,7 @@ pub use clusters::{
     ClusterSettings, Release, TargetClientStats, TargetClients, TargetClustersConfig,
 };
 pub use fetch::{FetchConfig, Fetcher};
+pub use http::{HttpConfig, HttpService};
 use secondary_targets::SecondaryTargets;
 pub use secondary_targets::secret_ref_data;
 
@@ -50,6 +55,7 @@ pub struct ItemServices {
     primary: tokio::sync::OnceCell<(std::sync::Arc<clusters::Cluster>, clusters::TargetId)>,
     secondary: Option<SecondaryTargets>,
     fetch: Option<fetch::ItemFetch>,
+    http: Option<http::ItemHttp>,
     /// When to try again, if a call failed because its cluster could not be reached.
     retry_hint: std::sync::Mutex<Option<std::time::Duration>>,
 }
@@ -67,6 +73,7 @@ impl ItemServices {
             primary: tokio::sync::OnceCell::new(),
             secondary: None,
             fetch: None,
+            http: None,
             retry_hint: Default::default(),
         }
     }
@@ -101,6 +108,30 @@ impl ItemServices {
                 context,
             },
         });
+        self
+    }
+
+    /// Gives the plugin outgoing HTTP (WIT 1.5, `wasi:http`) under the URL of its Target and of
+    /// the secondary Targets its provider configuration names by `targetName`, when they are of
+    /// type `wasm-deployer.dev/http-api` (read with `client` from `namespace`, the item's, with
+    /// their `auth` Secrets), and under `service`'s `http.allow`. Without this, every request is
+    /// refused.
+    pub fn with_http(
+        mut self,
+        service: std::sync::Arc<HttpService>,
+        client: kube::Client,
+        namespace: String,
+        provider_config: Option<&serde_json::Value>,
+    ) -> Self {
+        self.http = Some(http::ItemHttp::new(
+            service,
+            client,
+            namespace,
+            self.target.clone(),
+            provider_config
+                .map(secondary_targets::named_targets)
+                .unwrap_or_default(),
+        ));
         self
     }
 
@@ -163,6 +194,29 @@ impl HostServices for ItemServices {
             .as_ref()
             .ok_or_else(|| unavailable(request.location()))?;
         fetch.fetch(request).await
+    }
+
+    async fn http_grant(&self, url: &str) -> Result<HttpGrant, DeployerError> {
+        match &self.http {
+            Some(h) => h.grant(url).await,
+            None => Err(DeployerError::configuration(
+                "HttpNotAllowed",
+                format!("HTTP request to {url} is not allowed: no HTTP in this context"),
+            )
+            .with_operation("http")),
+        }
+    }
+
+    fn http_settings(&self) -> HttpSettings {
+        self.http
+            .as_ref()
+            .map_or_else(HttpSettings::default, http::ItemHttp::settings)
+    }
+
+    fn http_observed(&self, observation: &HttpObservation<'_>) {
+        if let Some(h) = &self.http {
+            h.service.stats.observe(observation);
+        }
     }
 
     async fn ocm_resource(

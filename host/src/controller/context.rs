@@ -61,6 +61,8 @@ pub struct Context {
     pub lookups: Arc<super::lookups::Lookups>,
     /// Downloads for plugins (WIT `fetch`): allowlist, limits, cache.
     pub fetcher: Arc<crate::capabilities::Fetcher>,
+    /// Outgoing HTTP for plugins (WIT 1.5): `http.allow`, limits, metrics.
+    pub http: Arc<crate::capabilities::HttpService>,
     pub stats: Stats,
 }
 
@@ -116,6 +118,7 @@ impl Context {
             checkpoint_mode: CheckpointMode::Standard,
             target_clients,
             fetcher: Arc::new(crate::capabilities::Fetcher::new(config.fetch.clone())?),
+            http: Arc::new(crate::capabilities::HttpService::new(&config.http)?),
             stats: Stats::default(),
         })
     }

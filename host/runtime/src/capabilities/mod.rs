@@ -12,6 +12,7 @@
 //! | [`fetch`] | `fetch` (1.2) | deployers |
 //! | [`ocm`] | `ocm` (1.3) | deployers |
 //! | [`cluster_info`] | `cluster-info` (1.4) | deployers |
+//! | [`http`] | `wasi:http/outgoing-handler@0.2` (1.5) | deployers |
 //!
 //! Hooks (components that export `hooks` but not `deployer`) get `log` and `clock` only: they
 //! see the item and answer, they have no Kubernetes access. WASI p2 is linked for every plugin
@@ -28,6 +29,7 @@
 pub(crate) mod clock;
 pub(crate) mod cluster_info;
 pub(crate) mod fetch;
+pub(crate) mod http;
 pub(crate) mod log;
 pub(crate) mod ocm;
 pub(crate) mod progress;
@@ -87,6 +89,7 @@ pub(crate) fn linker(engine: &Engine, grants: Grants) -> Result<Linker<State>> {
         wit::fetch::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::ocm::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
         wit::cluster_info::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     }
     Ok(linker)
 }

@@ -14,4 +14,10 @@ wasmtime::component::bindgen!({
         "wasm-deployer:plugin/cluster-info": async,
     },
     exports: { default: async },
+    // `wasi:http` (1.5) and what it uses are linked from wasmtime's own crates.
+    with: {
+        "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+        "wasi:io": wasmtime_wasi::p2::bindings::io,
+        "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+    },
 });

@@ -163,6 +163,12 @@ impl WasmPlugin {
         };
         let out = tokio::time::timeout(limits.deadline, call).await;
         let stderr = stdio.flush_to_log(&self.name);
+        // A refused HTTP request or an oversized response ends the invocation with the host's
+        // error, whatever the plugin made of it (capabilities::http).
+        if let Some(e) = store.data().http.incident() {
+            tracing::debug!(plugin = %self.name, op = op.name(), error = %e, "plugin invocation ended by its HTTP");
+            return Err(e.or_operation(op.name()));
+        }
         let result = match out {
             Err(_) => Err(deadline_error(op.name(), &self.name, limits)),
             Ok(Err(e)) => Err(classify(

@@ -23,6 +23,9 @@ const STDIO_CAPTURE: usize = 16 << 10;
 pub(crate) struct State {
     wasi: WasiCtx,
     table: ResourceTable,
+    http_ctx: wasmtime_wasi_http::WasiHttpCtx,
+    /// Outgoing HTTP (WIT 1.5): the grant check, limits and what ended it.
+    pub(crate) http: crate::capabilities::http::HttpGate,
     pub(crate) limiter: MemoryLimiter,
     /// The plugin's name, for logs and messages.
     pub(crate) plugin: Arc<str>,
@@ -53,6 +56,16 @@ impl Slots {
             // The semaphore is never closed.
             Some(s) => s.clone().acquire_owned().await.ok(),
             None => None,
+        }
+    }
+}
+
+impl State {
+    pub(crate) fn http_view(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            hooks: &mut self.http,
+            table: &mut self.table,
+            ctx: &mut self.http_ctx,
         }
     }
 }
@@ -158,11 +171,14 @@ pub(crate) fn new_store(
         .build();
     let started = Instant::now();
     let deadline = started + limits.deadline;
+    let http = crate::capabilities::http::HttpGate::new(plugin.clone(), host.clone(), deadline);
     let mut store = Store::new(
         engine,
         State {
             wasi,
             table: ResourceTable::new(),
+            http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            http,
             limiter: MemoryLimiter {
                 cap: limits.memory_bytes,
                 hit: false,
@@ -183,10 +199,11 @@ pub(crate) fn new_store(
     // runaway item does not take a core from every other item's jobs.
     store.set_epoch_deadline(1);
     let mut busy_ticks: u32 = 0;
-    store.epoch_deadline_callback(move |_| {
+    store.epoch_deadline_callback(move |ctx| {
         busy_ticks = busy_ticks.saturating_add(1);
         let now = Instant::now();
-        Ok(if now >= deadline {
+        // A refused HTTP request ends the invocation at once (capabilities::http).
+        Ok(if now >= deadline || ctx.data().http.refused() {
             UpdateDeadline::Interrupt
         } else if busy_ticks > THROTTLE_AFTER_BUSY_TICKS {
             // Never past the deadline: it is checked again right after.

@@ -18,9 +18,10 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HostCall {
-    /// `checkpoint` or `kubernetes`.
+    /// `checkpoint`, `kubernetes` or `http`.
     pub kind: String,
-    /// The checkpoint's name or the Kubernetes operation.
+    /// The checkpoint's name, the Kubernetes operation, or the HTTP request and its answer
+    /// (`PUT http://127.0.0.1:8080/v1/a -> 200`, `GET https://x/ -> denied`).
     pub detail: String,
 }
 
@@ -54,6 +55,47 @@ pub struct RecordingHost {
     pub exchanges: Mutex<Vec<Exchange>>,
     /// The first call that departed from the recording (`--replay`), if any.
     pub divergence: Mutex<Option<String>>,
+    /// What HTTP requests are sent (WIT 1.5): under the `http-api` Target's url (with its auth
+    /// Secret from `--secret`) and the `--http-allow` prefixes; nothing else.
+    pub http: OfflineHttp,
+}
+
+/// The HTTP grants of `plugin run`: the Target's, and `--http-allow` prefixes.
+#[derive(Default)]
+pub struct OfflineHttp {
+    pub target: Option<(crate::capabilities::http::Base, plugin_runtime::HttpGrant)>,
+    pub allow: Vec<crate::capabilities::http::Base>,
+}
+
+impl OfflineHttp {
+    /// The grants for `inv`'s Target (an `http-api` Target; its auth Secret among `secrets`)
+    /// and the `allow` prefixes.
+    pub fn new(
+        inv: &Invocation,
+        secrets: &[std::path::PathBuf],
+        allow: &[String],
+    ) -> anyhow::Result<Self> {
+        let secrets = secrets
+            .iter()
+            .map(|p| {
+                serde_json::from_value(read_yaml(p)?)
+                    .with_context(|| format!("{} is not a Secret", p.display()))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let target = match &inv.target {
+            Some(t) => crate::capabilities::http::offline_grant(t, &secrets)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?,
+            None => None,
+        };
+        let allow = allow
+            .iter()
+            .map(|p| {
+                crate::capabilities::http::Base::parse(p)
+                    .map_err(|e| anyhow::anyhow!("--http-allow {p:?}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self { target, allow })
+    }
 }
 
 impl RecordingHost {
@@ -111,6 +153,36 @@ impl HostServices for RecordingHost {
             }
         };
         self.exchanged(op, result)
+    }
+
+    async fn http_grant(&self, url: &str) -> Result<plugin_runtime::HttpGrant, DeployerError> {
+        if let Some((base, grant)) = &self.http.target
+            && base.covers(url)
+        {
+            return Ok(grant.clone());
+        }
+        if self.http.allow.iter().any(|b| b.covers(url)) {
+            return Ok(plugin_runtime::HttpGrant::default());
+        }
+        let granted: Vec<String> = (self.http.target.iter().map(|(b, _)| format!("the Target ({b})")))
+            .chain(self.http.allow.iter().map(|b| format!("--http-allow {b}")))
+            .collect();
+        Err(DeployerError::configuration(
+            "HttpNotAllowed",
+            format!(
+                "HTTP request to {url} is not allowed: it is under none of [{}] (plugin run grants the --target's url if it is a wasm-deployer.dev/http-api Target, and --http-allow prefixes)",
+                granted.join(", ")
+            ),
+        )
+        .with_operation("http"))
+    }
+
+    fn http_observed(&self, o: &plugin_runtime::HttpObservation<'_>) {
+        let answer = o.status.map_or_else(|| o.outcome.to_string(), |s| s.to_string());
+        self.calls.lock().expect("calls").push(HostCall {
+            kind: "http".into(),
+            detail: format!("{} {} -> {answer} ({:?})", o.method, o.host, o.duration),
+        });
     }
 }
 

@@ -122,6 +122,14 @@ pub enum PluginCommand {
         /// Answer the Kubernetes calls from FILE (written by --record), offline.
         #[arg(long)]
         replay: Option<PathBuf>,
+        /// HTTP (WIT 1.5): requests under the url of a `--target` of type
+        /// `wasm-deployer.dev/http-api` are sent, with the Target's `auth` from a Secret given
+        /// here (YAML file, repeatable); everything else is refused as the host refuses it.
+        #[arg(long = "secret", value_name = "FILE")]
+        secrets: Vec<PathBuf>,
+        /// Also send HTTP requests under this URL prefix (repeatable; the host's `http.allow`).
+        #[arg(long = "http-allow", value_name = "PREFIX")]
+        http_allow: Vec<String>,
     },
     /// What a plugin is and whether this host can load it: name, version, DeployItem types,
     /// hook types, WIT version, imports and exports, size, digest. FILE or an OCI reference.
@@ -199,6 +207,8 @@ impl PluginCommand {
                 kubeconfig,
                 record,
                 replay,
+                secrets,
+                http_allow,
             } => {
                 let files = CallFiles {
                     item,
@@ -207,6 +217,8 @@ impl PluginCommand {
                     kubeconfig,
                     record,
                     replay,
+                    secrets,
+                    http_allow,
                 };
                 run(&file, &op, files).await
             }
@@ -289,6 +301,8 @@ struct CallFiles {
     kubeconfig: Option<PathBuf>,
     record: Option<PathBuf>,
     replay: Option<PathBuf>,
+    secrets: Vec<PathBuf>,
+    http_allow: Vec<String>,
 }
 
 /// `plugin run`: one call, its report as JSON; exit 1 on an error or a diverged replay.
@@ -300,6 +314,8 @@ async fn run(file: &std::path::Path, op: &str, files: CallFiles) -> anyhow::Resu
         kubeconfig,
         record,
         replay,
+        secrets,
+        http_allow,
     } = files;
     let plugin = call::load_file(file).await?;
     let target = match (&target, &kubeconfig) {
@@ -315,7 +331,9 @@ async fn run(file: &std::path::Path, op: &str, files: CallFiles) -> anyhow::Resu
         (None, Some(r)) => call::read_recording(r)?,
         (None, None) => call::Cluster::Offline,
     };
-    let host = Arc::new(call::RecordingHost::new(cluster));
+    let mut host = call::RecordingHost::new(cluster);
+    host.http = call::OfflineHttp::new(&inv, &secrets, &http_allow)?;
+    let host = Arc::new(host);
     let report = call::run_with(plugin, op, inv, host.clone()).await?;
     if let Some(path) = &record {
         let exchanges = host.exchanges.lock().expect("exchanges").clone();

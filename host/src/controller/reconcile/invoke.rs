@@ -199,6 +199,12 @@ impl ItemCtx {
                     self.ctx.client.clone(),
                     self.namespace.clone(),
                     context.clone(),
+                )
+                .with_http(
+                    self.ctx.http.clone(),
+                    self.ctx.client.clone(),
+                    self.namespace.clone(),
+                    item.spec.config.as_ref(),
                 ),
         );
         self.ctx.stats.plugin_calls.fetch_add(1, Ordering::Relaxed);

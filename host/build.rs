@@ -1,0 +1,8 @@
+//! `wit/deps/`: the WASI packages the plugin world's `wasi:http` import needs, which
+//! `deployer-host plugin new` writes into a project (`include_str!`).
+include!("../wit/build/wasi_deps.rs");
+
+fn main() {
+    let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    wasi_deps::ensure(&wit);
+}
