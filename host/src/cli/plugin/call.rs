@@ -77,10 +77,16 @@ impl OfflineHttp {
     ) -> anyhow::Result<Self> {
         let secrets = secrets
             .iter()
-            .map(|p| {
-                serde_json::from_value(read_yaml(p)?)
-                    .with_context(|| format!("{} is not a Secret", p.display()))
-            })
+            .map(|p| read_yaml(p))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Self::with_secrets(inv, secrets, allow)
+    }
+
+    /// As [`OfflineHttp::new`], with the Secrets as values.
+    pub fn with_secrets(inv: &Invocation, secrets: Vec<Value>, allow: &[String]) -> anyhow::Result<Self> {
+        let secrets = secrets
+            .into_iter()
+            .map(|v| serde_json::from_value(v).context("not a Secret"))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let target = match &inv.target {
             Some(t) => crate::capabilities::http::offline_grant(t, &secrets)
@@ -95,6 +101,34 @@ impl OfflineHttp {
             })
             .collect::<anyhow::Result<_>>()?;
         Ok(Self { target, allow })
+    }
+
+    /// The grant for `url`, or the host's refusal.
+    pub fn grant(&self, url: &str) -> Result<plugin_runtime::HttpGrant, DeployerError> {
+        if let Some((base, grant)) = &self.target
+            && base.covers(url)
+        {
+            return Ok(grant.clone());
+        }
+        if self.allow.iter().any(|b| b.covers(url)) {
+            return Ok(plugin_runtime::HttpGrant::default());
+        }
+        let granted: Vec<String> = (self.target.iter().map(|(b, _)| format!("the Target ({b})")))
+            .chain(self.allow.iter().map(|b| format!("--http-allow {b}")))
+            .collect();
+        Err(DeployerError::configuration(
+            "HttpNotAllowed",
+            format!(
+                "HTTP request to {url} is not allowed: it is under none of [{}] (the --target's url if it is a wasm-deployer.dev/http-api Target, and --http-allow prefixes)",
+                granted.join(", ")
+            ),
+        )
+        .with_operation("http"))
+    }
+
+    /// The `Authorization` the host adds under the Target's url, if any.
+    pub fn authorization(&self) -> Option<&str> {
+        self.target.as_ref()?.1.authorization.as_deref()
     }
 }
 
@@ -156,25 +190,7 @@ impl HostServices for RecordingHost {
     }
 
     async fn http_grant(&self, url: &str) -> Result<plugin_runtime::HttpGrant, DeployerError> {
-        if let Some((base, grant)) = &self.http.target
-            && base.covers(url)
-        {
-            return Ok(grant.clone());
-        }
-        if self.http.allow.iter().any(|b| b.covers(url)) {
-            return Ok(plugin_runtime::HttpGrant::default());
-        }
-        let granted: Vec<String> = (self.http.target.iter().map(|(b, _)| format!("the Target ({b})")))
-            .chain(self.http.allow.iter().map(|b| format!("--http-allow {b}")))
-            .collect();
-        Err(DeployerError::configuration(
-            "HttpNotAllowed",
-            format!(
-                "HTTP request to {url} is not allowed: it is under none of [{}] (plugin run grants the --target's url if it is a wasm-deployer.dev/http-api Target, and --http-allow prefixes)",
-                granted.join(", ")
-            ),
-        )
-        .with_operation("http"))
+        self.http.grant(url)
     }
 
     fn http_observed(&self, o: &plugin_runtime::HttpObservation<'_>) {

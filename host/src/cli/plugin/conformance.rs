@@ -42,10 +42,10 @@ impl Check {
             detail: detail.into(),
         }
     }
-    fn pass(name: &str, detail: impl Into<String>) -> Self {
+    pub(super) fn pass(name: &str, detail: impl Into<String>) -> Self {
         Self::new(name, "pass", detail)
     }
-    fn fail(name: &str, detail: impl Into<String>) -> Self {
+    pub(super) fn fail(name: &str, detail: impl Into<String>) -> Self {
         Self::new(name, "fail", detail)
     }
 }
@@ -71,6 +71,8 @@ type Key = (String, String, String, String);
 /// plugin's own objects. Not a validating server: it stores what it is given.
 #[derive(Default)]
 pub struct MemoryCluster {
+    /// HTTP grants (an http-api `--target`: its stand-in API, [`super::http_check`]).
+    pub http: super::call::OfflineHttp,
     objects: Mutex<BTreeMap<Key, Value>>,
     calls: Mutex<Vec<String>>,
     slowest: Mutex<Duration>,
@@ -258,14 +260,27 @@ impl HostServices for MemoryCluster {
             .push(format!("{} {:?}", op.verb(), op));
         self.apply(&op)
     }
+
+    async fn http_grant(&self, url: &str) -> Result<plugin_runtime::HttpGrant, DeployerError> {
+        self.http.grant(url)
+    }
 }
 
 /// Runs the suite on a loaded plugin; `item` is a DeployItem the plugin should reconcile.
-pub async fn run(plugin: Arc<WasmPlugin>, item: Option<&Path>) -> anyhow::Result<Vec<Check>> {
+pub async fn run(
+    plugin: Arc<WasmPlugin>,
+    item: Option<&Path>,
+    http: HttpTarget<'_>,
+) -> anyhow::Result<Vec<Check>> {
     let network_before =
         plugin_runtime::DENIED_NETWORK_ATTEMPTS.load(std::sync::atomic::Ordering::Relaxed);
-    let cluster = Arc::new(MemoryCluster::default());
+    let mut cluster = MemoryCluster::default();
     let mut checks = Vec::new();
+    let stand_in = match (item, http.target) {
+        (Some(item), Some(target)) => Some(stand_in_api(item, target, http.secrets, &mut cluster).await?),
+        _ => None,
+    };
+    let cluster = Arc::new(cluster);
 
     checks.push(describe_valid(&plugin));
     checks.push(match plugin.describe_again().await {
@@ -302,8 +317,17 @@ pub async fn run(plugin: Arc<WasmPlugin>, item: Option<&Path>) -> anyhow::Result
         }
         match item {
             Some(path) => {
-                let inv = super::call::invocation_with(path, Some((memory_target(), "memory".into())), None)?;
+                let target = match &stand_in {
+                    Some((_, target, _)) => (target.clone(), "--target".into()),
+                    None => (memory_target(), "memory".into()),
+                };
+                let inv = super::call::invocation_with(path, Some(target), None)?;
+                let config = inv.deploy_item.pointer("/spec/config").cloned().unwrap_or_default();
                 checks.extend(lifecycle(&plugin, &cluster, inv).await);
+                if let Some((api, _, base_path)) = &stand_in {
+                    let auth = cluster.http.authorization();
+                    checks.extend(super::http_check::checks(&api.received(), base_path, &config, auth));
+                }
             }
             None => checks.push(Check::new(
                 "reconcile-and-delete",
@@ -421,6 +445,48 @@ fn describe_valid(plugin: &WasmPlugin) -> Check {
     } else {
         Check::fail("describe-valid", problems.join("; "))
     }
+}
+
+/// `plugin test --target T.yaml [--secret S.yaml]`: the item's Target, if it is an http-api one.
+#[derive(Clone, Copy, Default)]
+pub struct HttpTarget<'a> {
+    pub target: Option<&'a Path>,
+    pub secrets: &'a [std::path::PathBuf],
+}
+
+/// The stand-in API for an http-api `target`, the Target rebased onto it, and its path; the
+/// grant (with `secrets`, else a stand-in Secret) goes into `cluster`.
+async fn stand_in_api(
+    item: &Path,
+    target: &Path,
+    secrets: &[std::path::PathBuf],
+    cluster: &mut MemoryCluster,
+) -> anyhow::Result<(super::http_check::StandIn, Value, String)> {
+    let mut target = super::call::read_yaml(target)?;
+    let url = target
+        .pointer("/spec/config/url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow::anyhow!("--target: a wasm-deployer.dev/http-api Target with spec.config.url"))?
+        .to_string();
+    let api = super::http_check::StandIn::start().await?;
+    let rebased = api.rebase(&url);
+    let base_path = rebased
+        .splitn(4, '/')
+        .nth(3)
+        .map_or_else(|| "/".to_string(), |p| format!("/{p}"));
+    target["spec"]["config"]["url"] = json!(rebased);
+    let mut given: Vec<Value> = secrets
+        .iter()
+        .map(|p| super::call::read_yaml(p))
+        .collect::<anyhow::Result<_>>()?;
+    if given.is_empty()
+        && let Some(secret) = super::http_check::stand_in_secret(&target)
+    {
+        given.push(secret);
+    }
+    let inv = super::call::invocation_with(item, Some((target.clone(), "--target".into())), None)?;
+    cluster.http = super::call::OfflineHttp::with_secrets(&inv, given, &[])?;
+    Ok((api, target, base_path))
 }
 
 fn memory_target() -> Value {

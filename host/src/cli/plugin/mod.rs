@@ -7,6 +7,7 @@
 
 pub mod call;
 pub mod conformance;
+mod http_check;
 mod inspect;
 mod rust_sdk;
 pub mod scaffold;
@@ -95,6 +96,13 @@ pub enum PluginCommand {
         /// Print the checks as JSON.
         #[arg(long)]
         json: bool,
+        /// The item's Target. One of type `wasm-deployer.dev/http-api` is played by a loopback
+        /// server the suite starts (its `url`'s path kept), which checks what the plugin sent.
+        #[arg(long, requires = "item")]
+        target: Option<PathBuf>,
+        /// The Secret the http-api Target's `auth` names (YAML; default: a stand-in credential).
+        #[arg(long = "secret", value_name = "FILE")]
+        secrets: Vec<PathBuf>,
     },
     /// One call of a plugin offline: prints the response (or error) and every host call it
     /// made as JSON; Kubernetes calls are recorded and refused (no cluster). Exit 1 on an error.
@@ -197,7 +205,19 @@ impl PluginCommand {
                 println!("{}", built.display());
                 Ok(())
             }
-            PluginCommand::Test { file, item, json } => test(&file, item, json).await,
+            PluginCommand::Test {
+                file,
+                item,
+                json,
+                target,
+                secrets,
+            } => {
+                let http = conformance::HttpTarget {
+                    target: target.as_deref(),
+                    secrets: &secrets,
+                };
+                test(&file, item, json, http).await
+            }
             PluginCommand::Run {
                 file,
                 item,
@@ -276,12 +296,17 @@ fn new(name: &str, lang: &str, dir: Option<PathBuf>, sdk: Option<PathBuf>) -> an
 }
 
 /// `plugin test`: the conformance suite; exit 1 if a check fails.
-async fn test(file: &std::path::Path, item: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+async fn test(
+    file: &std::path::Path,
+    item: Option<PathBuf>,
+    json: bool,
+    http: conformance::HttpTarget<'_>,
+) -> anyhow::Result<()> {
     let plugin = call::load_file(file).await?;
     let name = plugin_runtime::DeployerPlugin::description(plugin.as_ref())
         .name
         .clone();
-    let checks = conformance::run(plugin, item.as_deref()).await?;
+    let checks = conformance::run(plugin, item.as_deref(), http).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&checks)?);
     } else {
