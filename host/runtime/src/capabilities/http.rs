@@ -147,6 +147,7 @@ impl GateShared {
             }
         };
         put_authorization(&mut request, &grant);
+        let request = with_content_length(request, self.left()).await?;
         let permit = tokio::time::timeout(self.left(), self.in_flight.clone().acquire_owned())
             .await
             .map_err(|_| HttpError::ConnectionLimitReached)?
@@ -193,6 +194,31 @@ impl GateShared {
             .boxed_unsync()
         }))
     }
+}
+
+/// A request body without `Content-Length` is read first and sent with one: APIs often refuse
+/// chunked uploads (411), and what plugins send is small. Bounded by the invocation deadline.
+async fn with_content_length(
+    request: http::Request<WasiBody>,
+    left: Duration,
+) -> Result<http::Request<WasiBody>, HttpError> {
+    if request.headers().contains_key(http::header::CONTENT_LENGTH) {
+        return Ok(request);
+    }
+    let (mut parts, body) = request.into_parts();
+    let bytes = tokio::time::timeout(left, body.collect())
+        .await
+        .map_err(|_| HttpError::ConnectionWriteTimeout)??
+        .to_bytes();
+    if !bytes.is_empty() || !matches!(parts.method, http::Method::GET | http::Method::HEAD) {
+        parts
+            .headers
+            .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(bytes.len()));
+    }
+    let body = http_body_util::Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    Ok(http::Request::from_parts(parts, body))
 }
 
 /// The guest's own timeout if it set one and it is shorter, else the host's.
