@@ -5,7 +5,7 @@
 //! `spec.config`: `{"requests": [{"method": "GET", "url": "<absolute, or relative to the
 //! Target's url>", "headers": {"x": "y"}, "body": <JSON>}], "followRedirects": false,
 //! "failOnError": false}`. Exports `{"results": [{"status": 200, "headers": {...}, "body":
-//! "<text>"} | {"error": "<wasi:http error>"}]}`. With `failOnError`, the first failed request
+//! "<text>"} | {"error": "<wasi:http error>"}], "target": <the resolved Target it was given>}`. With `failOnError`, the first failed request
 //! is returned as a retryable error (reason `HttpRequestFailed`, message naming the URL).
 
 use sdk_guest::{Ctx, Deployer, DeployerError, Description, Invocation, Response, export_deployer};
@@ -91,9 +91,11 @@ impl Deployer for TestHttp {
             }
             results.push(result);
         }
+        // What the plugin was given of its Target (the stories check no secret is in it).
+        let target = inv.target.as_ref().map(|t| json!({"content": t.content, "target": t.target}));
         Ok(Response {
             phase: Some("Succeeded".into()),
-            exports: Some(json!({ "results": results })),
+            exports: Some(json!({ "results": results, "target": target })),
             ..Default::default()
         })
     }
