@@ -20,6 +20,10 @@ struct Config {
     follow_redirects: bool,
     #[serde(default)]
     fail_on_error: bool,
+    /// Send each request this many times (benchmarks: the result is the last one's, with
+    /// `nanos`, the time all of them took, measured in the plugin).
+    #[serde(default)]
+    repeat: Option<u32>,
 }
 
 #[derive(serde::Deserialize, Clone)]
@@ -70,8 +74,13 @@ impl Deployer for TestHttp {
         for r in &config.requests {
             let mut r = r.clone();
             r.url = resolve(&inv, &r.url);
+            let repeat = config.repeat.unwrap_or(1).max(1);
+            let started = std::time::Instant::now();
+            for _ in 1..repeat {
+                wire::send(&r);
+            }
             let mut hops = 0;
-            let result = loop {
+            let mut result = loop {
                 let result = wire::send(&r);
                 let location = result["headers"]["location"].as_str().map(String::from);
                 let status = result["status"].as_u64().unwrap_or(0);
@@ -83,6 +92,9 @@ impl Deployer for TestHttp {
                     _ => break result,
                 }
             };
+            if config.repeat.is_some() {
+                result["nanos"] = json!(started.elapsed().as_nanos() as u64);
+            }
             if config.fail_on_error && result.get("error").is_some() {
                 return Err(DeployerError::retryable(
                     "HttpRequestFailed",

@@ -74,6 +74,10 @@ pub enum PluginCommand {
         /// the project carries).
         #[arg(long)]
         sdk: Option<PathBuf>,
+        /// `echo` (a ConfigMap through the Kubernetes capability) or `http-api` (PUT and DELETE
+        /// on the API of the item's `wasm-deployer.dev/http-api` Target; docs/plugins/http.md).
+        #[arg(long, default_value = "echo")]
+        template: String,
     },
     /// Build the plugin project in DIR (made by `plugin new`) with its language's toolchain;
     /// prints the component's path.
@@ -199,7 +203,8 @@ impl PluginCommand {
                 lang,
                 dir,
                 sdk,
-            } => new(&name, &lang, dir, sdk),
+                template,
+            } => new(&name, &lang, dir, sdk, &template),
             PluginCommand::Build { dir, out } => {
                 let built = scaffold::build(&dir, out.as_deref())?;
                 println!("{}", built.display());
@@ -278,17 +283,28 @@ async fn push(
 }
 
 /// `plugin new`: the project, and what to run next.
-fn new(name: &str, lang: &str, dir: Option<PathBuf>, sdk: Option<PathBuf>) -> anyhow::Result<()> {
+fn new(
+    name: &str,
+    lang: &str,
+    dir: Option<PathBuf>,
+    sdk: Option<PathBuf>,
+    template: &str,
+) -> anyhow::Result<()> {
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
-    let files = scaffold::new_project(lang, name, &dir, sdk.as_deref())?;
+    let files = scaffold::new_project(lang, name, &dir, sdk.as_deref(), template)?;
     println!(
         "created {} ({lang}, {} files); next:",
         dir.display(),
         files.len()
     );
     println!("  deployer-host plugin build {}", dir.display());
+    let target = if template == "http-api" {
+        format!(" --target {}/target.yaml", dir.display())
+    } else {
+        String::new()
+    };
     println!(
-        "  deployer-host plugin test {}/{name}.wasm --item {}/item.yaml",
+        "  deployer-host plugin test {}/{name}.wasm --item {}/item.yaml{target}",
         dir.display(),
         dir.display()
     );

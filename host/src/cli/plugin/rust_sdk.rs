@@ -11,7 +11,7 @@ pub const DIR: &str = "sdk-guest";
 
 /// `sdk-guest`'s own sources (its tests stay behind), then `landscaper-model`'s (its `crd` module,
 /// the host's CRD generator, too).
-const SOURCES: [(&str, &str); 17] = [
+const SOURCES: [(&str, &str); 19] = [
     (
         "sdk-guest/src/lib.rs",
         include_str!("../../../../sdk-guest/src/lib.rs"),
@@ -43,6 +43,14 @@ const SOURCES: [(&str, &str); 17] = [
     (
         "sdk-guest/src/wasm/exports.rs",
         include_str!("../../../../sdk-guest/src/wasm/exports.rs"),
+    ),
+    (
+        "sdk-guest/src/http.rs",
+        include_str!("../../../../sdk-guest/src/http.rs"),
+    ),
+    (
+        "sdk-guest/src/wasm/http.rs",
+        include_str!("../../../../sdk-guest/src/wasm/http.rs"),
     ),
     (
         "landscaper-model/src/lib.rs",
@@ -98,6 +106,7 @@ serde_path_to_error = "0.1"
 
 [target.'cfg(target_arch = "wasm32")'.dependencies]
 wit-bindgen = "0.63.0"
+wasip2 = "1"
 
 [lints.rust]
 unexpected_cfgs = "allow"
@@ -174,6 +183,7 @@ mod tests {
         let workspace = include_str!("../../../../Cargo.toml");
         for dep in [
             "wit-bindgen = \"0.63.0\"",
+            "wasip2 = \"1\"",
             "k8s-openapi = { version = \"0.29\"",
         ] {
             assert!(

@@ -22,7 +22,7 @@ pub const LANGUAGES: [&str; 5] = ["rust", "python", "js", "c", "go"];
 /// The file that marks a plugin project and says its language.
 pub const MANIFEST: &str = "wasm-deployer-plugin.json";
 
-const WIT: [(&str, &str); 5] = [
+const WIT: [(&str, &str); 12] = [
     (
         "wit/deployer.wit",
         include_str!("../../../../wit/deployer.wit"),
@@ -34,7 +34,49 @@ const WIT: [(&str, &str); 5] = [
         include_str!("../../../../wit/kubernetes.wit"),
     ),
     ("wit/ocm.wit", include_str!("../../../../wit/ocm.wit")),
+    // The WASI packages of the world's wasi:http import, as the build wrote them from the
+    // wasmtime-wasi-http crate (wit/build/wasi_deps.rs).
+    ("wit/deps/cli.wit", include_str!("../../../../wit/deps/cli.wit")),
+    ("wit/deps/clocks.wit", include_str!("../../../../wit/deps/clocks.wit")),
+    ("wit/deps/filesystem.wit", include_str!("../../../../wit/deps/filesystem.wit")),
+    ("wit/deps/http.wit", include_str!("../../../../wit/deps/http.wit")),
+    ("wit/deps/io.wit", include_str!("../../../../wit/deps/io.wit")),
+    ("wit/deps/random.wit", include_str!("../../../../wit/deps/random.wit")),
+    ("wit/deps/sockets.wit", include_str!("../../../../wit/deps/sockets.wit")),
 ];
+
+/// The templates `new --template` knows: `echo` (the default) and `http-api`.
+pub const TEMPLATES: [&str; 2] = ["echo", "http-api"];
+
+/// The http-api template's files for `lang` that replace the echo's (same paths), and its item,
+/// Target and Secret.
+fn http_api_templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
+    let shared = [
+        (
+            "item.yaml",
+            include_str!("../../../../sdk-guest/templates/http-api/item.yaml.tmpl"),
+        ),
+        (
+            "target.yaml",
+            include_str!("../../../../sdk-guest/templates/http-api/target.yaml.tmpl"),
+        ),
+        (
+            "secret.yaml",
+            include_str!("../../../../sdk-guest/templates/http-api/secret.yaml.tmpl"),
+        ),
+    ];
+    let source = match lang {
+        "rust" => (
+            "src/lib.rs",
+            include_str!("../../../../sdk-guest/templates/rust/http-api/src/lib.rs.tmpl"),
+        ),
+        other => bail!(
+            "the http-api template is not available for {other:?} yet: it is for rust (the SDK \
+             helpers of the other languages are in docs/plugins/http.md)"
+        ),
+    };
+    Ok(std::iter::once(source).chain(shared).collect())
+}
 
 const ITEM: &str = include_str!("../../../../sdk-guest/templates/item.yaml.tmpl");
 
@@ -190,6 +232,7 @@ pub fn new_project(
     name: &str,
     dir: &Path,
     sdk: Option<&Path>,
+    template: &str,
 ) -> anyhow::Result<Vec<PathBuf>> {
     anyhow::ensure!(
         !name.is_empty()
@@ -202,7 +245,21 @@ pub fn new_project(
     if dir.exists() && dir.read_dir()?.next().is_some() {
         bail!("{} exists and is not empty", dir.display());
     }
-    let files = templates(lang)?;
+    let mut files = templates(lang)?;
+    let mut item = ITEM;
+    match template {
+        "echo" => {}
+        "http-api" => {
+            for (rel, text) in http_api_templates(lang)? {
+                match files.iter_mut().find(|(r, _)| *r == rel) {
+                    Some(f) => f.1 = text,
+                    None if rel == "item.yaml" => item = text,
+                    None => files.push((rel, text)),
+                }
+            }
+        }
+        other => bail!("unknown template {other:?}: one of {}", TEMPLATES.join(", ")),
+    }
     let sdk = if lang == "rust" { rust_sdk(sdk)? } else { None };
     let carried_sdk = lang == "rust" && sdk.is_none();
     let sdk = match sdk {
@@ -236,7 +293,7 @@ pub fn new_project(
             write(rel, text.to_string())?;
         }
     }
-    write("item.yaml", fill(ITEM))?;
+    write("item.yaml", fill(item))?;
     write(
         MANIFEST,
         serde_json::to_string_pretty(&json!({"name": name, "lang": lang}))? + "\n",
