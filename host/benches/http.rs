@@ -46,7 +46,9 @@ async fn host_client(url: &str, n: usize) -> Vec<Duration> {
     for i in 0..n + 50 {
         let request = http::Request::put(url)
             .header("content-type", "application/json")
-            .body(http_body_util::Full::new(bytes::Bytes::from_static(BODY.as_bytes())))
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                BODY.as_bytes(),
+            )))
             .unwrap();
         let t = Instant::now();
         let response = client.request(request).await.unwrap();
@@ -88,7 +90,10 @@ fn granted(url: &str) -> Arc<MemoryCluster> {
 async fn load(file: &std::path::Path) -> Option<Arc<dyn DeployerPlugin>> {
     let bytes = std::fs::read(file).ok()?;
     let rt = PluginRuntime::new(RuntimeConfig::default()).unwrap();
-    let plugin = rt.load_bytes(&file.display().to_string(), &bytes).await.unwrap();
+    let plugin = rt
+        .load_bytes(&file.display().to_string(), &bytes)
+        .await
+        .unwrap();
     Some(plugin as Arc<dyn DeployerPlugin>)
 }
 
@@ -129,7 +134,7 @@ fn main() {
         }
 
         for (lang, file) in [
-            ("rust", "target/plugins/rust-http-api.wasm"),
+            ("rust", "target/polyglot-plugins/rust/rust-http-api.wasm"),
             ("c", "target/polyglot-plugins/c/c-http-api.wasm"),
             ("go", "target/polyglot-plugins/go/go-http-api.wasm"),
             ("js", "target/polyglot-plugins/js/js-http-api.wasm"),

@@ -2,12 +2,13 @@
 //! (what a native embedding supplies).
 //!
 //! Owns: the single API through which a plugin logs, reads clocks, reports progress
-//! checkpoints and talks to Kubernetes. On `wasm32` every call goes to a WIT import of
-//! `wasm-deployer:plugin`; natively it goes to a `&dyn NativeHost` (the plugin runtime's
-//! `NativePlugin` provides one).
+//! checkpoints, talks to Kubernetes and sends HTTP requests. On `wasm32` every call goes to a
+//! WIT import of `wasm-deployer:plugin` (HTTP: `wasi:http`); natively it goes to a
+//! `&dyn NativeHost` (the plugin runtime's `NativePlugin` provides one).
 //! Must not touch: any ambient resource (files, environment, network) — a plugin gets
 //! nothing that does not pass through here.
 
+use crate::http::{HttpRequest, HttpResponse, TransportError};
 use crate::model::{
     DeployerError, FetchRequest, Fetched, KubeOp, LogLevel, ObjectRef, PatchType, ResourceInfo,
     ServerVersion,
@@ -61,6 +62,18 @@ pub trait NativeHost: Send + Sync {
                 "no downloads in this context (asked for {})",
                 request.location()
             ),
+        ))
+    }
+    /// One outgoing HTTP request (WIT 1.5, `wasi:http`): the response, whatever its status, or
+    /// why there is none. Default: refused (`HTTP-request-denied`), as the host refuses a URL
+    /// it does not grant.
+    fn http(&self, request: &HttpRequest) -> Result<HttpResponse, TransportError> {
+        Err(TransportError::new(
+            TransportError::REQUEST_DENIED,
+            Some(format!(
+                "no HTTP in this context (asked for {})",
+                request.url
+            )),
         ))
     }
 }
@@ -263,6 +276,19 @@ impl<'a> Ctx<'a> {
             #[cfg(target_arch = "wasm32")]
             HostRef::Wasm => crate::wasm::fetch(request),
         }
+    }
+
+    /// Sends one HTTP request over `wasi:http` (see [`crate::http`]): the response, whatever
+    /// its status (map 4xx and 5xx with [`HttpResponse::error_for_status`]), or the mapped
+    /// transport error — retryable `HttpRequestFailed` naming the `wasi:http` error code, or
+    /// `HttpNotAllowed` (`ERR_CONFIGURATION_PROBLEM`) if the host does not grant the URL.
+    pub fn http(&self, request: HttpRequest) -> Result<HttpResponse, DeployerError> {
+        let sent = match self.host {
+            HostRef::Native(h) => h.http(&request),
+            #[cfg(target_arch = "wasm32")]
+            HostRef::Wasm => crate::wasm::http(&request),
+        };
+        sent.map_err(|e| e.to_error(&request.method, &request.url))
     }
 
     /// Read an object; `None` if it does not exist.

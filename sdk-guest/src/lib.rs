@@ -7,14 +7,15 @@
 //! host uses for benchmarks and differential tests.
 //!
 //! Owns: the traits a plugin implements ([`Deployer`], [`Hooks`]), the capability handle
-//! [`Ctx`], and the WIT glue (wasm32 only). The data — [`Invocation`], [`Response`],
+//! [`Ctx`], outgoing HTTP over `wasi:http` ([`http`]: requests under the item's Target, the
+//! shared error mapping), and the WIT glue (wasm32 only). The data — [`Invocation`], [`Response`],
 //! [`DeployerError`], [`DeployItem`], [`Target`], [`Context`], ... — is the shared model
 //! crate `landscaper-model`, re-exported here so a plugin depends on this crate alone.
 //! Must not touch: Kubernetes status writes, timestamps, finalizers or export Secrets — the
 //! host owns those; a plugin only *returns* data.
 //!
-//! Natively this crate depends on the model and serde only; `wit-bindgen` is only pulled in
-//! for `wasm32`.
+//! Natively this crate depends on the model and serde only; `wit-bindgen` and `wasip2` (the
+//! WASI 0.2 bindings its HTTP client uses) are only pulled in for `wasm32`.
 //!
 //! # Example
 //!
@@ -87,12 +88,14 @@ extern crate self as sdk_guest;
 mod ctx;
 mod deployer;
 mod hooks;
+pub mod http;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
 pub use ctx::{Ctx, NativeHost, NullHost};
 pub use deployer::Deployer;
 pub use hooks::Hooks;
+pub use http::{HttpRequest, HttpResponse, InvocationHttp};
 /// The shared data model (`landscaper-model`), so plugins need no other dependency.
 pub use landscaper_model::{
     self as model, ConditionReport, ConditionStatus, Context, DeployItem, DeployItemSpec,

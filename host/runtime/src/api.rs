@@ -152,7 +152,10 @@ impl std::fmt::Debug for HttpGrant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpGrant")
             .field("granted_by", &self.granted_by)
-            .field("authorization", &self.authorization.as_ref().map(|_| "<redacted>"))
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
             .field("ca_pem", &self.ca_pem.as_ref().map(|p| p.len()))
             .finish()
     }

@@ -97,7 +97,11 @@ impl HttpService {
     pub fn new(config: &HttpConfig) -> anyhow::Result<Self> {
         config.validate()?;
         Ok(Self {
-            allow: config.allow.iter().filter_map(|p| Base::parse(p).ok()).collect(),
+            allow: config
+                .allow
+                .iter()
+                .filter_map(|p| Base::parse(p).ok())
+                .collect(),
             settings: config.settings()?,
             stats: HttpStats::default(),
         })
@@ -120,7 +124,11 @@ impl Base {
         if uri.query().is_some() {
             return Err("a base URL has no query".into());
         }
-        let path = if path.ends_with('/') { path } else { format!("{path}/") };
+        let path = if path.ends_with('/') {
+            path
+        } else {
+            format!("{path}/")
+        };
         Ok(Base {
             text: format!("{origin}{path}"),
             origin,
@@ -163,7 +171,11 @@ fn origin_and_path(uri: &http::Uri) -> Result<(String, String), String> {
         Some(p) if p != default_port => format!("{scheme}://{host}:{p}"),
         _ => format!("{scheme}://{host}"),
     };
-    let path = if uri.path().is_empty() { "/" } else { uri.path() };
+    let path = if uri.path().is_empty() {
+        "/"
+    } else {
+        uri.path()
+    };
     Ok((origin, path.to_string()))
 }
 
@@ -248,7 +260,10 @@ impl ItemHttp {
         let mut considered = Vec::new();
         if let Some(primary) = &self.primary {
             let name = target_name(&primary.target);
-            if let Some(g) = self.target_grant(&name, || async { Ok(primary.clone()) }).await? {
+            if let Some(g) = self
+                .target_grant(&name, || async { Ok(primary.clone()) })
+                .await?
+            {
                 if g.base.covers(url) {
                     return Ok(g.grant.clone());
                 }
@@ -271,7 +286,8 @@ impl ItemHttp {
             });
         }
         let granted = if considered.is_empty() && self.service.allow.is_empty() {
-            "the item has no Target of type wasm-deployer.dev/http-api and http.allow is empty".into()
+            "the item has no Target of type wasm-deployer.dev/http-api and http.allow is empty"
+                .into()
         } else {
             let mut all = considered;
             all.extend(self.service.allow.iter().map(|b| format!("http.allow {b}")));
@@ -333,12 +349,10 @@ impl ItemHttp {
         target: &ResolvedTarget,
     ) -> Result<TargetGrant, DeployerError> {
         let problem = |m: String| invalid_target(name, m);
-        let config: HttpApiConfig = serde_json::from_str(&target.content).map_err(|e| {
-            problem(format!(
-                "spec.config must be {{url, caData?, auth?}}: {e}"
-            ))
-        })?;
-        let base = Base::parse(&config.url).map_err(|e| problem(format!("url {:?}: {e}", config.url)))?;
+        let config: HttpApiConfig = serde_json::from_str(&target.content)
+            .map_err(|e| problem(format!("spec.config must be {{url, caData?, auth?}}: {e}")))?;
+        let base =
+            Base::parse(&config.url).map_err(|e| problem(format!("url {:?}: {e}", config.url)))?;
         let ca_pem = decode_ca(name, config.ca_data.as_deref())?;
         let namespace = target
             .target
@@ -420,14 +434,23 @@ fn authorization_from(
         String::from_utf8(bytes.clone())
             .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
             .map_err(|_| {
-                invalid_target(name, format!("key {key:?} of Secret {secret_name:?} is not UTF-8"))
+                invalid_target(
+                    name,
+                    format!("key {key:?} of Secret {secret_name:?} is not UTF-8"),
+                )
             })
     };
     Ok(match &auth.bearer {
-        Some(b) => format!("Bearer {}", value(b.secret_ref.key.as_deref().unwrap_or("token"))?),
+        Some(b) => format!(
+            "Bearer {}",
+            value(b.secret_ref.key.as_deref().unwrap_or("token"))?
+        ),
         None => {
             let pair = format!("{}:{}", value("username")?, value("password")?);
-            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
         }
     })
 }
@@ -443,7 +466,10 @@ pub fn offline_grant(
     }
     let name = target_name(&target.target);
     let config: HttpApiConfig = serde_json::from_str(&target.content).map_err(|e| {
-        invalid_target(&name, format!("spec.config must be {{url, caData?, auth?}}: {e}"))
+        invalid_target(
+            &name,
+            format!("spec.config must be {{url, caData?, auth?}}: {e}"),
+        )
     })?;
     let base = Base::parse(&config.url)
         .map_err(|e| invalid_target(&name, format!("url {:?}: {e}", config.url)))?;
@@ -456,7 +482,10 @@ pub fn offline_grant(
                 .find(|s| s.metadata.name.as_deref() == Some(secret_name))
                 .cloned()
                 .ok_or_else(|| {
-                    invalid_target(&name, format!("Secret {secret_name:?} not given (--secret FILE)"))
+                    invalid_target(
+                        &name,
+                        format!("Secret {secret_name:?} not given (--secret FILE)"),
+                    )
                 })?;
             Some(authorization_from(&name, auth, &secret_data(secret))?)
         }
@@ -500,7 +529,9 @@ fn target_type(target: &Target) -> &str {
 }
 
 /// Upper bounds of the request-duration histogram, in seconds.
-const BUCKETS: [f64; 11] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
+const BUCKETS: [f64; 11] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
 
 /// Label sets kept; past this, further (plugin, host) pairs are counted under host `other`
 /// (a plugin that keeps asking for new hosts cannot grow the host's memory).
@@ -529,15 +560,17 @@ impl HttpStats {
         } else {
             "other".to_string()
         };
-        let code = o.status.map_or_else(|| o.outcome.to_string(), |c| c.to_string());
+        let code = o
+            .status
+            .map_or_else(|| o.outcome.to_string(), |c| c.to_string());
         *s.requests
             .entry((o.plugin.to_string(), host.clone(), code))
             .or_default() += 1;
         let secs = o.duration.as_secs_f64();
-        let entry = s
-            .durations
-            .entry((o.plugin.to_string(), host))
-            .or_insert(([0; BUCKETS.len()], 0.0, 0));
+        let entry =
+            s.durations
+                .entry((o.plugin.to_string(), host))
+                .or_insert(([0; BUCKETS.len()], 0.0, 0));
         for (i, upper) in BUCKETS.iter().enumerate() {
             if secs <= *upper {
                 entry.0[i] += 1;
@@ -588,7 +621,9 @@ impl HttpStats {
 }
 
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
@@ -636,7 +671,8 @@ mod tests {
         let bad: HttpConfig =
             serde_json::from_value(serde_json::json!({"allow": ["status.example.com"]})).unwrap();
         assert!(bad.validate().is_err());
-        let zero: HttpConfig = serde_json::from_value(serde_json::json!({"maxInFlight": 0})).unwrap();
+        let zero: HttpConfig =
+            serde_json::from_value(serde_json::json!({"maxInFlight": 0})).unwrap();
         assert!(zero.validate().is_err());
     }
 

@@ -1,5 +1,6 @@
 //! The WIT worlds' bindings (`wit-bindgen`), compiled only for `wasm32`: `deployer-plugin` and
-//! `hook-plugin`, and the shared WIT ⇄ model conversions for each.
+//! `hook-plugin`, and the shared WIT ⇄ model conversions for each. The WASI interfaces the
+//! deployer world imports (`wasi:http`, 1.5) are the `wasip2` crate's, not generated here.
 //!
 //! Owns: the generated bindings. Must not touch: what calls them (`imports.rs`, `exports.rs`).
 
@@ -13,6 +14,17 @@ pub mod bindings {
         export_macro_name: "__export_wit_bindings",
         default_bindings_module: "::sdk_guest::__private::bindings",
         runtime_path: "::sdk_guest::__private::wit_bindgen::rt",
+        // WIT 1.5's `wasi:http/outgoing-handler` and what it uses: the `wasip2` crate's
+        // bindings, which the SDK's client (`super::http`) and async clients (`wstd`) use, so
+        // there is one set of WASI types and nothing of WASI is generated here.
+        with: {
+            "wasi:http/outgoing-handler@0.2.12": ::wasip2::http::outgoing_handler,
+            "wasi:http/types@0.2.12": ::wasip2::http::types,
+            "wasi:io/error@0.2.12": ::wasip2::io::error,
+            "wasi:io/poll@0.2.12": ::wasip2::io::poll,
+            "wasi:io/streams@0.2.12": ::wasip2::io::streams,
+            "wasi:clocks/monotonic-clock@0.2.12": ::wasip2::clocks::monotonic_clock,
+        },
     });
 }
 

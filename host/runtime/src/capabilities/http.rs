@@ -32,7 +32,6 @@ use sdk_guest::DeployerError;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::api::{HostServices, HttpGrant, HttpObservation, HttpSettings};
-use crate::wasm::store::State;
 
 /// What ended an invocation's HTTP early: the first refused request, or a response over the cap.
 #[derive(Clone, Debug)]
@@ -60,10 +59,7 @@ impl HttpGate {
         host: Option<Arc<dyn HostServices>>,
         deadline: Instant,
     ) -> Self {
-        let settings = host
-            .as_ref()
-            .map(|h| h.http_settings())
-            .unwrap_or_default();
+        let settings = host.as_ref().map(|h| h.http_settings()).unwrap_or_default();
         let permits = settings.max_in_flight.max(1);
         HttpGate {
             shared: Arc::new(GateShared {
@@ -85,7 +81,11 @@ impl HttpGate {
 
     /// The error that ends the invocation, if HTTP ended it.
     pub(crate) fn incident(&self) -> Option<DeployerError> {
-        let incident = self.shared.incident.lock().unwrap_or_else(|e| e.into_inner());
+        let incident = self
+            .shared
+            .incident
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         incident.as_ref().map(|i| i.0.clone())
     }
 }
@@ -99,7 +99,14 @@ impl GateShared {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    fn observe(&self, method: &str, url: &http::Uri, status: Option<u16>, outcome: &str, took: Duration) {
+    fn observe(
+        &self,
+        method: &str,
+        url: &http::Uri,
+        status: Option<u16>,
+        outcome: &str,
+        took: Duration,
+    ) {
         if let Some(host) = &self.host {
             host.http_observed(&HttpObservation {
                 plugin: &self.plugin,
@@ -152,10 +159,16 @@ impl GateShared {
             .await
             .map_err(|_| HttpError::ConnectionLimitReached)?
             .map_err(|_| HttpError::ConnectionLimitReached)?;
-        let connect = pick(options.and_then(|o| o.connect_timeout), self.settings.connect_timeout)
-            .min(self.left());
-        let first_byte = pick(options.and_then(|o| o.first_byte_timeout), self.settings.request_timeout)
-            .min(self.left());
+        let connect = pick(
+            options.and_then(|o| o.connect_timeout),
+            self.settings.connect_timeout,
+        )
+        .min(self.left());
+        let first_byte = pick(
+            options.and_then(|o| o.first_byte_timeout),
+            self.settings.request_timeout,
+        )
+        .min(self.left());
         let client = HTTP_CLIENTS.client(grant.ca_pem.as_deref().map(Vec::as_slice), connect)?;
         let answer = tokio::time::timeout(first_byte, client.request(request)).await;
         let response = match answer {
@@ -211,9 +224,10 @@ async fn with_content_length(
         .map_err(|_| HttpError::ConnectionWriteTimeout)??
         .to_bytes();
     if !bytes.is_empty() || !matches!(parts.method, http::Method::GET | http::Method::HEAD) {
-        parts
-            .headers
-            .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(bytes.len()));
+        parts.headers.insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(bytes.len()),
+        );
     }
     let body = http_body_util::Full::new(bytes)
         .map_err(|never| match never {})
@@ -255,7 +269,10 @@ pub fn checked_url(uri: &http::Uri) -> Result<String, String> {
         return Err("the URL's path has a '.' or '..' segment".into());
     }
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-    Ok(format!("{scheme}://{}{path}{query}", authority.as_str().to_ascii_lowercase()))
+    Ok(format!(
+        "{scheme}://{}{path}{query}",
+        authority.as_str().to_ascii_lowercase()
+    ))
 }
 
 /// The error of a request outside the grant (the host's own denials read the same).
@@ -473,12 +490,6 @@ impl WasiHttpHooks for HttpGate {
     }
 }
 
-impl wasmtime_wasi_http::WasiHttpView for State {
-    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
-        self.http_view()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,7 +515,10 @@ mod tests {
     fn the_guest_may_only_shorten_the_hosts_timeouts() {
         let host = Duration::from_secs(5);
         assert_eq!(pick(None, host), host);
-        assert_eq!(pick(Some(Duration::from_secs(1)), host), Duration::from_secs(1));
+        assert_eq!(
+            pick(Some(Duration::from_secs(1)), host),
+            Duration::from_secs(1)
+        );
         assert_eq!(pick(Some(Duration::from_secs(60)), host), host);
     }
 }

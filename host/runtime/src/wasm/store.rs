@@ -60,8 +60,8 @@ impl Slots {
     }
 }
 
-impl State {
-    pub(crate) fn http_view(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+impl wasmtime_wasi_http::WasiHttpView for State {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         wasmtime_wasi_http::WasiHttpCtxView {
             hooks: &mut self.http,
             table: &mut self.table,

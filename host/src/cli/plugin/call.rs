@@ -83,7 +83,11 @@ impl OfflineHttp {
     }
 
     /// As [`OfflineHttp::new`], with the Secrets as values.
-    pub fn with_secrets(inv: &Invocation, secrets: Vec<Value>, allow: &[String]) -> anyhow::Result<Self> {
+    pub fn with_secrets(
+        inv: &Invocation,
+        secrets: Vec<Value>,
+        allow: &[String],
+    ) -> anyhow::Result<Self> {
         let secrets = secrets
             .into_iter()
             .map(|v| serde_json::from_value(v).context("not a Secret"))
@@ -194,7 +198,9 @@ impl HostServices for RecordingHost {
     }
 
     fn http_observed(&self, o: &plugin_runtime::HttpObservation<'_>) {
-        let answer = o.status.map_or_else(|| o.outcome.to_string(), |s| s.to_string());
+        let answer = o
+            .status
+            .map_or_else(|| o.outcome.to_string(), |s| s.to_string());
         self.calls.lock().expect("calls").push(HostCall {
             kind: "http".into(),
             detail: format!("{} {} -> {answer} ({:?})", o.method, o.host, o.duration),

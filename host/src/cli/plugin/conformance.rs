@@ -25,30 +25,7 @@ use plugin_runtime::{
 };
 use serde_json::{Value, json};
 
-/// One check's outcome.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Check {
-    pub name: String,
-    /// `pass`, `fail`, `warn` or `skip`.
-    pub outcome: &'static str,
-    pub detail: String,
-}
-
-impl Check {
-    fn new(name: &str, outcome: &'static str, detail: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            outcome,
-            detail: detail.into(),
-        }
-    }
-    pub(super) fn pass(name: &str, detail: impl Into<String>) -> Self {
-        Self::new(name, "pass", detail)
-    }
-    pub(super) fn fail(name: &str, detail: impl Into<String>) -> Self {
-        Self::new(name, "fail", detail)
-    }
-}
+pub use super::check::Check;
 
 /// Kinds that are not namespaced (for `discover`); everything else is.
 const CLUSTER_SCOPED: &[&str] = &[
@@ -277,7 +254,9 @@ pub async fn run(
     let mut cluster = MemoryCluster::default();
     let mut checks = Vec::new();
     let stand_in = match (item, http.target) {
-        (Some(item), Some(target)) => Some(stand_in_api(item, target, http.secrets, &mut cluster).await?),
+        (Some(item), Some(target)) => {
+            Some(stand_in_api(item, target, http.secrets, &mut cluster).await?)
+        }
         _ => None,
     };
     let cluster = Arc::new(cluster);
@@ -322,12 +301,7 @@ pub async fn run(
                     None => (memory_target(), "memory".into()),
                 };
                 let inv = super::call::invocation_with(path, Some(target), None)?;
-                let config = inv.deploy_item.pointer("/spec/config").cloned().unwrap_or_default();
-                checks.extend(lifecycle(&plugin, &cluster, inv).await);
-                if let Some((api, _, base_path)) = &stand_in {
-                    let auth = cluster.http.authorization();
-                    checks.extend(super::http_check::checks(&api.received(), base_path, &config, auth));
-                }
+                checks.extend(lifecycle_with_api(&plugin, &cluster, inv, stand_in.as_ref()).await);
             }
             None => checks.push(Check::new(
                 "reconcile-and-delete",
@@ -337,35 +311,7 @@ pub async fn run(
         }
     }
     if let Some(setup) = plugin.hook_setup().cloned() {
-        let deploy_item = match item {
-            Some(path) => super::call::read_yaml(path)?,
-            None => {
-                json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
-                           "metadata": {"name": "conformance", "namespace": "default"},
-                           "spec": {"type": "conformance.test/any"}})
-            }
-        };
-        for hook_type in setup.hook_types {
-            let input = plugin_runtime::HookInput {
-                hook_type,
-                deploy_item: (hook_type != plugin_runtime::HookType::Start)
-                    .then(|| deploy_item.clone()),
-                target: None,
-            };
-            let started = Instant::now();
-            let answer = plugin.run_hook(input).await;
-            note_time(&cluster, started);
-            checks.push(match answer {
-                Ok(r) => Check::pass(
-                    &format!("hook-{}", hook_type.as_str()),
-                    format!("answered {r:?}"),
-                ),
-                Err(e) => Check::fail(
-                    &format!("hook-{}", hook_type.as_str()),
-                    format!("{}: {}", e.reason, e.message),
-                ),
-            });
-        }
+        checks.extend(hook_checks(&plugin, &cluster, item, setup).await?);
     }
 
     let slowest = *cluster.slowest.lock().expect("slowest");
@@ -447,6 +393,71 @@ fn describe_valid(plugin: &WasmPlugin) -> Check {
     }
 }
 
+/// Every hook type the plugin declares answers without an error.
+async fn hook_checks(
+    plugin: &Arc<WasmPlugin>,
+    cluster: &Arc<MemoryCluster>,
+    item: Option<&Path>,
+    setup: plugin_runtime::HookSetup,
+) -> anyhow::Result<Vec<Check>> {
+    let mut checks = Vec::new();
+    let deploy_item = match item {
+        Some(path) => super::call::read_yaml(path)?,
+        None => {
+            json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "DeployItem",
+                       "metadata": {"name": "conformance", "namespace": "default"},
+                       "spec": {"type": "conformance.test/any"}})
+        }
+    };
+    for hook_type in setup.hook_types {
+        let input = plugin_runtime::HookInput {
+            hook_type,
+            deploy_item: (hook_type != plugin_runtime::HookType::Start)
+                .then(|| deploy_item.clone()),
+            target: None,
+        };
+        let started = Instant::now();
+        let answer = plugin.run_hook(input).await;
+        note_time(cluster, started);
+        checks.push(match answer {
+            Ok(r) => Check::pass(
+                &format!("hook-{}", hook_type.as_str()),
+                format!("answered {r:?}"),
+            ),
+            Err(e) => Check::fail(
+                &format!("hook-{}", hook_type.as_str()),
+                format!("{}: {}", e.reason, e.message),
+            ),
+        });
+    }
+    Ok(checks)
+}
+
+/// The lifecycle checks, then — with a stand-in API — what the API received.
+async fn lifecycle_with_api(
+    plugin: &Arc<WasmPlugin>,
+    cluster: &Arc<MemoryCluster>,
+    inv: Invocation,
+    stand_in: Option<&(super::http_check::StandIn, Value, String)>,
+) -> Vec<Check> {
+    let config = inv
+        .deploy_item
+        .pointer("/spec/config")
+        .cloned()
+        .unwrap_or_default();
+    let mut checks = lifecycle(plugin, cluster, inv).await;
+    if let Some((api, _, base_path)) = stand_in {
+        let auth = cluster.http.authorization();
+        checks.extend(super::http_check::checks(
+            &api.received(),
+            base_path,
+            &config,
+            auth,
+        ));
+    }
+    checks
+}
+
 /// `plugin test --target T.yaml [--secret S.yaml]`: the item's Target, if it is an http-api one.
 #[derive(Clone, Copy, Default)]
 pub struct HttpTarget<'a> {
@@ -466,7 +477,9 @@ async fn stand_in_api(
     let url = target
         .pointer("/spec/config/url")
         .and_then(Value::as_str)
-        .ok_or_else(|| anyhow::anyhow!("--target: a wasm-deployer.dev/http-api Target with spec.config.url"))?
+        .ok_or_else(|| {
+            anyhow::anyhow!("--target: a wasm-deployer.dev/http-api Target with spec.config.url")
+        })?
         .to_string();
     let api = super::http_check::StandIn::start().await?;
     let rebased = api.rebase(&url);

@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::{Value, json};
 
-use super::conformance::Check;
+use super::check::Check;
 
 /// One request the stand-in API received.
 #[derive(Clone, Debug)]
@@ -104,11 +104,17 @@ async fn handle(
         },
         Method::GET => match objects.get(&path) {
             Some(v) => (StatusCode::OK, v.to_string()),
-            None => (StatusCode::NOT_FOUND, json!({"error": "not found"}).to_string()),
+            None => (
+                StatusCode::NOT_FOUND,
+                json!({"error": "not found"}).to_string(),
+            ),
         },
         Method::DELETE => match objects.remove(&path) {
             Some(_) => (StatusCode::OK, json!({"deleted": path}).to_string()),
-            None => (StatusCode::NOT_FOUND, json!({"error": "not found"}).to_string()),
+            None => (
+                StatusCode::NOT_FOUND,
+                json!({"error": "not found"}).to_string(),
+            ),
         },
         _ => (StatusCode::METHOD_NOT_ALLOWED, String::new()),
     }
@@ -117,7 +123,9 @@ async fn handle(
 /// A Secret standing in for the one the Target's `auth` names, when `--secret` gave none.
 pub fn stand_in_secret(target: &Value) -> Option<Value> {
     let auth = target.pointer("/spec/config/auth")?;
-    let namespace = target["metadata"]["namespace"].as_str().unwrap_or("default");
+    let namespace = target["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
     let (name, data) = if let Some(r) = auth.pointer("/bearer/secretRef") {
         let key = r["key"].as_str().unwrap_or("token");
         (r["name"].as_str()?, json!({ key: "plugin-test-token" }))
@@ -135,14 +143,22 @@ pub fn stand_in_secret(target: &Value) -> Option<Value> {
 /// What the API received, checked: the plugin sent requests, each with the host's credential
 /// (`expected_auth`), and — for an item whose configuration has `path` and `body`, as the
 /// http-api scaffold's — a PUT of `body` to `<url>/<path>` and a DELETE of it.
-pub fn checks(received: &[Received], base_path: &str, config: &Value, expected_auth: Option<&str>) -> Vec<Check> {
+pub fn checks(
+    received: &[Received],
+    base_path: &str,
+    config: &Value,
+    expected_auth: Option<&str>,
+) -> Vec<Check> {
     let mut checks = Vec::new();
     let listed: Vec<String> = received
         .iter()
         .map(|r| format!("{} {} ({} bytes)", r.method, r.path, r.body.len()))
         .collect();
     checks.push(if received.is_empty() {
-        Check::fail("http-requests", "the plugin sent no request to its Target's API")
+        Check::fail(
+            "http-requests",
+            "the plugin sent no request to its Target's API",
+        )
     } else {
         Check::pass("http-requests", listed.join(", "))
     });
@@ -178,13 +194,24 @@ pub fn checks(received: &[Received], base_path: &str, config: &Value, expected_a
         checks.push(if put {
             Check::pass("http-api-put", format!("PUT {want} with spec.config.body"))
         } else {
-            Check::fail("http-api-put", format!("no PUT {want} with spec.config.body; received: {}", listed.join(", ")))
+            Check::fail(
+                "http-api-put",
+                format!(
+                    "no PUT {want} with spec.config.body; received: {}",
+                    listed.join(", ")
+                ),
+            )
         });
-        let delete = received.iter().any(|r| r.method == "DELETE" && r.path == want);
+        let delete = received
+            .iter()
+            .any(|r| r.method == "DELETE" && r.path == want);
         checks.push(if delete {
             Check::pass("http-api-delete", format!("DELETE {want}"))
         } else {
-            Check::fail("http-api-delete", format!("no DELETE {want}; received: {}", listed.join(", ")))
+            Check::fail(
+                "http-api-delete",
+                format!("no DELETE {want}; received: {}", listed.join(", ")),
+            )
         });
     }
     checks

@@ -6,6 +6,7 @@
 //! delivery (`crate::plugin_sources`, `crate::plugins`) or the runtime's limits.
 
 pub mod call;
+mod check;
 pub mod conformance;
 mod http_check;
 mod inspect;

@@ -36,13 +36,34 @@ const WIT: [(&str, &str); 12] = [
     ("wit/ocm.wit", include_str!("../../../../wit/ocm.wit")),
     // The WASI packages of the world's wasi:http import, as the build wrote them from the
     // wasmtime-wasi-http crate (wit/build/wasi_deps.rs).
-    ("wit/deps/cli.wit", include_str!("../../../../wit/deps/cli.wit")),
-    ("wit/deps/clocks.wit", include_str!("../../../../wit/deps/clocks.wit")),
-    ("wit/deps/filesystem.wit", include_str!("../../../../wit/deps/filesystem.wit")),
-    ("wit/deps/http.wit", include_str!("../../../../wit/deps/http.wit")),
-    ("wit/deps/io.wit", include_str!("../../../../wit/deps/io.wit")),
-    ("wit/deps/random.wit", include_str!("../../../../wit/deps/random.wit")),
-    ("wit/deps/sockets.wit", include_str!("../../../../wit/deps/sockets.wit")),
+    (
+        "wit/deps/cli.wit",
+        include_str!("../../../../wit/deps/cli.wit"),
+    ),
+    (
+        "wit/deps/clocks.wit",
+        include_str!("../../../../wit/deps/clocks.wit"),
+    ),
+    (
+        "wit/deps/filesystem.wit",
+        include_str!("../../../../wit/deps/filesystem.wit"),
+    ),
+    (
+        "wit/deps/http.wit",
+        include_str!("../../../../wit/deps/http.wit"),
+    ),
+    (
+        "wit/deps/io.wit",
+        include_str!("../../../../wit/deps/io.wit"),
+    ),
+    (
+        "wit/deps/random.wit",
+        include_str!("../../../../wit/deps/random.wit"),
+    ),
+    (
+        "wit/deps/sockets.wit",
+        include_str!("../../../../wit/deps/sockets.wit"),
+    ),
 ];
 
 /// The templates `new --template` knows: `echo` (the default) and `http-api`.
@@ -258,7 +279,10 @@ pub fn new_project(
                 }
             }
         }
-        other => bail!("unknown template {other:?}: one of {}", TEMPLATES.join(", ")),
+        other => bail!(
+            "unknown template {other:?}: one of {}",
+            TEMPLATES.join(", ")
+        ),
     }
     let sdk = if lang == "rust" { rust_sdk(sdk)? } else { None };
     let carried_sdk = lang == "rust" && sdk.is_none();
