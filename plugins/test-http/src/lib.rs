@@ -54,7 +54,11 @@ fn resolve(inv: &Invocation, url: &str) -> String {
         .and_then(|t| serde_json::from_str::<Value>(&t.content).ok())
         .and_then(|c| c["url"].as_str().map(String::from))
         .unwrap_or_default();
-    format!("{}/{}", base.trim_end_matches('/'), url.trim_start_matches('/'))
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        url.trim_start_matches('/')
+    )
 }
 
 impl Deployer for TestHttp {
@@ -85,9 +89,15 @@ impl Deployer for TestHttp {
                 let location = result["headers"]["location"].as_str().map(String::from);
                 let status = result["status"].as_u64().unwrap_or(0);
                 match location {
-                    Some(to) if config.follow_redirects && (300..400).contains(&status) && hops < 5 => {
+                    Some(to)
+                        if config.follow_redirects && (300..400).contains(&status) && hops < 5 =>
+                    {
                         hops += 1;
-                        r.url = if to.contains("://") { to } else { resolve(&inv, &to) };
+                        r.url = if to.contains("://") {
+                            to
+                        } else {
+                            resolve(&inv, &to)
+                        };
                     }
                     _ => break result,
                 }
@@ -104,7 +114,10 @@ impl Deployer for TestHttp {
             results.push(result);
         }
         // What the plugin was given of its Target (the stories check no secret is in it).
-        let target = inv.target.as_ref().map(|t| json!({"content": t.content, "target": t.target}));
+        let target = inv
+            .target
+            .as_ref()
+            .map(|t| json!({"content": t.content, "target": t.target}));
         Ok(Response {
             phase: Some("Succeeded".into()),
             exports: Some(json!({ "results": results, "target": target })),

@@ -159,7 +159,12 @@ async fn handle(
         .map_or_else(|| uri.path().to_string(), |p| p.to_string());
     let lowercase: BTreeMap<String, String> = headers
         .iter()
-        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                v.to_str().unwrap_or_default().to_string(),
+            )
+        })
         .collect();
     shared.requests.lock().unwrap().push(Recorded {
         method: method.to_string(),
@@ -170,10 +175,18 @@ async fn handle(
     if let Some(want) = &shared.options.authorization
         && lowercase.get("authorization") != Some(want)
     {
-        return (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "unauthorized"}))).into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"error": "unauthorized"})),
+        )
+            .into_response();
     }
     let Some(path) = uri.path().strip_prefix("/api/v1/") else {
-        return (StatusCode::NOT_FOUND, axum::Json(json!({"error": "not under /api/v1/"}))).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": "not under /api/v1/"})),
+        )
+            .into_response();
     };
     let query = uri.query().unwrap_or_default();
     let param = |name: &str| {
@@ -210,7 +223,10 @@ fn store(shared: &Shared, method: &Method, path: &str, body: &[u8]) -> Response 
     let mut objects = shared.objects.lock().unwrap();
     match *method {
         Method::PUT => match serde_json::from_slice::<Value>(body) {
-            Err(e) => (StatusCode::BAD_REQUEST, axum::Json(json!({"error": format!("not JSON: {e}")})))
+            Err(e) => (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({"error": format!("not JSON: {e}")})),
+            )
                 .into_response(),
             Ok(v) => {
                 let status = if objects.insert(path.to_string(), v.clone()).is_none() {
@@ -223,11 +239,19 @@ fn store(shared: &Shared, method: &Method, path: &str, body: &[u8]) -> Response 
         },
         Method::GET => match objects.get(path) {
             Some(v) => axum::Json(v.clone()).into_response(),
-            None => (StatusCode::NOT_FOUND, axum::Json(json!({"error": "not found"}))).into_response(),
+            None => (
+                StatusCode::NOT_FOUND,
+                axum::Json(json!({"error": "not found"})),
+            )
+                .into_response(),
         },
         Method::DELETE => match objects.remove(path) {
             Some(_) => axum::Json(json!({"deleted": path})).into_response(),
-            None => (StatusCode::NOT_FOUND, axum::Json(json!({"error": "not found"}))).into_response(),
+            None => (
+                StatusCode::NOT_FOUND,
+                axum::Json(json!({"error": "not found"})),
+            )
+                .into_response(),
         },
         _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
