@@ -109,6 +109,7 @@ are written: the host refuses unknown keys and nulls where it expects a section.
 {{- $_ := set $fetch "cacheDir" "/var/cache/wasm-deployer/blobs" }}
 {{- if $v.fetch.caBundle }}{{ $_ := set $fetch "caBundle" "/etc/wasm-deployer/config/ca-bundle.pem" }}{{ end }}
 {{- $_ := set $c "fetch" $fetch }}
+{{- with $v.http }}{{ $_ := set $c "http" . }}{{ end }}
 {{- $container := omit $v.container "namespace" "hostImage" }}
 {{- $_ := set $container "namespace" (include "wasm-deployer.containerNamespace" .) }}
 {{- $_ := set $container "hostImage" (default (include "wasm-deployer.image" .) $v.container.hostImage) }}
