@@ -271,6 +271,17 @@ fn toolchain_env(lang: &str) -> Option<Vec<(&'static str, PathBuf)>> {
 /// `plugin new --lang L` -> `plugin build` -> `plugin test --item item.yaml`: what a new plugin
 /// author runs first, in every language, with a copy of the binary outside this checkout.
 fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &str) {
+    new_project_passes_the_conformance_suite(lang, "echo");
+}
+
+/// The same for the `http-api` template, `plugin test --target target.yaml`: the suite plays the
+/// Target's API on loopback and checks the plugin PUT its item's body under the Target's URL and
+/// DELETEd it, each request with the credential the host added.
+fn given_a_new_http_api_project_when_built_then_the_api_received_its_put_and_delete(lang: &str) {
+    new_project_passes_the_conformance_suite(lang, "http-api");
+}
+
+fn new_project_passes_the_conformance_suite(lang: &str, template: &str) {
     skip_on_real!("needs no API server");
     let Some(env) = toolchain_env(lang) else {
         return;
@@ -280,7 +291,12 @@ fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &st
     let host = work.path().join("bin/deployer-host");
     std::fs::create_dir_all(host.parent().unwrap()).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_deployer-host"), &host).unwrap();
-    let dir = work.path().join(format!("my-{lang}-plugin"));
+    // Distinct names: the Rust projects share one cargo target directory.
+    let name = match template {
+        "http-api" => format!("my-{lang}-api"),
+        _ => format!("my-{lang}-plugin"),
+    };
+    let dir = work.path().join(&name);
     let run = |args: &[&str]| {
         let out = std::process::Command::new(&host)
             .args(args)
@@ -295,8 +311,17 @@ fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &st
         )
     };
     let dir_arg = dir.display().to_string();
-    let name = format!("my-{lang}-plugin");
-    let (ok, out, err) = run(&["plugin", "new", "--lang", lang, &name, "--dir", &dir_arg]);
+    let (ok, out, err) = run(&[
+        "plugin",
+        "new",
+        "--lang",
+        lang,
+        &name,
+        "--dir",
+        &dir_arg,
+        "--template",
+        template,
+    ]);
     assert!(ok, "{lang} new: {out}{err}");
     let entries = || -> std::collections::BTreeSet<String> {
         std::fs::read_dir(&dir)
@@ -344,7 +369,12 @@ fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &st
         );
     }
     let item = dir.join("item.yaml").display().to_string();
-    let (ok, out, err) = run(&["plugin", "test", &wasm, "--item", &item, "--json"]);
+    let target = dir.join("target.yaml").display().to_string();
+    let mut args = vec!["plugin", "test", &wasm, "--item", &item, "--json"];
+    if template == "http-api" {
+        args.extend(["--target", &target]);
+    }
+    let (ok, out, err) = run(&args);
     let checks: Vec<serde_json::Value> =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{lang}: {e}: {out}{err}"));
     assert!(ok, "{lang}: {checks:#?}");
@@ -354,6 +384,16 @@ fn given_a_new_project_when_built_then_it_passes_the_conformance_suite(lang: &st
     let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
     for expected in ["reconcile", "delete-again", "cleanup", "no-ambient-io"] {
         assert!(names.contains(&expected), "{lang}: {names:?}");
+    }
+    if template == "http-api" {
+        for expected in [
+            "http-requests",
+            "http-credentials",
+            "http-api-put",
+            "http-api-delete",
+        ] {
+            assert!(names.contains(&expected), "{lang}: {names:?}");
+        }
     }
 }
 
@@ -379,6 +419,13 @@ macro_rules! stories {
             #[test]
             fn given_a_new_project_when_built_then_it_passes_the_conformance_suite() {
                 super::given_a_new_project_when_built_then_it_passes_the_conformance_suite(
+                    stringify!($lang),
+                )
+            }
+
+            #[test]
+            fn given_a_new_http_api_project_when_built_then_the_api_received_its_put_and_delete() {
+                super::given_a_new_http_api_project_when_built_then_the_api_received_its_put_and_delete(
                     stringify!($lang),
                 )
             }
