@@ -473,3 +473,33 @@ async fn given_dead_endpoints_beside_healthy_items_then_the_healthy_ones_are_as_
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_plugin_built_against_wit_1_4_then_it_serves_unchanged_beside_an_http_plugin() {
+    // The mock as built against WIT 1.4.0 (host/runtime/tests/fixtures), the only plugin of the
+    // host's plugin directory; test-http (1.5) beside it.
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        test_support::workspace().join("host/runtime/tests/fixtures/mock-wit-1.4.0.wasm"),
+        plugins.path().join("mock.wasm"),
+    )
+    .unwrap();
+    let mut config = HostConfig::default();
+    config.plugins.dir = Some(plugins.path().to_path_buf());
+    let api = ApiServer::start(ApiOptions::default()).await;
+    let h = Harness::start_with(options(config)).await;
+    create(&h, &[http_target("api", json!({"url": api.url()}))]).await;
+    h.create_item(&test_support::mock_item("old-mock")).await;
+    h.create_item(&item(
+        "new-http",
+        "api",
+        json!({"requests": [
+        {"method": "PUT", "url": "things/new", "body": {}}]}),
+    ))
+    .await;
+    let old = finished(&h, "old-mock").await.status();
+    assert_eq!(old.phase, Phase::Succeeded, "{:?}", old.last_error);
+    let new = finished(&h, "new-http").await.status();
+    assert_eq!(new.phase, Phase::Succeeded, "{:?}", new.last_error);
+    assert_eq!(api.objects().len(), 1);
+}

@@ -586,6 +586,41 @@ async fn a_plugin_built_against_wit_1_0_runs_on_this_host() {
     }
 }
 
+/// The same promise for the minor before outgoing HTTP: `fixtures/mock-wit-1.4.0.wasm` is the
+/// mock plugin as built against WIT 1.4.0 (before `wasi:http`, commit ce8e994). It loads on this
+/// 1.5 host, says it was built against 1.4.0, imports no `wasi:http`, and answers exactly like
+/// today's build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_built_against_wit_1_4_runs_unchanged_on_this_host() {
+    let old = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mock-wit-1.4.0.wasm"),
+    )
+    .unwrap();
+    let rt = PluginRuntime::new(shared_cache(RuntimeConfig::default())).unwrap();
+    let old = rt.load_bytes("mock-wit-1.4.0.wasm", &old).await.unwrap();
+    let new = rt.load_bytes("mock.wasm", &mock_wasm()).await.unwrap();
+    assert_eq!(old.wit_version().as_deref(), Some("1.4.0"));
+    assert_eq!(new.wit_version().as_deref(), Some(sdk_guest::WIT_VERSION));
+    let (imports, _) = old.interfaces();
+    assert!(
+        !imports.iter().any(|i| i.starts_with("wasi:http")),
+        "{imports:?}"
+    );
+    for config in [
+        json!({}),
+        json!({"phase": "Failed"}),
+        json!({"export": {"a": 1}, "providerStatus": {"apiVersion": "x/v1", "kind": "S"}}),
+    ] {
+        let a = old
+            .reconcile(mock_item(config.clone(), "Init"), noop())
+            .await;
+        let b = new
+            .reconcile(mock_item(config.clone(), "Init"), noop())
+            .await;
+        assert_eq!(a, b, "config {config}");
+    }
+}
+
 /// A component may export `deployer`, `hooks` or both; the runtime finds out at load.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn components_export_a_deployer_hooks_or_both() {

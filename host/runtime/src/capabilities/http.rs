@@ -481,12 +481,18 @@ impl WasiHttpHooks for HttpGate {
             > + Send,
     > {
         let shared = self.shared.clone();
-        Box::new(async move {
-            let response = shared.send(request, options).await?;
-            let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> =
-                Box::new(async { Ok(()) });
-            Ok((response, io))
-        })
+        // wasmtime runs this in a task of its own: keep the invocation's span (the item and job)
+        // on what it logs.
+        let span = tracing::Span::current();
+        Box::new(tracing::Instrument::instrument(
+            async move {
+                let response = shared.send(request, options).await?;
+                let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> =
+                    Box::new(async { Ok(()) });
+                Ok((response, io))
+            },
+            span,
+        ))
     }
 }
 
