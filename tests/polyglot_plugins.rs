@@ -394,7 +394,90 @@ fn new_project_passes_the_conformance_suite(lang: &str, template: &str) {
         ] {
             assert!(names.contains(&expected), "{lang}: {names:?}");
         }
+        let plugins = work.path().join("plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        std::fs::copy(&wasm, plugins.join(format!("{name}.wasm"))).unwrap();
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(the_host_serves_the_http_api_plugin(lang, &name, plugins));
     }
+}
+
+/// The http-api plugin a new user built, served by the host: its item deploys, updates and
+/// deletes an object of a REST API with a token the plugin never sees.
+async fn the_host_serves_the_http_api_plugin(lang: &str, name: &str, plugins: PathBuf) {
+    use test_support::http_api::{ApiOptions, ApiServer};
+    let api = ApiServer::start(ApiOptions::bearer("never-seen-by-the-plugin")).await;
+    let h = harness(plugins, None).await;
+    for v in [
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api-token"},
+               "stringData": {"token": "never-seen-by-the-plugin"}}),
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+               "metadata": {"name": "api"},
+               "spec": {"type": "wasm-deployer.dev/http-api", "config": {"url": api.url(),
+                        "auth": {"bearer": {"secretRef": {"name": "api-token", "key": "token"}}}}}}),
+    ] {
+        let ar = match v["kind"].as_str() {
+            Some("Secret") => kube::discovery::ApiResource::erase::<Secret>(&()),
+            _ => kube::discovery::ApiResource::erase::<deployer_host::landscaper::Target>(&()),
+        };
+        let objects: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(h.client.clone(), "default", &ar);
+        objects
+            .create(&Default::default(), &serde_json::from_value(v).unwrap())
+            .await
+            .unwrap();
+    }
+    let item = json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1",
+        "kind": "DeployItem", "metadata": {"name": "thing", "namespace": "default"},
+        "spec": {"type": format!("example.dev/{name}"), "target": {"name": "api", "namespace": "default"},
+                 "config": {"apiVersion": "example.dev/v1", "kind": "ProviderConfiguration",
+                            "path": "things/thing", "body": {"replicas": 1}}}});
+    h.create_item(&item.to_string()).await;
+    let s = h
+        .wait_for("default", "thing", Duration::from_secs(60), |i| {
+            let s = i.status();
+            !s.job_id.is_empty() && s.job_id == s.job_id_finished
+        })
+        .await
+        .status();
+    assert_eq!(s.phase, Phase::Succeeded, "{lang}: {:?}", s.last_error);
+    assert_eq!(
+        api.objects().get("things/thing"),
+        Some(&json!({"replicas": 1})),
+        "{lang}"
+    );
+    // Update: a new body is a new job, PUT again.
+    let patch = json!({"spec": {"config": {"body": {"replicas": 2}}}});
+    h.items("default")
+        .patch("thing", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    h.wait_for("default", "thing", Duration::from_secs(60), |_| {
+        api.objects().get("things/thing") == Some(&json!({"replicas": 2}))
+    })
+    .await;
+    h.items("default")
+        .delete("thing", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.wait_gone("default", "thing", Duration::from_secs(60))
+        .await;
+    assert!(api.objects().is_empty(), "{lang}: {:?}", api.objects());
+    let requests = api.requests();
+    for r in &requests {
+        assert_eq!(
+            r.headers.get("authorization").map(String::as_str),
+            Some("Bearer never-seen-by-the-plugin"),
+            "{lang}: {} {}",
+            r.method,
+            r.path_and_query
+        );
+    }
+    assert!(
+        requests.iter().any(|r| r.method == "DELETE"),
+        "{lang}: {requests:?}"
+    );
 }
 
 macro_rules! stories {

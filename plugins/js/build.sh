@@ -2,6 +2,7 @@
 # Builds the JavaScript example plugins into components:
 #   OUT_DIR/js-echo.wasm       (world deployer-plugin, plugins/js/echo)
 #   OUT_DIR/js-hold-hook.wasm  (world hook-plugin,     plugins/js/hold-hook)
+#   OUT_DIR/js-http-api.wasm   (world deployer-plugin, plugins/js/http-api: fetch() over wasi:http)
 #
 # Usage: plugins/js/build.sh OUT_DIR
 #
@@ -85,3 +86,4 @@ build() {
 
 build js-echo deployer-plugin "$HERE/echo"
 build js-hold-hook hook-plugin "$HERE/hold-hook"
+build js-http-api deployer-plugin "$HERE/http-api"

@@ -2,6 +2,7 @@
 # Builds the Python example plugins into components:
 #   OUT_DIR/python-echo.wasm       (world deployer-plugin, plugins/python/echo)
 #   OUT_DIR/python-hold-hook.wasm  (world hook-plugin,     plugins/python/hold-hook)
+#   OUT_DIR/python-http-api.wasm   (world deployer-plugin, plugins/python/http-api: wasm_deployer.http)
 #
 # Usage: plugins/python/build.sh OUT_DIR
 #
@@ -79,3 +80,4 @@ build() {
 
 build python-echo deployer-plugin "$HERE/echo"
 build python-hold-hook hook-plugin "$HERE/hold-hook"
+build python-http-api deployer-plugin "$HERE/http-api"

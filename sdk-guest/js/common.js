@@ -6,15 +6,15 @@
 // BigInt) lives in the `*ToWit` functions, which never let a bad value reach the generated
 // bindings (a bad value there is a trap, not an error).
 
-import { log as witLog } from 'wasm-deployer:plugin/log@1.4.0';
+import { log as witLog } from 'wasm-deployer:plugin/log@1.5.0';
 import {
   nowUnixMillis as witNowUnixMillis,
   nowRfc3339 as witNowRfc3339,
   monotonicNanos as witMonotonicNanos,
-} from 'wasm-deployer:plugin/clock@1.4.0';
+} from 'wasm-deployer:plugin/clock@1.5.0';
 
 /** The WIT package version this helper speaks (`wasm-deployer:plugin@…`). */
-export const WIT_VERSION = '1.4.0';
+export const WIT_VERSION = '1.5.0';
 
 // ---- Landscaper error codes ------------------------------------------------------------------
 

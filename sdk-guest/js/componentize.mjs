@@ -14,7 +14,9 @@
 //                wasm-deployer.js, hooks.js, common.js) must be inside it: componentize-js maps
 //                only this directory into the build sandbox.
 //
-// Features: `http` and `fetch-event` are disabled, so the component imports only
+// Features: `fetch-event` is disabled (a plugin serves no requests). `http` (the global `fetch()`
+// over wasi:http/outgoing-handler) is enabled for the worlds that import wasi:http —
+// deployer-plugin and deployer-hook-plugin — and disabled for hook-plugin, so a hook imports only
 // wasi:cli/io/clocks/filesystem/random (the host grants no files, sockets or environment).
 
 import { readFile, rename, writeFile } from 'node:fs/promises';
@@ -44,6 +46,7 @@ for (const k of ['toolchain', 'wit', 'world']) if (!opts[k]) usage(`--${k} is re
 
 const [source, out] = positional.map((p) => resolve(p));
 const root = resolve(opts.root ?? process.cwd());
+const wit = resolve(opts.wit); // before the chdir below: a relative --wit is relative to the caller
 const rel = relative(root, source);
 if (rel.startsWith('..') || isAbsolute(rel)) usage(`${source} is not inside --root ${root}`);
 
@@ -73,13 +76,16 @@ try {
   if (e?.code !== 'ERR_MODULE_NOT_FOUND') throw e; // no oxc-parser: componentize-js reports it
 }
 
+// The worlds that import wasi:http/outgoing-handler (WIT 1.5): there `fetch()` works.
+const HTTP_WORLDS = new Set(['deployer-plugin', 'deployer-hook-plugin']);
+
 // componentize-js maps the current directory as the sandbox root when SOURCE is below it.
 process.chdir(root);
 const { component } = await componentize({
   sourcePath: source, // absolute and below the cwd: the cwd becomes the sandbox root
-  witPath: resolve(opts.wit),
+  witPath: wit,
   worldName: opts.world,
-  disableFeatures: ['http', 'fetch-event'],
+  disableFeatures: HTTP_WORLDS.has(opts.world) ? ['fetch-event'] : ['http', 'fetch-event'],
 });
 
 // Write atomically: a failed or interrupted build never leaves a half-written OUT.

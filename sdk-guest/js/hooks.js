@@ -1,5 +1,5 @@
 // hooks.js — write wasm-deployer hook plugins in JavaScript (componentize-js), world
-// `wasm-deployer:plugin/hook-plugin@1.4.0` (imports log and clock only; no Kubernetes).
+// `wasm-deployer:plugin/hook-plugin@1.5.0` (imports log and clock only; no Kubernetes).
 //
 //   import { hookPlugin } from './hooks.js';
 //

@@ -1,7 +1,7 @@
 // wasm-deployer.js — write wasm-deployer deployer plugins in JavaScript (componentize-js).
 //
 // The JS twin of the Rust `sdk-guest` crate, for the WIT world
-// `wasm-deployer:plugin/deployer-plugin@1.4.0`. A plugin author never touches WIT records:
+// `wasm-deployer:plugin/deployer-plugin@1.5.0`. A plugin author never touches WIT records:
 //
 //   import { deployerPlugin, ConfigurationError } from './wasm-deployer.js';
 //
@@ -28,18 +28,38 @@
 // - turns ANY other throw (an Error, a string, any value), and any value it cannot convert,
 //   into ERR_INTERNAL_PROBLEM (reason UncaughtException) with the exception text — never a trap;
 // - gives `ctx`: logging, clock, progress checkpoints and Kubernetes (`ctx.k8s`) on objects.
-// Handlers may be `async`; the helper awaits them.
+// Handlers may be `async`; the helper awaits them (componentize-js runs the event loop until the
+// promise an export returns settles).
+//
+// HTTP (WIT 1.5): the global `fetch()` works (componentize-js implements it over
+// `wasi:http/outgoing-handler`; `componentize.mjs` enables it for the deployer worlds). The host
+// sends a request only under the item's Target `url` (type `wasm-deployer.dev/http-api`) or a
+// prefix of its `http.allow`, adds the credentials itself, and follows no redirect:
+//
+//   async reconcile(ctx, inv) {
+//     const url = targetUrl(inv, inv.configString('path'));   // <Target url>/<path>
+//     const res = await httpFetch(url, { method: 'PUT', headers: { 'content-type': 'application/json' },
+//                                        body: JSON.stringify(inv.configObject('body')) });
+//     await httpCheck(res, 'PUT', url);   // 401/403, other 4xx, 5xx -> the mapped DeployerError
+//     return { phase: 'Succeeded', exports: { body: await jsonOrNull(res) } };
+//   }
+//
+// `httpFetch` is `fetch` with a rejection (no answer) mapped: HttpRequestFailed (retryable) or
+// HttpNotAllowed; `httpStatusError` and `httpFetchError` are the mappings themselves.
 //
 // Hook plugins (world `hook-plugin`) use `hooks.js` instead: it imports only log and clock.
 
-import { checkpoint as witCheckpoint, remainingMillis as witRemainingMillis } from 'wasm-deployer:plugin/progress@1.4.0';
-import * as witKube from 'wasm-deployer:plugin/kubernetes@1.4.0';
-import * as witCluster from 'wasm-deployer:plugin/cluster@1.4.0';
-import * as witSecondary from 'wasm-deployer:plugin/secondary-targets@1.4.0';
+import { checkpoint as witCheckpoint, remainingMillis as witRemainingMillis } from 'wasm-deployer:plugin/progress@1.5.0';
+import * as witKube from 'wasm-deployer:plugin/kubernetes@1.5.0';
+import * as witCluster from 'wasm-deployer:plugin/cluster@1.5.0';
+import * as witSecondary from 'wasm-deployer:plugin/secondary-targets@1.5.0';
 import {
   BaseCtx,
   ConfigurationError,
+  DeployerError,
   InternalError,
+  RetryableError,
+  UnauthorizedError,
   conditionToWit,
   errorFromWit,
   guarded,
@@ -305,6 +325,203 @@ export class Invocation extends ItemView {
   }
   configArray(field, dflt = REQUIRED) {
     return this.configValue(field, 'array', dflt);
+  }
+
+  /**
+   * `spec.config.url` of the item's Target, which must have type `wasm-deployer.dev/http-api`.
+   * ConfigurationError if there is no Target (reason NoTarget), it has another type
+   * (TargetType) or no http(s) `url` (TargetUrl).
+   */
+  httpBaseUrl() {
+    return targetBaseUrl(this);
+  }
+
+  /** The Target's `url` joined with the relative `path` (see `targetUrl`). */
+  httpUrl(path) {
+    return targetUrl(this, path);
+  }
+}
+
+// ---- HTTP (WIT 1.5: wasi:http/outgoing-handler through the global fetch) ------------------------
+
+/** The Target type that names an HTTP API (`spec.config.url`, optional `caData` and `auth`). */
+export const HTTP_API_TARGET_TYPE = 'wasm-deployer.dev/http-api';
+
+/** How many characters of a response body an error message quotes. */
+export const BODY_IN_MESSAGE = 500;
+
+/**
+ * `base` and a relative `path` joined with exactly one `/` (`https://h/v1` or `https://h/v1/`
+ * with `things/a` or `/things/a`: `https://h/v1/things/a`). An empty path gives `base`.
+ */
+export function joinUrl(base, path) {
+  const b = String(base);
+  const p = String(path ?? '');
+  if (p === '') return b;
+  return `${b.replace(/\/+$/, '')}/${p.replace(/^\/+/, '')}`;
+}
+
+/**
+ * What is wrong with `path` as a path relative to a base URL (not a string, an absolute URL
+ * `https://...` or `//host/...`, a `..` segment, also percent-encoded), or `undefined` if it is
+ * fine.
+ */
+export function relativePathProblem(path) {
+  if (typeof path !== 'string') return `path must be a string, got ${jsonType(path)}`;
+  if (path.includes('://') || path.startsWith('//')) {
+    return `path ${JSON.stringify(path)} is an absolute URL; it must be relative to the Target's url`;
+  }
+  const beforeQuery = path.split(/[?#]/)[0];
+  if (beforeQuery.split(/[/\\]/).some((seg) => seg.toLowerCase().replaceAll('%2e', '.') === '..')) {
+    return `path ${JSON.stringify(path)} contains ".."; it must stay under the Target's url`;
+  }
+  return undefined;
+}
+
+/**
+ * `spec.config.url` of the invocation's Target (type `wasm-deployer.dev/http-api`), as written.
+ * ConfigurationError (ERR_CONFIGURATION_PROBLEM) naming what is wrong otherwise.
+ */
+export function targetBaseUrl(inv) {
+  const problem = (reason, message) => new ConfigurationError(message, { reason });
+  const target = inv?.target;
+  if (target === undefined || target === null) {
+    throw problem('NoTarget',
+      `no target defined: the DeployItem needs a Target of type ${HTTP_API_TARGET_TYPE}`);
+  }
+  const name = String(target?.metadata?.name ?? '');
+  const type = target?.spec?.type;
+  if (type !== HTTP_API_TARGET_TYPE) {
+    throw problem('TargetType', `Target ${JSON.stringify(name)} has type ${JSON.stringify(type ?? '')}; ` +
+      `HTTP requests need a Target of type ${JSON.stringify(HTTP_API_TARGET_TYPE)}`);
+  }
+  const content = inv.targetContent;
+  if (content === null || typeof content !== 'object' || Array.isArray(content)) {
+    throw problem('TargetUrl', `Target ${JSON.stringify(name)}: its config is not a JSON object`);
+  }
+  if (content.url === undefined || content.url === null) {
+    throw problem('TargetUrl', `Target ${JSON.stringify(name)} has no url (spec.config.url)`);
+  }
+  const url = typeof content.url === 'string' ? content.url.trim() : '';
+  if (url === '') {
+    throw problem('TargetUrl', `Target ${JSON.stringify(name)}: spec.config.url must be a non-empty string`);
+  }
+  const rest = /^https?:\/\/(.*)$/i.exec(url)?.[1];
+  if (rest === undefined || rest === '' || rest.startsWith('/')) {
+    throw problem('TargetUrl',
+      `Target ${JSON.stringify(name)}: url ${JSON.stringify(url)} is not an http:// or https:// URL`);
+  }
+  return url;
+}
+
+/**
+ * The URL of `path` under the invocation's Target: `targetBaseUrl(inv)` joined with the relative
+ * `path` (`https://h/v1/` + `things/a` = `https://h/v1/things/a`). ConfigurationError (reason
+ * InvalidPath) if `path` is not a string, is an absolute URL or has a `..` segment; see
+ * `targetBaseUrl` for the Target's errors.
+ */
+export function targetUrl(inv, path) {
+  const bad = relativePathProblem(path);
+  if (bad !== undefined) throw new ConfigurationError(bad, { reason: 'InvalidPath' });
+  return joinUrl(targetBaseUrl(inv), path);
+}
+
+function quoteBody(text) {
+  const t = String(text ?? '').trim();
+  const chars = Array.from(t);
+  return chars.length > BODY_IN_MESSAGE ? `${chars.slice(0, BODY_IN_MESSAGE).join('')}...` : t;
+}
+
+/**
+ * The error for a 4xx or 5xx answer, `undefined` otherwise: 401/403 UnauthorizedError
+ * (ERR_UNAUTHORIZED, reason Unauthorized), other 4xx ConfigurationError
+ * (ERR_CONFIGURATION_PROBLEM, HttpClientError), 5xx RetryableError (no code, HttpServerError);
+ * message `<METHOD> <URL>: <status> <body, first 500 characters>`.
+ */
+export function httpStatusError(method, url, status, bodyText = '') {
+  const s = Number(status);
+  const quoted = quoteBody(bodyText);
+  const message = `${String(method).toUpperCase()} ${url}: ${s}${quoted ? ` ${quoted}` : ''}`;
+  if (s === 401 || s === 403) return new UnauthorizedError(message, { reason: 'Unauthorized' });
+  if (s >= 400 && s <= 499) return new ConfigurationError(message, { reason: 'HttpClientError' });
+  if (s >= 500 && s <= 599) return new RetryableError(message, { reason: 'HttpServerError' });
+  return undefined;
+}
+
+/**
+ * A rejection of `fetch()` (a request that got no answer) as the error to throw: refused by
+ * the host (`HTTP-request-denied`) -> ConfigurationError, reason HttpNotAllowed (the host fails
+ * the item so anyway); anything else (connection refused, timeout, reset, TLS) ->
+ * RetryableError, reason HttpRequestFailed; the message is `<METHOD> <URL>: <cause>`.
+ * A DeployerError passes through as it is.
+ */
+export function httpFetchError(e, method, url) {
+  if (e instanceof DeployerError) return e;
+  const m = String(method).toUpperCase();
+  let cause;
+  if (e instanceof Error) {
+    cause = e.message ? `${e.name || 'Error'}: ${e.message}` : e.name || 'Error';
+    if (e.cause !== undefined && e.cause !== null) cause += ` (${e.cause instanceof Error ? e.cause.message : String(e.cause)})`;
+  } else {
+    cause = String(e);
+  }
+  if (/request[- ]denied|not allowed|HTTP-request-denied/i.test(cause)) {
+    return new ConfigurationError(`${m} ${url}: not allowed by the host (${cause}): a plugin may send requests ` +
+      "only under its item's Target url or a prefix of the host's http.allow", { reason: 'HttpNotAllowed' });
+  }
+  return new RetryableError(`${m} ${url}: ${cause}`, { reason: 'HttpRequestFailed' });
+}
+
+/**
+ * `fetch(url, init)` with a rejection mapped by `httpFetchError` (HttpRequestFailed,
+ * retryable; HttpNotAllowed). The Response is returned whatever its status: check it with
+ * `httpCheck`.
+ */
+export async function httpFetch(url, init = {}) {
+  const method = String(init?.method ?? 'GET').toUpperCase();
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    throw httpFetchError(e, method, url);
+  }
+}
+
+/**
+ * Throws the mapped error (`httpStatusError`) for a 4xx/5xx Response, reading its body for the
+ * message; returns `resp` (body unread) otherwise. `allow` lists statuses that are not errors
+ * (e.g. `[404]` on DELETE). `method` and `url` name the request in the message.
+ */
+export async function httpCheck(resp, method = 'GET', url = undefined, { allow = [] } = {}) {
+  const status = Number(resp?.status);
+  const where = url ?? resp?.url ?? '';
+  if (status < 400 || allow.map(Number).includes(status)) return resp;
+  let text = '';
+  try {
+    text = await resp.text();
+  } catch (e) {
+    throw httpFetchError(e, method, where);
+  }
+  const err = httpStatusError(method, where, status, text);
+  if (err !== undefined) throw err;
+  return resp;
+}
+
+/**
+ * The body of `resp` as JSON; `null` if it is empty or not JSON. A body that breaks off while
+ * being read is an HttpRequestFailed error (retryable) naming `method` and `url`.
+ */
+export async function jsonOrNull(resp, method = 'GET', url = undefined) {
+  let text;
+  try {
+    text = await resp.text();
+  } catch (e) {
+    throw httpFetchError(e, method, url ?? resp?.url ?? '');
+  }
+  if (text.trim() === '') return null;
+  try {
+    return JSON.parse(text);
+  } catch (_) {
+    return null;
   }
 }
 

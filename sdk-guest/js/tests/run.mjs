@@ -6,7 +6,8 @@
 //
 // Usage: node sdk-guest/js/tests/run.mjs [TOOLCHAIN_DIR]
 //   (default: <repo>/target/guest-toolchains/js, as plugins/js/build.sh installs it)
-// Takes ~30 s (two componentize builds); prints one line per check, exits 1 on a failure.
+// Also checks the HTTP helpers (targetUrl, the status and transport error mapping, httpCheck) on
+// fake responses. Takes ~30 s (two componentize builds); prints one line per check, exits 1 on a failure.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -28,7 +29,7 @@ function build(source, world, name) {
   const imports = ['log', 'clock', 'progress', 'kubernetes', 'cluster', 'secondary-targets', 'fetch', 'ocm',
     'cluster-info'];
   const maps = imports.flatMap((i) => ['--map',
-    `wasm-deployer:plugin/${i}@1.4.0=../host-mock.js#${i.replace(/-(.)/g, (_, c) => c.toUpperCase())}`]);
+    `wasm-deployer:plugin/${i}@1.5.0=../host-mock.js#${i.replace(/-(.)/g, (_, c) => c.toUpperCase())}`]);
   execFileSync(join(toolchain, 'node_modules/.bin/jco'),
     ['transpile', wasm, '-o', join(work, name), '--name', name, '--no-typescript', '--quiet', ...maps],
     { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -169,6 +170,87 @@ try {
       n: 2.5, i: 3, d: 'x', dflt: true, target: { kind: 'Target' }, content: 'not json',
       context: { kind: 'Context' }, prev: { kind: 'S' }, phase: 'Init',
     });
+  });
+  // ---- HTTP helpers (WIT 1.5) ----
+  const httpItem = (mode, path, target) => {
+    const inv = item({ mode, ...(path === undefined ? {} : { path }) });
+    if (target) inv.target = { target: JSON.stringify(target.object), content: target.content };
+    return JSON.parse(deployer.reconcile(inv).exports);
+  };
+  const apiTarget = (content, type = 'wasm-deployer.dev/http-api') =>
+    ({ object: { kind: 'Target', metadata: { name: 'api' }, spec: { type } }, content });
+  const cfg = (reason, message) => ({ name: 'ConfigurationError', codes: ['ERR_CONFIGURATION_PROBLEM'], reason, message });
+  check('http: joinUrl', () => assert.deepEqual(httpItem('http-url', 'a').joined,
+    ['https://h/v1/things/a', 'https://h/v1/things/a', 'https://h/v1/a?x=1', 'https://h/v1']));
+  check('http: targetUrl under the Target url', () => {
+    for (const base of ['https://h/v1', 'https://h/v1/']) {
+      for (const path of ['things/a', '/things/a']) {
+        const out = httpItem('http-url', path, apiTarget(JSON.stringify({ url: base })));
+        assert.deepEqual([out.url, out.method, out.base],
+          [{ ok: 'https://h/v1/things/a' }, { ok: 'https://h/v1/x/y' }, { ok: base }]);
+      }
+    }
+  });
+  check('http: bad paths', () => {
+    const t = apiTarget('{"url":"https://h/v1/"}');
+    assert.deepEqual(httpItem('http-url', 'https://evil/x', t).url,
+      cfg('InvalidPath', 'path "https://evil/x" is an absolute URL; it must be relative to the Target\'s url'));
+    assert.deepEqual(httpItem('http-url', '//evil/x', t).url.reason, 'InvalidPath');
+    assert.deepEqual(httpItem('http-url', 'a/../../x', t).url,
+      cfg('InvalidPath', 'path "a/../../x" contains ".."; it must stay under the Target\'s url'));
+    assert.deepEqual(httpItem('http-url', 'a/%2E%2e/x', t).url.reason, 'InvalidPath');
+    assert.deepEqual(httpItem('http-url', 'a..b/x?q=..', t).url, { ok: 'https://h/v1/a..b/x?q=..' });
+    assert.deepEqual(httpItem('http-url', 7, t).url, cfg('InvalidPath', 'path must be a string, got integer'));
+  });
+  check('http: bad Targets', () => {
+    assert.deepEqual(httpItem('http-url', 'a').url,
+      cfg('NoTarget', 'no target defined: the DeployItem needs a Target of type wasm-deployer.dev/http-api'));
+    assert.deepEqual(httpItem('http-url', 'a', apiTarget('{"url":"https://h"}', 'landscaper.gardener.cloud/kubernetes-cluster')).url,
+      cfg('TargetType', 'Target "api" has type "landscaper.gardener.cloud/kubernetes-cluster"; HTTP requests need a Target of type "wasm-deployer.dev/http-api"'));
+    assert.deepEqual(httpItem('http-url', 'a', apiTarget('{}')).url, cfg('TargetUrl', 'Target "api" has no url (spec.config.url)'));
+    assert.deepEqual(httpItem('http-url', 'a', apiTarget('{"url":""}')).url,
+      cfg('TargetUrl', 'Target "api": spec.config.url must be a non-empty string'));
+    assert.deepEqual(httpItem('http-url', 'a', apiTarget('{"url":"ftp://h/"}')).url,
+      cfg('TargetUrl', 'Target "api": url "ftp://h/" is not an http:// or https:// URL'));
+    assert.deepEqual(httpItem('http-url', 'a', apiTarget('not json')).url.reason, 'TargetUrl');
+  });
+  check('http: status mapping', () => {
+    const m = httpItem('http-map', 'a');
+    const rec = (name, codes, reason, message) => ({ name, codes, reason, message });
+    assert.deepEqual(m.statuses, [
+      null, null,
+      rec('UnauthorizedError', ['ERR_UNAUTHORIZED'], 'Unauthorized', 'PUT https://h/v1/a: 401 no'),
+      rec('UnauthorizedError', ['ERR_UNAUTHORIZED'], 'Unauthorized', 'PUT https://h/v1/a: 403 denied'),
+      rec('ConfigurationError', ['ERR_CONFIGURATION_PROBLEM'], 'HttpClientError', `PUT https://h/v1/a: 404 ${'x'.repeat(500)}...`),
+      rec('ConfigurationError', ['ERR_CONFIGURATION_PROBLEM'], 'HttpClientError', 'PUT https://h/v1/a: 409'),
+      rec('RetryableError', [], 'HttpServerError', 'PUT https://h/v1/a: 500 boom'),
+      rec('RetryableError', [], 'HttpServerError', 'PUT https://h/v1/a: 503'),
+    ]);
+  });
+  check('http: transport mapping', () => {
+    const m = httpItem('http-map', 'a');
+    assert.deepEqual(m.refused, { name: 'RetryableError', codes: [], reason: 'HttpRequestFailed',
+      message: 'GET https://h/x: TypeError: NetworkError when attempting to fetch resource' });
+    assert.deepEqual([m.denied.codes, m.denied.reason], [['ERR_CONFIGURATION_PROBLEM'], 'HttpNotAllowed']);
+    assert.ok(m.denied.message.startsWith('GET https://e/x: not allowed by the host'), m.denied.message);
+    assert.deepEqual(m.passthrough, cfg('ConfigurationInvalid', 'mine'));
+    assert.deepEqual(m.thrownString, { name: 'RetryableError', codes: [], reason: 'HttpRequestFailed',
+      message: 'DELETE https://h/x: timeout' });
+  });
+  check('http: httpCheck, jsonOrNull, httpFetch', () => {
+    const c = httpItem('http-check', 'a');
+    const rec = (name, codes, reason, message) => ({ name, codes, reason, message });
+    assert.deepEqual(c.ok, 201);
+    assert.deepEqual([c.json, c.empty, c.notJson], [{ a: 1 }, null, null]);
+    assert.deepEqual(c.brokenJson, rec('RetryableError', [], 'HttpRequestFailed', 'PUT https://h/v1/a: TypeError: body broke off'));
+    assert.deepEqual(c.gone, 404);
+    assert.deepEqual(c.notFound, rec('ConfigurationError', ['ERR_CONFIGURATION_PROBLEM'], 'HttpClientError',
+      'DELETE https://h/v1/a: 404 nope'));
+    assert.deepEqual(c.unauthorized, rec('UnauthorizedError', ['ERR_UNAUTHORIZED'], 'Unauthorized', 'GET https://h/v1/r: 401 who?'));
+    assert.deepEqual(c.server, rec('RetryableError', [], 'HttpServerError', 'PUT https://h/v1/a: 502 bad gateway'));
+    assert.deepEqual(c.brokenBody, rec('RetryableError', [], 'HttpRequestFailed', 'PUT https://h/v1/a: TypeError: body broke off'));
+    assert.equal(c.badUrl.reason, 'HttpRequestFailed');
+    assert.ok(c.badUrl.message.startsWith('PUT not a url: '), c.badUrl.message);
   });
   check('host JSON that does not parse -> ERR_INTERNAL_PROBLEM', () => {
     const e = err(() => deployer.reconcile({ deployItem: '{', target: undefined, context: undefined, previousProviderStatus: undefined }));

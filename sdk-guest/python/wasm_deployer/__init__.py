@@ -34,7 +34,10 @@ What the helper does for you:
 - turns any other uncaught exception into `ERR_INTERNAL_PROBLEM` (reason `UncaughtException`,
   message `<Type>: <text> (at file:line in function)`) instead of a trap, and logs the
   traceback at error level;
-- gives `ctx`: logging, clock, progress checkpoints and Kubernetes (`ctx.k8s`) on dicts.
+- gives `ctx`: logging, clock, progress checkpoints and Kubernetes (`ctx.k8s`) on dicts;
+- HTTP (WIT 1.5, module `wasm_deployer.http`): a blocking client over `wasi:http`
+  (`http.put_json(url, value)`, `http.request(...)`), the URL under the item's Target
+  (`inv.http_url(path)`), and the shared error mapping (`resp.raise_for_status()`).
 
 The bindings (`wit_world`) only exist inside `componentize-py componentize`; everything that
 needs them is resolved when the module is imported at build time (componentize-py
@@ -71,9 +74,10 @@ __all__ = [
     "UnauthorizedError",
     "export_deployer",
     "export_hooks",
+    "http",
 ]
 
-WIT_VERSION = "1.4.0"
+WIT_VERSION = "1.5.0"
 
 # ---- the generated bindings (present only inside a componentize-py build) --------------------
 
@@ -81,7 +85,10 @@ try:  # common to both worlds
     from componentize_py_types import Err as _Err
     from wit_world.imports import clock as _clock
     from wit_world.imports import log as _log
-    from wit_world.imports import types as _types
+    try:  # worlds that import wasi:http too (WIT 1.5): two `types` interfaces, so the full name
+        from wit_world.imports import wasm_deployer_plugin_types as _types
+    except ImportError:
+        from wit_world.imports import types as _types
 except ImportError:  # plain CPython (tests, IDEs)
     _Err = None
     _clock = _log = _types = None
@@ -342,6 +349,13 @@ def _parse_host_json(s, what):
         raise InternalError(f"host returned invalid JSON for {what}: {e}", reason="InvalidHostResponse") from None
 
 
+def _http():
+    if http is None:
+        raise InternalError("wasm_deployer/http.py is missing: copy it next to wasm_deployer/__init__.py",
+                            reason="CapabilityUnavailable")
+    return http
+
+
 def _require(mod, what):
     if mod is None:
         raise InternalError(f"{what} is not available in this plugin's world", reason="CapabilityUnavailable")
@@ -566,6 +580,18 @@ class Invocation:
     def config_int(self, field, default=_MISSING):
         return self.config_value(field, int, default)
 
+    # HTTP (WIT 1.5): the item's Target of type wasm-deployer.dev/http-api
+    def http_base_url(self):
+        """`spec.config.url` of the item's Target (`http.target_base_url`): ConfigurationError if
+        there is no Target (NoTarget), it is not of type `wasm-deployer.dev/http-api`
+        (TargetType) or has no http(s) url (TargetUrl)."""
+        return _http().target_base_url(self)
+
+    def http_url(self, path):
+        """The Target's url joined with the relative `path` (`http.target_url`):
+        ConfigurationError (InvalidPath) for a path that is not a string, absolute or has `..`."""
+        return _http().target_url(self, path)
+
 
 class Deployer:
     """Base class of a deployer plugin. Set `name`, `version`, `deploy_item_types` (or
@@ -757,3 +783,17 @@ def export_hooks(cls):
 
     _Exported.__name__ = _Exported.__qualname__ = "Hooks"
     return _Exported
+
+
+# ---- HTTP (WIT 1.5) --------------------------------------------------------------------------
+
+# Imported last: `http` uses the errors above. Imported here (not lazily) so componentize-py
+# puts it into the component with its bindings. A project that carries only this file (no
+# `wasm_deployer/http.py`) still builds; it just has no HTTP.
+try:
+    from . import http  # noqa: E402
+except ImportError:
+    import importlib.util as _importlib_util
+    if _importlib_util.find_spec(f"{__name__}.http") is not None:
+        raise  # there, but broken
+    http = None

@@ -91,9 +91,17 @@ fn http_api_templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static 
             "src/lib.rs",
             include_str!("../../../../sdk-guest/templates/rust/http-api/src/lib.rs.tmpl"),
         ),
+        "python" => (
+            "app.py",
+            include_str!("../../../../sdk-guest/templates/python/http-api/app.py.tmpl"),
+        ),
+        "js" => (
+            "plugin.js",
+            include_str!("../../../../sdk-guest/templates/js/http-api/plugin.js.tmpl"),
+        ),
         other => bail!(
-            "the http-api template is not available for {other:?} yet: it is for rust (the SDK \
-             helpers of the other languages are in docs/plugins/http.md)"
+            "the http-api template is not available for {other:?} yet: it is for rust, python \
+             and js (the SDK helpers of the other languages are in docs/plugins/http.md)"
         ),
     };
     Ok(std::iter::once(source).chain(shared).collect())
@@ -122,6 +130,10 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
             (
                 "wasm_deployer/__init__.py",
                 include_str!("../../../../sdk-guest/python/wasm_deployer/__init__.py"),
+            ),
+            (
+                "wasm_deployer/http.py",
+                include_str!("../../../../sdk-guest/python/wasm_deployer/http.py"),
             ),
         ],
         "js" => vec![
