@@ -389,10 +389,13 @@ impl Body for CappedBody {
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, WasiBody>;
 
+/// The SHA-256 of the extra CA (none: the system's roots only) and the connect timeout.
+type ClientKey = (Option<[u8; 32]>, Duration);
+
 /// The host's HTTP clients for plugins, one per (extra CA, connect timeout): connections are
 /// pooled across invocations (idle ones close after 30 s).
 pub struct HttpClients {
-    clients: Mutex<HashMap<(Option<[u8; 32]>, Duration), HttpsClient>>,
+    clients: Mutex<HashMap<ClientKey, HttpsClient>>,
 }
 
 /// At most this many clients are kept (distinct CAs × timeouts); past it the map starts over.
