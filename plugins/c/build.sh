@@ -2,6 +2,7 @@
 # Builds the C example plugins into components:
 #   OUT_DIR/c-echo.wasm       (world deployer-plugin, plugins/c/echo)
 #   OUT_DIR/c-hold-hook.wasm  (world hook-plugin,     plugins/c/hold-hook)
+#   OUT_DIR/c-http-api.wasm   (world deployer-plugin, plugins/c/http-api: wasi:http)
 #
 # Usage: plugins/c/build.sh OUT_DIR
 #
@@ -99,3 +100,4 @@ build() {
 
 build c-echo deployer-plugin "$HERE/echo"
 build c-hold-hook hook-plugin "$HERE/hold-hook"
+build c-http-api deployer-plugin "$HERE/http-api"

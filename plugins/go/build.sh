@@ -3,6 +3,8 @@
 #   OUT_DIR/go-echo.wasm       (world deployer-plugin, plugins/go/echo)
 #   OUT_DIR/go-hold-hook.wasm  (world hook-plugin,     plugins/go/hold-hook)
 #   OUT_DIR/go-mock.wasm       (world deployer-plugin, plugins/go/mock: Landscaper's mock deployer)
+#   OUT_DIR/go-http-api.wasm   (world deployer-plugin, plugins/go/http-api: PUT/DELETE under the
+#                               item's Target url, Go's net/http client over wasi:http)
 #
 # Usage: plugins/go/build.sh OUT_DIR
 #
@@ -99,3 +101,4 @@ build() {
 build go-echo deployer-plugin "$HERE/echo"
 build go-hold-hook hook-plugin "$HERE/hold-hook"
 build go-mock deployer-plugin "$HERE/mock"
+build go-http-api deployer-plugin "$HERE/http-api"

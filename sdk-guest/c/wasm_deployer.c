@@ -2,9 +2,10 @@
  * wasm_deployer.c -- the C plugin helper (see wasm_deployer.h for the API and its rules).
  *
  * Owns: the JSON reader/writer, the WIT record builders and ownership rules, the glue between
- * the generated export functions and the plugin's callbacks, and thin wrappers over the host
- * imports. Must not: keep state between calls (one instance serves one call), or touch
- * anything the host owns (status, timestamps, finalizers, export Secrets).
+ * the generated export functions and the plugin's callbacks, thin wrappers over the host
+ * imports, and the blocking HTTP client over wasi:http with its error mapping. Must not: keep
+ * state between calls (one instance serves one call), or touch anything the host owns
+ * (status, timestamps, finalizers, export Secrets, HTTP credentials).
  *
  * Memory rules of the generated bindings (wit-bindgen-c 0.63, toolchains.md section 7):
  * - Arguments of an export (the invocation, the hook input) are malloc'd by the canonical ABI
@@ -35,6 +36,15 @@ static char *vformat(const char *fmt, va_list ap) {
     char *buf = malloc((size_t)n + 1);
     if (buf) vsnprintf(buf, (size_t)n + 1, fmt, ap);
     return buf;
+}
+
+static char *format(const char *fmt, ...) __attribute__((__format__(printf, 1, 2)));
+static char *format(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vformat(fmt, ap);
+    va_end(ap);
+    return s;
 }
 
 static char *xstrdup(const char *s) {
@@ -781,6 +791,244 @@ static void doc_from_option(wd_doc *doc, wd_wit_option_string_t *o) {
     if (text) wd_doc_parse(doc, text, n);
 }
 
+/* ==== HTTP: URLs, responses and the error mapping (every world; no imports) ================ */
+
+/* A growing byte buffer (always NUL-terminated once something was added). */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sbuf_add(sbuf *b, const void *s, size_t n) {
+    if (b->oom) return;
+    if (n > SIZE_MAX - b->len - 1) {
+        b->oom = true;
+        return;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = true;
+                return;
+            }
+            cap *= 2;
+        }
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+static void sbuf_str(sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
+
+/* The text (malloc'd; "" if nothing was added), or NULL on OOM. Resets the buffer. */
+static char *sbuf_take(sbuf *b, size_t *len) {
+    if (!b->oom && !b->p) sbuf_add(b, "", 0);
+    char *p = b->oom ? NULL : b->p;
+    if (!p) free(b->p);
+    if (len) *len = p ? b->len : 0;
+    memset(b, 0, sizeof *b);
+    return p;
+}
+
+static bool ascii_ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a + 32) : *a;
+        char y = *b >= 'A' && *b <= 'Z' ? (char)(*b + 32) : *b;
+        if (x != y) return false;
+    }
+    return *a == *b;
+}
+
+__attribute__((unused)) static bool ascii_istarts(const char *s, const char *prefix) {
+    for (; *prefix; s++, prefix++) {
+        char x = *s >= 'A' && *s <= 'Z' ? (char)(*s + 32) : *s;
+        if (x != *prefix) return false; /* prefix is lower case; stops at the NUL of s */
+    }
+    return true;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* Length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 if it is not valid. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < need || s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < need; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return need;
+}
+
+/* At most `max_chars` characters of body[0..n), white space trimmed, as valid UTF-8 (invalid
+ * bytes and NUL become U+FFFD, so it fits a WIT string and printf), "..." appended if cut. */
+static void add_body_start(sbuf *b, const char *body, size_t n, size_t max_chars) {
+    const unsigned char *s = (const unsigned char *)body, *end = s + n;
+    while (s < end && is_space((char)*s)) s++;
+    while (end > s && is_space((char)end[-1])) end--;
+    size_t chars = 0;
+    while (s < end) {
+        if (chars == max_chars) {
+            sbuf_str(b, "...");
+            return;
+        }
+        size_t k = *s ? utf8_len(s, (size_t)(end - s)) : 0;
+        if (k) sbuf_add(b, s, k);
+        else sbuf_str(b, "\xEF\xBF\xBD");
+        s += k ? k : 1;
+        chars++;
+    }
+}
+
+/* `method` upper-cased into b. */
+static void add_method(sbuf *b, const char *method) {
+    for (const char *m = method ? method : "GET"; *m; m++) {
+        char c = *m >= 'a' && *m <= 'z' ? (char)(*m - 32) : *m;
+        sbuf_add(b, &c, 1);
+    }
+}
+
+void wd_http_response_free(wd_http_response *r) {
+    for (size_t i = 0; i < r->n_headers; i++) {
+        free((char *)r->headers[i].name);
+        free((char *)r->headers[i].value);
+    }
+    free(r->headers);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+const char *wd_http_response_header(const wd_http_response *r, const char *name) {
+    for (size_t i = 0; i < r->n_headers; i++)
+        if (ascii_ieq(r->headers[i].name, name)) return r->headers[i].value;
+    return NULL;
+}
+
+wd_json wd_http_response_json(const wd_http_response *r) {
+    return r->body ? wd_json_parse(r->body, r->body_len) : MISSING;
+}
+
+bool wd_http_is_success(const wd_http_response *r) { return r->status >= 200 && r->status < 300; }
+
+bool wd_http_status_error(const char *method, const char *url, uint16_t status, const void *body,
+                          size_t body_len, wd_error *err) {
+    const char *code, *reason;
+    if (status == 401 || status == 403) {
+        code = WD_ERR_UNAUTHORIZED;
+        reason = "Unauthorized";
+    } else if (status >= 400 && status <= 499) {
+        code = WD_ERR_CONFIGURATION_PROBLEM;
+        reason = "HttpClientError";
+    } else if (status >= 500 && status <= 599) {
+        code = NULL; /* retried */
+        reason = "HttpServerError";
+    } else {
+        return true;
+    }
+    sbuf b = {0};
+    char st[16];
+    add_method(&b, method);
+    sbuf_str(&b, " ");
+    sbuf_str(&b, url ? url : "");
+    snprintf(st, sizeof st, ": %u", (unsigned)status);
+    sbuf_str(&b, st);
+    size_t mark = b.len;
+    sbuf_str(&b, " ");
+    add_body_start(&b, body ? body : "", body ? body_len : 0, WD_HTTP_BODY_IN_MESSAGE);
+    if (!b.oom && b.len == mark + 1) b.p[b.len = mark] = '\0'; /* empty body: no trailing space */
+    return error_fill(err, code, reason, sbuf_take(&b, NULL));
+}
+
+bool wd_http_error_for_status(const char *method, const char *url, const wd_http_response *r,
+                              wd_error *err) {
+    return wd_http_status_error(method, url, r->status, r->body, r->body_len, err);
+}
+
+bool wd_http_transport_error(const char *method, const char *url, const char *code,
+                             const char *detail, wd_error *err) {
+    bool denied = code && strcmp(code, WD_HTTP_REQUEST_DENIED) == 0;
+    sbuf b = {0};
+    add_method(&b, method);
+    sbuf_str(&b, " ");
+    sbuf_str(&b, url ? url : "");
+    sbuf_str(&b, denied ? ": not allowed by the host (wasi:http error " : ": wasi:http error ");
+    sbuf_str(&b, code ? code : "internal-error");
+    if (detail && *detail) {
+        sbuf_str(&b, " (");
+        add_body_start(&b, detail, strlen(detail), SIZE_MAX); /* valid UTF-8 */
+        sbuf_str(&b, ")");
+    }
+    if (denied)
+        sbuf_str(&b, "): a plugin may send requests only under its item's Target url or a prefix "
+                     "of the host's http.allow");
+    return error_fill(err, denied ? WD_ERR_CONFIGURATION_PROBLEM : NULL,
+                      denied ? "HttpNotAllowed" : "HttpRequestFailed", sbuf_take(&b, NULL));
+}
+
+char *wd_http_join(const char *base, const char *path) {
+    size_t bn = strlen(base);
+    if (!path || !*path) return xstrdup(base);
+    while (bn > 0 && base[bn - 1] == '/') bn--;
+    while (*path == '/') path++;
+    sbuf b = {0};
+    sbuf_add(&b, base, bn);
+    sbuf_str(&b, "/");
+    sbuf_str(&b, path);
+    return sbuf_take(&b, NULL);
+}
+
+/* Whether s[0..n) is ".." with each dot possibly written %2e / %2E. */
+static bool is_dot_dot(const char *s, size_t n) {
+    int dots = 0;
+    for (size_t i = 0; i < n;) {
+        if (s[i] == '.') i++;
+        else if (n - i >= 3 && s[i] == '%' && s[i + 1] == '2' && (s[i + 2] == 'e' || s[i + 2] == 'E')) i += 3;
+        else return false;
+        if (++dots > 2) return false;
+    }
+    return dots == 2;
+}
+
+bool wd_http_check_path(const char *path, wd_error *err) {
+    if (!path) path = "";
+    if (strstr(path, "://") || (path[0] == '/' && path[1] == '/'))
+        return error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "InvalidPath",
+                          format("path \"%s\" is an absolute URL; it must be relative to the "
+                                 "Target's url", path));
+    size_t end = strcspn(path, "?#"), start = 0;
+    for (size_t i = 0; i <= end; i++) {
+        if (i < end && path[i] != '/' && path[i] != '\\') continue;
+        if (is_dot_dot(path + start, i - start))
+            return error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "InvalidPath",
+                              format("path \"%s\" contains \"..\"; it must stay under the "
+                                     "Target's url", path));
+        start = i + 1;
+    }
+    return true;
+}
+
 /* ==== deployer ============================================================================ */
 #ifdef WD_HAVE_DEPLOYER
 
@@ -973,7 +1221,473 @@ bool wd__step(const char *operation, wd_step_fn fn, wasm_deployer_plugin_types_i
     return ok;
 }
 
+
+bool wd_target_url(const wd_invocation *inv, const char *path, char **out, wd_error *err) {
+    *out = NULL;
+    if (path && !wd_http_check_path(path, err)) return false;
+    wd_json target = inv->target.root;
+    if (target.kind != WD_JSON_OBJECT)
+        return error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "NoTarget",
+                          xstrdup("no target defined: the DeployItem needs a Target of type "
+                                  WD_HTTP_API_TARGET_TYPE));
+    bool ok = false;
+    char *name = string_at(target, "metadata.name");
+    char *type = string_at(target, "spec.type");
+    char *url = NULL;
+    wd_json config = inv->target_content.root, u = wd_json_member(config, "url");
+    if (!name || !type) {
+        wd_internal_error(err, "out of memory");
+    } else if (strcmp(type, WD_HTTP_API_TARGET_TYPE) != 0) {
+        error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "TargetType",
+                   format("Target \"%s\" has type \"%s\"; HTTP requests need a Target of type "
+                          "\"" WD_HTTP_API_TARGET_TYPE "\"", name, type));
+    } else if (config.kind != WD_JSON_OBJECT) {
+        error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "TargetUrl",
+                   format("Target \"%s\": its config is not a JSON object", name));
+    } else if (u.kind == WD_JSON_MISSING) {
+        error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "TargetUrl",
+                   format("Target \"%s\" has no url (spec.config.url)", name));
+    } else if (!(url = wd_json_string(u, NULL))) {
+        if (u.kind == WD_JSON_STRING) wd_internal_error(err, "out of memory");
+        else error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "TargetUrl",
+                        format("Target \"%s\": spec.config.url must be a non-empty string", name));
+    } else {
+        char *t = url, *e = url + strlen(url); /* trimmed in place */
+        while (t < e && is_space(*t)) t++;
+        while (e > t && is_space(e[-1])) *--e = '\0';
+        const char *rest = ascii_istarts(t, "https://") ? t + 8 : ascii_istarts(t, "http://") ? t + 7 : NULL;
+        if (!*t) {
+            error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "TargetUrl",
+                       format("Target \"%s\": spec.config.url must be a non-empty string", name));
+        } else if (!rest || !*rest || *rest == '/') {
+            error_fill(err, WD_ERR_CONFIGURATION_PROBLEM, "TargetUrl",
+                       format("Target \"%s\": url \"%s\" is not an http:// or https:// URL", name, t));
+        } else if (!(*out = wd_http_join(t, path))) {
+            wd_internal_error(err, "out of memory");
+        } else {
+            ok = true;
+        }
+    }
+    free(name);
+    free(type);
+    free(url);
+    return ok;
+}
+
 #endif /* WD_HAVE_DEPLOYER */
+
+/* ==== HTTP client over wasi:http/outgoing-handler (deployer worlds) ======================== */
+#ifdef WD_HAVE_HTTP
+/*
+ * One blocking exchange: outgoing-request (headers from a list, method, scheme, authority,
+ * path) -> handle -> write the body into outgoing-body's output-stream -> finish -> block on
+ * the future-incoming-response's pollable -> status, headers -> read the incoming-body's
+ * input-stream until closed. Resources are dropped children first (streams, pollables and
+ * headers before the body/response/future they belong to), or the host traps.
+ */
+
+#define HTTP_WRITE_CHUNK 4096 /* blocking-write-and-flush takes at most 4096 bytes */
+#define HTTP_READ_CHUNK 65536
+
+typedef wasi_http_types_error_code_t http_code;
+
+/* Why an exchange failed: a wasi:http error-code case (WIT spelling, static) and detail
+ * (malloc'd or NULL). code NULL = out of memory. */
+typedef struct {
+    const char *code;
+    char *detail;
+} http_fail;
+
+static bool fail_with(http_fail *f, const char *code, char *detail) {
+    if (!f->code) { /* the first failure wins */
+        f->code = code;
+        f->detail = detail;
+    } else {
+        free(detail);
+    }
+    return false;
+}
+
+static const char *const HTTP_CODE_NAMES[] = {
+    "DNS-timeout", "DNS-error", "destination-not-found", "destination-unavailable",
+    "destination-IP-prohibited", "destination-IP-unroutable", "connection-refused",
+    "connection-terminated", "connection-timeout", "connection-read-timeout",
+    "connection-write-timeout", "connection-limit-reached", "TLS-protocol-error",
+    "TLS-certificate-error", "TLS-alert-received", "HTTP-request-denied",
+    "HTTP-request-length-required", "HTTP-request-body-size", "HTTP-request-method-invalid",
+    "HTTP-request-URI-invalid", "HTTP-request-URI-too-long", "HTTP-request-header-section-size",
+    "HTTP-request-header-size", "HTTP-request-trailer-section-size", "HTTP-request-trailer-size",
+    "HTTP-response-incomplete", "HTTP-response-header-section-size", "HTTP-response-header-size",
+    "HTTP-response-body-size", "HTTP-response-trailer-section-size", "HTTP-response-trailer-size",
+    "HTTP-response-transfer-coding", "HTTP-response-content-coding", "HTTP-response-timeout",
+    "HTTP-upgrade-failed", "HTTP-protocol-error", "loop-detected", "configuration-error",
+    "internal-error",
+};
+
+static char *opt_str(const wd_wit_option_string_t *o) {
+    if (!o->is_some || o->val.len == 0) return NULL;
+    char *s = malloc(o->val.len + 1);
+    if (s) {
+        memcpy(s, o->val.ptr, o->val.len);
+        s[o->val.len] = '\0';
+    }
+    return s;
+}
+
+static char *opt_num(bool is_some, uint64_t v) { return is_some ? format("%llu", (unsigned long long)v) : NULL; }
+
+/* Record an error-code the host returned (and free its payload). */
+static bool fail_code(http_fail *f, http_code *c) {
+    const char *name = c->tag < sizeof HTTP_CODE_NAMES / sizeof *HTTP_CODE_NAMES
+                           ? HTTP_CODE_NAMES[c->tag] : "internal-error";
+    char *detail = NULL;
+    switch (c->tag) {
+    case WASI_HTTP_TYPES_ERROR_CODE_DNS_ERROR: {
+        char *rcode = opt_str(&c->val.dns_error.rcode);
+        const wd_wit_option_u16_t *info = &c->val.dns_error.info_code;
+        if (rcode && info->is_some) detail = format("%s %u", rcode, (unsigned)info->val);
+        else if (info->is_some) detail = format("%u", (unsigned)info->val);
+        if (detail || !rcode) free(rcode);
+        else detail = rcode;
+        break;
+    }
+    case WASI_HTTP_TYPES_ERROR_CODE_TLS_ALERT_RECEIVED:
+        detail = opt_str(&c->val.tls_alert_received.alert_message);
+        if (!detail) detail = opt_num(c->val.tls_alert_received.alert_id.is_some,
+                                      c->val.tls_alert_received.alert_id.val);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_BODY_SIZE:
+        detail = opt_num(c->val.http_request_body_size.is_some, c->val.http_request_body_size.val);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_BODY_SIZE:
+        detail = opt_num(c->val.http_response_body_size.is_some, c->val.http_response_body_size.val);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_HEADER_SECTION_SIZE:
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_TRAILER_SECTION_SIZE:
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_HEADER_SECTION_SIZE:
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_TRAILER_SECTION_SIZE: {
+        const wd_wit_option_u32_t *n = &c->val.http_request_header_section_size; /* same layout */
+        if (c->tag == WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_TRAILER_SECTION_SIZE)
+            n = &c->val.http_request_trailer_section_size;
+        else if (c->tag == WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_HEADER_SECTION_SIZE)
+            n = &c->val.http_response_header_section_size;
+        else if (c->tag == WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_TRAILER_SECTION_SIZE)
+            n = &c->val.http_response_trailer_section_size;
+        detail = opt_num(n->is_some, n->val);
+        break;
+    }
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_HEADER_SIZE:
+        if (c->val.http_request_header_size.is_some)
+            detail = opt_str(&c->val.http_request_header_size.val.field_name);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_TRAILER_SIZE:
+        detail = opt_str(&c->val.http_request_trailer_size.field_name);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_HEADER_SIZE:
+        detail = opt_str(&c->val.http_response_header_size.field_name);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_TRAILER_SIZE:
+        detail = opt_str(&c->val.http_response_trailer_size.field_name);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_TRANSFER_CODING:
+        detail = opt_str(&c->val.http_response_transfer_coding);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_CONTENT_CODING:
+        detail = opt_str(&c->val.http_response_content_coding);
+        break;
+    case WASI_HTTP_TYPES_ERROR_CODE_INTERNAL_ERROR:
+        detail = opt_str(&c->val.internal_error);
+        break;
+    default:
+        break;
+    }
+    wasi_http_types_error_code_free(c);
+    return fail_with(f, name, detail);
+}
+
+/* Record a stream error (and drop its io error). */
+static bool fail_stream(http_fail *f, wasi_io_streams_stream_error_t *e) {
+    if (e->tag == WASI_IO_STREAMS_STREAM_ERROR_CLOSED)
+        return fail_with(f, "connection-terminated", NULL);
+    wasi_io_error_own_error_t io = e->val.last_operation_failed;
+    wasi_io_error_borrow_error_t bio = wasi_io_error_borrow_error(io);
+    http_code c;
+    bool known = wasi_http_types_http_error_code(bio, &c);
+    if (known) {
+        wasi_io_error_error_drop_own(io);
+        return fail_code(f, &c);
+    }
+    wd_wit_string_t s;
+    wasi_io_error_method_error_to_debug_string(bio, &s);
+    wasi_io_error_error_drop_own(io);
+    char *detail = wstr_take(&s, NULL);
+    return fail_with(f, "internal-error", detail);
+}
+
+/* `scheme://authority/path?query` (views into url; a fragment is dropped, "" path is "/"). */
+static bool split_url(const char *url, wasi_http_types_scheme_t *scheme, wd_wit_string_t *authority,
+                      wd_wit_string_t *path) {
+    const char *rest;
+    memset(scheme, 0, sizeof *scheme);
+    if (ascii_istarts(url, "https://")) {
+        scheme->tag = WASI_HTTP_TYPES_SCHEME_HTTPS;
+        rest = url + 8;
+    } else if (ascii_istarts(url, "http://")) {
+        scheme->tag = WASI_HTTP_TYPES_SCHEME_HTTP;
+        rest = url + 7;
+    } else {
+        return false;
+    }
+    size_t end = strcspn(rest, "#");
+    size_t a = strcspn(rest, "/?#");
+    if (a == 0) return false;
+    *authority = (wd_wit_string_t){(uint8_t *)rest, a};
+    if (a == end) *path = (wd_wit_string_t){(uint8_t *)"/", 1};
+    else *path = (wd_wit_string_t){(uint8_t *)rest + a, end - a};
+    return true;
+}
+
+static wasi_http_types_method_t method_of(const char *m) {
+    static const char *const names[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT",
+                                        "OPTIONS", "TRACE", "PATCH"};
+    wasi_http_types_method_t wm;
+    memset(&wm, 0, sizeof wm);
+    for (uint8_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(m, names[i]) == 0) {
+            wm.tag = i;
+            return wm;
+        }
+    wm.tag = WASI_HTTP_TYPES_METHOD_OTHER;
+    wm.val.other = (wd_wit_string_t){(uint8_t *)m, strlen(m)}; /* borrowed */
+    return wm;
+}
+
+/* Headers as a wasi:http `fields` (plus content-length when needed). */
+static bool request_fields(const char *method, const wd_http_header *headers, size_t n_headers,
+                           size_t body_len, wasi_http_types_own_fields_t *out, http_fail *f) {
+    wasi_http_types_tuple2_field_name_field_value_t *entries = calloc(n_headers + 1, sizeof *entries);
+    if (!entries) return false;
+    size_t k = 0;
+    bool has_length = false;
+    for (size_t i = 0; i < n_headers; i++) {
+        if (!headers[i].name || !headers[i].value) continue;
+        entries[k].f0 = (wd_wit_string_t){(uint8_t *)headers[i].name, strlen(headers[i].name)};
+        entries[k].f1 = (wasi_http_types_field_value_t){(uint8_t *)headers[i].value, strlen(headers[i].value)};
+        k++;
+        has_length |= ascii_ieq(headers[i].name, "content-length");
+    }
+    char length[24];
+    bool sends_body = body_len > 0 || strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0 ||
+                      strcmp(method, "PATCH") == 0;
+    if (sends_body && !has_length) {
+        snprintf(length, sizeof length, "%llu", (unsigned long long)body_len);
+        entries[k].f0 = (wd_wit_string_t){(uint8_t *)"content-length", 14};
+        entries[k].f1 = (wasi_http_types_field_value_t){(uint8_t *)length, strlen(length)};
+        k++;
+    }
+    wasi_http_types_list_tuple2_field_name_field_value_t list = {entries, k};
+    wasi_http_types_header_error_t herr;
+    bool ok = wasi_http_types_static_fields_from_list(&list, out, &herr);
+    free(entries); /* borrowed by the call: nothing of it was taken */
+    if (!ok) {
+        static const char *const why[] = {"invalid-syntax", "forbidden", "immutable"};
+        return fail_with(f, "internal-error",
+                         format("invalid request header (%s)", herr.tag < 3 ? why[herr.tag] : "?"));
+    }
+    return true;
+}
+
+/* Write the body (if any) and finish it; consumes `body`. */
+static bool write_body(wasi_http_types_own_outgoing_body_t body, const void *data, size_t len,
+                       http_fail *f) {
+    if (len > 0) {
+        wasi_http_types_own_output_stream_t stream;
+        if (!wasi_http_types_method_outgoing_body_write(wasi_http_types_borrow_outgoing_body(body), &stream)) {
+            wasi_http_types_outgoing_body_drop_own(body);
+            return fail_with(f, "internal-error", xstrdup("the request body's stream was taken"));
+        }
+        wasi_io_streams_borrow_output_stream_t bs = wasi_io_streams_borrow_output_stream(stream);
+        bool ok = true;
+        for (size_t off = 0; ok && off < len; off += HTTP_WRITE_CHUNK) {
+            size_t n = len - off < HTTP_WRITE_CHUNK ? len - off : HTTP_WRITE_CHUNK;
+            wd_wit_list_u8_t chunk = {(uint8_t *)data + off, n}; /* borrowed */
+            wasi_io_streams_stream_error_t se;
+            if (!wasi_io_streams_method_output_stream_blocking_write_and_flush(bs, &chunk, &se))
+                ok = fail_stream(f, &se);
+        }
+        wasi_io_streams_output_stream_drop_own(stream);
+        if (!ok) {
+            wasi_http_types_outgoing_body_drop_own(body); /* unfinished: the request is aborted */
+            return false;
+        }
+    }
+    http_code c;
+    if (!wasi_http_types_static_outgoing_body_finish(body, NULL, &c)) return fail_code(f, &c);
+    return true;
+}
+
+/* Headers (lower-cased names) and the whole body of `resp` into *out. */
+static bool read_response(wasi_http_types_own_incoming_response_t resp, wd_http_response *out,
+                          http_fail *f) {
+    wasi_http_types_borrow_incoming_response_t br = wasi_http_types_borrow_incoming_response(resp);
+    out->status = wasi_http_types_method_incoming_response_status(br);
+
+    wasi_http_types_own_headers_t h = wasi_http_types_method_incoming_response_headers(br);
+    wasi_http_types_list_tuple2_field_name_field_value_t entries;
+    wasi_http_types_method_fields_entries(wasi_http_types_borrow_fields(h), &entries);
+    wasi_http_types_fields_drop_own(h);
+    bool ok = true;
+    if (entries.len) {
+        out->headers = calloc(entries.len, sizeof *out->headers);
+        if (!out->headers) ok = false;
+        for (size_t i = 0; ok && i < entries.len; i++) {
+            char *name = malloc(entries.ptr[i].f0.len + 1);
+            char *value = malloc(entries.ptr[i].f1.len + 1);
+            if (!name || !value) {
+                free(name);
+                free(value);
+                ok = false;
+                break;
+            }
+            for (size_t j = 0; j < entries.ptr[i].f0.len; j++) {
+                char c = (char)entries.ptr[i].f0.ptr[j];
+                name[j] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+            }
+            name[entries.ptr[i].f0.len] = '\0';
+            if (entries.ptr[i].f1.len) memcpy(value, entries.ptr[i].f1.ptr, entries.ptr[i].f1.len);
+            value[entries.ptr[i].f1.len] = '\0';
+            out->headers[i] = (wd_http_header){name, value};
+            out->n_headers = i + 1;
+        }
+    }
+    wasi_http_types_list_tuple2_field_name_field_value_free(&entries);
+    if (!ok) return false;
+
+    wasi_http_types_own_incoming_body_t body;
+    if (!wasi_http_types_method_incoming_response_consume(br, &body))
+        return fail_with(f, "internal-error", xstrdup("the response body was taken"));
+    wasi_http_types_own_input_stream_t stream;
+    if (!wasi_http_types_method_incoming_body_stream(wasi_http_types_borrow_incoming_body(body), &stream)) {
+        wasi_http_types_incoming_body_drop_own(body);
+        return fail_with(f, "internal-error", xstrdup("the response body's stream was taken"));
+    }
+    wasi_io_streams_borrow_input_stream_t bs = wasi_io_streams_borrow_input_stream(stream);
+    sbuf b = {0};
+    for (;;) {
+        wd_wit_list_u8_t chunk;
+        wasi_io_streams_stream_error_t se;
+        if (!wasi_io_streams_method_input_stream_blocking_read(bs, HTTP_READ_CHUNK, &chunk, &se)) {
+            if (se.tag != WASI_IO_STREAMS_STREAM_ERROR_CLOSED) ok = fail_stream(f, &se);
+            break; /* closed: the whole body is in */
+        }
+        sbuf_add(&b, chunk.ptr, chunk.len);
+        if (chunk.len) free(chunk.ptr); /* an empty list's ptr is (void *)1: never free it */
+        if (b.oom) break;
+    }
+    wasi_io_streams_input_stream_drop_own(stream);
+    wasi_http_types_future_trailers_drop_own(wasi_http_types_static_incoming_body_finish(body));
+    out->body = sbuf_take(&b, &out->body_len);
+    return ok && out->body;
+}
+
+/* The exchange; false with *f filled (code NULL: out of memory). */
+static bool http_exchange(const char *method, const char *url, const wd_http_header *headers,
+                          size_t n_headers, const void *body, size_t body_len,
+                          wd_http_response *out, http_fail *f) {
+    wasi_http_types_scheme_t scheme;
+    wd_wit_string_t authority, path;
+    if (!split_url(url, &scheme, &authority, &path))
+        return fail_with(f, "HTTP-request-URI-invalid", xstrdup("not an absolute http:// or https:// URL"));
+
+    wasi_http_types_own_fields_t fields;
+    if (!request_fields(method, headers, n_headers, body_len, &fields, f)) return false;
+    wasi_http_types_own_outgoing_request_t req = wasi_http_types_constructor_outgoing_request(fields);
+    wasi_http_types_borrow_outgoing_request_t breq = wasi_http_types_borrow_outgoing_request(req);
+    wasi_http_types_method_t wm = method_of(method);
+    bool ok = true;
+    if (!wasi_http_types_method_outgoing_request_set_method(breq, &wm))
+        ok = fail_with(f, "HTTP-request-method-invalid", xstrdup(method));
+    else if (!wasi_http_types_method_outgoing_request_set_scheme(breq, &scheme) ||
+             !wasi_http_types_method_outgoing_request_set_authority(breq, &authority) ||
+             !wasi_http_types_method_outgoing_request_set_path_with_query(breq, &path))
+        ok = fail_with(f, "HTTP-request-URI-invalid", NULL);
+    wasi_http_types_own_outgoing_body_t obody;
+    if (ok && !wasi_http_types_method_outgoing_request_body(breq, &obody))
+        ok = fail_with(f, "internal-error", xstrdup("the request's body was taken"));
+    if (!ok) {
+        wasi_http_types_outgoing_request_drop_own(req);
+        return false;
+    }
+
+    wasi_http_types_own_future_incoming_response_t future;
+    http_code c;
+    if (!wasi_http_outgoing_handler_handle(req, NULL, &future, &c)) { /* req is consumed */
+        wasi_http_types_outgoing_body_drop_own(obody);
+        return fail_code(f, &c);
+    }
+    /* The body goes out while the host sends the request; if the exchange fails, the
+     * response's error code says why (it wins over the write error). */
+    http_fail write_failure = {NULL, NULL};
+    bool written = write_body(obody, body, body_len, &write_failure);
+
+    wasi_http_types_borrow_future_incoming_response_t bf = wasi_http_types_borrow_future_incoming_response(future);
+    wasi_io_poll_own_pollable_t ready = wasi_http_types_method_future_incoming_response_subscribe(bf);
+    wasi_io_poll_method_pollable_block(wasi_io_poll_borrow_pollable(ready));
+    wasi_io_poll_pollable_drop_own(ready);
+    wasi_http_types_result_result_own_incoming_response_error_code_void_t got;
+    if (!wasi_http_types_method_future_incoming_response_get(bf, &got))
+        ok = fail_with(f, "internal-error", xstrdup("no response although ready"));
+    else if (got.is_err)
+        ok = fail_with(f, "internal-error", xstrdup("the response was taken twice"));
+    else if (got.val.ok.is_err)
+        ok = fail_code(f, &got.val.ok.val.err);
+    if (ok && !written) {
+        wasi_http_types_incoming_response_drop_own(got.val.ok.val.ok);
+        ok = false;
+    } else if (ok) {
+        wasi_http_types_own_incoming_response_t resp = got.val.ok.val.ok;
+        ok = read_response(resp, out, f);
+        wasi_http_types_incoming_response_drop_own(resp);
+    }
+    wasi_http_types_future_incoming_response_drop_own(future);
+    if (!ok && !f->code && write_failure.code) { /* no error code of the exchange: the write's */
+        *f = write_failure;
+        write_failure.detail = NULL;
+    }
+    free(write_failure.detail);
+    return ok;
+}
+
+bool wd_http_request(const char *method, const char *url, const wd_http_header *headers,
+                     size_t n_headers, const void *body, size_t body_len, wd_http_response *out,
+                     wd_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!url) url = "";
+    sbuf m = {0};
+    add_method(&m, method);
+    char *upper = sbuf_take(&m, NULL);
+    if (!upper) return wd_internal_error(err, "out of memory");
+    http_fail f = {NULL, NULL};
+    bool ok = http_exchange(upper, url, headers, n_headers, body, body ? body_len : 0, out, &f);
+    if (!ok) {
+        wd_http_response_free(out);
+        if (f.code) wd_http_transport_error(upper, url, f.code, f.detail, err);
+        else wd_internal_error(err, "%s %s: out of memory", upper, url);
+    }
+    free(f.detail);
+    free(upper);
+    return ok;
+}
+
+bool wd_http_send_json(const char *method, const char *url, const char *json,
+                       wd_http_response *out, wd_error *err) {
+    static const wd_http_header JSON_HEADERS[] = {{"Content-Type", "application/json"},
+                                                  {"Accept", "application/json"}};
+    if (!json) return wd_http_request(method, url, JSON_HEADERS + 1, 1, NULL, 0, out, err);
+    return wd_http_request(method, url, JSON_HEADERS, 2, json, strlen(json), out, err);
+}
+
+#endif /* WD_HAVE_HTTP */
 
 /* ==== hooks =============================================================================== */
 #ifdef WD_HAVE_HOOKS

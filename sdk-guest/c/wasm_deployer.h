@@ -26,6 +26,10 @@
  *                                           .deploy_item_types = TYPES};
  *     WD_EXPORT_DEPLOYER(ECHO, echo_reconcile, echo_delete)
  *
+ * HTTP: a deployer may call an API under its Target (type `wasm-deployer.dev/http-api`) with
+ * wd_http_request over the standard `wasi:http/outgoing-handler`; the host checks the URL and
+ * adds the credentials. See "HTTP requests" below and in docs/plugins/c.md.
+ *
  * Build: plugins/c/build.sh (see docs/plugins/c.md). The bindings `wd_wit.h`/`wd_wit.c` are
  * generated per world by `c-componentize bindgen --rename-world wd_wit`; this helper is compiled
  * together with them, and only the parts the world has are compiled in (WD_HAVE_DEPLOYER,
@@ -66,6 +70,10 @@
 #endif
 #ifdef EXPORTS_WASM_DEPLOYER_PLUGIN_HOOKS_HOOK_TYPE_START
 #define WD_HAVE_HOOKS 1
+#endif
+/* `wasi:http/outgoing-handler` is imported by the deployer worlds since WIT 1.5. */
+#ifdef WASI_HTTP_TYPES_METHOD_GET
+#define WD_HAVE_HTTP 1
 #endif
 
 #ifdef __cplusplus
@@ -308,6 +316,103 @@ bool wd__step(const char *operation, wd_step_fn fn, wasm_deployer_plugin_types_i
     }
 
 #endif /* WD_HAVE_DEPLOYER */
+
+/* ==== HTTP requests (wasi:http/outgoing-handler; worlds deployer-plugin, deployer-hook-plugin)
+ * A blocking client over the standard WASI 0.2 interface plus the error mapping every SDK
+ * shares. The host sends a request only if its URL lies under the item's Target `url` (type
+ * `wasm-deployer.dev/http-api`, or a prefix its configuration allows), adds the Target's
+ * credentials (`Authorization`) itself -- the plugin never sees a token -- and does not follow
+ * redirects (a 3xx comes back as it is).
+ *
+ *     char *url;
+ *     if (!wd_target_url(inv, "things/a", &url, err)) return false;   // <Target url>/things/a
+ *     wd_http_response r;
+ *     bool ok = wd_http_send_json("PUT", url, "{\"size\":3}", &r, err) &&  // transport errors
+ *               wd_http_error_for_status("PUT", url, &r, err);              // 4xx/5xx
+ *     if (ok) wd_log_info("PUT %s: %u", url, (unsigned)r.status);
+ *     wd_http_response_free(&r);
+ *     free(url);
+ *     return ok;
+ *
+ * Error mapping (wd_http_status_error, wd_http_transport_error):
+ * - 401, 403: ERR_UNAUTHORIZED, reason `Unauthorized`;
+ * - other 4xx: ERR_CONFIGURATION_PROBLEM, reason `HttpClientError`;
+ * - 5xx: no code (retried), reason `HttpServerError`;
+ *   (all three: message "<METHOD> <URL>: <status> <body, first 500 characters>")
+ * - no response (refused, timeout, reset, TLS, ...): no code (retried), reason
+ *   `HttpRequestFailed`, message "<METHOD> <URL>: wasi:http error <code> (<detail>)";
+ * - refused by the host (`HTTP-request-denied`): ERR_CONFIGURATION_PROBLEM, reason
+ *   `HttpNotAllowed` (the host fails the item so anyway). */
+#define WD_HTTP_API_TARGET_TYPE "wasm-deployer.dev/http-api"
+#define WD_HTTP_BODY_IN_MESSAGE 500 /* characters of a response body an error message quotes */
+#define WD_HTTP_REQUEST_DENIED "HTTP-request-denied"
+
+typedef struct {
+    const char *name;
+    const char *value;
+} wd_http_header;
+
+/* A response, whatever its status. Everything is malloc'd: wd_http_response_free. */
+typedef struct {
+    uint16_t status;
+    wd_http_header *headers; /* names lower case, in order */
+    size_t n_headers;
+    char *body;              /* NUL-terminated ("" if empty; may contain NUL bytes) */
+    size_t body_len;
+} wd_http_response;
+
+void wd_http_response_free(wd_http_response *r);
+/* The first value of header `name` (case-insensitive), or NULL. */
+const char *wd_http_response_header(const wd_http_response *r, const char *name);
+/* The body as JSON (a view into r->body): MISSING if empty or not JSON. */
+wd_json wd_http_response_json(const wd_http_response *r);
+/* 2xx. */
+bool wd_http_is_success(const wd_http_response *r);
+
+/* The mapped error for a 4xx or 5xx status (see above; false and `*err` filled), true for any
+ * other status. `method` and `url` name the request in the message. */
+bool wd_http_status_error(const char *method, const char *url, uint16_t status, const void *body,
+                          size_t body_len, wd_error *err);
+/* wd_http_status_error for a response: `if (!wd_http_error_for_status("PUT", url, &r, err))`. */
+bool wd_http_error_for_status(const char *method, const char *url, const wd_http_response *r,
+                              wd_error *err);
+/* The mapped error for a request that got no response: `code` is the wasi:http error-code case
+ * in its WIT spelling (e.g. "connection-refused"), `detail` its payload or NULL. Always false.
+ * wd_http_request calls it itself; it is public for plugins with their own client. */
+bool wd_http_transport_error(const char *method, const char *url, const char *code,
+                             const char *detail, wd_error *err);
+
+/* `base` and a relative `path` joined with exactly one '/' ("https://h/v1" or "https://h/v1/"
+ * with "things/a" or "/things/a": "https://h/v1/things/a"); an empty path gives `base`.
+ * Malloc'd; NULL on OOM. */
+char *wd_http_join(const char *base, const char *path);
+/* Whether `path` may be joined to a base URL: not an absolute URL ("https://...", "//host"),
+ * no ".." segment (also percent-encoded). Else ERR_CONFIGURATION_PROBLEM, reason InvalidPath. */
+bool wd_http_check_path(const char *path, wd_error *err);
+
+#ifdef WD_HAVE_DEPLOYER
+/* `spec.config.url` of the item's Target joined with `path` (checked by wd_http_check_path;
+ * NULL or "" = the url itself), malloc'd in `*out`. ERR_CONFIGURATION_PROBLEM if the item has
+ * no Target (reason NoTarget), it is not of type WD_HTTP_API_TARGET_TYPE (TargetType), or has
+ * no http(s) url (TargetUrl). */
+bool wd_target_url(const wd_invocation *inv, const char *path, char **out, wd_error *err);
+#endif
+
+#ifdef WD_HAVE_HTTP
+/* Send one request and wait for the whole response. True with `*out` filled for ANY status
+ * (check it with wd_http_error_for_status); false with the mapped transport error in `*err`
+ * (`*out` is then empty, and freeing it is harmless). `url` is absolute (http/https; a
+ * fragment is dropped); `headers` may be NULL; `body` NULL/0 sends none. A Content-Length is
+ * added for a body and for PUT, POST and PATCH. Without options the host's timeouts apply,
+ * always cut to the invocation's deadline. */
+bool wd_http_request(const char *method, const char *url, const wd_http_header *headers,
+                     size_t n_headers, const void *body, size_t body_len, wd_http_response *out,
+                     wd_error *err);
+/* wd_http_request with the JSON text `json` (NULL: no body) and `Content-Type` and `Accept:
+ * application/json`. */
+bool wd_http_send_json(const char *method, const char *url, const char *json,
+                       wd_http_response *out, wd_error *err);
+#endif /* WD_HAVE_HTTP */
 
 /* ==== Hooks (worlds hook-plugin, deployer-hook-plugin) ===================================== */
 #ifdef WD_HAVE_HOOKS

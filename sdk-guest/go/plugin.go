@@ -45,7 +45,10 @@
 //   - maps returned errors: an *Error keeps its codes (ConfigurationError, InternalError, ...);
 //     any other error, and any panic, becomes ERR_INTERNAL_PROBLEM with its text — never a trap;
 //   - gives Ctx: logging, clocks, progress checkpoints, Kubernetes (ctx.Kube) on
-//     map[string]any objects, and fetch (ctx.HTTPGet, ctx.OCIPull).
+//     map[string]any objects, and fetch (ctx.HTTPGet, ctx.OCIPull);
+//   - HTTP to the API under the item's Target (http.go): Invocation.HTTPURL, HTTPStatusError,
+//     HTTPTransportError; Go's net/http client over wasi:http is package
+//     wasm-deployer.dev/plugin/wasihttp (wasihttp.Client(), wasihttp.Check).
 //
 // Go specifics (docs/plugins/go.md, "Traps"): every goroutine a step starts must finish before
 // the step returns (the instance is not called again to run them), and a panic in another
@@ -64,7 +67,7 @@ import (
 )
 
 // WITVersion is the WIT package version this helper speaks (`wasm-deployer:plugin@…`).
-const WITVersion = "1.4.0"
+const WITVersion = "1.5.0"
 
 // Landscaper error codes (sdk-guest/model/src/codes.rs).
 const (
@@ -224,6 +227,14 @@ func truncate(s string) string {
 	return s[:maxMessage] + "…"
 }
 
+// urlError is net/url's *url.Error (what net/http's client wraps a transport's error in),
+// known by its methods so that plugins without HTTP do not link net/url (240 KB).
+type urlError interface {
+	Unwrap() error
+	Timeout() bool
+	Temporary() bool
+}
+
 // asError turns any error into an *Error: an *Error in the chain keeps its codes and reason
 // (the message is the whole chain's text); anything else is ERR_INTERNAL_PROBLEM.
 func asError(err error, operation string) *Error {
@@ -232,7 +243,9 @@ func asError(err error, operation string) *Error {
 	if errors.As(err, &e) {
 		out = *e
 		out.Message = err.Error()
-		if err == error(e) {
+		// An *Error itself, or as net/http's client returns the transport's (a *url.Error
+		// around it, whose `Put "URL": ` the message already says): its own message.
+		if u, ok := err.(urlError); err == error(e) || (ok && u.Unwrap() == error(e)) {
 			out.Message = e.Message
 		}
 	} else {

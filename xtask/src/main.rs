@@ -404,6 +404,38 @@ fn guest_sdk_tests() -> Result<()> {
         tc.join("js/node_modules/@bytecodealliance/componentize-js"),
         vec![node],
     ));
+    steps.push((
+        "c",
+        target.join("debug/c-componentize"),
+        c_sdk_test_commands(&root, &target),
+    ));
+    let go = tc.join("go-venv/bin/go");
+    let go_steps = go_sdk_test_commands(&root, &target, &tc);
+    steps.push(("go", go.clone(), go_steps));
+    for (lang, needs, commands) in steps {
+        if !needs.exists() {
+            if ci {
+                bail!(
+                    "{lang} guest SDK tests: {} missing (CI=true)",
+                    needs.display()
+                );
+            }
+            eprintln!(
+                "warning: {lang} guest SDK tests skipped: {} missing",
+                needs.display()
+            );
+            continue;
+        }
+        for mut cmd in commands {
+            run(&mut cmd).with_context(|| format!("{lang} guest SDK tests"))?;
+        }
+        eprintln!("{lang} guest SDK tests passed");
+    }
+    Ok(())
+}
+
+/// The C SDK's native tests (ASan/UBSan): its JSON code and its wasi:http client on a fake host.
+fn c_sdk_test_commands(root: &Path, target: &Path) -> Vec<Command> {
     let gen_dir = target.join("c-sdk-test/gen");
     let exe = target.join("c-sdk-test/json_test");
     let mut bindgen = Command::new(target.join("debug/c-componentize"));
@@ -433,15 +465,39 @@ fn guest_sdk_tests() -> Result<()> {
         .args(["-Wl,--unresolved-symbols=ignore-all", "-o"])
         .arg(&exe)
         .arg(root.join("sdk-guest/c/tests/json_test.c"));
-    steps.push((
-        "c",
-        target.join("debug/c-componentize"),
-        vec![bindgen, compile, Command::new(&exe)],
-    ));
+    // The HTTP part (tests/http_test.c): the wasi:http client against a fake host.
+    let http_exe = target.join("c-sdk-test/http_test");
+    let mut compile_http = Command::new("clang");
+    compile_http
+        .args([
+            "-std=c11",
+            "-g",
+            "-fsanitize=address,undefined",
+            "-no-pie",
+            "-I",
+        ])
+        .arg(&gen_dir)
+        .arg("-I")
+        .arg(root.join("sdk-guest/c"))
+        .args(["-Wl,--unresolved-symbols=ignore-all", "-o"])
+        .arg(&http_exe)
+        .arg(root.join("sdk-guest/c/tests/http_test.c"));
+    vec![
+        bindgen,
+        compile,
+        Command::new(&exe),
+        compile_http,
+        Command::new(&http_exe),
+    ]
+}
+
+/// The Go SDK's checks: `go vet` (wasip1) of the SDK and examples, its HTTP rules tested
+/// natively, gofmt, and the glue is what wit/ gives.
+fn go_sdk_test_commands(root: &Path, target: &Path, tc: &Path) -> Vec<Command> {
+    let go = tc.join("go-venv/bin/go");
     // Go: `go vet` (GOOS=wasip1) of the SDK and the example plugins, gofmt, and the glue is what
     // wit/ gives (the same check as go-componentize's unit test, with the toolchain's gofmt).
-    let go = tc.join("go-venv/bin/go");
-    let go_env = go_env(&tc);
+    let go_env = go_env(tc);
     let mut go_steps = Vec::new();
     for dir in ["sdk-guest/go", "plugins/go"] {
         let mut vet = Command::new(&go);
@@ -450,12 +506,21 @@ fn guest_sdk_tests() -> Result<()> {
             .envs(go_env.iter().map(|(k, v)| (k, v)));
         go_steps.push(vet);
     }
+    // The HTTP rules of the Go SDK (URL joining, the error mapping) are plain Go: tested natively.
+    let mut httpapi = Command::new(&go);
+    httpapi
+        .current_dir(root.join("sdk-guest/go"))
+        .args(["test", "./internal/httpapi"])
+        .envs(go_env.iter().map(|(k, v)| (k, v)))
+        .env_remove("GOOS")
+        .env_remove("GOARCH");
+    go_steps.push(httpapi);
     let mut fmt = Command::new("bash");
-    fmt.current_dir(&root).args([
+    fmt.current_dir(root).args([
         "-c",
         "test -z \"$(\"$0\" -l sdk-guest/go plugins/go)\" || { \"$0\" -l sdk-guest/go plugins/go; echo 'gofmt: the files above are not formatted' >&2; exit 1; }",
     ]);
-    fmt.arg(gofmt_path(&tc));
+    fmt.arg(gofmt_path(tc));
     go_steps.push(fmt);
     let mut glue = Command::new(target.join("debug/go-componentize"));
     glue.args(["bindgen", "--check", "--wit"])
@@ -463,29 +528,9 @@ fn guest_sdk_tests() -> Result<()> {
         .arg("--out")
         .arg(root.join("sdk-guest/go"))
         .arg("--gofmt")
-        .arg(gofmt_path(&tc));
+        .arg(gofmt_path(tc));
     go_steps.push(glue);
-    steps.push(("go", go.clone(), go_steps));
-    for (lang, needs, commands) in steps {
-        if !needs.exists() {
-            if ci {
-                bail!(
-                    "{lang} guest SDK tests: {} missing (CI=true)",
-                    needs.display()
-                );
-            }
-            eprintln!(
-                "warning: {lang} guest SDK tests skipped: {} missing",
-                needs.display()
-            );
-            continue;
-        }
-        for mut cmd in commands {
-            run(&mut cmd).with_context(|| format!("{lang} guest SDK tests"))?;
-        }
-        eprintln!("{lang} guest SDK tests passed");
-    }
-    Ok(())
+    go_steps
 }
 
 /// The Go toolchain's environment: offline, standard library only, caches under `tc`.

@@ -99,9 +99,17 @@ fn http_api_templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static 
             "plugin.js",
             include_str!("../../../../sdk-guest/templates/js/http-api/plugin.js.tmpl"),
         ),
+        "c" => (
+            "plugin.c",
+            include_str!("../../../../sdk-guest/templates/c/http-api/plugin.c.tmpl"),
+        ),
+        "go" => (
+            "main.go",
+            include_str!("../../../../sdk-guest/templates/go/http-api/main.go.tmpl"),
+        ),
         other => bail!(
-            "the http-api template is not available for {other:?} yet: it is for rust, python \
-             and js (the SDK helpers of the other languages are in docs/plugins/http.md)"
+            "unknown language {other:?}: one of {}",
+            LANGUAGES.join(", ")
         ),
     };
     Ok(std::iter::once(source).chain(shared).collect())
@@ -232,6 +240,18 @@ fn templates(lang: &str) -> anyhow::Result<Vec<(&'static str, &'static str)>> {
             (
                 "sdk/internal/wit/exporthooks/bindings.go",
                 include_str!("../../../../sdk-guest/go/internal/wit/exporthooks/bindings.go"),
+            ),
+            (
+                "sdk/http.go",
+                include_str!("../../../../sdk-guest/go/http.go"),
+            ),
+            (
+                "sdk/internal/httpapi/httpapi.go",
+                include_str!("../../../../sdk-guest/go/internal/httpapi/httpapi.go"),
+            ),
+            (
+                "sdk/wasihttp/wasihttp.go",
+                include_str!("../../../../sdk-guest/go/wasihttp/wasihttp.go"),
             ),
         ],
         other => bail!(

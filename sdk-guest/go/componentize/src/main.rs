@@ -92,11 +92,12 @@ fn find_gofmt(explicit: Option<PathBuf>) -> Option<PathBuf> {
     })
 }
 
-/// Go source compared token-wise: gofmt only changes whitespace.
+/// Go source compared token-wise: gofmt only changes whitespace, and in doc comments it may
+/// add empty `//` lines (before a URL or list of the WASI docs), which are ignored too.
 pub fn normalized(text: &str) -> String {
     text.lines()
         .map(|l| l.split_whitespace().collect::<String>())
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && l != "//")
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -205,6 +206,13 @@ mod tests {
             };
             std::fs::write(dir.join(f), text).unwrap();
         }
+        // The WASI packages `deployer.wit` imports (wasi:http and what it uses).
+        let deps = dir.join("deps");
+        std::fs::create_dir_all(&deps).unwrap();
+        for entry in std::fs::read_dir(repo().join("wit/deps")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), deps.join(entry.file_name())).unwrap();
+        }
         let files = glue::generate(&dir).unwrap();
         let text = normalized(&files["internal/wit/bindings.go"]);
         // abort(1) requeue(1) pad option<u64>(16 at 8) -> note at 24, size 32.
@@ -212,6 +220,34 @@ mod tests {
         assert!(text.contains("Note:LiftString(Ld32(p+24),Ld32((p+24)+4)),"));
         assert!(text.contains("SizeHookResult=32"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The WASI interfaces the world imports (wasi:http and what it uses): resources become
+    /// handle types with methods, statics, constructors and `Drop`; variants structs with a
+    /// tag; tuples `Tuple2`; all at the canonical ABI's layout.
+    #[test]
+    fn wasi_resources_variants_and_tuples_get_glue() {
+        let files = glue::generate(&repo().join("wit")).unwrap();
+        let text = normalized(&files["internal/wit/bindings.go"]);
+        for want in [
+            "typeHttpFieldsuint32",
+            "//go:wasmimportwasi:http/types@0.2.12[resource-drop]fields",
+            "func(hHttpFields)Drop(){",
+            "func(selfHttpFields)Append(namestring,value[]byte)Result[struct{},HttpHeaderError]{",
+            "funcHttpFieldsFromList(entries[]Tuple2[string,[]byte])Result[HttpFields,HttpHeaderError]{",
+            "funcNewHttpOutgoingRequest(headersHttpFields)HttpOutgoingRequest{",
+            "//go:wasmimportwasi:http/types@0.2.12[static]outgoing-body.finish",
+            "funcHttpOutgoingHandlerHandle(requestHttpOutgoingRequest,options*HttpRequestOptions)Result[HttpFutureIncomingResponse,HttpErrorCode]{",
+            "func(selfIoInputStream)BlockingRead(len_uint64)Result[[]byte,IoStreamError]{",
+            "HttpErrorCodeHTTPRequestDenied",
+            // tag, payload at 8 (option<u64>), largest payload option<field-size-payload> (24).
+            "SizeHttpErrorCode=32",
+            "case15:\nreturn\"HTTP-request-denied\"",
+        ] {
+            assert!(text.contains(want), "missing {want}");
+        }
+        // Only the package's own worlds: nothing of wasi:sockets or wasi:filesystem.
+        assert!(!text.contains("Sockets") && !text.contains("Filesystem"));
     }
 
     fn tempfile_dir() -> PathBuf {

@@ -35,6 +35,25 @@ type Result[T, E any] struct {
 	IsErr bool
 }
 
+// Tuple2, Tuple3 and Tuple4 are WIT tuples: F0 is the first element.
+type Tuple2[A, B any] struct {
+	F0 A
+	F1 B
+}
+
+type Tuple3[A, B, C any] struct {
+	F0 A
+	F1 B
+	F2 C
+}
+
+type Tuple4[A, B, C, D any] struct {
+	F0 A
+	F1 B
+	F2 C
+	F3 D
+}
+
 func addr(p uint32) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(nil), uintptr(p)) }
 
 func ptrOf(p unsafe.Pointer) uint32 { return uint32(uintptr(p)) }

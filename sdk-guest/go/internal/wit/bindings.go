@@ -3,6 +3,914 @@
 
 package wit
 
+// A resource which represents some error information.
+//
+// The only method provided by this resource is `to-debug-string`,
+// which provides some human-readable information about the error.
+//
+// In the `wasi:io` package, this resource is returned through the
+// `wasi:io/streams.stream-error` type.
+//
+// To provide more specific error information, other interfaces may
+// offer functions to "downcast" this error into more specific types. For example,
+// errors returned from streams derived from filesystem types can be described using
+// the filesystem's own error-code type. This is done using the function
+// `wasi:filesystem/types.filesystem-error-code`, which takes a `borrow<error>`
+// parameter and returns an `option<wasi:filesystem/types.error-code>`.
+//
+// The set of functions which can "downcast" an `error` into a more
+// concrete type is open.
+//
+// WIT: resource `error.error`: a handle (Drop ends an owned one).
+type IoError uint32
+
+// `pollable` represents a single I/O event which may be ready, or not.
+//
+// WIT: resource `poll.pollable`: a handle (Drop ends an owned one).
+type IoPollable uint32
+
+// An error for input-stream and output-stream operations.
+//
+// WIT: variant `streams.stream-error`: Tag is the case, the field of the case's name its payload.
+type IoStreamError struct {
+	Tag uint8
+	// The last operation (a write or flush) failed before completion.
+	//
+	// More information is available in the `error` payload.
+	//
+	// After this, the stream will be closed. All future operations return
+	// `stream-error::closed`.
+	LastOperationFailed IoError
+}
+
+// The cases of IoStreamError (its Tag).
+const (
+	IoStreamErrorLastOperationFailed uint8 = iota
+	IoStreamErrorClosed
+)
+
+// Case is the WIT name of the case.
+func (v IoStreamError) Case() string {
+	switch v.Tag {
+	case 0:
+		return "last-operation-failed"
+	case 1:
+		return "closed"
+	}
+	return "stream-error(?)"
+}
+
+// Size and alignment of IoStreamError in linear memory.
+const (
+	SizeIoStreamError  = 8
+	AlignIoStreamError = 4
+)
+
+// LoadIoStreamError reads a IoStreamError at p.
+func LoadIoStreamError(p uint32) IoStreamError {
+	var v IoStreamError
+	v.Tag = Ld8(p)
+	switch v.Tag {
+	case 0:
+		v.LastOperationFailed = IoError(Ld32(p + 4))
+	}
+	return v
+}
+
+// StoreIoStreamError writes v at p; c keeps its strings and lists alive.
+func StoreIoStreamError(c *Call, p uint32, v IoStreamError) {
+	St8(p, v.Tag)
+	switch v.Tag {
+	case 0:
+		St32(p+4, uint32(v.LastOperationFailed))
+	}
+}
+
+// An input bytestream.
+//
+// `input-stream`s are *non-blocking* to the extent practical on underlying
+// platforms. I/O operations always return promptly; if fewer bytes are
+// promptly available than requested, they return the number of bytes promptly
+// available, which could even be zero. To wait for data to be available,
+// use the `subscribe` function to obtain a `pollable` which can be polled
+// for using `wasi:io/poll`.
+//
+// WIT: resource `streams.input-stream`: a handle (Drop ends an owned one).
+type IoInputStream uint32
+
+// An output bytestream.
+//
+// `output-stream`s are *non-blocking* to the extent practical on
+// underlying platforms. Except where specified otherwise, I/O operations also
+// always return promptly, after the number of bytes that can be written
+// promptly, which could even be zero. To wait for the stream to be ready to
+// accept data, the `subscribe` function to obtain a `pollable` which can be
+// polled for using `wasi:io/poll`.
+//
+// Dropping an `output-stream` while there's still an active write in
+// progress may result in the data being lost. Before dropping the stream,
+// be sure to fully flush your writes.
+//
+// WIT: resource `streams.output-stream`: a handle (Drop ends an owned one).
+type IoOutputStream uint32
+
+// This type corresponds to HTTP standard Methods.
+//
+// WIT: variant `types.method`: Tag is the case, the field of the case's name its payload.
+type HttpMethod struct {
+	Tag   uint8
+	Other string
+}
+
+// The cases of HttpMethod (its Tag).
+const (
+	HttpMethodGet uint8 = iota
+	HttpMethodHead
+	HttpMethodPost
+	HttpMethodPut
+	HttpMethodDelete
+	HttpMethodConnect
+	HttpMethodOptions
+	HttpMethodTrace
+	HttpMethodPatch
+	HttpMethodOther
+)
+
+// Case is the WIT name of the case.
+func (v HttpMethod) Case() string {
+	switch v.Tag {
+	case 0:
+		return "get"
+	case 1:
+		return "head"
+	case 2:
+		return "post"
+	case 3:
+		return "put"
+	case 4:
+		return "delete"
+	case 5:
+		return "connect"
+	case 6:
+		return "options"
+	case 7:
+		return "trace"
+	case 8:
+		return "patch"
+	case 9:
+		return "other"
+	}
+	return "method(?)"
+}
+
+// Size and alignment of HttpMethod in linear memory.
+const (
+	SizeHttpMethod  = 12
+	AlignHttpMethod = 4
+)
+
+// LoadHttpMethod reads a HttpMethod at p.
+func LoadHttpMethod(p uint32) HttpMethod {
+	var v HttpMethod
+	v.Tag = Ld8(p)
+	switch v.Tag {
+	case 9:
+		v.Other = LiftString(Ld32(p+4), Ld32((p+4)+4))
+	}
+	return v
+}
+
+// StoreHttpMethod writes v at p; c keeps its strings and lists alive.
+func StoreHttpMethod(c *Call, p uint32, v HttpMethod) {
+	St8(p, v.Tag)
+	switch v.Tag {
+	case 9:
+		p1, n2 := c.Str(v.Other)
+		St32(p+4, p1)
+		St32((p+4)+4, n2)
+	}
+}
+
+// This type corresponds to HTTP standard Related Schemes.
+//
+// WIT: variant `types.scheme`: Tag is the case, the field of the case's name its payload.
+type HttpScheme struct {
+	Tag   uint8
+	Other string
+}
+
+// The cases of HttpScheme (its Tag).
+const (
+	HttpSchemeHTTP uint8 = iota
+	HttpSchemeHTTPS
+	HttpSchemeOther
+)
+
+// Case is the WIT name of the case.
+func (v HttpScheme) Case() string {
+	switch v.Tag {
+	case 0:
+		return "HTTP"
+	case 1:
+		return "HTTPS"
+	case 2:
+		return "other"
+	}
+	return "scheme(?)"
+}
+
+// Size and alignment of HttpScheme in linear memory.
+const (
+	SizeHttpScheme  = 12
+	AlignHttpScheme = 4
+)
+
+// LoadHttpScheme reads a HttpScheme at p.
+func LoadHttpScheme(p uint32) HttpScheme {
+	var v HttpScheme
+	v.Tag = Ld8(p)
+	switch v.Tag {
+	case 2:
+		v.Other = LiftString(Ld32(p+4), Ld32((p+4)+4))
+	}
+	return v
+}
+
+// StoreHttpScheme writes v at p; c keeps its strings and lists alive.
+func StoreHttpScheme(c *Call, p uint32, v HttpScheme) {
+	St8(p, v.Tag)
+	switch v.Tag {
+	case 2:
+		p3, n4 := c.Str(v.Other)
+		St32(p+4, p3)
+		St32((p+4)+4, n4)
+	}
+}
+
+// Defines the case payload type for `DNS-error` above:
+//
+// WIT: record `types.DNS-error-payload`.
+type HttpDNSErrorPayload struct {
+	Rcode    *string
+	InfoCode *uint16
+}
+
+// Size and alignment of HttpDNSErrorPayload in linear memory.
+const (
+	SizeHttpDNSErrorPayload  = 16
+	AlignHttpDNSErrorPayload = 4
+)
+
+// LoadHttpDNSErrorPayload reads a HttpDNSErrorPayload at p.
+func LoadHttpDNSErrorPayload(p uint32) HttpDNSErrorPayload {
+	return HttpDNSErrorPayload{
+		Rcode: func() *string {
+			if Ld8(p+0) == 0 {
+				return nil
+			}
+			v5 := LiftString(Ld32((p+0)+4), Ld32(((p+0)+4)+4))
+			return &v5
+		}(),
+		InfoCode: func() *uint16 {
+			if Ld8(p+12) == 0 {
+				return nil
+			}
+			v6 := Ld16((p + 12) + 2)
+			return &v6
+		}(),
+	}
+}
+
+// StoreHttpDNSErrorPayload writes v at p; c keeps its strings and lists alive.
+func StoreHttpDNSErrorPayload(c *Call, p uint32, v HttpDNSErrorPayload) {
+	if v.Rcode == nil {
+		St8(p+0, 0)
+	} else {
+		St8(p+0, 1)
+		p7, n8 := c.Str((*v.Rcode))
+		St32((p+0)+4, p7)
+		St32(((p+0)+4)+4, n8)
+	}
+	if v.InfoCode == nil {
+		St8(p+12, 0)
+	} else {
+		St8(p+12, 1)
+		St16((p+12)+2, uint16((*v.InfoCode)))
+	}
+}
+
+// Defines the case payload type for `TLS-alert-received` above:
+//
+// WIT: record `types.TLS-alert-received-payload`.
+type HttpTLSAlertReceivedPayload struct {
+	AlertId      *uint8
+	AlertMessage *string
+}
+
+// Size and alignment of HttpTLSAlertReceivedPayload in linear memory.
+const (
+	SizeHttpTLSAlertReceivedPayload  = 16
+	AlignHttpTLSAlertReceivedPayload = 4
+)
+
+// LoadHttpTLSAlertReceivedPayload reads a HttpTLSAlertReceivedPayload at p.
+func LoadHttpTLSAlertReceivedPayload(p uint32) HttpTLSAlertReceivedPayload {
+	return HttpTLSAlertReceivedPayload{
+		AlertId: func() *uint8 {
+			if Ld8(p+0) == 0 {
+				return nil
+			}
+			v9 := Ld8((p + 0) + 1)
+			return &v9
+		}(),
+		AlertMessage: func() *string {
+			if Ld8(p+4) == 0 {
+				return nil
+			}
+			v10 := LiftString(Ld32((p+4)+4), Ld32(((p+4)+4)+4))
+			return &v10
+		}(),
+	}
+}
+
+// StoreHttpTLSAlertReceivedPayload writes v at p; c keeps its strings and lists alive.
+func StoreHttpTLSAlertReceivedPayload(c *Call, p uint32, v HttpTLSAlertReceivedPayload) {
+	if v.AlertId == nil {
+		St8(p+0, 0)
+	} else {
+		St8(p+0, 1)
+		St8((p+0)+1, uint8((*v.AlertId)))
+	}
+	if v.AlertMessage == nil {
+		St8(p+4, 0)
+	} else {
+		St8(p+4, 1)
+		p11, n12 := c.Str((*v.AlertMessage))
+		St32((p+4)+4, p11)
+		St32(((p+4)+4)+4, n12)
+	}
+}
+
+// Defines the case payload type for `HTTP-response-{header,trailer}-size` above:
+//
+// WIT: record `types.field-size-payload`.
+type HttpFieldSizePayload struct {
+	FieldName *string
+	FieldSize *uint32
+}
+
+// Size and alignment of HttpFieldSizePayload in linear memory.
+const (
+	SizeHttpFieldSizePayload  = 20
+	AlignHttpFieldSizePayload = 4
+)
+
+// LoadHttpFieldSizePayload reads a HttpFieldSizePayload at p.
+func LoadHttpFieldSizePayload(p uint32) HttpFieldSizePayload {
+	return HttpFieldSizePayload{
+		FieldName: func() *string {
+			if Ld8(p+0) == 0 {
+				return nil
+			}
+			v13 := LiftString(Ld32((p+0)+4), Ld32(((p+0)+4)+4))
+			return &v13
+		}(),
+		FieldSize: func() *uint32 {
+			if Ld8(p+12) == 0 {
+				return nil
+			}
+			v14 := Ld32((p + 12) + 4)
+			return &v14
+		}(),
+	}
+}
+
+// StoreHttpFieldSizePayload writes v at p; c keeps its strings and lists alive.
+func StoreHttpFieldSizePayload(c *Call, p uint32, v HttpFieldSizePayload) {
+	if v.FieldName == nil {
+		St8(p+0, 0)
+	} else {
+		St8(p+0, 1)
+		p15, n16 := c.Str((*v.FieldName))
+		St32((p+0)+4, p15)
+		St32(((p+0)+4)+4, n16)
+	}
+	if v.FieldSize == nil {
+		St8(p+12, 0)
+	} else {
+		St8(p+12, 1)
+		St32((p+12)+4, uint32((*v.FieldSize)))
+	}
+}
+
+// These cases are inspired by the IANA HTTP Proxy Error Types:
+//
+//	<https://www.iana.org/assignments/http-proxy-status/http-proxy-status.xhtml#table-http-proxy-error-types>
+//
+// WIT: variant `types.error-code`: Tag is the case, the field of the case's name its payload.
+type HttpErrorCode struct {
+	Tag                            uint8
+	DNSError                       HttpDNSErrorPayload
+	TLSAlertReceived               HttpTLSAlertReceivedPayload
+	HTTPRequestBodySize            *uint64
+	HTTPRequestHeaderSectionSize   *uint32
+	HTTPRequestHeaderSize          *HttpFieldSizePayload
+	HTTPRequestTrailerSectionSize  *uint32
+	HTTPRequestTrailerSize         HttpFieldSizePayload
+	HTTPResponseHeaderSectionSize  *uint32
+	HTTPResponseHeaderSize         HttpFieldSizePayload
+	HTTPResponseBodySize           *uint64
+	HTTPResponseTrailerSectionSize *uint32
+	HTTPResponseTrailerSize        HttpFieldSizePayload
+	HTTPResponseTransferCoding     *string
+	HTTPResponseContentCoding      *string
+	// This is a catch-all error for anything that doesn't fit cleanly into a
+	// more specific case. It also includes an optional string for an
+	// unstructured description of the error. Users should not depend on the
+	// string for diagnosing errors, as it's not required to be consistent
+	// between implementations.
+	InternalError *string
+}
+
+// The cases of HttpErrorCode (its Tag).
+const (
+	HttpErrorCodeDNSTimeout uint8 = iota
+	HttpErrorCodeDNSError
+	HttpErrorCodeDestinationNotFound
+	HttpErrorCodeDestinationUnavailable
+	HttpErrorCodeDestinationIPProhibited
+	HttpErrorCodeDestinationIPUnroutable
+	HttpErrorCodeConnectionRefused
+	HttpErrorCodeConnectionTerminated
+	HttpErrorCodeConnectionTimeout
+	HttpErrorCodeConnectionReadTimeout
+	HttpErrorCodeConnectionWriteTimeout
+	HttpErrorCodeConnectionLimitReached
+	HttpErrorCodeTLSProtocolError
+	HttpErrorCodeTLSCertificateError
+	HttpErrorCodeTLSAlertReceived
+	HttpErrorCodeHTTPRequestDenied
+	HttpErrorCodeHTTPRequestLengthRequired
+	HttpErrorCodeHTTPRequestBodySize
+	HttpErrorCodeHTTPRequestMethodInvalid
+	HttpErrorCodeHTTPRequestURIInvalid
+	HttpErrorCodeHTTPRequestURITooLong
+	HttpErrorCodeHTTPRequestHeaderSectionSize
+	HttpErrorCodeHTTPRequestHeaderSize
+	HttpErrorCodeHTTPRequestTrailerSectionSize
+	HttpErrorCodeHTTPRequestTrailerSize
+	HttpErrorCodeHTTPResponseIncomplete
+	HttpErrorCodeHTTPResponseHeaderSectionSize
+	HttpErrorCodeHTTPResponseHeaderSize
+	HttpErrorCodeHTTPResponseBodySize
+	HttpErrorCodeHTTPResponseTrailerSectionSize
+	HttpErrorCodeHTTPResponseTrailerSize
+	HttpErrorCodeHTTPResponseTransferCoding
+	HttpErrorCodeHTTPResponseContentCoding
+	HttpErrorCodeHTTPResponseTimeout
+	HttpErrorCodeHTTPUpgradeFailed
+	HttpErrorCodeHTTPProtocolError
+	HttpErrorCodeLoopDetected
+	HttpErrorCodeConfigurationError
+	HttpErrorCodeInternalError
+)
+
+// Case is the WIT name of the case.
+func (v HttpErrorCode) Case() string {
+	switch v.Tag {
+	case 0:
+		return "DNS-timeout"
+	case 1:
+		return "DNS-error"
+	case 2:
+		return "destination-not-found"
+	case 3:
+		return "destination-unavailable"
+	case 4:
+		return "destination-IP-prohibited"
+	case 5:
+		return "destination-IP-unroutable"
+	case 6:
+		return "connection-refused"
+	case 7:
+		return "connection-terminated"
+	case 8:
+		return "connection-timeout"
+	case 9:
+		return "connection-read-timeout"
+	case 10:
+		return "connection-write-timeout"
+	case 11:
+		return "connection-limit-reached"
+	case 12:
+		return "TLS-protocol-error"
+	case 13:
+		return "TLS-certificate-error"
+	case 14:
+		return "TLS-alert-received"
+	case 15:
+		return "HTTP-request-denied"
+	case 16:
+		return "HTTP-request-length-required"
+	case 17:
+		return "HTTP-request-body-size"
+	case 18:
+		return "HTTP-request-method-invalid"
+	case 19:
+		return "HTTP-request-URI-invalid"
+	case 20:
+		return "HTTP-request-URI-too-long"
+	case 21:
+		return "HTTP-request-header-section-size"
+	case 22:
+		return "HTTP-request-header-size"
+	case 23:
+		return "HTTP-request-trailer-section-size"
+	case 24:
+		return "HTTP-request-trailer-size"
+	case 25:
+		return "HTTP-response-incomplete"
+	case 26:
+		return "HTTP-response-header-section-size"
+	case 27:
+		return "HTTP-response-header-size"
+	case 28:
+		return "HTTP-response-body-size"
+	case 29:
+		return "HTTP-response-trailer-section-size"
+	case 30:
+		return "HTTP-response-trailer-size"
+	case 31:
+		return "HTTP-response-transfer-coding"
+	case 32:
+		return "HTTP-response-content-coding"
+	case 33:
+		return "HTTP-response-timeout"
+	case 34:
+		return "HTTP-upgrade-failed"
+	case 35:
+		return "HTTP-protocol-error"
+	case 36:
+		return "loop-detected"
+	case 37:
+		return "configuration-error"
+	case 38:
+		return "internal-error"
+	}
+	return "error-code(?)"
+}
+
+// Size and alignment of HttpErrorCode in linear memory.
+const (
+	SizeHttpErrorCode  = 32
+	AlignHttpErrorCode = 8
+)
+
+// LoadHttpErrorCode reads a HttpErrorCode at p.
+func LoadHttpErrorCode(p uint32) HttpErrorCode {
+	var v HttpErrorCode
+	v.Tag = Ld8(p)
+	switch v.Tag {
+	case 1:
+		v.DNSError = LoadHttpDNSErrorPayload(p + 8)
+	case 14:
+		v.TLSAlertReceived = LoadHttpTLSAlertReceivedPayload(p + 8)
+	case 17:
+		v.HTTPRequestBodySize = func() *uint64 {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v17 := Ld64((p + 8) + 8)
+			return &v17
+		}()
+	case 21:
+		v.HTTPRequestHeaderSectionSize = func() *uint32 {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v18 := Ld32((p + 8) + 4)
+			return &v18
+		}()
+	case 22:
+		v.HTTPRequestHeaderSize = func() *HttpFieldSizePayload {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v19 := LoadHttpFieldSizePayload((p + 8) + 4)
+			return &v19
+		}()
+	case 23:
+		v.HTTPRequestTrailerSectionSize = func() *uint32 {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v20 := Ld32((p + 8) + 4)
+			return &v20
+		}()
+	case 24:
+		v.HTTPRequestTrailerSize = LoadHttpFieldSizePayload(p + 8)
+	case 26:
+		v.HTTPResponseHeaderSectionSize = func() *uint32 {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v21 := Ld32((p + 8) + 4)
+			return &v21
+		}()
+	case 27:
+		v.HTTPResponseHeaderSize = LoadHttpFieldSizePayload(p + 8)
+	case 28:
+		v.HTTPResponseBodySize = func() *uint64 {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v22 := Ld64((p + 8) + 8)
+			return &v22
+		}()
+	case 29:
+		v.HTTPResponseTrailerSectionSize = func() *uint32 {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v23 := Ld32((p + 8) + 4)
+			return &v23
+		}()
+	case 30:
+		v.HTTPResponseTrailerSize = LoadHttpFieldSizePayload(p + 8)
+	case 31:
+		v.HTTPResponseTransferCoding = func() *string {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v24 := LiftString(Ld32((p+8)+4), Ld32(((p+8)+4)+4))
+			return &v24
+		}()
+	case 32:
+		v.HTTPResponseContentCoding = func() *string {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v27 := LiftString(Ld32((p+8)+4), Ld32(((p+8)+4)+4))
+			return &v27
+		}()
+	case 38:
+		v.InternalError = func() *string {
+			if Ld8(p+8) == 0 {
+				return nil
+			}
+			v30 := LiftString(Ld32((p+8)+4), Ld32(((p+8)+4)+4))
+			return &v30
+		}()
+	}
+	return v
+}
+
+// StoreHttpErrorCode writes v at p; c keeps its strings and lists alive.
+func StoreHttpErrorCode(c *Call, p uint32, v HttpErrorCode) {
+	St8(p, v.Tag)
+	switch v.Tag {
+	case 1:
+		StoreHttpDNSErrorPayload(c, p+8, v.DNSError)
+	case 14:
+		StoreHttpTLSAlertReceivedPayload(c, p+8, v.TLSAlertReceived)
+	case 17:
+		if v.HTTPRequestBodySize == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			St64((p+8)+8, uint64((*v.HTTPRequestBodySize)))
+		}
+	case 21:
+		if v.HTTPRequestHeaderSectionSize == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			St32((p+8)+4, uint32((*v.HTTPRequestHeaderSectionSize)))
+		}
+	case 22:
+		if v.HTTPRequestHeaderSize == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			StoreHttpFieldSizePayload(c, (p+8)+4, (*v.HTTPRequestHeaderSize))
+		}
+	case 23:
+		if v.HTTPRequestTrailerSectionSize == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			St32((p+8)+4, uint32((*v.HTTPRequestTrailerSectionSize)))
+		}
+	case 24:
+		StoreHttpFieldSizePayload(c, p+8, v.HTTPRequestTrailerSize)
+	case 26:
+		if v.HTTPResponseHeaderSectionSize == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			St32((p+8)+4, uint32((*v.HTTPResponseHeaderSectionSize)))
+		}
+	case 27:
+		StoreHttpFieldSizePayload(c, p+8, v.HTTPResponseHeaderSize)
+	case 28:
+		if v.HTTPResponseBodySize == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			St64((p+8)+8, uint64((*v.HTTPResponseBodySize)))
+		}
+	case 29:
+		if v.HTTPResponseTrailerSectionSize == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			St32((p+8)+4, uint32((*v.HTTPResponseTrailerSectionSize)))
+		}
+	case 30:
+		StoreHttpFieldSizePayload(c, p+8, v.HTTPResponseTrailerSize)
+	case 31:
+		if v.HTTPResponseTransferCoding == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			p25, n26 := c.Str((*v.HTTPResponseTransferCoding))
+			St32((p+8)+4, p25)
+			St32(((p+8)+4)+4, n26)
+		}
+	case 32:
+		if v.HTTPResponseContentCoding == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			p28, n29 := c.Str((*v.HTTPResponseContentCoding))
+			St32((p+8)+4, p28)
+			St32(((p+8)+4)+4, n29)
+		}
+	case 38:
+		if v.InternalError == nil {
+			St8(p+8, 0)
+		} else {
+			St8(p+8, 1)
+			p31, n32 := c.Str((*v.InternalError))
+			St32((p+8)+4, p31)
+			St32(((p+8)+4)+4, n32)
+		}
+	}
+}
+
+// This type enumerates the different kinds of errors that may occur when
+// setting or appending to a `fields` resource.
+//
+// WIT: variant `types.header-error`: Tag is the case, the field of the case's name its payload.
+type HttpHeaderError struct {
+	Tag uint8
+}
+
+// The cases of HttpHeaderError (its Tag).
+const (
+	HttpHeaderErrorInvalidSyntax uint8 = iota
+	HttpHeaderErrorForbidden
+	HttpHeaderErrorImmutable
+)
+
+// Case is the WIT name of the case.
+func (v HttpHeaderError) Case() string {
+	switch v.Tag {
+	case 0:
+		return "invalid-syntax"
+	case 1:
+		return "forbidden"
+	case 2:
+		return "immutable"
+	}
+	return "header-error(?)"
+}
+
+// Size and alignment of HttpHeaderError in linear memory.
+const (
+	SizeHttpHeaderError  = 1
+	AlignHttpHeaderError = 1
+)
+
+// LoadHttpHeaderError reads a HttpHeaderError at p.
+func LoadHttpHeaderError(p uint32) HttpHeaderError {
+	var v HttpHeaderError
+	v.Tag = Ld8(p)
+	switch v.Tag {
+	}
+	return v
+}
+
+// StoreHttpHeaderError writes v at p; c keeps its strings and lists alive.
+func StoreHttpHeaderError(c *Call, p uint32, v HttpHeaderError) {
+	St8(p, v.Tag)
+	switch v.Tag {
+	}
+}
+
+// This following block defines the `fields` resource which corresponds to
+// HTTP standard Fields. Fields are a common representation used for both
+// Headers and Trailers.
+//
+// A `fields` may be mutable or immutable. A `fields` created using the
+// constructor, `from-list`, or `clone` will be mutable, but a `fields`
+// resource given by other means (including, but not limited to,
+// `incoming-request.headers`, `outgoing-request.headers`) might be
+// immutable. In an immutable fields, the `set`, `append`, and `delete`
+// operations will fail with `header-error.immutable`.
+//
+// WIT: resource `types.fields`: a handle (Drop ends an owned one).
+type HttpFields uint32
+
+// Represents an incoming HTTP Request.
+//
+// WIT: resource `types.incoming-request`: a handle (Drop ends an owned one).
+type HttpIncomingRequest uint32
+
+// Represents an outgoing HTTP Request.
+//
+// WIT: resource `types.outgoing-request`: a handle (Drop ends an owned one).
+type HttpOutgoingRequest uint32
+
+// Parameters for making an HTTP Request. Each of these parameters is
+// currently an optional timeout applicable to the transport layer of the
+// HTTP protocol.
+//
+// These timeouts are separate from any the user may use to bound a
+// blocking call to `wasi:io/poll.poll`.
+//
+// WIT: resource `types.request-options`: a handle (Drop ends an owned one).
+type HttpRequestOptions uint32
+
+// Represents the ability to send an HTTP Response.
+//
+// This resource is used by the `wasi:http/incoming-handler` interface to
+// allow a Response to be sent corresponding to the Request provided as the
+// other argument to `incoming-handler.handle`.
+//
+// WIT: resource `types.response-outparam`: a handle (Drop ends an owned one).
+type HttpResponseOutparam uint32
+
+// Represents an incoming HTTP Response.
+//
+// WIT: resource `types.incoming-response`: a handle (Drop ends an owned one).
+type HttpIncomingResponse uint32
+
+// Represents an incoming HTTP Request or Response's Body.
+//
+// A body has both its contents - a stream of bytes - and a (possibly
+// empty) set of trailers, indicating that the full contents of the
+// body have been received. This resource represents the contents as
+// an `input-stream` and the delivery of trailers as a `future-trailers`,
+// and ensures that the user of this interface may only be consuming either
+// the body contents or waiting on trailers at any given time.
+//
+// WIT: resource `types.incoming-body`: a handle (Drop ends an owned one).
+type HttpIncomingBody uint32
+
+// Represents a future which may eventually return trailers, or an error.
+//
+// In the case that the incoming HTTP Request or Response did not have any
+// trailers, this future will resolve to the empty set of trailers once the
+// complete Request or Response body has been received.
+//
+// WIT: resource `types.future-trailers`: a handle (Drop ends an owned one).
+type HttpFutureTrailers uint32
+
+// Represents an outgoing HTTP Response.
+//
+// WIT: resource `types.outgoing-response`: a handle (Drop ends an owned one).
+type HttpOutgoingResponse uint32
+
+// Represents an outgoing HTTP Request or Response's Body.
+//
+// A body has both its contents - a stream of bytes - and a (possibly
+// empty) set of trailers, inducating the full contents of the body
+// have been sent. This resource represents the contents as an
+// `output-stream` child resource, and the completion of the body (with
+// optional trailers) with a static function that consumes the
+// `outgoing-body` resource, and ensures that the user of this interface
+// may not write to the body contents after the body has been finished.
+//
+// If the user code drops this resource, as opposed to calling the static
+// method `finish`, the implementation should treat the body as incomplete,
+// and that an error has occurred. The implementation should propagate this
+// error to the HTTP protocol by whatever means it has available,
+// including: corrupting the body on the wire, aborting the associated
+// Request, or sending a late status code for the Response.
+//
+// WIT: resource `types.outgoing-body`: a handle (Drop ends an owned one).
+type HttpOutgoingBody uint32
+
+// Represents a future which may eventually return an incoming HTTP
+// Response, or an error.
+//
+// This resource is returned by the `wasi:http/outgoing-handler` interface to
+// provide the HTTP Response corresponding to the sent Request.
+//
+// WIT: resource `types.future-incoming-response`: a handle (Drop ends an owned one).
+type HttpFutureIncomingResponse uint32
+
 // What a plugin says about itself. The host calls `describe` once at load time and
 // builds its DeployItem-type → plugin map from `deploy-item-types`.
 //
@@ -33,54 +941,54 @@ func LoadDescription(p uint32) Description {
 		Name:    LiftString(Ld32(p+0), Ld32((p+0)+4)),
 		Version: LiftString(Ld32(p+8), Ld32((p+8)+4)),
 		DeployItemTypes: func() []string {
-			p1 := Ld32(p + 16)
-			out2 := make([]string, Ld32((p+16)+4))
-			for i3 := range out2 {
-				out2[i3] = LiftString(Ld32(p1+uint32(i3)*8), Ld32((p1+uint32(i3)*8)+4))
+			p33 := Ld32(p + 16)
+			out34 := make([]string, Ld32((p+16)+4))
+			for i35 := range out34 {
+				out34[i35] = LiftString(Ld32(p33+uint32(i35)*8), Ld32((p33+uint32(i35)*8)+4))
 			}
-			return out2
+			return out34
 		}(),
 		HookTypes: func() []string {
-			p4 := Ld32(p + 24)
-			out5 := make([]string, Ld32((p+24)+4))
-			for i6 := range out5 {
-				out5[i6] = LiftString(Ld32(p4+uint32(i6)*8), Ld32((p4+uint32(i6)*8)+4))
+			p36 := Ld32(p + 24)
+			out37 := make([]string, Ld32((p+24)+4))
+			for i38 := range out37 {
+				out37[i38] = LiftString(Ld32(p36+uint32(i38)*8), Ld32((p36+uint32(i38)*8)+4))
 			}
-			return out5
+			return out37
 		}(),
 	}
 }
 
 // StoreDescription writes v at p; c keeps its strings and lists alive.
 func StoreDescription(c *Call, p uint32, v Description) {
-	p7, n8 := c.Str(v.Name)
-	St32(p+0, p7)
-	St32((p+0)+4, n8)
-	p9, n10 := c.Str(v.Version)
-	St32(p+8, p9)
-	St32((p+8)+4, n10)
-	p11, n12 := func() (uint32, uint32) {
-		base13 := c.Alloc(uint32(len(v.DeployItemTypes))*8, 4)
-		for i14, e15 := range v.DeployItemTypes {
-			p16, n17 := c.Str(e15)
-			St32(base13+uint32(i14)*8, p16)
-			St32((base13+uint32(i14)*8)+4, n17)
+	p39, n40 := c.Str(v.Name)
+	St32(p+0, p39)
+	St32((p+0)+4, n40)
+	p41, n42 := c.Str(v.Version)
+	St32(p+8, p41)
+	St32((p+8)+4, n42)
+	p43, n44 := func() (uint32, uint32) {
+		base45 := c.Alloc(uint32(len(v.DeployItemTypes))*8, 4)
+		for i46, e47 := range v.DeployItemTypes {
+			p48, n49 := c.Str(e47)
+			St32(base45+uint32(i46)*8, p48)
+			St32((base45+uint32(i46)*8)+4, n49)
 		}
-		return base13, uint32(len(v.DeployItemTypes))
+		return base45, uint32(len(v.DeployItemTypes))
 	}()
-	St32(p+16, p11)
-	St32((p+16)+4, n12)
-	p18, n19 := func() (uint32, uint32) {
-		base20 := c.Alloc(uint32(len(v.HookTypes))*8, 4)
-		for i21, e22 := range v.HookTypes {
-			p23, n24 := c.Str(e22)
-			St32(base20+uint32(i21)*8, p23)
-			St32((base20+uint32(i21)*8)+4, n24)
+	St32(p+16, p43)
+	St32((p+16)+4, n44)
+	p50, n51 := func() (uint32, uint32) {
+		base52 := c.Alloc(uint32(len(v.HookTypes))*8, 4)
+		for i53, e54 := range v.HookTypes {
+			p55, n56 := c.Str(e54)
+			St32(base52+uint32(i53)*8, p55)
+			St32((base52+uint32(i53)*8)+4, n56)
 		}
-		return base20, uint32(len(v.HookTypes))
+		return base52, uint32(len(v.HookTypes))
 	}()
-	St32(p+24, p18)
-	St32((p+24)+4, n19)
+	St32(p+24, p50)
+	St32((p+24)+4, n51)
 }
 
 // A resolved Target (Landscaper `ResolvedTarget`).
@@ -110,12 +1018,12 @@ func LoadResolvedTarget(p uint32) ResolvedTarget {
 
 // StoreResolvedTarget writes v at p; c keeps its strings and lists alive.
 func StoreResolvedTarget(c *Call, p uint32, v ResolvedTarget) {
-	p25, n26 := c.Str(v.Target)
-	St32(p+0, p25)
-	St32((p+0)+4, n26)
-	p27, n28 := c.Str(v.Content)
-	St32(p+8, p27)
-	St32((p+8)+4, n28)
+	p57, n58 := c.Str(v.Target)
+	St32(p+0, p57)
+	St32((p+0)+4, n58)
+	p59, n60 := c.Str(v.Content)
+	St32(p+8, p59)
+	St32((p+8)+4, n60)
 }
 
 // Everything a plugin needs to process one DeployItem step.
@@ -148,31 +1056,31 @@ func LoadInvocation(p uint32) Invocation {
 			if Ld8(p+8) == 0 {
 				return nil
 			}
-			v29 := LoadResolvedTarget((p + 8) + 4)
-			return &v29
+			v61 := LoadResolvedTarget((p + 8) + 4)
+			return &v61
 		}(),
 		Context: func() *string {
 			if Ld8(p+28) == 0 {
 				return nil
 			}
-			v30 := LiftString(Ld32((p+28)+4), Ld32(((p+28)+4)+4))
-			return &v30
+			v62 := LiftString(Ld32((p+28)+4), Ld32(((p+28)+4)+4))
+			return &v62
 		}(),
 		PreviousProviderStatus: func() *string {
 			if Ld8(p+40) == 0 {
 				return nil
 			}
-			v31 := LiftString(Ld32((p+40)+4), Ld32(((p+40)+4)+4))
-			return &v31
+			v63 := LiftString(Ld32((p+40)+4), Ld32(((p+40)+4)+4))
+			return &v63
 		}(),
 	}
 }
 
 // StoreInvocation writes v at p; c keeps its strings and lists alive.
 func StoreInvocation(c *Call, p uint32, v Invocation) {
-	p32, n33 := c.Str(v.DeployItem)
-	St32(p+0, p32)
-	St32((p+0)+4, n33)
+	p64, n65 := c.Str(v.DeployItem)
+	St32(p+0, p64)
+	St32((p+0)+4, n65)
 	if v.Target == nil {
 		St8(p+8, 0)
 	} else {
@@ -183,17 +1091,17 @@ func StoreInvocation(c *Call, p uint32, v Invocation) {
 		St8(p+28, 0)
 	} else {
 		St8(p+28, 1)
-		p34, n35 := c.Str((*v.Context))
-		St32((p+28)+4, p34)
-		St32(((p+28)+4)+4, n35)
+		p66, n67 := c.Str((*v.Context))
+		St32((p+28)+4, p66)
+		St32(((p+28)+4)+4, n67)
 	}
 	if v.PreviousProviderStatus == nil {
 		St8(p+40, 0)
 	} else {
 		St8(p+40, 1)
-		p36, n37 := c.Str((*v.PreviousProviderStatus))
-		St32((p+40)+4, p36)
-		St32(((p+40)+4)+4, n37)
+		p68, n69 := c.Str((*v.PreviousProviderStatus))
+		St32((p+40)+4, p68)
+		St32(((p+40)+4)+4, n69)
 	}
 }
 
@@ -265,39 +1173,39 @@ func LoadConditionReport(p uint32) ConditionReport {
 		Reason:  LiftString(Ld32(p+12), Ld32((p+12)+4)),
 		Message: LiftString(Ld32(p+20), Ld32((p+20)+4)),
 		Codes: func() []string {
-			p38 := Ld32(p + 28)
-			out39 := make([]string, Ld32((p+28)+4))
-			for i40 := range out39 {
-				out39[i40] = LiftString(Ld32(p38+uint32(i40)*8), Ld32((p38+uint32(i40)*8)+4))
+			p70 := Ld32(p + 28)
+			out71 := make([]string, Ld32((p+28)+4))
+			for i72 := range out71 {
+				out71[i72] = LiftString(Ld32(p70+uint32(i72)*8), Ld32((p70+uint32(i72)*8)+4))
 			}
-			return out39
+			return out71
 		}(),
 	}
 }
 
 // StoreConditionReport writes v at p; c keeps its strings and lists alive.
 func StoreConditionReport(c *Call, p uint32, v ConditionReport) {
-	p41, n42 := c.Str(v.Type)
-	St32(p+0, p41)
-	St32((p+0)+4, n42)
+	p73, n74 := c.Str(v.Type)
+	St32(p+0, p73)
+	St32((p+0)+4, n74)
 	StoreConditionStatus(c, p+8, v.Status)
-	p43, n44 := c.Str(v.Reason)
-	St32(p+12, p43)
-	St32((p+12)+4, n44)
-	p45, n46 := c.Str(v.Message)
-	St32(p+20, p45)
-	St32((p+20)+4, n46)
-	p47, n48 := func() (uint32, uint32) {
-		base49 := c.Alloc(uint32(len(v.Codes))*8, 4)
-		for i50, e51 := range v.Codes {
-			p52, n53 := c.Str(e51)
-			St32(base49+uint32(i50)*8, p52)
-			St32((base49+uint32(i50)*8)+4, n53)
+	p75, n76 := c.Str(v.Reason)
+	St32(p+12, p75)
+	St32((p+12)+4, n76)
+	p77, n78 := c.Str(v.Message)
+	St32(p+20, p77)
+	St32((p+20)+4, n78)
+	p79, n80 := func() (uint32, uint32) {
+		base81 := c.Alloc(uint32(len(v.Codes))*8, 4)
+		for i82, e83 := range v.Codes {
+			p84, n85 := c.Str(e83)
+			St32(base81+uint32(i82)*8, p84)
+			St32((base81+uint32(i82)*8)+4, n85)
 		}
-		return base49, uint32(len(v.Codes))
+		return base81, uint32(len(v.Codes))
 	}()
-	St32(p+28, p47)
-	St32((p+28)+4, n48)
+	St32(p+28, p79)
+	St32((p+28)+4, n80)
 }
 
 // The successful result of a reconcile or delete step. The host turns it into one
@@ -335,37 +1243,37 @@ func LoadResponse(p uint32) Response {
 			if Ld8(p+0) == 0 {
 				return nil
 			}
-			v54 := LiftString(Ld32((p+0)+4), Ld32(((p+0)+4)+4))
-			return &v54
+			v86 := LiftString(Ld32((p+0)+4), Ld32(((p+0)+4)+4))
+			return &v86
 		}(),
 		ProviderStatus: func() *string {
 			if Ld8(p+12) == 0 {
 				return nil
 			}
-			v55 := LiftString(Ld32((p+12)+4), Ld32(((p+12)+4)+4))
-			return &v55
+			v87 := LiftString(Ld32((p+12)+4), Ld32(((p+12)+4)+4))
+			return &v87
 		}(),
 		Exports: func() *string {
 			if Ld8(p+24) == 0 {
 				return nil
 			}
-			v56 := LiftString(Ld32((p+24)+4), Ld32(((p+24)+4)+4))
-			return &v56
+			v88 := LiftString(Ld32((p+24)+4), Ld32(((p+24)+4)+4))
+			return &v88
 		}(),
 		Conditions: func() []ConditionReport {
-			p57 := Ld32(p + 36)
-			out58 := make([]ConditionReport, Ld32((p+36)+4))
-			for i59 := range out58 {
-				out58[i59] = LoadConditionReport(p57 + uint32(i59)*36)
+			p89 := Ld32(p + 36)
+			out90 := make([]ConditionReport, Ld32((p+36)+4))
+			for i91 := range out90 {
+				out90[i91] = LoadConditionReport(p89 + uint32(i91)*36)
 			}
-			return out58
+			return out90
 		}(),
 		RetryAfterMs: func() *uint64 {
 			if Ld8(p+48) == 0 {
 				return nil
 			}
-			v60 := Ld64((p + 48) + 8)
-			return &v60
+			v92 := Ld64((p + 48) + 8)
+			return &v92
 		}(),
 	}
 }
@@ -376,35 +1284,35 @@ func StoreResponse(c *Call, p uint32, v Response) {
 		St8(p+0, 0)
 	} else {
 		St8(p+0, 1)
-		p61, n62 := c.Str((*v.Phase))
-		St32((p+0)+4, p61)
-		St32(((p+0)+4)+4, n62)
+		p93, n94 := c.Str((*v.Phase))
+		St32((p+0)+4, p93)
+		St32(((p+0)+4)+4, n94)
 	}
 	if v.ProviderStatus == nil {
 		St8(p+12, 0)
 	} else {
 		St8(p+12, 1)
-		p63, n64 := c.Str((*v.ProviderStatus))
-		St32((p+12)+4, p63)
-		St32(((p+12)+4)+4, n64)
+		p95, n96 := c.Str((*v.ProviderStatus))
+		St32((p+12)+4, p95)
+		St32(((p+12)+4)+4, n96)
 	}
 	if v.Exports == nil {
 		St8(p+24, 0)
 	} else {
 		St8(p+24, 1)
-		p65, n66 := c.Str((*v.Exports))
-		St32((p+24)+4, p65)
-		St32(((p+24)+4)+4, n66)
+		p97, n98 := c.Str((*v.Exports))
+		St32((p+24)+4, p97)
+		St32(((p+24)+4)+4, n98)
 	}
-	p67, n68 := func() (uint32, uint32) {
-		base69 := c.Alloc(uint32(len(v.Conditions))*36, 4)
-		for i70, e71 := range v.Conditions {
-			StoreConditionReport(c, base69+uint32(i70)*36, e71)
+	p99, n100 := func() (uint32, uint32) {
+		base101 := c.Alloc(uint32(len(v.Conditions))*36, 4)
+		for i102, e103 := range v.Conditions {
+			StoreConditionReport(c, base101+uint32(i102)*36, e103)
 		}
-		return base69, uint32(len(v.Conditions))
+		return base101, uint32(len(v.Conditions))
 	}()
-	St32(p+36, p67)
-	St32((p+36)+4, n68)
+	St32(p+36, p99)
+	St32((p+36)+4, n100)
 	if v.RetryAfterMs == nil {
 		St8(p+48, 0)
 	} else {
@@ -443,58 +1351,58 @@ const (
 func LoadDeployerError(p uint32) DeployerError {
 	return DeployerError{
 		Codes: func() []string {
-			p72 := Ld32(p + 0)
-			out73 := make([]string, Ld32((p+0)+4))
-			for i74 := range out73 {
-				out73[i74] = LiftString(Ld32(p72+uint32(i74)*8), Ld32((p72+uint32(i74)*8)+4))
+			p104 := Ld32(p + 0)
+			out105 := make([]string, Ld32((p+0)+4))
+			for i106 := range out105 {
+				out105[i106] = LiftString(Ld32(p104+uint32(i106)*8), Ld32((p104+uint32(i106)*8)+4))
 			}
-			return out73
+			return out105
 		}(),
 		Operation: LiftString(Ld32(p+8), Ld32((p+8)+4)),
 		Reason:    LiftString(Ld32(p+16), Ld32((p+16)+4)),
 		Message:   LiftString(Ld32(p+24), Ld32((p+24)+4)),
 		Conditions: func() []ConditionReport {
-			p75 := Ld32(p + 32)
-			out76 := make([]ConditionReport, Ld32((p+32)+4))
-			for i77 := range out76 {
-				out76[i77] = LoadConditionReport(p75 + uint32(i77)*36)
+			p107 := Ld32(p + 32)
+			out108 := make([]ConditionReport, Ld32((p+32)+4))
+			for i109 := range out108 {
+				out108[i109] = LoadConditionReport(p107 + uint32(i109)*36)
 			}
-			return out76
+			return out108
 		}(),
 	}
 }
 
 // StoreDeployerError writes v at p; c keeps its strings and lists alive.
 func StoreDeployerError(c *Call, p uint32, v DeployerError) {
-	p78, n79 := func() (uint32, uint32) {
-		base80 := c.Alloc(uint32(len(v.Codes))*8, 4)
-		for i81, e82 := range v.Codes {
-			p83, n84 := c.Str(e82)
-			St32(base80+uint32(i81)*8, p83)
-			St32((base80+uint32(i81)*8)+4, n84)
+	p110, n111 := func() (uint32, uint32) {
+		base112 := c.Alloc(uint32(len(v.Codes))*8, 4)
+		for i113, e114 := range v.Codes {
+			p115, n116 := c.Str(e114)
+			St32(base112+uint32(i113)*8, p115)
+			St32((base112+uint32(i113)*8)+4, n116)
 		}
-		return base80, uint32(len(v.Codes))
+		return base112, uint32(len(v.Codes))
 	}()
-	St32(p+0, p78)
-	St32((p+0)+4, n79)
-	p85, n86 := c.Str(v.Operation)
-	St32(p+8, p85)
-	St32((p+8)+4, n86)
-	p87, n88 := c.Str(v.Reason)
-	St32(p+16, p87)
-	St32((p+16)+4, n88)
-	p89, n90 := c.Str(v.Message)
-	St32(p+24, p89)
-	St32((p+24)+4, n90)
-	p91, n92 := func() (uint32, uint32) {
-		base93 := c.Alloc(uint32(len(v.Conditions))*36, 4)
-		for i94, e95 := range v.Conditions {
-			StoreConditionReport(c, base93+uint32(i94)*36, e95)
+	St32(p+0, p110)
+	St32((p+0)+4, n111)
+	p117, n118 := c.Str(v.Operation)
+	St32(p+8, p117)
+	St32((p+8)+4, n118)
+	p119, n120 := c.Str(v.Reason)
+	St32(p+16, p119)
+	St32((p+16)+4, n120)
+	p121, n122 := c.Str(v.Message)
+	St32(p+24, p121)
+	St32((p+24)+4, n122)
+	p123, n124 := func() (uint32, uint32) {
+		base125 := c.Alloc(uint32(len(v.Conditions))*36, 4)
+		for i126, e127 := range v.Conditions {
+			StoreConditionReport(c, base125+uint32(i126)*36, e127)
 		}
-		return base93, uint32(len(v.Conditions))
+		return base125, uint32(len(v.Conditions))
 	}()
-	St32(p+32, p91)
-	St32((p+32)+4, n92)
+	St32(p+32, p123)
+	St32((p+32)+4, n124)
 }
 
 // Log levels, mapped onto `tracing` levels by the host.
@@ -566,8 +1474,8 @@ func LoadObjectRef(p uint32) ObjectRef {
 			if Ld8(p+16) == 0 {
 				return nil
 			}
-			v96 := LiftString(Ld32((p+16)+4), Ld32(((p+16)+4)+4))
-			return &v96
+			v128 := LiftString(Ld32((p+16)+4), Ld32(((p+16)+4)+4))
+			return &v128
 		}(),
 		Name: LiftString(Ld32(p+28), Ld32((p+28)+4)),
 	}
@@ -575,23 +1483,23 @@ func LoadObjectRef(p uint32) ObjectRef {
 
 // StoreObjectRef writes v at p; c keeps its strings and lists alive.
 func StoreObjectRef(c *Call, p uint32, v ObjectRef) {
-	p97, n98 := c.Str(v.ApiVersion)
-	St32(p+0, p97)
-	St32((p+0)+4, n98)
-	p99, n100 := c.Str(v.Kind)
-	St32(p+8, p99)
-	St32((p+8)+4, n100)
+	p129, n130 := c.Str(v.ApiVersion)
+	St32(p+0, p129)
+	St32((p+0)+4, n130)
+	p131, n132 := c.Str(v.Kind)
+	St32(p+8, p131)
+	St32((p+8)+4, n132)
 	if v.Namespace == nil {
 		St8(p+16, 0)
 	} else {
 		St8(p+16, 1)
-		p101, n102 := c.Str((*v.Namespace))
-		St32((p+16)+4, p101)
-		St32(((p+16)+4)+4, n102)
+		p133, n134 := c.Str((*v.Namespace))
+		St32((p+16)+4, p133)
+		St32(((p+16)+4)+4, n134)
 	}
-	p103, n104 := c.Str(v.Name)
-	St32(p+28, p103)
-	St32((p+28)+4, n104)
+	p135, n136 := c.Str(v.Name)
+	St32(p+28, p135)
+	St32((p+28)+4, n136)
 }
 
 // What was fetched.
@@ -626,15 +1534,15 @@ func LoadBlob(p uint32) Blob {
 
 // StoreBlob writes v at p; c keeps its strings and lists alive.
 func StoreBlob(c *Call, p uint32, v Blob) {
-	p105, n106 := c.Str(v.Digest)
-	St32(p+0, p105)
-	St32((p+0)+4, n106)
-	p107, n108 := c.Str(v.MediaType)
-	St32(p+8, p107)
-	St32((p+8)+4, n108)
-	p109, n110 := c.Bytes(v.Data)
-	St32(p+16, p109)
-	St32((p+16)+4, n110)
+	p137, n138 := c.Str(v.Digest)
+	St32(p+0, p137)
+	St32((p+0)+4, n138)
+	p139, n140 := c.Str(v.MediaType)
+	St32(p+8, p139)
+	St32((p+8)+4, n140)
+	p141, n142 := c.Bytes(v.Data)
+	St32(p+16, p141)
+	St32((p+16)+4, n142)
 	if v.Cached {
 		St8(p+24, 1)
 	} else {
@@ -671,12 +1579,12 @@ func LoadOciArtifact(p uint32) OciArtifact {
 
 // StoreOciArtifact writes v at p; c keeps its strings and lists alive.
 func StoreOciArtifact(c *Call, p uint32, v OciArtifact) {
-	p111, n112 := c.Str(v.ManifestDigest)
-	St32(p+0, p111)
-	St32((p+0)+4, n112)
-	p113, n114 := c.Str(v.ConfigMediaType)
-	St32(p+8, p113)
-	St32((p+8)+4, n114)
+	p143, n144 := c.Str(v.ManifestDigest)
+	St32(p+0, p143)
+	St32((p+0)+4, n144)
+	p145, n146 := c.Str(v.ConfigMediaType)
+	St32(p+8, p145)
+	St32((p+8)+4, n146)
 	StoreBlob(c, p+16, v.Layer)
 }
 
@@ -772,33 +1680,33 @@ func LoadHookSetup(p uint32) HookSetup {
 		Name:    LiftString(Ld32(p+0), Ld32((p+0)+4)),
 		Version: LiftString(Ld32(p+8), Ld32((p+8)+4)),
 		HookTypes: func() []HookType {
-			p115 := Ld32(p + 16)
-			out116 := make([]HookType, Ld32((p+16)+4))
-			for i117 := range out116 {
-				out116[i117] = LoadHookType(p115 + uint32(i117)*1)
+			p147 := Ld32(p + 16)
+			out148 := make([]HookType, Ld32((p+16)+4))
+			for i149 := range out148 {
+				out148[i149] = LoadHookType(p147 + uint32(i149)*1)
 			}
-			return out116
+			return out148
 		}(),
 	}
 }
 
 // StoreHookSetup writes v at p; c keeps its strings and lists alive.
 func StoreHookSetup(c *Call, p uint32, v HookSetup) {
-	p118, n119 := c.Str(v.Name)
-	St32(p+0, p118)
-	St32((p+0)+4, n119)
-	p120, n121 := c.Str(v.Version)
-	St32(p+8, p120)
-	St32((p+8)+4, n121)
-	p122, n123 := func() (uint32, uint32) {
-		base124 := c.Alloc(uint32(len(v.HookTypes))*1, 1)
-		for i125, e126 := range v.HookTypes {
-			StoreHookType(c, base124+uint32(i125)*1, e126)
+	p150, n151 := c.Str(v.Name)
+	St32(p+0, p150)
+	St32((p+0)+4, n151)
+	p152, n153 := c.Str(v.Version)
+	St32(p+8, p152)
+	St32((p+8)+4, n153)
+	p154, n155 := func() (uint32, uint32) {
+		base156 := c.Alloc(uint32(len(v.HookTypes))*1, 1)
+		for i157, e158 := range v.HookTypes {
+			StoreHookType(c, base156+uint32(i157)*1, e158)
 		}
-		return base124, uint32(len(v.HookTypes))
+		return base156, uint32(len(v.HookTypes))
 	}()
-	St32(p+16, p122)
-	St32((p+16)+4, n123)
+	St32(p+16, p154)
+	St32((p+16)+4, n155)
 }
 
 // One hook call.
@@ -828,15 +1736,15 @@ func LoadHookInput(p uint32) HookInput {
 			if Ld8(p+4) == 0 {
 				return nil
 			}
-			v127 := LiftString(Ld32((p+4)+4), Ld32(((p+4)+4)+4))
-			return &v127
+			v159 := LiftString(Ld32((p+4)+4), Ld32(((p+4)+4)+4))
+			return &v159
 		}(),
 		Target: func() *string {
 			if Ld8(p+16) == 0 {
 				return nil
 			}
-			v128 := LiftString(Ld32((p+16)+4), Ld32(((p+16)+4)+4))
-			return &v128
+			v160 := LiftString(Ld32((p+16)+4), Ld32(((p+16)+4)+4))
+			return &v160
 		}(),
 	}
 }
@@ -848,17 +1756,17 @@ func StoreHookInput(c *Call, p uint32, v HookInput) {
 		St8(p+4, 0)
 	} else {
 		St8(p+4, 1)
-		p129, n130 := c.Str((*v.DeployItem))
-		St32((p+4)+4, p129)
-		St32(((p+4)+4)+4, n130)
+		p161, n162 := c.Str((*v.DeployItem))
+		St32((p+4)+4, p161)
+		St32(((p+4)+4)+4, n162)
 	}
 	if v.Target == nil {
 		St8(p+16, 0)
 	} else {
 		St8(p+16, 1)
-		p131, n132 := c.Str((*v.Target))
-		St32((p+16)+4, p131)
-		St32(((p+16)+4)+4, n132)
+		p163, n164 := c.Str((*v.Target))
+		St32((p+16)+4, p163)
+		St32(((p+16)+4)+4, n164)
 	}
 }
 
@@ -889,8 +1797,8 @@ func LoadHookResult(p uint32) HookResult {
 			if Ld8(p+8) == 0 {
 				return nil
 			}
-			v133 := Ld64((p + 8) + 8)
-			return &v133
+			v165 := Ld64((p + 8) + 8)
+			return &v165
 		}(),
 	}
 }
@@ -980,8 +1888,8 @@ func LoadPatchOptions(p uint32) PatchOptions {
 			if Ld8(p+4) == 0 {
 				return nil
 			}
-			v134 := LiftString(Ld32((p+4)+4), Ld32(((p+4)+4)+4))
-			return &v134
+			v166 := LiftString(Ld32((p+4)+4), Ld32(((p+4)+4)+4))
+			return &v166
 		}(),
 		Force: (Ld8(p+16) != 0),
 	}
@@ -994,9 +1902,9 @@ func StorePatchOptions(c *Call, p uint32, v PatchOptions) {
 		St8(p+4, 0)
 	} else {
 		St8(p+4, 1)
-		p135, n136 := c.Str((*v.FieldManager))
-		St32((p+4)+4, p135)
-		St32(((p+4)+4)+4, n136)
+		p167, n168 := c.Str((*v.FieldManager))
+		St32((p+4)+4, p167)
+		St32(((p+4)+4)+4, n168)
 	}
 	if v.Force {
 		St8(p+16, 1)
@@ -1037,15 +1945,15 @@ func LoadResourceInfo(p uint32) ResourceInfo {
 
 // StoreResourceInfo writes v at p; c keeps its strings and lists alive.
 func StoreResourceInfo(c *Call, p uint32, v ResourceInfo) {
-	p137, n138 := c.Str(v.ApiVersion)
-	St32(p+0, p137)
-	St32((p+0)+4, n138)
-	p139, n140 := c.Str(v.Kind)
-	St32(p+8, p139)
-	St32((p+8)+4, n140)
-	p141, n142 := c.Str(v.Plural)
-	St32(p+16, p141)
-	St32((p+16)+4, n142)
+	p169, n170 := c.Str(v.ApiVersion)
+	St32(p+0, p169)
+	St32((p+0)+4, n170)
+	p171, n172 := c.Str(v.Kind)
+	St32(p+8, p171)
+	St32((p+8)+4, n172)
+	p173, n174 := c.Str(v.Plural)
+	St32(p+16, p173)
+	St32((p+16)+4, n174)
 	if v.Namespaced {
 		St8(p+24, 1)
 	} else {
@@ -1082,15 +1990,15 @@ func LoadVersionInfo(p uint32) VersionInfo {
 
 // StoreVersionInfo writes v at p; c keeps its strings and lists alive.
 func StoreVersionInfo(c *Call, p uint32, v VersionInfo) {
-	p143, n144 := c.Str(v.Major)
-	St32(p+0, p143)
-	St32((p+0)+4, n144)
-	p145, n146 := c.Str(v.Minor)
-	St32(p+8, p145)
-	St32((p+8)+4, n146)
-	p147, n148 := c.Str(v.GitVersion)
-	St32(p+16, p147)
-	St32((p+16)+4, n148)
+	p175, n176 := c.Str(v.Major)
+	St32(p+0, p175)
+	St32((p+0)+4, n176)
+	p177, n178 := c.Str(v.Minor)
+	St32(p+8, p177)
+	St32((p+8)+4, n178)
+	p179, n180 := c.Str(v.GitVersion)
+	St32(p+16, p179)
+	St32((p+16)+4, n180)
 }
 
 // A resource's content and where it came from.
@@ -1131,53 +2039,2621 @@ func LoadComponentResource(p uint32) ComponentResource {
 
 // StoreComponentResource writes v at p; c keeps its strings and lists alive.
 func StoreComponentResource(c *Call, p uint32, v ComponentResource) {
-	p149, n150 := c.Str(v.ComponentName)
-	St32(p+0, p149)
-	St32((p+0)+4, n150)
-	p151, n152 := c.Str(v.ComponentVersion)
-	St32(p+8, p151)
-	St32((p+8)+4, n152)
-	p153, n154 := c.Str(v.Name)
-	St32(p+16, p153)
-	St32((p+16)+4, n154)
-	p155, n156 := c.Str(v.Version)
-	St32(p+24, p155)
-	St32((p+24)+4, n156)
-	p157, n158 := c.Str(v.Type)
-	St32(p+32, p157)
-	St32((p+32)+4, n158)
-	p159, n160 := c.Str(v.AccessType)
-	St32(p+40, p159)
-	St32((p+40)+4, n160)
+	p181, n182 := c.Str(v.ComponentName)
+	St32(p+0, p181)
+	St32((p+0)+4, n182)
+	p183, n184 := c.Str(v.ComponentVersion)
+	St32(p+8, p183)
+	St32((p+8)+4, n184)
+	p185, n186 := c.Str(v.Name)
+	St32(p+16, p185)
+	St32((p+16)+4, n186)
+	p187, n188 := c.Str(v.Version)
+	St32(p+24, p187)
+	St32((p+24)+4, n188)
+	p189, n190 := c.Str(v.Type)
+	St32(p+32, p189)
+	St32((p+32)+4, n190)
+	p191, n192 := c.Str(v.AccessType)
+	St32(p+40, p191)
+	St32((p+40)+4, n192)
 	StoreBlob(c, p+48, v.Content)
 }
 
-//go:wasmimport wasm-deployer:plugin/log@1.4.0 log
+//go:wasmimport wasi:io/error@0.2.12 [resource-drop]error
+func importDropIoError(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:io/error@0.2.12#[resource-drop]error`.
+func (h IoError) Drop() {
+	importDropIoError(uint32(h))
+}
+
+//go:wasmimport wasi:io/error@0.2.12 [method]error.to-debug-string
+func importIoErrorToDebugString(f0 uint32, ret uint32)
+
+// Returns a string that is suitable to assist humans in debugging
+// this error.
+//
+// WARNING: The returned string should not be consumed mechanically!
+// It may change across platforms, hosts, or other implementation
+// details. Parsing this string is a major platform-compatibility
+// hazard.
+//
+// WIT: `wasi:io/error@0.2.12#[method]error.to-debug-string`.
+func (self IoError) ToDebugString() string {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	mark := EnterImport()
+	importIoErrorToDebugString(f0, ret)
+	r := LiftString(Ld32(ret), Ld32((ret)+4))
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/poll@0.2.12 [resource-drop]pollable
+func importDropIoPollable(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:io/poll@0.2.12#[resource-drop]pollable`.
+func (h IoPollable) Drop() {
+	importDropIoPollable(uint32(h))
+}
+
+//go:wasmimport wasi:io/poll@0.2.12 [method]pollable.ready
+func importIoPollableReady(f0 uint32) uint32
+
+// Return the readiness of a pollable. This function never blocks.
+//
+// Returns `true` when the pollable is ready, and `false` otherwise.
+//
+// WIT: `wasi:io/poll@0.2.12#[method]pollable.ready`.
+func (self IoPollable) Ready() bool {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importIoPollableReady(f0)
+	r := (raw != 0)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/poll@0.2.12 [method]pollable.block
+func importIoPollableBlock(f0 uint32)
+
+// `block` returns immediately if the pollable is ready, and otherwise
+// blocks until ready.
+//
+// This function is equivalent to calling `poll.poll` on a list
+// containing only this pollable.
+//
+// WIT: `wasi:io/poll@0.2.12#[method]pollable.block`.
+func (self IoPollable) Block() {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	importIoPollableBlock(f0)
+	c.Done()
+}
+
+//go:wasmimport wasi:io/poll@0.2.12 poll
+func importIoPollPoll(f0 uint32, f1 uint32, ret uint32)
+
+// Poll for completion on a set of pollables.
+//
+// This function takes a list of pollables, which identify I/O sources of
+// interest, and waits until one or more of the events is ready for I/O.
+//
+// The result `list<u32>` contains one or more indices of handles in the
+// argument list that is ready for I/O.
+//
+// This function traps if either:
+// - the list is empty, or:
+// - the list contains more elements than can be indexed with a `u32` value.
+//
+// A timeout can be implemented by adding a pollable from the
+// wasi-clocks API to the list.
+//
+// This function does not return a `result`; polling in itself does not
+// do any I/O so it doesn't fail. If any of the I/O sources identified by
+// the pollables has an error, it is indicated by marking the source as
+// being ready for I/O.
+//
+// WIT: `wasi:io/poll@0.2.12#poll`.
+func IoPollPoll(in []IoPollable) []uint32 {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	p193, n194 := func() (uint32, uint32) {
+		base195 := c.Alloc(uint32(len(in))*4, 4)
+		for i196, e197 := range in {
+			St32(base195+uint32(i196)*4, uint32(e197))
+		}
+		return base195, uint32(len(in))
+	}()
+	f0 = uint32(p193)
+	f1 = uint32(n194)
+	ret := c.Alloc(8, 4)
+	mark := EnterImport()
+	importIoPollPoll(f0, f1, ret)
+	r := func() []uint32 {
+		p198 := Ld32(ret)
+		out199 := make([]uint32, Ld32((ret)+4))
+		for i200 := range out199 {
+			out199[i200] = Ld32(p198 + uint32(i200)*4)
+		}
+		return out199
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [resource-drop]input-stream
+func importDropIoInputStream(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:io/streams@0.2.12#[resource-drop]input-stream`.
+func (h IoInputStream) Drop() {
+	importDropIoInputStream(uint32(h))
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [resource-drop]output-stream
+func importDropIoOutputStream(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:io/streams@0.2.12#[resource-drop]output-stream`.
+func (h IoOutputStream) Drop() {
+	importDropIoOutputStream(uint32(h))
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]input-stream.read
+func importIoInputStreamRead(f0 uint32, f1 uint64, ret uint32)
+
+// Perform a non-blocking read from the stream.
+//
+// When the source of a `read` is binary data, the bytes from the source
+// are returned verbatim. When the source of a `read` is known to the
+// implementation to be text, bytes containing the UTF-8 encoding of the
+// text are returned.
+//
+// This function returns a list of bytes containing the read data,
+// when successful. The returned list will contain up to `len` bytes;
+// it may return fewer than requested, but not more. The list is
+// empty when no bytes are available for reading at this time. The
+// pollable given by `subscribe` will be ready when more bytes are
+// available.
+//
+// This function fails with a `stream-error` when the operation
+// encounters an error, giving `last-operation-failed`, or when the
+// stream is closed, giving `closed`.
+//
+// When the caller gives a `len` of 0, it represents a request to
+// read 0 bytes. If the stream is still open, this call should
+// succeed and return an empty list, or otherwise fail with `closed`.
+//
+// The `len` parameter is a `u64`, which could represent a list of u8 which
+// is not possible to allocate in wasm32, or not desirable to allocate as
+// as a return value by the callee. The callee may return a list of bytes
+// less than `len` in size while more bytes are available for reading.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]input-stream.read`.
+func (self IoInputStream) Read(len_ uint64) Result[[]byte, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint64
+	f0 = uint32(self)
+	f1 = uint64(len_)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importIoInputStreamRead(f0, f1, ret)
+	r := func() Result[[]byte, IoStreamError] {
+		var r201 Result[[]byte, IoStreamError]
+		if Ld8(ret) == 0 {
+			r201.Ok = LiftBytes(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		} else {
+			r201.IsErr = true
+			r201.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r201
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]input-stream.blocking-read
+func importIoInputStreamBlockingRead(f0 uint32, f1 uint64, ret uint32)
+
+// Read bytes from a stream, after blocking until at least one byte can
+// be read. Except for blocking, behavior is identical to `read`.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]input-stream.blocking-read`.
+func (self IoInputStream) BlockingRead(len_ uint64) Result[[]byte, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint64
+	f0 = uint32(self)
+	f1 = uint64(len_)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importIoInputStreamBlockingRead(f0, f1, ret)
+	r := func() Result[[]byte, IoStreamError] {
+		var r202 Result[[]byte, IoStreamError]
+		if Ld8(ret) == 0 {
+			r202.Ok = LiftBytes(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		} else {
+			r202.IsErr = true
+			r202.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r202
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]input-stream.skip
+func importIoInputStreamSkip(f0 uint32, f1 uint64, ret uint32)
+
+// Skip bytes from a stream. Returns number of bytes skipped.
+//
+// Behaves identical to `read`, except instead of returning a list
+// of bytes, returns the number of bytes consumed from the stream.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]input-stream.skip`.
+func (self IoInputStream) Skip(len_ uint64) Result[uint64, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint64
+	f0 = uint32(self)
+	f1 = uint64(len_)
+	ret := c.Alloc(16, 8)
+	importIoInputStreamSkip(f0, f1, ret)
+	r := func() Result[uint64, IoStreamError] {
+		var r203 Result[uint64, IoStreamError]
+		if Ld8(ret) == 0 {
+			r203.Ok = Ld64((ret) + 8)
+		} else {
+			r203.IsErr = true
+			r203.Err = LoadIoStreamError((ret) + 8)
+		}
+		return r203
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]input-stream.blocking-skip
+func importIoInputStreamBlockingSkip(f0 uint32, f1 uint64, ret uint32)
+
+// Skip bytes from a stream, after blocking until at least one byte
+// can be skipped. Except for blocking behavior, identical to `skip`.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]input-stream.blocking-skip`.
+func (self IoInputStream) BlockingSkip(len_ uint64) Result[uint64, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint64
+	f0 = uint32(self)
+	f1 = uint64(len_)
+	ret := c.Alloc(16, 8)
+	importIoInputStreamBlockingSkip(f0, f1, ret)
+	r := func() Result[uint64, IoStreamError] {
+		var r204 Result[uint64, IoStreamError]
+		if Ld8(ret) == 0 {
+			r204.Ok = Ld64((ret) + 8)
+		} else {
+			r204.IsErr = true
+			r204.Err = LoadIoStreamError((ret) + 8)
+		}
+		return r204
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]input-stream.subscribe
+func importIoInputStreamSubscribe(f0 uint32) uint32
+
+// Create a `pollable` which will resolve once either the specified stream
+// has bytes available to read or the other end of the stream has been
+// closed.
+// The created `pollable` is a child resource of the `input-stream`.
+// Implementations may trap if the `input-stream` is dropped before
+// all derived `pollable`s created with this function are dropped.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]input-stream.subscribe`.
+func (self IoInputStream) Subscribe() IoPollable {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importIoInputStreamSubscribe(f0)
+	r := IoPollable(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.check-write
+func importIoOutputStreamCheckWrite(f0 uint32, ret uint32)
+
+// Check readiness for writing. This function never blocks.
+//
+// Returns the number of bytes permitted for the next call to `write`,
+// or an error. Calling `write` with more bytes than this function has
+// permitted will trap.
+//
+// When this function returns 0 bytes, the `subscribe` pollable will
+// become ready when this function will report at least 1 byte, or an
+// error.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.check-write`.
+func (self IoOutputStream) CheckWrite() Result[uint64, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(16, 8)
+	importIoOutputStreamCheckWrite(f0, ret)
+	r := func() Result[uint64, IoStreamError] {
+		var r205 Result[uint64, IoStreamError]
+		if Ld8(ret) == 0 {
+			r205.Ok = Ld64((ret) + 8)
+		} else {
+			r205.IsErr = true
+			r205.Err = LoadIoStreamError((ret) + 8)
+		}
+		return r205
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.write
+func importIoOutputStreamWrite(f0 uint32, f1 uint32, f2 uint32, ret uint32)
+
+// Perform a write. This function never blocks.
+//
+// When the destination of a `write` is binary data, the bytes from
+// `contents` are written verbatim. When the destination of a `write` is
+// known to the implementation to be text, the bytes of `contents` are
+// transcoded from UTF-8 into the encoding of the destination and then
+// written.
+//
+// Precondition: check-write gave permit of Ok(n) and contents has a
+// length of less than or equal to n. Otherwise, this function will trap.
+//
+// returns Err(closed) without writing if the stream has closed since
+// the last call to check-write provided a permit.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.write`.
+func (self IoOutputStream) Write(contents []byte) Result[struct{}, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	f0 = uint32(self)
+	p206, n207 := c.Bytes(contents)
+	f1 = uint32(p206)
+	f2 = uint32(n207)
+	ret := c.Alloc(12, 4)
+	importIoOutputStreamWrite(f0, f1, f2, ret)
+	r := func() Result[struct{}, IoStreamError] {
+		var r208 Result[struct{}, IoStreamError]
+		if Ld8(ret) == 0 {
+		} else {
+			r208.IsErr = true
+			r208.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r208
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.blocking-write-and-flush
+func importIoOutputStreamBlockingWriteAndFlush(f0 uint32, f1 uint32, f2 uint32, ret uint32)
+
+// Perform a write of up to 4096 bytes, and then flush the stream. Block
+// until all of these operations are complete, or an error occurs.
+//
+// Returns success when all of the contents written are successfully
+// flushed to output. If an error occurs at any point before all
+// contents are successfully flushed, that error is returned as soon as
+// possible. If writing and flushing the complete contents causes the
+// stream to become closed, this call should return success, and
+// subsequent calls to check-write or other interfaces should return
+// stream-error::closed.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.blocking-write-and-flush`.
+func (self IoOutputStream) BlockingWriteAndFlush(contents []byte) Result[struct{}, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	f0 = uint32(self)
+	p209, n210 := c.Bytes(contents)
+	f1 = uint32(p209)
+	f2 = uint32(n210)
+	ret := c.Alloc(12, 4)
+	importIoOutputStreamBlockingWriteAndFlush(f0, f1, f2, ret)
+	r := func() Result[struct{}, IoStreamError] {
+		var r211 Result[struct{}, IoStreamError]
+		if Ld8(ret) == 0 {
+		} else {
+			r211.IsErr = true
+			r211.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r211
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.flush
+func importIoOutputStreamFlush(f0 uint32, ret uint32)
+
+// Request to flush buffered output. This function never blocks.
+//
+// This tells the output-stream that the caller intends any buffered
+// output to be flushed. the output which is expected to be flushed
+// is all that has been passed to `write` prior to this call.
+//
+// Upon calling this function, the `output-stream` will not accept any
+// writes (`check-write` will return `ok(0)`) until the flush has
+// completed. The `subscribe` pollable will become ready when the
+// flush has completed and the stream can accept more writes.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.flush`.
+func (self IoOutputStream) Flush() Result[struct{}, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	importIoOutputStreamFlush(f0, ret)
+	r := func() Result[struct{}, IoStreamError] {
+		var r212 Result[struct{}, IoStreamError]
+		if Ld8(ret) == 0 {
+		} else {
+			r212.IsErr = true
+			r212.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r212
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.blocking-flush
+func importIoOutputStreamBlockingFlush(f0 uint32, ret uint32)
+
+// Request to flush buffered output, and block until flush completes
+// and stream is ready for writing again.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.blocking-flush`.
+func (self IoOutputStream) BlockingFlush() Result[struct{}, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	importIoOutputStreamBlockingFlush(f0, ret)
+	r := func() Result[struct{}, IoStreamError] {
+		var r213 Result[struct{}, IoStreamError]
+		if Ld8(ret) == 0 {
+		} else {
+			r213.IsErr = true
+			r213.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r213
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.subscribe
+func importIoOutputStreamSubscribe(f0 uint32) uint32
+
+// Create a `pollable` which will resolve once the output-stream
+// is ready for more writing, or an error has occurred. When this
+// pollable is ready, `check-write` will return `ok(n)` with n>0, or an
+// error.
+//
+// If the stream is closed, this pollable is always ready immediately.
+//
+// The created `pollable` is a child resource of the `output-stream`.
+// Implementations may trap if the `output-stream` is dropped before
+// all derived `pollable`s created with this function are dropped.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.subscribe`.
+func (self IoOutputStream) Subscribe() IoPollable {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importIoOutputStreamSubscribe(f0)
+	r := IoPollable(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.write-zeroes
+func importIoOutputStreamWriteZeroes(f0 uint32, f1 uint64, ret uint32)
+
+// Write zeroes to a stream.
+//
+// This should be used precisely like `write` with the exact same
+// preconditions (must use check-write first), but instead of
+// passing a list of bytes, you simply pass the number of zero-bytes
+// that should be written.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.write-zeroes`.
+func (self IoOutputStream) WriteZeroes(len_ uint64) Result[struct{}, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint64
+	f0 = uint32(self)
+	f1 = uint64(len_)
+	ret := c.Alloc(12, 4)
+	importIoOutputStreamWriteZeroes(f0, f1, ret)
+	r := func() Result[struct{}, IoStreamError] {
+		var r214 Result[struct{}, IoStreamError]
+		if Ld8(ret) == 0 {
+		} else {
+			r214.IsErr = true
+			r214.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r214
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.blocking-write-zeroes-and-flush
+func importIoOutputStreamBlockingWriteZeroesAndFlush(f0 uint32, f1 uint64, ret uint32)
+
+// Perform a write of up to 4096 zeroes, and then flush the stream.
+// Block until all of these operations are complete, or an error
+// occurs.
+//
+// Functionality is equivelant to `blocking-write-and-flush` with
+// contents given as a list of len containing only zeroes.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.blocking-write-zeroes-and-flush`.
+func (self IoOutputStream) BlockingWriteZeroesAndFlush(len_ uint64) Result[struct{}, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint64
+	f0 = uint32(self)
+	f1 = uint64(len_)
+	ret := c.Alloc(12, 4)
+	importIoOutputStreamBlockingWriteZeroesAndFlush(f0, f1, ret)
+	r := func() Result[struct{}, IoStreamError] {
+		var r215 Result[struct{}, IoStreamError]
+		if Ld8(ret) == 0 {
+		} else {
+			r215.IsErr = true
+			r215.Err = LoadIoStreamError((ret) + 4)
+		}
+		return r215
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.splice
+func importIoOutputStreamSplice(f0 uint32, f1 uint32, f2 uint64, ret uint32)
+
+// Read from one stream and write to another.
+//
+// The behavior of splice is equivalent to:
+// 1. calling `check-write` on the `output-stream`
+// 2. calling `read` on the `input-stream` with the smaller of the
+// `check-write` permitted length and the `len` provided to `splice`
+// 3. calling `write` on the `output-stream` with that read data.
+//
+// Any error reported by the call to `check-write`, `read`, or
+// `write` ends the splice and reports that error.
+//
+// This function returns the number of bytes transferred; it may be less
+// than `len`.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.splice`.
+func (self IoOutputStream) Splice(src IoInputStream, len_ uint64) Result[uint64, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint64
+	f0 = uint32(self)
+	f1 = uint32(src)
+	f2 = uint64(len_)
+	ret := c.Alloc(16, 8)
+	importIoOutputStreamSplice(f0, f1, f2, ret)
+	r := func() Result[uint64, IoStreamError] {
+		var r216 Result[uint64, IoStreamError]
+		if Ld8(ret) == 0 {
+			r216.Ok = Ld64((ret) + 8)
+		} else {
+			r216.IsErr = true
+			r216.Err = LoadIoStreamError((ret) + 8)
+		}
+		return r216
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:io/streams@0.2.12 [method]output-stream.blocking-splice
+func importIoOutputStreamBlockingSplice(f0 uint32, f1 uint32, f2 uint64, ret uint32)
+
+// Read from one stream and write to another, with blocking.
+//
+// This is similar to `splice`, except that it blocks until the
+// `output-stream` is ready for writing, and the `input-stream`
+// is ready for reading, before performing the `splice`.
+//
+// WIT: `wasi:io/streams@0.2.12#[method]output-stream.blocking-splice`.
+func (self IoOutputStream) BlockingSplice(src IoInputStream, len_ uint64) Result[uint64, IoStreamError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint64
+	f0 = uint32(self)
+	f1 = uint32(src)
+	f2 = uint64(len_)
+	ret := c.Alloc(16, 8)
+	importIoOutputStreamBlockingSplice(f0, f1, f2, ret)
+	r := func() Result[uint64, IoStreamError] {
+		var r217 Result[uint64, IoStreamError]
+		if Ld8(ret) == 0 {
+			r217.Ok = Ld64((ret) + 8)
+		} else {
+			r217.IsErr = true
+			r217.Err = LoadIoStreamError((ret) + 8)
+		}
+		return r217
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:clocks/monotonic-clock@0.2.12 now
+func importClocksMonotonicClockNow() uint64
+
+// Read the current value of the clock.
+//
+// The clock is monotonic, therefore calling this function repeatedly will
+// produce a sequence of non-decreasing values.
+//
+// For completeness, this function traps if it's not possible to represent
+// the value of the clock in an `instant`. Consequently, implementations
+// should ensure that the starting time is low enough to avoid the
+// possibility of overflow in practice.
+//
+// WIT: `wasi:clocks/monotonic-clock@0.2.12#now`.
+func ClocksMonotonicClockNow() uint64 {
+	c := new(Call)
+	raw := importClocksMonotonicClockNow()
+	r := uint64(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:clocks/monotonic-clock@0.2.12 resolution
+func importClocksMonotonicClockResolution() uint64
+
+// Query the resolution of the clock. Returns the duration of time
+// corresponding to a clock tick.
+//
+// WIT: `wasi:clocks/monotonic-clock@0.2.12#resolution`.
+func ClocksMonotonicClockResolution() uint64 {
+	c := new(Call)
+	raw := importClocksMonotonicClockResolution()
+	r := uint64(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:clocks/monotonic-clock@0.2.12 subscribe-instant
+func importClocksMonotonicClockSubscribeInstant(f0 uint64) uint32
+
+// Create a `pollable` which will resolve once the specified instant
+// has occurred.
+//
+// WIT: `wasi:clocks/monotonic-clock@0.2.12#subscribe-instant`.
+func ClocksMonotonicClockSubscribeInstant(when uint64) IoPollable {
+	c := new(Call)
+	var f0 uint64
+	f0 = uint64(when)
+	raw := importClocksMonotonicClockSubscribeInstant(f0)
+	r := IoPollable(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:clocks/monotonic-clock@0.2.12 subscribe-duration
+func importClocksMonotonicClockSubscribeDuration(f0 uint64) uint32
+
+// Create a `pollable` that will resolve after the specified duration has
+// elapsed from the time this function is invoked.
+//
+// WIT: `wasi:clocks/monotonic-clock@0.2.12#subscribe-duration`.
+func ClocksMonotonicClockSubscribeDuration(when uint64) IoPollable {
+	c := new(Call)
+	var f0 uint64
+	f0 = uint64(when)
+	raw := importClocksMonotonicClockSubscribeDuration(f0)
+	r := IoPollable(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]fields
+func importDropHttpFields(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]fields`.
+func (h HttpFields) Drop() {
+	importDropHttpFields(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]incoming-request
+func importDropHttpIncomingRequest(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]incoming-request`.
+func (h HttpIncomingRequest) Drop() {
+	importDropHttpIncomingRequest(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]outgoing-request
+func importDropHttpOutgoingRequest(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]outgoing-request`.
+func (h HttpOutgoingRequest) Drop() {
+	importDropHttpOutgoingRequest(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]request-options
+func importDropHttpRequestOptions(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]request-options`.
+func (h HttpRequestOptions) Drop() {
+	importDropHttpRequestOptions(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]response-outparam
+func importDropHttpResponseOutparam(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]response-outparam`.
+func (h HttpResponseOutparam) Drop() {
+	importDropHttpResponseOutparam(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]incoming-response
+func importDropHttpIncomingResponse(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]incoming-response`.
+func (h HttpIncomingResponse) Drop() {
+	importDropHttpIncomingResponse(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]incoming-body
+func importDropHttpIncomingBody(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]incoming-body`.
+func (h HttpIncomingBody) Drop() {
+	importDropHttpIncomingBody(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]future-trailers
+func importDropHttpFutureTrailers(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]future-trailers`.
+func (h HttpFutureTrailers) Drop() {
+	importDropHttpFutureTrailers(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]outgoing-response
+func importDropHttpOutgoingResponse(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]outgoing-response`.
+func (h HttpOutgoingResponse) Drop() {
+	importDropHttpOutgoingResponse(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]outgoing-body
+func importDropHttpOutgoingBody(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]outgoing-body`.
+func (h HttpOutgoingBody) Drop() {
+	importDropHttpOutgoingBody(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [resource-drop]future-incoming-response
+func importDropHttpFutureIncomingResponse(h uint32)
+
+// Drop ends the handle (an owned one; its children must be dropped first).
+//
+// WIT: `wasi:http/types@0.2.12#[resource-drop]future-incoming-response`.
+func (h HttpFutureIncomingResponse) Drop() {
+	importDropHttpFutureIncomingResponse(uint32(h))
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [constructor]fields
+func importNewHttpFields() uint32
+
+// Construct an empty HTTP Fields.
+//
+// The resulting `fields` is mutable.
+//
+// WIT: `wasi:http/types@0.2.12#[constructor]fields`.
+func NewHttpFields() HttpFields {
+	c := new(Call)
+	raw := importNewHttpFields()
+	r := HttpFields(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [static]fields.from-list
+func importHttpFieldsFromList(f0 uint32, f1 uint32, ret uint32)
+
+// Construct an HTTP Fields.
+//
+// The resulting `fields` is mutable.
+//
+// The list represents each name-value pair in the Fields. Names
+// which have multiple values are represented by multiple entries in this
+// list with the same name.
+//
+// The tuple is a pair of the field name, represented as a string, and
+// Value, represented as a list of bytes.
+//
+// An error result will be returned if any `field-name` or `field-value` is
+// syntactically invalid, or if a field is forbidden.
+//
+// WIT: `wasi:http/types@0.2.12#[static]fields.from-list`.
+func HttpFieldsFromList(entries []Tuple2[string, []byte]) Result[HttpFields, HttpHeaderError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	p218, n219 := func() (uint32, uint32) {
+		base220 := c.Alloc(uint32(len(entries))*16, 4)
+		for i221, e222 := range entries {
+			p223, n224 := c.Str(e222.F0)
+			St32((base220+uint32(i221)*16)+0, p223)
+			St32(((base220+uint32(i221)*16)+0)+4, n224)
+			p225, n226 := c.Bytes(e222.F1)
+			St32((base220+uint32(i221)*16)+8, p225)
+			St32(((base220+uint32(i221)*16)+8)+4, n226)
+		}
+		return base220, uint32(len(entries))
+	}()
+	f0 = uint32(p218)
+	f1 = uint32(n219)
+	ret := c.Alloc(8, 4)
+	importHttpFieldsFromList(f0, f1, ret)
+	r := func() Result[HttpFields, HttpHeaderError] {
+		var r227 Result[HttpFields, HttpHeaderError]
+		if Ld8(ret) == 0 {
+			r227.Ok = HttpFields(Ld32((ret) + 4))
+		} else {
+			r227.IsErr = true
+			r227.Err = LoadHttpHeaderError((ret) + 4)
+		}
+		return r227
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]fields.get
+func importHttpFieldsGet(f0 uint32, f1 uint32, f2 uint32, ret uint32)
+
+// Get all of the values corresponding to a name. If the name is not present
+// in this `fields` or is syntactically invalid, an empty list is returned.
+// However, if the name is present but empty, this is represented by a list
+// with one or more empty field-values present.
+//
+// WIT: `wasi:http/types@0.2.12#[method]fields.get`.
+func (self HttpFields) Get(name string) [][]byte {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	f0 = uint32(self)
+	p228, n229 := c.Str(name)
+	f1 = uint32(p228)
+	f2 = uint32(n229)
+	ret := c.Alloc(8, 4)
+	mark := EnterImport()
+	importHttpFieldsGet(f0, f1, f2, ret)
+	r := func() [][]byte {
+		p230 := Ld32(ret)
+		out231 := make([][]byte, Ld32((ret)+4))
+		for i232 := range out231 {
+			out231[i232] = LiftBytes(Ld32(p230+uint32(i232)*8), Ld32((p230+uint32(i232)*8)+4))
+		}
+		return out231
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]fields.has
+func importHttpFieldsHas(f0 uint32, f1 uint32, f2 uint32) uint32
+
+// Returns `true` when the name is present in this `fields`. If the name is
+// syntactically invalid, `false` is returned.
+//
+// WIT: `wasi:http/types@0.2.12#[method]fields.has`.
+func (self HttpFields) Has(name string) bool {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	f0 = uint32(self)
+	p233, n234 := c.Str(name)
+	f1 = uint32(p233)
+	f2 = uint32(n234)
+	raw := importHttpFieldsHas(f0, f1, f2)
+	r := (raw != 0)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]fields.set
+func importHttpFieldsSet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, ret uint32)
+
+// Set all of the values for a name. Clears any existing values for that
+// name, if they have been set.
+//
+// Fails with `header-error.immutable` if the `fields` are immutable.
+//
+// Fails with `header-error.invalid-syntax` if the `field-name` or any of
+// the `field-value`s are syntactically invalid.
+//
+// WIT: `wasi:http/types@0.2.12#[method]fields.set`.
+func (self HttpFields) Set(name string, value [][]byte) Result[struct{}, HttpHeaderError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	var f4 uint32
+	f0 = uint32(self)
+	p235, n236 := c.Str(name)
+	f1 = uint32(p235)
+	f2 = uint32(n236)
+	p237, n238 := func() (uint32, uint32) {
+		base239 := c.Alloc(uint32(len(value))*8, 4)
+		for i240, e241 := range value {
+			p242, n243 := c.Bytes(e241)
+			St32(base239+uint32(i240)*8, p242)
+			St32((base239+uint32(i240)*8)+4, n243)
+		}
+		return base239, uint32(len(value))
+	}()
+	f3 = uint32(p237)
+	f4 = uint32(n238)
+	ret := c.Alloc(2, 1)
+	importHttpFieldsSet(f0, f1, f2, f3, f4, ret)
+	r := func() Result[struct{}, HttpHeaderError] {
+		var r244 Result[struct{}, HttpHeaderError]
+		if Ld8(ret) == 0 {
+		} else {
+			r244.IsErr = true
+			r244.Err = LoadHttpHeaderError((ret) + 1)
+		}
+		return r244
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]fields.delete
+func importHttpFieldsDelete(f0 uint32, f1 uint32, f2 uint32, ret uint32)
+
+// Delete all values for a name. Does nothing if no values for the name
+// exist.
+//
+// Fails with `header-error.immutable` if the `fields` are immutable.
+//
+// Fails with `header-error.invalid-syntax` if the `field-name` is
+// syntactically invalid.
+//
+// WIT: `wasi:http/types@0.2.12#[method]fields.delete`.
+func (self HttpFields) Delete(name string) Result[struct{}, HttpHeaderError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	f0 = uint32(self)
+	p245, n246 := c.Str(name)
+	f1 = uint32(p245)
+	f2 = uint32(n246)
+	ret := c.Alloc(2, 1)
+	importHttpFieldsDelete(f0, f1, f2, ret)
+	r := func() Result[struct{}, HttpHeaderError] {
+		var r247 Result[struct{}, HttpHeaderError]
+		if Ld8(ret) == 0 {
+		} else {
+			r247.IsErr = true
+			r247.Err = LoadHttpHeaderError((ret) + 1)
+		}
+		return r247
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]fields.append
+func importHttpFieldsAppend(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, ret uint32)
+
+// Append a value for a name. Does not change or delete any existing
+// values for that name.
+//
+// Fails with `header-error.immutable` if the `fields` are immutable.
+//
+// Fails with `header-error.invalid-syntax` if the `field-name` or
+// `field-value` are syntactically invalid.
+//
+// WIT: `wasi:http/types@0.2.12#[method]fields.append`.
+func (self HttpFields) Append(name string, value []byte) Result[struct{}, HttpHeaderError] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	var f4 uint32
+	f0 = uint32(self)
+	p248, n249 := c.Str(name)
+	f1 = uint32(p248)
+	f2 = uint32(n249)
+	p250, n251 := c.Bytes(value)
+	f3 = uint32(p250)
+	f4 = uint32(n251)
+	ret := c.Alloc(2, 1)
+	importHttpFieldsAppend(f0, f1, f2, f3, f4, ret)
+	r := func() Result[struct{}, HttpHeaderError] {
+		var r252 Result[struct{}, HttpHeaderError]
+		if Ld8(ret) == 0 {
+		} else {
+			r252.IsErr = true
+			r252.Err = LoadHttpHeaderError((ret) + 1)
+		}
+		return r252
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]fields.entries
+func importHttpFieldsEntries(f0 uint32, ret uint32)
+
+// Retrieve the full set of names and values in the Fields. Like the
+// constructor, the list represents each name-value pair.
+//
+// The outer list represents each name-value pair in the Fields. Names
+// which have multiple values are represented by multiple entries in this
+// list with the same name.
+//
+// The names and values are always returned in the original casing and in
+// the order in which they will be serialized for transport.
+//
+// WIT: `wasi:http/types@0.2.12#[method]fields.entries`.
+func (self HttpFields) Entries() []Tuple2[string, []byte] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	mark := EnterImport()
+	importHttpFieldsEntries(f0, ret)
+	r := func() []Tuple2[string, []byte] {
+		p253 := Ld32(ret)
+		out254 := make([]Tuple2[string, []byte], Ld32((ret)+4))
+		for i255 := range out254 {
+			out254[i255] = Tuple2[string, []byte]{
+				F0: LiftString(Ld32((p253+uint32(i255)*16)+0), Ld32(((p253+uint32(i255)*16)+0)+4)),
+				F1: LiftBytes(Ld32((p253+uint32(i255)*16)+8), Ld32(((p253+uint32(i255)*16)+8)+4)),
+			}
+		}
+		return out254
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]fields.clone
+func importHttpFieldsClone(f0 uint32) uint32
+
+// Make a deep copy of the Fields. Equivalent in behavior to calling the
+// `fields` constructor on the return value of `entries`. The resulting
+// `fields` is mutable.
+//
+// WIT: `wasi:http/types@0.2.12#[method]fields.clone`.
+func (self HttpFields) Clone() HttpFields {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpFieldsClone(f0)
+	r := HttpFields(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-request.method
+func importHttpIncomingRequestMethod(f0 uint32, ret uint32)
+
+// Returns the method of the incoming request.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-request.method`.
+func (self HttpIncomingRequest) Method() HttpMethod {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importHttpIncomingRequestMethod(f0, ret)
+	r := LoadHttpMethod(ret)
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-request.path-with-query
+func importHttpIncomingRequestPathWithQuery(f0 uint32, ret uint32)
+
+// Returns the path with query parameters from the request, as a string.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-request.path-with-query`.
+func (self HttpIncomingRequest) PathWithQuery() *string {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importHttpIncomingRequestPathWithQuery(f0, ret)
+	r := func() *string {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v256 := LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		return &v256
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-request.scheme
+func importHttpIncomingRequestScheme(f0 uint32, ret uint32)
+
+// Returns the protocol scheme from the request.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-request.scheme`.
+func (self HttpIncomingRequest) Scheme() *HttpScheme {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(16, 4)
+	mark := EnterImport()
+	importHttpIncomingRequestScheme(f0, ret)
+	r := func() *HttpScheme {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v257 := LoadHttpScheme((ret) + 4)
+		return &v257
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-request.authority
+func importHttpIncomingRequestAuthority(f0 uint32, ret uint32)
+
+// Returns the authority of the Request's target URI, if present.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-request.authority`.
+func (self HttpIncomingRequest) Authority() *string {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importHttpIncomingRequestAuthority(f0, ret)
+	r := func() *string {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v258 := LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		return &v258
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-request.headers
+func importHttpIncomingRequestHeaders(f0 uint32) uint32
+
+// Get the `headers` associated with the request.
+//
+// The returned `headers` resource is immutable: `set`, `append`, and
+// `delete` operations will fail with `header-error.immutable`.
+//
+// The `headers` returned are a child resource: it must be dropped before
+// the parent `incoming-request` is dropped. Dropping this
+// `incoming-request` before all children are dropped will trap.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-request.headers`.
+func (self HttpIncomingRequest) Headers() HttpFields {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpIncomingRequestHeaders(f0)
+	r := HttpFields(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-request.consume
+func importHttpIncomingRequestConsume(f0 uint32, ret uint32)
+
+// Gives the `incoming-body` associated with this request. Will only
+// return success at most once, and subsequent calls will return error.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-request.consume`.
+func (self HttpIncomingRequest) Consume() Result[HttpIncomingBody, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	importHttpIncomingRequestConsume(f0, ret)
+	r := func() Result[HttpIncomingBody, struct{}] {
+		var r259 Result[HttpIncomingBody, struct{}]
+		if Ld8(ret) == 0 {
+			r259.Ok = HttpIncomingBody(Ld32((ret) + 4))
+		} else {
+			r259.IsErr = true
+		}
+		return r259
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [constructor]outgoing-request
+func importNewHttpOutgoingRequest(f0 uint32) uint32
+
+// Construct a new `outgoing-request` with a default `method` of `GET`, and
+// `none` values for `path-with-query`, `scheme`, and `authority`.
+//
+// * `headers` is the HTTP Headers for the Request.
+//
+// It is possible to construct, or manipulate with the accessor functions
+// below, an `outgoing-request` with an invalid combination of `scheme`
+// and `authority`, or `headers` which are not permitted to be sent.
+// It is the obligation of the `outgoing-handler.handle` implementation
+// to reject invalid constructions of `outgoing-request`.
+//
+// WIT: `wasi:http/types@0.2.12#[constructor]outgoing-request`.
+func NewHttpOutgoingRequest(headers HttpFields) HttpOutgoingRequest {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(headers)
+	raw := importNewHttpOutgoingRequest(f0)
+	r := HttpOutgoingRequest(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.body
+func importHttpOutgoingRequestBody(f0 uint32, ret uint32)
+
+// Returns the resource corresponding to the outgoing Body for this
+// Request.
+//
+// Returns success on the first call: the `outgoing-body` resource for
+// this `outgoing-request` can be retrieved at most once. Subsequent
+// calls will return error.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.body`.
+func (self HttpOutgoingRequest) Body() Result[HttpOutgoingBody, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	importHttpOutgoingRequestBody(f0, ret)
+	r := func() Result[HttpOutgoingBody, struct{}] {
+		var r260 Result[HttpOutgoingBody, struct{}]
+		if Ld8(ret) == 0 {
+			r260.Ok = HttpOutgoingBody(Ld32((ret) + 4))
+		} else {
+			r260.IsErr = true
+		}
+		return r260
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.method
+func importHttpOutgoingRequestMethod(f0 uint32, ret uint32)
+
+// Get the Method for the Request.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.method`.
+func (self HttpOutgoingRequest) Method() HttpMethod {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importHttpOutgoingRequestMethod(f0, ret)
+	r := LoadHttpMethod(ret)
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.set-method
+func importHttpOutgoingRequestSetMethod(f0 uint32, f1 uint32, f2 uint32, f3 uint32) uint32
+
+// Set the Method for the Request. Fails if the string present in a
+// `method.other` argument is not a syntactically valid method.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.set-method`.
+func (self HttpOutgoingRequest) SetMethod(method HttpMethod) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	f0 = uint32(self)
+	switch method.Tag {
+	case 0:
+		f1 = 0
+	case 1:
+		f1 = 1
+	case 2:
+		f1 = 2
+	case 3:
+		f1 = 3
+	case 4:
+		f1 = 4
+	case 5:
+		f1 = 5
+	case 6:
+		f1 = 6
+	case 7:
+		f1 = 7
+	case 8:
+		f1 = 8
+	case 9:
+		f1 = 9
+		p261, n262 := c.Str(method.Other)
+		f2 = uint32(p261)
+		f3 = uint32(n262)
+	}
+	raw := importHttpOutgoingRequestSetMethod(f0, f1, f2, f3)
+	r := func() Result[struct{}, struct{}] {
+		var r263 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r263.IsErr = true
+		}
+		return r263
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.path-with-query
+func importHttpOutgoingRequestPathWithQuery(f0 uint32, ret uint32)
+
+// Get the combination of the HTTP Path and Query for the Request.
+// When `none`, this represents an empty Path and empty Query.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.path-with-query`.
+func (self HttpOutgoingRequest) PathWithQuery() *string {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importHttpOutgoingRequestPathWithQuery(f0, ret)
+	r := func() *string {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v264 := LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		return &v264
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.set-path-with-query
+func importHttpOutgoingRequestSetPathWithQuery(f0 uint32, f1 uint32, f2 uint32, f3 uint32) uint32
+
+// Set the combination of the HTTP Path and Query for the Request.
+// When `none`, this represents an empty Path and empty Query. Fails is the
+// string given is not a syntactically valid path and query uri component.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.set-path-with-query`.
+func (self HttpOutgoingRequest) SetPathWithQuery(pathWithQuery *string) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	f0 = uint32(self)
+	if pathWithQuery != nil {
+		f1 = 1
+		p265, n266 := c.Str((*pathWithQuery))
+		f2 = uint32(p265)
+		f3 = uint32(n266)
+	}
+	raw := importHttpOutgoingRequestSetPathWithQuery(f0, f1, f2, f3)
+	r := func() Result[struct{}, struct{}] {
+		var r267 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r267.IsErr = true
+		}
+		return r267
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.scheme
+func importHttpOutgoingRequestScheme(f0 uint32, ret uint32)
+
+// Get the HTTP Related Scheme for the Request. When `none`, the
+// implementation may choose an appropriate default scheme.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.scheme`.
+func (self HttpOutgoingRequest) Scheme() *HttpScheme {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(16, 4)
+	mark := EnterImport()
+	importHttpOutgoingRequestScheme(f0, ret)
+	r := func() *HttpScheme {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v268 := LoadHttpScheme((ret) + 4)
+		return &v268
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.set-scheme
+func importHttpOutgoingRequestSetScheme(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32) uint32
+
+// Set the HTTP Related Scheme for the Request. When `none`, the
+// implementation may choose an appropriate default scheme. Fails if the
+// string given is not a syntactically valid uri scheme.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.set-scheme`.
+func (self HttpOutgoingRequest) SetScheme(scheme *HttpScheme) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	var f4 uint32
+	f0 = uint32(self)
+	if scheme != nil {
+		f1 = 1
+		switch (*scheme).Tag {
+		case 0:
+			f2 = 0
+		case 1:
+			f2 = 1
+		case 2:
+			f2 = 2
+			p269, n270 := c.Str((*scheme).Other)
+			f3 = uint32(p269)
+			f4 = uint32(n270)
+		}
+	}
+	raw := importHttpOutgoingRequestSetScheme(f0, f1, f2, f3, f4)
+	r := func() Result[struct{}, struct{}] {
+		var r271 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r271.IsErr = true
+		}
+		return r271
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.authority
+func importHttpOutgoingRequestAuthority(f0 uint32, ret uint32)
+
+// Get the authority of the Request's target URI. A value of `none` may be used
+// with Related Schemes which do not require an authority. The HTTP and
+// HTTPS schemes always require an authority.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.authority`.
+func (self HttpOutgoingRequest) Authority() *string {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(12, 4)
+	mark := EnterImport()
+	importHttpOutgoingRequestAuthority(f0, ret)
+	r := func() *string {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v272 := LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+		return &v272
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.set-authority
+func importHttpOutgoingRequestSetAuthority(f0 uint32, f1 uint32, f2 uint32, f3 uint32) uint32
+
+// Set the authority of the Request's target URI. A value of `none` may be used
+// with Related Schemes which do not require an authority. The HTTP and
+// HTTPS schemes always require an authority. Fails if the string given is
+// not a syntactically valid URI authority.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.set-authority`.
+func (self HttpOutgoingRequest) SetAuthority(authority *string) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	f0 = uint32(self)
+	if authority != nil {
+		f1 = 1
+		p273, n274 := c.Str((*authority))
+		f2 = uint32(p273)
+		f3 = uint32(n274)
+	}
+	raw := importHttpOutgoingRequestSetAuthority(f0, f1, f2, f3)
+	r := func() Result[struct{}, struct{}] {
+		var r275 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r275.IsErr = true
+		}
+		return r275
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-request.headers
+func importHttpOutgoingRequestHeaders(f0 uint32) uint32
+
+// Get the headers associated with the Request.
+//
+// The returned `headers` resource is immutable: `set`, `append`, and
+// `delete` operations will fail with `header-error.immutable`.
+//
+// This headers resource is a child: it must be dropped before the parent
+// `outgoing-request` is dropped, or its ownership is transferred to
+// another component by e.g. `outgoing-handler.handle`.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-request.headers`.
+func (self HttpOutgoingRequest) Headers() HttpFields {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpOutgoingRequestHeaders(f0)
+	r := HttpFields(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [constructor]request-options
+func importNewHttpRequestOptions() uint32
+
+// Construct a default `request-options` value.
+//
+// WIT: `wasi:http/types@0.2.12#[constructor]request-options`.
+func NewHttpRequestOptions() HttpRequestOptions {
+	c := new(Call)
+	raw := importNewHttpRequestOptions()
+	r := HttpRequestOptions(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]request-options.connect-timeout
+func importHttpRequestOptionsConnectTimeout(f0 uint32, ret uint32)
+
+// The timeout for the initial connect to the HTTP Server.
+//
+// WIT: `wasi:http/types@0.2.12#[method]request-options.connect-timeout`.
+func (self HttpRequestOptions) ConnectTimeout() *uint64 {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(16, 8)
+	importHttpRequestOptionsConnectTimeout(f0, ret)
+	r := func() *uint64 {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v276 := Ld64((ret) + 8)
+		return &v276
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]request-options.set-connect-timeout
+func importHttpRequestOptionsSetConnectTimeout(f0 uint32, f1 uint32, f2 uint64) uint32
+
+// Set the timeout for the initial connect to the HTTP Server. An error
+// return value indicates that this timeout is not supported.
+//
+// WIT: `wasi:http/types@0.2.12#[method]request-options.set-connect-timeout`.
+func (self HttpRequestOptions) SetConnectTimeout(duration *uint64) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint64
+	f0 = uint32(self)
+	if duration != nil {
+		f1 = 1
+		f2 = uint64((*duration))
+	}
+	raw := importHttpRequestOptionsSetConnectTimeout(f0, f1, f2)
+	r := func() Result[struct{}, struct{}] {
+		var r277 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r277.IsErr = true
+		}
+		return r277
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]request-options.first-byte-timeout
+func importHttpRequestOptionsFirstByteTimeout(f0 uint32, ret uint32)
+
+// The timeout for receiving the first byte of the Response body.
+//
+// WIT: `wasi:http/types@0.2.12#[method]request-options.first-byte-timeout`.
+func (self HttpRequestOptions) FirstByteTimeout() *uint64 {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(16, 8)
+	importHttpRequestOptionsFirstByteTimeout(f0, ret)
+	r := func() *uint64 {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v278 := Ld64((ret) + 8)
+		return &v278
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]request-options.set-first-byte-timeout
+func importHttpRequestOptionsSetFirstByteTimeout(f0 uint32, f1 uint32, f2 uint64) uint32
+
+// Set the timeout for receiving the first byte of the Response body. An
+// error return value indicates that this timeout is not supported.
+//
+// WIT: `wasi:http/types@0.2.12#[method]request-options.set-first-byte-timeout`.
+func (self HttpRequestOptions) SetFirstByteTimeout(duration *uint64) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint64
+	f0 = uint32(self)
+	if duration != nil {
+		f1 = 1
+		f2 = uint64((*duration))
+	}
+	raw := importHttpRequestOptionsSetFirstByteTimeout(f0, f1, f2)
+	r := func() Result[struct{}, struct{}] {
+		var r279 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r279.IsErr = true
+		}
+		return r279
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]request-options.between-bytes-timeout
+func importHttpRequestOptionsBetweenBytesTimeout(f0 uint32, ret uint32)
+
+// The timeout for receiving subsequent chunks of bytes in the Response
+// body stream.
+//
+// WIT: `wasi:http/types@0.2.12#[method]request-options.between-bytes-timeout`.
+func (self HttpRequestOptions) BetweenBytesTimeout() *uint64 {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(16, 8)
+	importHttpRequestOptionsBetweenBytesTimeout(f0, ret)
+	r := func() *uint64 {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v280 := Ld64((ret) + 8)
+		return &v280
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]request-options.set-between-bytes-timeout
+func importHttpRequestOptionsSetBetweenBytesTimeout(f0 uint32, f1 uint32, f2 uint64) uint32
+
+// Set the timeout for receiving subsequent chunks of bytes in the Response
+// body stream. An error return value indicates that this timeout is not
+// supported.
+//
+// WIT: `wasi:http/types@0.2.12#[method]request-options.set-between-bytes-timeout`.
+func (self HttpRequestOptions) SetBetweenBytesTimeout(duration *uint64) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint64
+	f0 = uint32(self)
+	if duration != nil {
+		f1 = 1
+		f2 = uint64((*duration))
+	}
+	raw := importHttpRequestOptionsSetBetweenBytesTimeout(f0, f1, f2)
+	r := func() Result[struct{}, struct{}] {
+		var r281 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r281.IsErr = true
+		}
+		return r281
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [static]response-outparam.set
+func importHttpResponseOutparamSet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint64, f5 uint32, f6 uint32, f7 uint32, f8 uint32)
+
+// Set the value of the `response-outparam` to either send a response,
+// or indicate an error.
+//
+// This method consumes the `response-outparam` to ensure that it is
+// called at most once. If it is never called, the implementation
+// will respond with an error.
+//
+// The user may provide an `error` to `response` to allow the
+// implementation determine how to respond with an HTTP error response.
+//
+// WIT: `wasi:http/types@0.2.12#[static]response-outparam.set`.
+func HttpResponseOutparamSet(param HttpResponseOutparam, response Result[HttpOutgoingResponse, HttpErrorCode]) {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	var f3 uint32
+	var f4 uint64
+	var f5 uint32
+	var f6 uint32
+	var f7 uint32
+	var f8 uint32
+	f0 = uint32(param)
+	if response.IsErr {
+		f1 = 1
+		switch response.Err.Tag {
+		case 0:
+			f2 = 0
+		case 1:
+			f2 = 1
+			if response.Err.DNSError.Rcode != nil {
+				f3 = 1
+				p282, n283 := c.Str((*response.Err.DNSError.Rcode))
+				f4 = uint64(p282)
+				f5 = uint32(n283)
+			}
+			if response.Err.DNSError.InfoCode != nil {
+				f6 = 1
+				f7 = uint32((*response.Err.DNSError.InfoCode))
+			}
+		case 2:
+			f2 = 2
+		case 3:
+			f2 = 3
+		case 4:
+			f2 = 4
+		case 5:
+			f2 = 5
+		case 6:
+			f2 = 6
+		case 7:
+			f2 = 7
+		case 8:
+			f2 = 8
+		case 9:
+			f2 = 9
+		case 10:
+			f2 = 10
+		case 11:
+			f2 = 11
+		case 12:
+			f2 = 12
+		case 13:
+			f2 = 13
+		case 14:
+			f2 = 14
+			if response.Err.TLSAlertReceived.AlertId != nil {
+				f3 = 1
+				f4 = uint64((*response.Err.TLSAlertReceived.AlertId))
+			}
+			if response.Err.TLSAlertReceived.AlertMessage != nil {
+				f5 = 1
+				p284, n285 := c.Str((*response.Err.TLSAlertReceived.AlertMessage))
+				f6 = uint32(p284)
+				f7 = uint32(n285)
+			}
+		case 15:
+			f2 = 15
+		case 16:
+			f2 = 16
+		case 17:
+			f2 = 17
+			if response.Err.HTTPRequestBodySize != nil {
+				f3 = 1
+				f4 = uint64((*response.Err.HTTPRequestBodySize))
+			}
+		case 18:
+			f2 = 18
+		case 19:
+			f2 = 19
+		case 20:
+			f2 = 20
+		case 21:
+			f2 = 21
+			if response.Err.HTTPRequestHeaderSectionSize != nil {
+				f3 = 1
+				f4 = uint64((*response.Err.HTTPRequestHeaderSectionSize))
+			}
+		case 22:
+			f2 = 22
+			if response.Err.HTTPRequestHeaderSize != nil {
+				f3 = 1
+				if (*response.Err.HTTPRequestHeaderSize).FieldName != nil {
+					f4 = 1
+					p286, n287 := c.Str((*(*response.Err.HTTPRequestHeaderSize).FieldName))
+					f5 = uint32(p286)
+					f6 = uint32(n287)
+				}
+				if (*response.Err.HTTPRequestHeaderSize).FieldSize != nil {
+					f7 = 1
+					f8 = uint32((*(*response.Err.HTTPRequestHeaderSize).FieldSize))
+				}
+			}
+		case 23:
+			f2 = 23
+			if response.Err.HTTPRequestTrailerSectionSize != nil {
+				f3 = 1
+				f4 = uint64((*response.Err.HTTPRequestTrailerSectionSize))
+			}
+		case 24:
+			f2 = 24
+			if response.Err.HTTPRequestTrailerSize.FieldName != nil {
+				f3 = 1
+				p288, n289 := c.Str((*response.Err.HTTPRequestTrailerSize.FieldName))
+				f4 = uint64(p288)
+				f5 = uint32(n289)
+			}
+			if response.Err.HTTPRequestTrailerSize.FieldSize != nil {
+				f6 = 1
+				f7 = uint32((*response.Err.HTTPRequestTrailerSize.FieldSize))
+			}
+		case 25:
+			f2 = 25
+		case 26:
+			f2 = 26
+			if response.Err.HTTPResponseHeaderSectionSize != nil {
+				f3 = 1
+				f4 = uint64((*response.Err.HTTPResponseHeaderSectionSize))
+			}
+		case 27:
+			f2 = 27
+			if response.Err.HTTPResponseHeaderSize.FieldName != nil {
+				f3 = 1
+				p290, n291 := c.Str((*response.Err.HTTPResponseHeaderSize.FieldName))
+				f4 = uint64(p290)
+				f5 = uint32(n291)
+			}
+			if response.Err.HTTPResponseHeaderSize.FieldSize != nil {
+				f6 = 1
+				f7 = uint32((*response.Err.HTTPResponseHeaderSize.FieldSize))
+			}
+		case 28:
+			f2 = 28
+			if response.Err.HTTPResponseBodySize != nil {
+				f3 = 1
+				f4 = uint64((*response.Err.HTTPResponseBodySize))
+			}
+		case 29:
+			f2 = 29
+			if response.Err.HTTPResponseTrailerSectionSize != nil {
+				f3 = 1
+				f4 = uint64((*response.Err.HTTPResponseTrailerSectionSize))
+			}
+		case 30:
+			f2 = 30
+			if response.Err.HTTPResponseTrailerSize.FieldName != nil {
+				f3 = 1
+				p292, n293 := c.Str((*response.Err.HTTPResponseTrailerSize.FieldName))
+				f4 = uint64(p292)
+				f5 = uint32(n293)
+			}
+			if response.Err.HTTPResponseTrailerSize.FieldSize != nil {
+				f6 = 1
+				f7 = uint32((*response.Err.HTTPResponseTrailerSize.FieldSize))
+			}
+		case 31:
+			f2 = 31
+			if response.Err.HTTPResponseTransferCoding != nil {
+				f3 = 1
+				p294, n295 := c.Str((*response.Err.HTTPResponseTransferCoding))
+				f4 = uint64(p294)
+				f5 = uint32(n295)
+			}
+		case 32:
+			f2 = 32
+			if response.Err.HTTPResponseContentCoding != nil {
+				f3 = 1
+				p296, n297 := c.Str((*response.Err.HTTPResponseContentCoding))
+				f4 = uint64(p296)
+				f5 = uint32(n297)
+			}
+		case 33:
+			f2 = 33
+		case 34:
+			f2 = 34
+		case 35:
+			f2 = 35
+		case 36:
+			f2 = 36
+		case 37:
+			f2 = 37
+		case 38:
+			f2 = 38
+			if response.Err.InternalError != nil {
+				f3 = 1
+				p298, n299 := c.Str((*response.Err.InternalError))
+				f4 = uint64(p298)
+				f5 = uint32(n299)
+			}
+		}
+	} else {
+		f2 = uint32(response.Ok)
+	}
+	importHttpResponseOutparamSet(f0, f1, f2, f3, f4, f5, f6, f7, f8)
+	c.Done()
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-response.status
+func importHttpIncomingResponseStatus(f0 uint32) uint32
+
+// Returns the status code from the incoming response.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-response.status`.
+func (self HttpIncomingResponse) Status() uint16 {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpIncomingResponseStatus(f0)
+	r := uint16(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-response.headers
+func importHttpIncomingResponseHeaders(f0 uint32) uint32
+
+// Returns the headers from the incoming response.
+//
+// The returned `headers` resource is immutable: `set`, `append`, and
+// `delete` operations will fail with `header-error.immutable`.
+//
+// This headers resource is a child: it must be dropped before the parent
+// `incoming-response` is dropped.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-response.headers`.
+func (self HttpIncomingResponse) Headers() HttpFields {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpIncomingResponseHeaders(f0)
+	r := HttpFields(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-response.consume
+func importHttpIncomingResponseConsume(f0 uint32, ret uint32)
+
+// Returns the incoming body. May be called at most once. Returns error
+// if called additional times.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-response.consume`.
+func (self HttpIncomingResponse) Consume() Result[HttpIncomingBody, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	importHttpIncomingResponseConsume(f0, ret)
+	r := func() Result[HttpIncomingBody, struct{}] {
+		var r300 Result[HttpIncomingBody, struct{}]
+		if Ld8(ret) == 0 {
+			r300.Ok = HttpIncomingBody(Ld32((ret) + 4))
+		} else {
+			r300.IsErr = true
+		}
+		return r300
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]incoming-body.stream
+func importHttpIncomingBodyStream(f0 uint32, ret uint32)
+
+// Returns the contents of the body, as a stream of bytes.
+//
+// Returns success on first call: the stream representing the contents
+// can be retrieved at most once. Subsequent calls will return error.
+//
+// The returned `input-stream` resource is a child: it must be dropped
+// before the parent `incoming-body` is dropped, or consumed by
+// `incoming-body.finish`.
+//
+// This invariant ensures that the implementation can determine whether
+// the user is consuming the contents of the body, waiting on the
+// `future-trailers` to be ready, or neither. This allows for network
+// backpressure is to be applied when the user is consuming the body,
+// and for that backpressure to not inhibit delivery of the trailers if
+// the user does not read the entire body.
+//
+// WIT: `wasi:http/types@0.2.12#[method]incoming-body.stream`.
+func (self HttpIncomingBody) Stream() Result[IoInputStream, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	importHttpIncomingBodyStream(f0, ret)
+	r := func() Result[IoInputStream, struct{}] {
+		var r301 Result[IoInputStream, struct{}]
+		if Ld8(ret) == 0 {
+			r301.Ok = IoInputStream(Ld32((ret) + 4))
+		} else {
+			r301.IsErr = true
+		}
+		return r301
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [static]incoming-body.finish
+func importHttpIncomingBodyFinish(f0 uint32) uint32
+
+// Takes ownership of `incoming-body`, and returns a `future-trailers`.
+// This function will trap if the `input-stream` child is still alive.
+//
+// WIT: `wasi:http/types@0.2.12#[static]incoming-body.finish`.
+func HttpIncomingBodyFinish(this HttpIncomingBody) HttpFutureTrailers {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(this)
+	raw := importHttpIncomingBodyFinish(f0)
+	r := HttpFutureTrailers(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]future-trailers.subscribe
+func importHttpFutureTrailersSubscribe(f0 uint32) uint32
+
+// Returns a pollable which becomes ready when either the trailers have
+// been received, or an error has occurred. When this pollable is ready,
+// the `get` method will return `some`.
+//
+// WIT: `wasi:http/types@0.2.12#[method]future-trailers.subscribe`.
+func (self HttpFutureTrailers) Subscribe() IoPollable {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpFutureTrailersSubscribe(f0)
+	r := IoPollable(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]future-trailers.get
+func importHttpFutureTrailersGet(f0 uint32, ret uint32)
+
+// Returns the contents of the trailers, or an error which occurred,
+// once the future is ready.
+//
+// The outer `option` represents future readiness. Users can wait on this
+// `option` to become `some` using the `subscribe` method.
+//
+// The outer `result` is used to retrieve the trailers or error at most
+// once. It will be success on the first call in which the outer option
+// is `some`, and error on subsequent calls.
+//
+// The inner `result` represents that either the HTTP Request or Response
+// body, as well as any trailers, were received successfully, or that an
+// error occurred receiving them. The optional `trailers` indicates whether
+// or not trailers were present in the body.
+//
+// When some `trailers` are returned by this method, the `trailers`
+// resource is immutable, and a child. Use of the `set`, `append`, or
+// `delete` methods will return an error, and the resource must be
+// dropped before the parent `future-trailers` is dropped.
+//
+// WIT: `wasi:http/types@0.2.12#[method]future-trailers.get`.
+func (self HttpFutureTrailers) Get() *Result[Result[*HttpFields, HttpErrorCode], struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(56, 8)
+	mark := EnterImport()
+	importHttpFutureTrailersGet(f0, ret)
+	r := func() *Result[Result[*HttpFields, HttpErrorCode], struct{}] {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v302 := func() Result[Result[*HttpFields, HttpErrorCode], struct{}] {
+			var r303 Result[Result[*HttpFields, HttpErrorCode], struct{}]
+			if Ld8((ret)+8) == 0 {
+				r303.Ok = func() Result[*HttpFields, HttpErrorCode] {
+					var r304 Result[*HttpFields, HttpErrorCode]
+					if Ld8(((ret)+8)+8) == 0 {
+						r304.Ok = func() *HttpFields {
+							if Ld8((((ret)+8)+8)+8) == 0 {
+								return nil
+							}
+							v305 := HttpFields(Ld32(((((ret) + 8) + 8) + 8) + 4))
+							return &v305
+						}()
+					} else {
+						r304.IsErr = true
+						r304.Err = LoadHttpErrorCode((((ret) + 8) + 8) + 8)
+					}
+					return r304
+				}()
+			} else {
+				r303.IsErr = true
+			}
+			return r303
+		}()
+		return &v302
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [constructor]outgoing-response
+func importNewHttpOutgoingResponse(f0 uint32) uint32
+
+// Construct an `outgoing-response`, with a default `status-code` of `200`.
+// If a different `status-code` is needed, it must be set via the
+// `set-status-code` method.
+//
+// * `headers` is the HTTP Headers for the Response.
+//
+// WIT: `wasi:http/types@0.2.12#[constructor]outgoing-response`.
+func NewHttpOutgoingResponse(headers HttpFields) HttpOutgoingResponse {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(headers)
+	raw := importNewHttpOutgoingResponse(f0)
+	r := HttpOutgoingResponse(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-response.status-code
+func importHttpOutgoingResponseStatusCode(f0 uint32) uint32
+
+// Get the HTTP Status Code for the Response.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-response.status-code`.
+func (self HttpOutgoingResponse) StatusCode() uint16 {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpOutgoingResponseStatusCode(f0)
+	r := uint16(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-response.set-status-code
+func importHttpOutgoingResponseSetStatusCode(f0 uint32, f1 uint32) uint32
+
+// Set the HTTP Status Code for the Response. Fails if the status-code
+// given is not a valid http status code.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-response.set-status-code`.
+func (self HttpOutgoingResponse) SetStatusCode(statusCode uint16) Result[struct{}, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	f0 = uint32(self)
+	f1 = uint32(statusCode)
+	raw := importHttpOutgoingResponseSetStatusCode(f0, f1)
+	r := func() Result[struct{}, struct{}] {
+		var r306 Result[struct{}, struct{}]
+		if raw == 0 {
+		} else {
+			r306.IsErr = true
+		}
+		return r306
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-response.headers
+func importHttpOutgoingResponseHeaders(f0 uint32) uint32
+
+// Get the headers associated with the Request.
+//
+// The returned `headers` resource is immutable: `set`, `append`, and
+// `delete` operations will fail with `header-error.immutable`.
+//
+// This headers resource is a child: it must be dropped before the parent
+// `outgoing-request` is dropped, or its ownership is transferred to
+// another component by e.g. `outgoing-handler.handle`.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-response.headers`.
+func (self HttpOutgoingResponse) Headers() HttpFields {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpOutgoingResponseHeaders(f0)
+	r := HttpFields(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-response.body
+func importHttpOutgoingResponseBody(f0 uint32, ret uint32)
+
+// Returns the resource corresponding to the outgoing Body for this Response.
+//
+// Returns success on the first call: the `outgoing-body` resource for
+// this `outgoing-response` can be retrieved at most once. Subsequent
+// calls will return error.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-response.body`.
+func (self HttpOutgoingResponse) Body() Result[HttpOutgoingBody, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	importHttpOutgoingResponseBody(f0, ret)
+	r := func() Result[HttpOutgoingBody, struct{}] {
+		var r307 Result[HttpOutgoingBody, struct{}]
+		if Ld8(ret) == 0 {
+			r307.Ok = HttpOutgoingBody(Ld32((ret) + 4))
+		} else {
+			r307.IsErr = true
+		}
+		return r307
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]outgoing-body.write
+func importHttpOutgoingBodyWrite(f0 uint32, ret uint32)
+
+// Returns a stream for writing the body contents.
+//
+// The returned `output-stream` is a child resource: it must be dropped
+// before the parent `outgoing-body` resource is dropped (or finished),
+// otherwise the `outgoing-body` drop or `finish` will trap.
+//
+// Returns success on the first call: the `output-stream` resource for
+// this `outgoing-body` may be retrieved at most once. Subsequent calls
+// will return error.
+//
+// WIT: `wasi:http/types@0.2.12#[method]outgoing-body.write`.
+func (self HttpOutgoingBody) Write() Result[IoOutputStream, struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(8, 4)
+	importHttpOutgoingBodyWrite(f0, ret)
+	r := func() Result[IoOutputStream, struct{}] {
+		var r308 Result[IoOutputStream, struct{}]
+		if Ld8(ret) == 0 {
+			r308.Ok = IoOutputStream(Ld32((ret) + 4))
+		} else {
+			r308.IsErr = true
+		}
+		return r308
+	}()
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [static]outgoing-body.finish
+func importHttpOutgoingBodyFinish(f0 uint32, f1 uint32, f2 uint32, ret uint32)
+
+// Finalize an outgoing body, optionally providing trailers. This must be
+// called to signal that the response is complete. If the `outgoing-body`
+// is dropped without calling `outgoing-body.finalize`, the implementation
+// should treat the body as corrupted.
+//
+// Fails if the body's `outgoing-request` or `outgoing-response` was
+// constructed with a Content-Length header, and the contents written
+// to the body (via `write`) does not match the value given in the
+// Content-Length.
+//
+// WIT: `wasi:http/types@0.2.12#[static]outgoing-body.finish`.
+func HttpOutgoingBodyFinish(this HttpOutgoingBody, trailers *HttpFields) Result[struct{}, HttpErrorCode] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	f0 = uint32(this)
+	if trailers != nil {
+		f1 = 1
+		f2 = uint32((*trailers))
+	}
+	ret := c.Alloc(40, 8)
+	mark := EnterImport()
+	importHttpOutgoingBodyFinish(f0, f1, f2, ret)
+	r := func() Result[struct{}, HttpErrorCode] {
+		var r309 Result[struct{}, HttpErrorCode]
+		if Ld8(ret) == 0 {
+		} else {
+			r309.IsErr = true
+			r309.Err = LoadHttpErrorCode((ret) + 8)
+		}
+		return r309
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]future-incoming-response.subscribe
+func importHttpFutureIncomingResponseSubscribe(f0 uint32) uint32
+
+// Returns a pollable which becomes ready when either the Response has
+// been received, or an error has occurred. When this pollable is ready,
+// the `get` method will return `some`.
+//
+// WIT: `wasi:http/types@0.2.12#[method]future-incoming-response.subscribe`.
+func (self HttpFutureIncomingResponse) Subscribe() IoPollable {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	raw := importHttpFutureIncomingResponseSubscribe(f0)
+	r := IoPollable(raw)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 [method]future-incoming-response.get
+func importHttpFutureIncomingResponseGet(f0 uint32, ret uint32)
+
+// Returns the incoming HTTP Response, or an error, once one is ready.
+//
+// The outer `option` represents future readiness. Users can wait on this
+// `option` to become `some` using the `subscribe` method.
+//
+// The outer `result` is used to retrieve the response or error at most
+// once. It will be success on the first call in which the outer option
+// is `some`, and error on subsequent calls.
+//
+// The inner `result` represents that either the incoming HTTP Response
+// status and headers have received successfully, or that an error
+// occurred. Errors may also occur while consuming the response body,
+// but those will be reported by the `incoming-body` and its
+// `output-stream` child.
+//
+// WIT: `wasi:http/types@0.2.12#[method]future-incoming-response.get`.
+func (self HttpFutureIncomingResponse) Get() *Result[Result[HttpIncomingResponse, HttpErrorCode], struct{}] {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(self)
+	ret := c.Alloc(56, 8)
+	mark := EnterImport()
+	importHttpFutureIncomingResponseGet(f0, ret)
+	r := func() *Result[Result[HttpIncomingResponse, HttpErrorCode], struct{}] {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v310 := func() Result[Result[HttpIncomingResponse, HttpErrorCode], struct{}] {
+			var r311 Result[Result[HttpIncomingResponse, HttpErrorCode], struct{}]
+			if Ld8((ret)+8) == 0 {
+				r311.Ok = func() Result[HttpIncomingResponse, HttpErrorCode] {
+					var r312 Result[HttpIncomingResponse, HttpErrorCode]
+					if Ld8(((ret)+8)+8) == 0 {
+						r312.Ok = HttpIncomingResponse(Ld32((((ret) + 8) + 8) + 8))
+					} else {
+						r312.IsErr = true
+						r312.Err = LoadHttpErrorCode((((ret) + 8) + 8) + 8)
+					}
+					return r312
+				}()
+			} else {
+				r311.IsErr = true
+			}
+			return r311
+		}()
+		return &v310
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/types@0.2.12 http-error-code
+func importHttpTypesHttpErrorCode(f0 uint32, ret uint32)
+
+// Attempts to extract a http-related `error` from the wasi:io `error`
+// provided.
+//
+// Stream operations which return
+// `wasi:io/stream.stream-error.last-operation-failed` have a payload of
+// type `wasi:io/error.error` with more information about the operation
+// that failed. This payload can be passed through to this function to see
+// if there's http-related information about the error to return.
+//
+// Note that this function is fallible because not all io-errors are
+// http-related errors.
+//
+// WIT: `wasi:http/types@0.2.12#http-error-code`.
+func HttpTypesHttpErrorCode(err IoError) *HttpErrorCode {
+	c := new(Call)
+	var f0 uint32
+	f0 = uint32(err)
+	ret := c.Alloc(40, 8)
+	mark := EnterImport()
+	importHttpTypesHttpErrorCode(f0, ret)
+	r := func() *HttpErrorCode {
+		if Ld8(ret) == 0 {
+			return nil
+		}
+		v313 := LoadHttpErrorCode((ret) + 8)
+		return &v313
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasi:http/outgoing-handler@0.2.12 handle
+func importHttpOutgoingHandlerHandle(f0 uint32, f1 uint32, f2 uint32, ret uint32)
+
+// This function is invoked with an outgoing HTTP Request, and it returns
+// a resource `future-incoming-response` which represents an HTTP Response
+// which may arrive in the future.
+//
+// The `options` argument accepts optional parameters for the HTTP
+// protocol's transport layer.
+//
+// This function may return an error if the `outgoing-request` is invalid
+// or not allowed to be made. Otherwise, protocol errors are reported
+// through the `future-incoming-response`.
+//
+// WIT: `wasi:http/outgoing-handler@0.2.12#handle`.
+func HttpOutgoingHandlerHandle(request HttpOutgoingRequest, options *HttpRequestOptions) Result[HttpFutureIncomingResponse, HttpErrorCode] {
+	c := new(Call)
+	var f0 uint32
+	var f1 uint32
+	var f2 uint32
+	f0 = uint32(request)
+	if options != nil {
+		f1 = 1
+		f2 = uint32((*options))
+	}
+	ret := c.Alloc(40, 8)
+	mark := EnterImport()
+	importHttpOutgoingHandlerHandle(f0, f1, f2, ret)
+	r := func() Result[HttpFutureIncomingResponse, HttpErrorCode] {
+		var r314 Result[HttpFutureIncomingResponse, HttpErrorCode]
+		if Ld8(ret) == 0 {
+			r314.Ok = HttpFutureIncomingResponse(Ld32((ret) + 8))
+		} else {
+			r314.IsErr = true
+			r314.Err = LoadHttpErrorCode((ret) + 8)
+		}
+		return r314
+	}()
+	LeaveImport(mark)
+	c.Done()
+	return r
+}
+
+//go:wasmimport wasm-deployer:plugin/log@1.5.0 log
 func importLogLog(f0 uint32, f1 uint32, f2 uint32)
 
 // Emit one log record at `level`. Never fails; the host may drop records below its
 // configured level.
 //
-// WIT: `wasm-deployer:plugin/log@1.4.0#log`.
+// WIT: `wasm-deployer:plugin/log@1.5.0#log`.
 func LogLog(level LogLevel, message string) {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	f0 = uint32(level)
-	p161, n162 := c.Str(message)
-	f1 = uint32(p161)
-	f2 = uint32(n162)
+	p315, n316 := c.Str(message)
+	f1 = uint32(p315)
+	f2 = uint32(n316)
 	importLogLog(f0, f1, f2)
 	c.Done()
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.4.0 now-unix-millis
+//go:wasmimport wasm-deployer:plugin/clock@1.5.0 now-unix-millis
 func importClockNowUnixMillis() uint64
 
 // Wall-clock time as milliseconds since the Unix epoch (UTC).
 //
-// WIT: `wasm-deployer:plugin/clock@1.4.0#now-unix-millis`.
+// WIT: `wasm-deployer:plugin/clock@1.5.0#now-unix-millis`.
 func ClockNowUnixMillis() uint64 {
 	c := new(Call)
 	raw := importClockNowUnixMillis()
@@ -1186,13 +4662,13 @@ func ClockNowUnixMillis() uint64 {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.4.0 now-rfc3339
+//go:wasmimport wasm-deployer:plugin/clock@1.5.0 now-rfc3339
 func importClockNowRfc3339(ret uint32)
 
 // Wall-clock time formatted as RFC 3339 (UTC, e.g. `2026-01-01T00:00:00Z`), the
 // format Kubernetes timestamps use.
 //
-// WIT: `wasm-deployer:plugin/clock@1.4.0#now-rfc3339`.
+// WIT: `wasm-deployer:plugin/clock@1.5.0#now-rfc3339`.
 func ClockNowRfc3339() string {
 	c := new(Call)
 	ret := c.Alloc(8, 4)
@@ -1204,13 +4680,13 @@ func ClockNowRfc3339() string {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/clock@1.4.0 monotonic-nanos
+//go:wasmimport wasm-deployer:plugin/clock@1.5.0 monotonic-nanos
 func importClockMonotonicNanos() uint64
 
 // Monotonic time in nanoseconds since an arbitrary fixed point of this invocation.
 // Only differences are meaningful.
 //
-// WIT: `wasm-deployer:plugin/clock@1.4.0#monotonic-nanos`.
+// WIT: `wasm-deployer:plugin/clock@1.5.0#monotonic-nanos`.
 func ClockMonotonicNanos() uint64 {
 	c := new(Call)
 	raw := importClockMonotonicNanos()
@@ -1219,45 +4695,45 @@ func ClockMonotonicNanos() uint64 {
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/progress@1.4.0 checkpoint
+//go:wasmimport wasm-deployer:plugin/progress@1.5.0 checkpoint
 func importProgressCheckpoint(f0 uint32, f1 uint32, ret uint32)
 
 // Report that the plugin reached the named checkpoint. Returns an error with code
 // `ERR_TIMEOUT`, reason `ProgressingTimeout` and message `timeout at: "<name>"` once
 // the item's progressing timeout has passed; the plugin should return that error.
 //
-// WIT: `wasm-deployer:plugin/progress@1.4.0#checkpoint`.
+// WIT: `wasm-deployer:plugin/progress@1.5.0#checkpoint`.
 func ProgressCheckpoint(name string) Result[struct{}, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p163, n164 := c.Str(name)
-	f0 = uint32(p163)
-	f1 = uint32(n164)
+	p317, n318 := c.Str(name)
+	f0 = uint32(p317)
+	f1 = uint32(n318)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importProgressCheckpoint(f0, f1, ret)
 	r := func() Result[struct{}, DeployerError] {
-		var r165 Result[struct{}, DeployerError]
+		var r319 Result[struct{}, DeployerError]
 		if Ld8(ret) == 0 {
 		} else {
-			r165.IsErr = true
-			r165.Err = LoadDeployerError((ret) + 4)
+			r319.IsErr = true
+			r319.Err = LoadDeployerError((ret) + 4)
 		}
-		return r165
+		return r319
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/progress@1.4.0 remaining-millis
+//go:wasmimport wasm-deployer:plugin/progress@1.5.0 remaining-millis
 func importProgressRemainingMillis(ret uint32)
 
 // Milliseconds left until the progressing timeout, or none if it has already passed.
 // Use it as the deadline for waits.
 //
-// WIT: `wasm-deployer:plugin/progress@1.4.0#remaining-millis`.
+// WIT: `wasm-deployer:plugin/progress@1.5.0#remaining-millis`.
 func ProgressRemainingMillis() *uint64 {
 	c := new(Call)
 	ret := c.Alloc(16, 8)
@@ -1266,19 +4742,19 @@ func ProgressRemainingMillis() *uint64 {
 		if Ld8(ret) == 0 {
 			return nil
 		}
-		v166 := Ld64((ret) + 8)
-		return &v166
+		v320 := Ld64((ret) + 8)
+		return &v320
 	}()
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 get
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.5.0 get
 func importKubernetesGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Read an object. Returns its JSON, or none if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#get`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.5.0#get`.
 func KubernetesGet(ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1290,115 +4766,115 @@ func KubernetesGet(ref ObjectRef) Result[*string, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p167, n168 := c.Str(ref.ApiVersion)
-	f0 = uint32(p167)
-	f1 = uint32(n168)
-	p169, n170 := c.Str(ref.Kind)
-	f2 = uint32(p169)
-	f3 = uint32(n170)
+	p321, n322 := c.Str(ref.ApiVersion)
+	f0 = uint32(p321)
+	f1 = uint32(n322)
+	p323, n324 := c.Str(ref.Kind)
+	f2 = uint32(p323)
+	f3 = uint32(n324)
 	if ref.Namespace != nil {
 		f4 = 1
-		p171, n172 := c.Str((*ref.Namespace))
-		f5 = uint32(p171)
-		f6 = uint32(n172)
+		p325, n326 := c.Str((*ref.Namespace))
+		f5 = uint32(p325)
+		f6 = uint32(n326)
 	}
-	p173, n174 := c.Str(ref.Name)
-	f7 = uint32(p173)
-	f8 = uint32(n174)
+	p327, n328 := c.Str(ref.Name)
+	f7 = uint32(p327)
+	f8 = uint32(n328)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[*string, DeployerError] {
-		var r175 Result[*string, DeployerError]
+		var r329 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r175.Ok = func() *string {
+			r329.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v176 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v176
+				v330 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v330
 			}()
 		} else {
-			r175.IsErr = true
-			r175.Err = LoadDeployerError((ret) + 4)
+			r329.IsErr = true
+			r329.Err = LoadDeployerError((ret) + 4)
 		}
-		return r175
+		return r329
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 create
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.5.0 create
 func importKubernetesCreate(f0 uint32, f1 uint32, ret uint32)
 
 // Create an object from its JSON (must include `apiVersion`, `kind`, `metadata`).
 // Returns the created object as JSON.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#create`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.5.0#create`.
 func KubernetesCreate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p177, n178 := c.Str(object)
-	f0 = uint32(p177)
-	f1 = uint32(n178)
+	p331, n332 := c.Str(object)
+	f0 = uint32(p331)
+	f1 = uint32(n332)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesCreate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r179 Result[string, DeployerError]
+		var r333 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r179.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r333.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r179.IsErr = true
-			r179.Err = LoadDeployerError((ret) + 4)
+			r333.IsErr = true
+			r333.Err = LoadDeployerError((ret) + 4)
 		}
-		return r179
+		return r333
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 update
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.5.0 update
 func importKubernetesUpdate(f0 uint32, f1 uint32, ret uint32)
 
 // Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
 // concurrency). Returns the updated object as JSON.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#update`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.5.0#update`.
 func KubernetesUpdate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p180, n181 := c.Str(object)
-	f0 = uint32(p180)
-	f1 = uint32(n181)
+	p334, n335 := c.Str(object)
+	f0 = uint32(p334)
+	f1 = uint32(n335)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesUpdate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r182 Result[string, DeployerError]
+		var r336 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r182.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r336.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r182.IsErr = true
-			r182.Err = LoadDeployerError((ret) + 4)
+			r336.IsErr = true
+			r336.Err = LoadDeployerError((ret) + 4)
 		}
-		return r182
+		return r336
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/kubernetes@1.4.0 delete
+//go:wasmimport wasm-deployer:plugin/kubernetes@1.5.0 delete
 func importKubernetesDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Delete an object. Returns true if it existed, false if it was already gone.
 //
-// WIT: `wasm-deployer:plugin/kubernetes@1.4.0#delete`.
+// WIT: `wasm-deployer:plugin/kubernetes@1.5.0#delete`.
 func KubernetesDelete(ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1410,47 +4886,47 @@ func KubernetesDelete(ref ObjectRef) Result[bool, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p183, n184 := c.Str(ref.ApiVersion)
-	f0 = uint32(p183)
-	f1 = uint32(n184)
-	p185, n186 := c.Str(ref.Kind)
-	f2 = uint32(p185)
-	f3 = uint32(n186)
+	p337, n338 := c.Str(ref.ApiVersion)
+	f0 = uint32(p337)
+	f1 = uint32(n338)
+	p339, n340 := c.Str(ref.Kind)
+	f2 = uint32(p339)
+	f3 = uint32(n340)
 	if ref.Namespace != nil {
 		f4 = 1
-		p187, n188 := c.Str((*ref.Namespace))
-		f5 = uint32(p187)
-		f6 = uint32(n188)
+		p341, n342 := c.Str((*ref.Namespace))
+		f5 = uint32(p341)
+		f6 = uint32(n342)
 	}
-	p189, n190 := c.Str(ref.Name)
-	f7 = uint32(p189)
-	f8 = uint32(n190)
+	p343, n344 := c.Str(ref.Name)
+	f7 = uint32(p343)
+	f8 = uint32(n344)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importKubernetesDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[bool, DeployerError] {
-		var r191 Result[bool, DeployerError]
+		var r345 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r191.Ok = (Ld8((ret)+4) != 0)
+			r345.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r191.IsErr = true
-			r191.Err = LoadDeployerError((ret) + 4)
+			r345.IsErr = true
+			r345.Err = LoadDeployerError((ret) + 4)
 		}
-		return r191
+		return r345
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/fetch@1.4.0 http-get
+//go:wasmimport wasm-deployer:plugin/fetch@1.5.0 http-get
 func importFetchHttpGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, ret uint32)
 
 // GET `url` (`http://` or `https://`). If `expected-digest` (`sha256:<hex>`) is given
 // and the cache has it, no request is made; a download whose digest differs fails with
 // `DigestMismatch`.
 //
-// WIT: `wasm-deployer:plugin/fetch@1.4.0#http-get`.
+// WIT: `wasm-deployer:plugin/fetch@1.5.0#http-get`.
 func FetchHttpGet(url string, expectedDigest *string) Result[Blob, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1458,85 +4934,85 @@ func FetchHttpGet(url string, expectedDigest *string) Result[Blob, DeployerError
 	var f2 uint32
 	var f3 uint32
 	var f4 uint32
-	p192, n193 := c.Str(url)
-	f0 = uint32(p192)
-	f1 = uint32(n193)
+	p346, n347 := c.Str(url)
+	f0 = uint32(p346)
+	f1 = uint32(n347)
 	if expectedDigest != nil {
 		f2 = 1
-		p194, n195 := c.Str((*expectedDigest))
-		f3 = uint32(p194)
-		f4 = uint32(n195)
+		p348, n349 := c.Str((*expectedDigest))
+		f3 = uint32(p348)
+		f4 = uint32(n349)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importFetchHttpGet(f0, f1, f2, f3, f4, ret)
 	r := func() Result[Blob, DeployerError] {
-		var r196 Result[Blob, DeployerError]
+		var r350 Result[Blob, DeployerError]
 		if Ld8(ret) == 0 {
-			r196.Ok = LoadBlob((ret) + 4)
+			r350.Ok = LoadBlob((ret) + 4)
 		} else {
-			r196.IsErr = true
-			r196.Err = LoadDeployerError((ret) + 4)
+			r350.IsErr = true
+			r350.Err = LoadDeployerError((ret) + 4)
 		}
-		return r196
+		return r350
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/fetch@1.4.0 oci-pull
+//go:wasmimport wasm-deployer:plugin/fetch@1.5.0 oci-pull
 func importFetchOciPull(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // Pull `reference` (`host[:port]/repository:tag` or `…@sha256:<hex>`) and return its
 // first layer whose media type is in `layer-media-types` (in manifest order). The layer
 // is served from the cache when its digest is there.
 //
-// WIT: `wasm-deployer:plugin/fetch@1.4.0#oci-pull`.
+// WIT: `wasm-deployer:plugin/fetch@1.5.0#oci-pull`.
 func FetchOciPull(reference string, layerMediaTypes []string) Result[OciArtifact, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p197, n198 := c.Str(reference)
-	f0 = uint32(p197)
-	f1 = uint32(n198)
-	p199, n200 := func() (uint32, uint32) {
-		base201 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
-		for i202, e203 := range layerMediaTypes {
-			p204, n205 := c.Str(e203)
-			St32(base201+uint32(i202)*8, p204)
-			St32((base201+uint32(i202)*8)+4, n205)
+	p351, n352 := c.Str(reference)
+	f0 = uint32(p351)
+	f1 = uint32(n352)
+	p353, n354 := func() (uint32, uint32) {
+		base355 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
+		for i356, e357 := range layerMediaTypes {
+			p358, n359 := c.Str(e357)
+			St32(base355+uint32(i356)*8, p358)
+			St32((base355+uint32(i356)*8)+4, n359)
 		}
-		return base201, uint32(len(layerMediaTypes))
+		return base355, uint32(len(layerMediaTypes))
 	}()
-	f2 = uint32(p199)
-	f3 = uint32(n200)
+	f2 = uint32(p353)
+	f3 = uint32(n354)
 	ret := c.Alloc(48, 4)
 	mark := EnterImport()
 	importFetchOciPull(f0, f1, f2, f3, ret)
 	r := func() Result[OciArtifact, DeployerError] {
-		var r206 Result[OciArtifact, DeployerError]
+		var r360 Result[OciArtifact, DeployerError]
 		if Ld8(ret) == 0 {
-			r206.Ok = LoadOciArtifact((ret) + 4)
+			r360.Ok = LoadOciArtifact((ret) + 4)
 		} else {
-			r206.IsErr = true
-			r206.Err = LoadDeployerError((ret) + 4)
+			r360.IsErr = true
+			r360.Err = LoadDeployerError((ret) + 4)
 		}
-		return r206
+		return r360
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 get
+//go:wasmimport wasm-deployer:plugin/cluster@1.5.0 get
 func importClusterGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Read an object. Returns its JSON, or none if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.4.0#get`.
+// WIT: `wasm-deployer:plugin/cluster@1.5.0#get`.
 func ClusterGet(ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1548,46 +5024,46 @@ func ClusterGet(ref ObjectRef) Result[*string, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p207, n208 := c.Str(ref.ApiVersion)
-	f0 = uint32(p207)
-	f1 = uint32(n208)
-	p209, n210 := c.Str(ref.Kind)
-	f2 = uint32(p209)
-	f3 = uint32(n210)
+	p361, n362 := c.Str(ref.ApiVersion)
+	f0 = uint32(p361)
+	f1 = uint32(n362)
+	p363, n364 := c.Str(ref.Kind)
+	f2 = uint32(p363)
+	f3 = uint32(n364)
 	if ref.Namespace != nil {
 		f4 = 1
-		p211, n212 := c.Str((*ref.Namespace))
-		f5 = uint32(p211)
-		f6 = uint32(n212)
+		p365, n366 := c.Str((*ref.Namespace))
+		f5 = uint32(p365)
+		f6 = uint32(n366)
 	}
-	p213, n214 := c.Str(ref.Name)
-	f7 = uint32(p213)
-	f8 = uint32(n214)
+	p367, n368 := c.Str(ref.Name)
+	f7 = uint32(p367)
+	f8 = uint32(n368)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[*string, DeployerError] {
-		var r215 Result[*string, DeployerError]
+		var r369 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r215.Ok = func() *string {
+			r369.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v216 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v216
+				v370 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v370
 			}()
 		} else {
-			r215.IsErr = true
-			r215.Err = LoadDeployerError((ret) + 4)
+			r369.IsErr = true
+			r369.Err = LoadDeployerError((ret) + 4)
 		}
-		return r215
+		return r369
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 list
+//go:wasmimport wasm-deployer:plugin/cluster@1.5.0 list
 func importClusterList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, ret uint32)
 
 // List objects of one kind: in `namespace`, or in all namespaces (and for
@@ -1595,7 +5071,7 @@ func importClusterList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5
 // (`a=b,c!=d,e in (f,g),!h`) if given. Returns the List object as JSON (`items` carry
 // `apiVersion` and `kind`).
 //
-// WIT: `wasm-deployer:plugin/cluster@1.4.0#list`.
+// WIT: `wasm-deployer:plugin/cluster@1.5.0#list`.
 func ClusterList(apiVersion string, kind string, namespace *string, labelSelector *string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1608,111 +5084,111 @@ func ClusterList(apiVersion string, kind string, namespace *string, labelSelecto
 	var f7 uint32
 	var f8 uint32
 	var f9 uint32
-	p217, n218 := c.Str(apiVersion)
-	f0 = uint32(p217)
-	f1 = uint32(n218)
-	p219, n220 := c.Str(kind)
-	f2 = uint32(p219)
-	f3 = uint32(n220)
+	p371, n372 := c.Str(apiVersion)
+	f0 = uint32(p371)
+	f1 = uint32(n372)
+	p373, n374 := c.Str(kind)
+	f2 = uint32(p373)
+	f3 = uint32(n374)
 	if namespace != nil {
 		f4 = 1
-		p221, n222 := c.Str((*namespace))
-		f5 = uint32(p221)
-		f6 = uint32(n222)
+		p375, n376 := c.Str((*namespace))
+		f5 = uint32(p375)
+		f6 = uint32(n376)
 	}
 	if labelSelector != nil {
 		f7 = 1
-		p223, n224 := c.Str((*labelSelector))
-		f8 = uint32(p223)
-		f9 = uint32(n224)
+		p377, n378 := c.Str((*labelSelector))
+		f8 = uint32(p377)
+		f9 = uint32(n378)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterList(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, ret)
 	r := func() Result[string, DeployerError] {
-		var r225 Result[string, DeployerError]
+		var r379 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r225.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r379.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r225.IsErr = true
-			r225.Err = LoadDeployerError((ret) + 4)
+			r379.IsErr = true
+			r379.Err = LoadDeployerError((ret) + 4)
 		}
-		return r225
+		return r379
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 create
+//go:wasmimport wasm-deployer:plugin/cluster@1.5.0 create
 func importClusterCreate(f0 uint32, f1 uint32, ret uint32)
 
 // Create an object from its JSON. Returns the created object as JSON.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.4.0#create`.
+// WIT: `wasm-deployer:plugin/cluster@1.5.0#create`.
 func ClusterCreate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p226, n227 := c.Str(object)
-	f0 = uint32(p226)
-	f1 = uint32(n227)
+	p380, n381 := c.Str(object)
+	f0 = uint32(p380)
+	f1 = uint32(n381)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterCreate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r228 Result[string, DeployerError]
+		var r382 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r228.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r382.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r228.IsErr = true
-			r228.Err = LoadDeployerError((ret) + 4)
+			r382.IsErr = true
+			r382.Err = LoadDeployerError((ret) + 4)
 		}
-		return r228
+		return r382
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 update
+//go:wasmimport wasm-deployer:plugin/cluster@1.5.0 update
 func importClusterUpdate(f0 uint32, f1 uint32, ret uint32)
 
 // Replace an object from its JSON (`metadata.resourceVersion` gives optimistic
 // concurrency). Returns the updated object as JSON.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.4.0#update`.
+// WIT: `wasm-deployer:plugin/cluster@1.5.0#update`.
 func ClusterUpdate(object string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
-	p229, n230 := c.Str(object)
-	f0 = uint32(p229)
-	f1 = uint32(n230)
+	p383, n384 := c.Str(object)
+	f0 = uint32(p383)
+	f1 = uint32(n384)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterUpdate(f0, f1, ret)
 	r := func() Result[string, DeployerError] {
-		var r231 Result[string, DeployerError]
+		var r385 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r231.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r385.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r231.IsErr = true
-			r231.Err = LoadDeployerError((ret) + 4)
+			r385.IsErr = true
+			r385.Err = LoadDeployerError((ret) + 4)
 		}
-		return r231
+		return r385
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 patch
+//go:wasmimport wasm-deployer:plugin/cluster@1.5.0 patch
 func importClusterPatch(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, f11 uint32, f12 uint32, f13 uint32, f14 uint32, f15 uint32, ret uint32)
 
 // Patch an object. `patch` is the patch document as JSON. Returns the patched object.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.4.0#patch`.
+// WIT: `wasm-deployer:plugin/cluster@1.5.0#patch`.
 func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1731,30 +5207,30 @@ func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[stri
 	var f13 uint32
 	var f14 uint32
 	var f15 uint32
-	p232, n233 := c.Str(ref.ApiVersion)
-	f0 = uint32(p232)
-	f1 = uint32(n233)
-	p234, n235 := c.Str(ref.Kind)
-	f2 = uint32(p234)
-	f3 = uint32(n235)
+	p386, n387 := c.Str(ref.ApiVersion)
+	f0 = uint32(p386)
+	f1 = uint32(n387)
+	p388, n389 := c.Str(ref.Kind)
+	f2 = uint32(p388)
+	f3 = uint32(n389)
 	if ref.Namespace != nil {
 		f4 = 1
-		p236, n237 := c.Str((*ref.Namespace))
-		f5 = uint32(p236)
-		f6 = uint32(n237)
+		p390, n391 := c.Str((*ref.Namespace))
+		f5 = uint32(p390)
+		f6 = uint32(n391)
 	}
-	p238, n239 := c.Str(ref.Name)
-	f7 = uint32(p238)
-	f8 = uint32(n239)
-	p240, n241 := c.Str(patch)
-	f9 = uint32(p240)
-	f10 = uint32(n241)
+	p392, n393 := c.Str(ref.Name)
+	f7 = uint32(p392)
+	f8 = uint32(n393)
+	p394, n395 := c.Str(patch)
+	f9 = uint32(p394)
+	f10 = uint32(n395)
 	f11 = uint32(options.PatchType)
 	if options.FieldManager != nil {
 		f12 = 1
-		p242, n243 := c.Str((*options.FieldManager))
-		f13 = uint32(p242)
-		f14 = uint32(n243)
+		p396, n397 := c.Str((*options.FieldManager))
+		f13 = uint32(p396)
+		f14 = uint32(n397)
 	}
 	if options.Force {
 		f15 = 1
@@ -1763,26 +5239,26 @@ func ClusterPatch(ref ObjectRef, patch string, options PatchOptions) Result[stri
 	mark := EnterImport()
 	importClusterPatch(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, ret)
 	r := func() Result[string, DeployerError] {
-		var r244 Result[string, DeployerError]
+		var r398 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r244.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r398.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r244.IsErr = true
-			r244.Err = LoadDeployerError((ret) + 4)
+			r398.IsErr = true
+			r398.Err = LoadDeployerError((ret) + 4)
 		}
-		return r244
+		return r398
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 delete
+//go:wasmimport wasm-deployer:plugin/cluster@1.5.0 delete
 func importClusterDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, ret uint32)
 
 // Delete an object (background propagation). Returns true if it existed.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.4.0#delete`.
+// WIT: `wasm-deployer:plugin/cluster@1.5.0#delete`.
 func ClusterDelete(ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1794,108 +5270,108 @@ func ClusterDelete(ref ObjectRef) Result[bool, DeployerError] {
 	var f6 uint32
 	var f7 uint32
 	var f8 uint32
-	p245, n246 := c.Str(ref.ApiVersion)
-	f0 = uint32(p245)
-	f1 = uint32(n246)
-	p247, n248 := c.Str(ref.Kind)
-	f2 = uint32(p247)
-	f3 = uint32(n248)
+	p399, n400 := c.Str(ref.ApiVersion)
+	f0 = uint32(p399)
+	f1 = uint32(n400)
+	p401, n402 := c.Str(ref.Kind)
+	f2 = uint32(p401)
+	f3 = uint32(n402)
 	if ref.Namespace != nil {
 		f4 = 1
-		p249, n250 := c.Str((*ref.Namespace))
-		f5 = uint32(p249)
-		f6 = uint32(n250)
+		p403, n404 := c.Str((*ref.Namespace))
+		f5 = uint32(p403)
+		f6 = uint32(n404)
 	}
-	p251, n252 := c.Str(ref.Name)
-	f7 = uint32(p251)
-	f8 = uint32(n252)
+	p405, n406 := c.Str(ref.Name)
+	f7 = uint32(p405)
+	f8 = uint32(n406)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, ret)
 	r := func() Result[bool, DeployerError] {
-		var r253 Result[bool, DeployerError]
+		var r407 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r253.Ok = (Ld8((ret)+4) != 0)
+			r407.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r253.IsErr = true
-			r253.Err = LoadDeployerError((ret) + 4)
+			r407.IsErr = true
+			r407.Err = LoadDeployerError((ret) + 4)
 		}
-		return r253
+		return r407
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster@1.4.0 discover
+//go:wasmimport wasm-deployer:plugin/cluster@1.5.0 discover
 func importClusterDiscover(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // Discovery: how the cluster serves `api-version`/`kind`, or none if it does not.
 //
-// WIT: `wasm-deployer:plugin/cluster@1.4.0#discover`.
+// WIT: `wasm-deployer:plugin/cluster@1.5.0#discover`.
 func ClusterDiscover(apiVersion string, kind string) Result[*ResourceInfo, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p254, n255 := c.Str(apiVersion)
-	f0 = uint32(p254)
-	f1 = uint32(n255)
-	p256, n257 := c.Str(kind)
-	f2 = uint32(p256)
-	f3 = uint32(n257)
+	p408, n409 := c.Str(apiVersion)
+	f0 = uint32(p408)
+	f1 = uint32(n409)
+	p410, n411 := c.Str(kind)
+	f2 = uint32(p410)
+	f3 = uint32(n411)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterDiscover(f0, f1, f2, f3, ret)
 	r := func() Result[*ResourceInfo, DeployerError] {
-		var r258 Result[*ResourceInfo, DeployerError]
+		var r412 Result[*ResourceInfo, DeployerError]
 		if Ld8(ret) == 0 {
-			r258.Ok = func() *ResourceInfo {
+			r412.Ok = func() *ResourceInfo {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v259 := LoadResourceInfo(((ret) + 4) + 4)
-				return &v259
+				v413 := LoadResourceInfo(((ret) + 4) + 4)
+				return &v413
 			}()
 		} else {
-			r258.IsErr = true
-			r258.Err = LoadDeployerError((ret) + 4)
+			r412.IsErr = true
+			r412.Err = LoadDeployerError((ret) + 4)
 		}
-		return r258
+		return r412
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster-info@1.4.0 server-version
+//go:wasmimport wasm-deployer:plugin/cluster-info@1.5.0 server-version
 func importClusterInfoServerVersion(ret uint32)
 
 // The server's version (`GET /version`).
 //
-// WIT: `wasm-deployer:plugin/cluster-info@1.4.0#server-version`.
+// WIT: `wasm-deployer:plugin/cluster-info@1.5.0#server-version`.
 func ClusterInfoServerVersion() Result[VersionInfo, DeployerError] {
 	c := new(Call)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterInfoServerVersion(ret)
 	r := func() Result[VersionInfo, DeployerError] {
-		var r260 Result[VersionInfo, DeployerError]
+		var r414 Result[VersionInfo, DeployerError]
 		if Ld8(ret) == 0 {
-			r260.Ok = LoadVersionInfo((ret) + 4)
+			r414.Ok = LoadVersionInfo((ret) + 4)
 		} else {
-			r260.IsErr = true
-			r260.Err = LoadDeployerError((ret) + 4)
+			r414.IsErr = true
+			r414.Err = LoadDeployerError((ret) + 4)
 		}
-		return r260
+		return r414
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/cluster-info@1.4.0 api-versions
+//go:wasmimport wasm-deployer:plugin/cluster-info@1.5.0 api-versions
 func importClusterInfoApiVersions(ret uint32)
 
 // Every `group/version` the cluster serves (core: `v1`) and every `group/version/Kind` of
@@ -1903,40 +5379,40 @@ func importClusterInfoApiVersions(ret uint32)
 // `GetVersionSet`. A group version whose resources cannot be listed (an unavailable
 // aggregated API) is listed without its kinds, as Helm does.
 //
-// WIT: `wasm-deployer:plugin/cluster-info@1.4.0#api-versions`.
+// WIT: `wasm-deployer:plugin/cluster-info@1.5.0#api-versions`.
 func ClusterInfoApiVersions() Result[[]string, DeployerError] {
 	c := new(Call)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importClusterInfoApiVersions(ret)
 	r := func() Result[[]string, DeployerError] {
-		var r261 Result[[]string, DeployerError]
+		var r415 Result[[]string, DeployerError]
 		if Ld8(ret) == 0 {
-			r261.Ok = func() []string {
-				p262 := Ld32((ret) + 4)
-				out263 := make([]string, Ld32(((ret)+4)+4))
-				for i264 := range out263 {
-					out263[i264] = LiftString(Ld32(p262+uint32(i264)*8), Ld32((p262+uint32(i264)*8)+4))
+			r415.Ok = func() []string {
+				p416 := Ld32((ret) + 4)
+				out417 := make([]string, Ld32(((ret)+4)+4))
+				for i418 := range out417 {
+					out417[i418] = LiftString(Ld32(p416+uint32(i418)*8), Ld32((p416+uint32(i418)*8)+4))
 				}
-				return out263
+				return out417
 			}()
 		} else {
-			r261.IsErr = true
-			r261.Err = LoadDeployerError((ret) + 4)
+			r415.IsErr = true
+			r415.Err = LoadDeployerError((ret) + 4)
 		}
-		return r261
+		return r415
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.4.0 get
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.5.0 get
 func importSecondaryTargetsGet(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, ret uint32)
 
 // Read an object on the cluster of Target `target-name`. None if it does not exist.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.4.0#get`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.5.0#get`.
 func SecondaryTargetsGet(targetName string, ref ObjectRef) Result[*string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -1950,55 +5426,55 @@ func SecondaryTargetsGet(targetName string, ref ObjectRef) Result[*string, Deplo
 	var f8 uint32
 	var f9 uint32
 	var f10 uint32
-	p265, n266 := c.Str(targetName)
-	f0 = uint32(p265)
-	f1 = uint32(n266)
-	p267, n268 := c.Str(ref.ApiVersion)
-	f2 = uint32(p267)
-	f3 = uint32(n268)
-	p269, n270 := c.Str(ref.Kind)
-	f4 = uint32(p269)
-	f5 = uint32(n270)
+	p419, n420 := c.Str(targetName)
+	f0 = uint32(p419)
+	f1 = uint32(n420)
+	p421, n422 := c.Str(ref.ApiVersion)
+	f2 = uint32(p421)
+	f3 = uint32(n422)
+	p423, n424 := c.Str(ref.Kind)
+	f4 = uint32(p423)
+	f5 = uint32(n424)
 	if ref.Namespace != nil {
 		f6 = 1
-		p271, n272 := c.Str((*ref.Namespace))
-		f7 = uint32(p271)
-		f8 = uint32(n272)
+		p425, n426 := c.Str((*ref.Namespace))
+		f7 = uint32(p425)
+		f8 = uint32(n426)
 	}
-	p273, n274 := c.Str(ref.Name)
-	f9 = uint32(p273)
-	f10 = uint32(n274)
+	p427, n428 := c.Str(ref.Name)
+	f9 = uint32(p427)
+	f10 = uint32(n428)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsGet(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, ret)
 	r := func() Result[*string, DeployerError] {
-		var r275 Result[*string, DeployerError]
+		var r429 Result[*string, DeployerError]
 		if Ld8(ret) == 0 {
-			r275.Ok = func() *string {
+			r429.Ok = func() *string {
 				if Ld8((ret)+4) == 0 {
 					return nil
 				}
-				v276 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
-				return &v276
+				v430 := LiftString(Ld32(((ret)+4)+4), Ld32((((ret)+4)+4)+4))
+				return &v430
 			}()
 		} else {
-			r275.IsErr = true
-			r275.Err = LoadDeployerError((ret) + 4)
+			r429.IsErr = true
+			r429.Err = LoadDeployerError((ret) + 4)
 		}
-		return r275
+		return r429
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.4.0 list
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.5.0 list
 func importSecondaryTargetsList(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, f11 uint32, ret uint32)
 
 // List objects of one kind on the cluster of Target `target-name` (arguments as in
 // `cluster.list`). Returns the List object as JSON.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.4.0#list`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.5.0#list`.
 func SecondaryTargetsList(targetName string, apiVersion string, kind string, namespace *string, labelSelector *string) Result[string, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -2013,52 +5489,52 @@ func SecondaryTargetsList(targetName string, apiVersion string, kind string, nam
 	var f9 uint32
 	var f10 uint32
 	var f11 uint32
-	p277, n278 := c.Str(targetName)
-	f0 = uint32(p277)
-	f1 = uint32(n278)
-	p279, n280 := c.Str(apiVersion)
-	f2 = uint32(p279)
-	f3 = uint32(n280)
-	p281, n282 := c.Str(kind)
-	f4 = uint32(p281)
-	f5 = uint32(n282)
+	p431, n432 := c.Str(targetName)
+	f0 = uint32(p431)
+	f1 = uint32(n432)
+	p433, n434 := c.Str(apiVersion)
+	f2 = uint32(p433)
+	f3 = uint32(n434)
+	p435, n436 := c.Str(kind)
+	f4 = uint32(p435)
+	f5 = uint32(n436)
 	if namespace != nil {
 		f6 = 1
-		p283, n284 := c.Str((*namespace))
-		f7 = uint32(p283)
-		f8 = uint32(n284)
+		p437, n438 := c.Str((*namespace))
+		f7 = uint32(p437)
+		f8 = uint32(n438)
 	}
 	if labelSelector != nil {
 		f9 = 1
-		p285, n286 := c.Str((*labelSelector))
-		f10 = uint32(p285)
-		f11 = uint32(n286)
+		p439, n440 := c.Str((*labelSelector))
+		f10 = uint32(p439)
+		f11 = uint32(n440)
 	}
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsList(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, ret)
 	r := func() Result[string, DeployerError] {
-		var r287 Result[string, DeployerError]
+		var r441 Result[string, DeployerError]
 		if Ld8(ret) == 0 {
-			r287.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
+			r441.Ok = LiftString(Ld32((ret)+4), Ld32(((ret)+4)+4))
 		} else {
-			r287.IsErr = true
-			r287.Err = LoadDeployerError((ret) + 4)
+			r441.IsErr = true
+			r441.Err = LoadDeployerError((ret) + 4)
 		}
-		return r287
+		return r441
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/secondary-targets@1.4.0 delete
+//go:wasmimport wasm-deployer:plugin/secondary-targets@1.5.0 delete
 func importSecondaryTargetsDelete(f0 uint32, f1 uint32, f2 uint32, f3 uint32, f4 uint32, f5 uint32, f6 uint32, f7 uint32, f8 uint32, f9 uint32, f10 uint32, ret uint32)
 
 // Delete an object on the cluster of Target `target-name` (background propagation).
 // Returns true if it existed.
 //
-// WIT: `wasm-deployer:plugin/secondary-targets@1.4.0#delete`.
+// WIT: `wasm-deployer:plugin/secondary-targets@1.5.0#delete`.
 func SecondaryTargetsDelete(targetName string, ref ObjectRef) Result[bool, DeployerError] {
 	c := new(Call)
 	var f0 uint32
@@ -2072,80 +5548,80 @@ func SecondaryTargetsDelete(targetName string, ref ObjectRef) Result[bool, Deplo
 	var f8 uint32
 	var f9 uint32
 	var f10 uint32
-	p288, n289 := c.Str(targetName)
-	f0 = uint32(p288)
-	f1 = uint32(n289)
-	p290, n291 := c.Str(ref.ApiVersion)
-	f2 = uint32(p290)
-	f3 = uint32(n291)
-	p292, n293 := c.Str(ref.Kind)
-	f4 = uint32(p292)
-	f5 = uint32(n293)
+	p442, n443 := c.Str(targetName)
+	f0 = uint32(p442)
+	f1 = uint32(n443)
+	p444, n445 := c.Str(ref.ApiVersion)
+	f2 = uint32(p444)
+	f3 = uint32(n445)
+	p446, n447 := c.Str(ref.Kind)
+	f4 = uint32(p446)
+	f5 = uint32(n447)
 	if ref.Namespace != nil {
 		f6 = 1
-		p294, n295 := c.Str((*ref.Namespace))
-		f7 = uint32(p294)
-		f8 = uint32(n295)
+		p448, n449 := c.Str((*ref.Namespace))
+		f7 = uint32(p448)
+		f8 = uint32(n449)
 	}
-	p296, n297 := c.Str(ref.Name)
-	f9 = uint32(p296)
-	f10 = uint32(n297)
+	p450, n451 := c.Str(ref.Name)
+	f9 = uint32(p450)
+	f10 = uint32(n451)
 	ret := c.Alloc(44, 4)
 	mark := EnterImport()
 	importSecondaryTargetsDelete(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, ret)
 	r := func() Result[bool, DeployerError] {
-		var r298 Result[bool, DeployerError]
+		var r452 Result[bool, DeployerError]
 		if Ld8(ret) == 0 {
-			r298.Ok = (Ld8((ret)+4) != 0)
+			r452.Ok = (Ld8((ret)+4) != 0)
 		} else {
-			r298.IsErr = true
-			r298.Err = LoadDeployerError((ret) + 4)
+			r452.IsErr = true
+			r452.Err = LoadDeployerError((ret) + 4)
 		}
-		return r298
+		return r452
 	}()
 	LeaveImport(mark)
 	c.Done()
 	return r
 }
 
-//go:wasmimport wasm-deployer:plugin/ocm@1.4.0 get-resource
+//go:wasmimport wasm-deployer:plugin/ocm@1.5.0 get-resource
 func importOcmGetResource(f0 uint32, f1 uint32, f2 uint32, f3 uint32, ret uint32)
 
 // The content of the resource `resource-key` names.
 //
-// WIT: `wasm-deployer:plugin/ocm@1.4.0#get-resource`.
+// WIT: `wasm-deployer:plugin/ocm@1.5.0#get-resource`.
 func OcmGetResource(resourceKey string, layerMediaTypes []string) Result[ComponentResource, DeployerError] {
 	c := new(Call)
 	var f0 uint32
 	var f1 uint32
 	var f2 uint32
 	var f3 uint32
-	p299, n300 := c.Str(resourceKey)
-	f0 = uint32(p299)
-	f1 = uint32(n300)
-	p301, n302 := func() (uint32, uint32) {
-		base303 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
-		for i304, e305 := range layerMediaTypes {
-			p306, n307 := c.Str(e305)
-			St32(base303+uint32(i304)*8, p306)
-			St32((base303+uint32(i304)*8)+4, n307)
+	p453, n454 := c.Str(resourceKey)
+	f0 = uint32(p453)
+	f1 = uint32(n454)
+	p455, n456 := func() (uint32, uint32) {
+		base457 := c.Alloc(uint32(len(layerMediaTypes))*8, 4)
+		for i458, e459 := range layerMediaTypes {
+			p460, n461 := c.Str(e459)
+			St32(base457+uint32(i458)*8, p460)
+			St32((base457+uint32(i458)*8)+4, n461)
 		}
-		return base303, uint32(len(layerMediaTypes))
+		return base457, uint32(len(layerMediaTypes))
 	}()
-	f2 = uint32(p301)
-	f3 = uint32(n302)
+	f2 = uint32(p455)
+	f3 = uint32(n456)
 	ret := c.Alloc(80, 4)
 	mark := EnterImport()
 	importOcmGetResource(f0, f1, f2, f3, ret)
 	r := func() Result[ComponentResource, DeployerError] {
-		var r308 Result[ComponentResource, DeployerError]
+		var r462 Result[ComponentResource, DeployerError]
 		if Ld8(ret) == 0 {
-			r308.Ok = LoadComponentResource((ret) + 4)
+			r462.Ok = LoadComponentResource((ret) + 4)
 		} else {
-			r308.IsErr = true
-			r308.Err = LoadDeployerError((ret) + 4)
+			r462.IsErr = true
+			r462.Err = LoadDeployerError((ret) + 4)
 		}
-		return r308
+		return r462
 	}()
 	LeaveImport(mark)
 	c.Done()

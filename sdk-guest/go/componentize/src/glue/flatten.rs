@@ -41,7 +41,31 @@ impl Gen<'_> {
             }
             Type::Id(id) => match self.def(*id) {
                 TypeDefKind::Type(t) => self.lower_flat(t, val, c, slots)?,
-                TypeDefKind::Enum(_) => set(&slots[0], val),
+                TypeDefKind::Enum(_) | TypeDefKind::Resource | TypeDefKind::Handle(_) => {
+                    set(&slots[0], val)
+                }
+                TypeDefKind::Variant(v) => {
+                    let mut out = format!("switch {val}.Tag {{\n");
+                    for (i, case) in v.cases.iter().enumerate() {
+                        out += &format!("case {i}:\n{} = {i}\n", slots[0].0);
+                        if let Some(t) = &case.ty {
+                            let field = format!("{val}.{}", camel(&case.name));
+                            out += &self.lower_flat(t, &field, c, &slots[1..])?;
+                        }
+                    }
+                    out + "}\n"
+                }
+                TypeDefKind::Tuple(t) => {
+                    let mut out = String::new();
+                    let mut at = 0;
+                    for (i, ty) in t.types.iter().enumerate() {
+                        let k = self.flat(ty)?.len();
+                        out +=
+                            &self.lower_flat(ty, &format!("{val}.F{i}"), c, &slots[at..at + k])?;
+                        at += k;
+                    }
+                    out
+                }
                 TypeDefKind::List(t) => {
                     let (p, n) = (self.fresh("p"), self.fresh("n"));
                     let lower = self.lower_list(t, val, c)?;
@@ -112,6 +136,33 @@ impl Gen<'_> {
             Type::Id(id) => match self.def(*id) {
                 TypeDefKind::Type(t) => self.lift_flat(t, slots)?,
                 TypeDefKind::Enum(_) => format!("{}({})", self.named(*id)?, s(0)),
+                TypeDefKind::Resource | TypeDefKind::Handle(_) => {
+                    format!("{}({})", self.go_type(ty)?, s(0))
+                }
+                TypeDefKind::Variant(v) => {
+                    let (gt, r) = (self.go_type(ty)?, self.fresh("v"));
+                    let mut body = format!(
+                        "var {r} {gt}\n{r}.Tag = uint8({})\nswitch {r}.Tag {{\n",
+                        s(0)
+                    );
+                    for (i, case) in v.cases.iter().enumerate() {
+                        if let Some(t) = &case.ty {
+                            let payload = self.lift_flat(t, &slots[1..])?;
+                            body += &format!("case {i}:\n{r}.{} = {payload}\n", camel(&case.name));
+                        }
+                    }
+                    format!("func() {gt} {{\n{body}}}\nreturn {r}\n}}()")
+                }
+                TypeDefKind::Tuple(t) => {
+                    let mut fields = String::new();
+                    let mut at = 0;
+                    for (i, ty) in t.types.iter().enumerate() {
+                        let k = self.flat(ty)?.len();
+                        fields += &format!("F{i}: {},\n", self.lift_flat(ty, &slots[at..at + k])?);
+                        at += k;
+                    }
+                    format!("{}{{\n{fields}}}", self.go_type(ty)?)
+                }
                 TypeDefKind::List(t) if self.resolved(t) == Type::U8 => {
                     format!("{q}LiftBytes({}, {})", s(0), s(1))
                 }

@@ -4,7 +4,7 @@
 //! Owns: [`Gen`]. Must not touch: layout or the generated functions.
 
 use anyhow::{Context, Result, bail};
-use wit_parser::{Resolve, Type, TypeDefKind, TypeId};
+use wit_parser::{PackageId, Resolve, Type, TypeDefKind, TypeId, TypeOwner};
 
 use super::names::camel;
 
@@ -14,6 +14,9 @@ pub(super) struct Gen<'a> {
     pub(super) n: usize,
     /// Go type name prefix for types of package `wit` (empty inside it, `wit.` outside).
     pub(super) q: &'static str,
+    /// The package the glue is for: its types keep their bare names, those of other packages
+    /// (`wasi:http`, `wasi:io`, ...) get the package name in front (`HttpFields`, `IoPollable`).
+    pub(super) own: PackageId,
 }
 
 impl<'a> Gen<'a> {
@@ -38,12 +41,48 @@ impl<'a> Gen<'a> {
         &self.resolve.types[id].kind
     }
 
-    pub(super) fn named(&self, id: TypeId) -> Result<String> {
-        let name = self.resolve.types[id]
+    /// The Go name of a named WIT type, without the package qualifier.
+    pub(super) fn bare_name(&self, id: TypeId) -> Result<String> {
+        let def = &self.resolve.types[id];
+        let name = def
             .name
             .as_deref()
-            .context("anonymous record or enum")?;
-        Ok(format!("{}{}", self.q, camel(name)))
+            .context("anonymous record, variant or enum")?;
+        Ok(format!("{}{}", self.pkg_prefix(&def.owner), camel(name)))
+    }
+
+    /// `Http` for a type or function of `wasi:http`, nothing for the own package's.
+    pub(super) fn pkg_prefix(&self, owner: &TypeOwner) -> String {
+        let pkg = match owner {
+            TypeOwner::Interface(i) => self.resolve.interfaces[*i].package,
+            TypeOwner::World(w) => self.resolve.worlds[*w].package,
+            TypeOwner::None => None,
+        };
+        match pkg {
+            Some(p) if p != self.own => camel(&self.resolve.packages[p].name.name),
+            _ => String::new(),
+        }
+    }
+
+    pub(super) fn named(&self, id: TypeId) -> Result<String> {
+        Ok(format!("{}{}", self.q, self.bare_name(id)?))
+    }
+
+    /// `{q}{prefix}{Name}`, e.g. `wit.LoadHttpErrorCode` for (`Load`, error-code).
+    pub(super) fn named_fn(&self, prefix: &str, id: TypeId) -> Result<String> {
+        Ok(format!("{}{prefix}{}", self.q, self.bare_name(id)?))
+    }
+
+    /// The resource a handle (`own<r>`, `borrow<r>`, a bare `r` or an alias of it) refers to.
+    pub(super) fn resource_of(&self, id: TypeId) -> Option<TypeId> {
+        match self.def(id) {
+            TypeDefKind::Resource => Some(id),
+            TypeDefKind::Handle(wit_parser::Handle::Own(r) | wit_parser::Handle::Borrow(r)) => {
+                self.resource_of(*r)
+            }
+            TypeDefKind::Type(Type::Id(t)) => self.resource_of(*t),
+            _ => None,
+        }
     }
 
     pub(super) fn go_type(&self, ty: &Type) -> Result<String> {
@@ -60,7 +99,22 @@ impl<'a> Gen<'a> {
             Type::String => "string".into(),
             Type::Id(id) => match self.def(*id) {
                 TypeDefKind::Type(t) => self.go_type(t)?,
-                TypeDefKind::Record(_) | TypeDefKind::Enum(_) => self.named(*id)?,
+                TypeDefKind::Record(_) | TypeDefKind::Enum(_) | TypeDefKind::Variant(_) => {
+                    self.named(*id)?
+                }
+                TypeDefKind::Resource | TypeDefKind::Handle(_) => {
+                    self.named(self.resource_of(*id).context("handle without a resource")?)?
+                }
+                TypeDefKind::Tuple(t) => {
+                    let mut parts = Vec::new();
+                    for ty in &t.types {
+                        parts.push(self.go_type(ty)?);
+                    }
+                    if !(2..=4).contains(&parts.len()) {
+                        bail!("tuple of {} (Tuple2..Tuple4 are defined)", parts.len());
+                    }
+                    format!("{}Tuple{}[{}]", self.q, parts.len(), parts.join(", "))
+                }
                 TypeDefKind::List(t) if self.resolved(t) == Type::U8 => "[]byte".into(),
                 TypeDefKind::List(t) => format!("[]{}", self.go_type(t)?),
                 TypeDefKind::Option(t) => format!("*{}", self.go_type(t)?),

@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use anyhow::Result;
-use wit_parser::Function;
+use anyhow::{Result, bail};
+use wit_parser::{Function, FunctionKind, TypeId};
 
 use super::generator::Gen;
 use super::layout::Flat;
@@ -20,8 +20,8 @@ impl Gen<'_> {
         func: &Function,
     ) -> Result<String> {
         let (params, indirect, results) = self.check_signature(func, true)?;
-        let go_name = format!("{iface_go}{}", camel(&func.name));
-        let raw = format!("import{go_name}");
+        let (id_name, receiver) = self.import_names(iface_go, func)?;
+        let raw = format!("import{id_name}");
         let mut out = String::new();
         // The raw import.
         let mut core_params: Vec<String> = Vec::new();
@@ -52,6 +52,13 @@ impl Gen<'_> {
         for p in &func.params {
             go_params.push(format!("{} {}", go_param(&p.name), self.go_type(&p.ty)?));
         }
+        let header = match receiver {
+            Some(method) => {
+                let this = go_params.remove(0);
+                format!("({this}) {method}")
+            }
+            None => id_name,
+        };
         let go_result = match &func.result {
             Some(t) => format!(" {}", self.go_type(t)?),
             None => String::new(),
@@ -59,7 +66,7 @@ impl Gen<'_> {
         out += &self.docs(&func.docs.contents);
         writeln!(
             out,
-            "//\n// WIT: `{iface_name}#{}`.\nfunc {go_name}({}){go_result} {{",
+            "//\n// WIT: `{iface_name}#{}`.\nfunc {header}({}){go_result} {{",
             func.name,
             go_params.join(", ")
         )?;
@@ -123,5 +130,28 @@ impl Gen<'_> {
         out += &body;
         out += "}\n\n";
         Ok(out)
+    }
+
+    /// The Go name of an imported function (also the raw import's, after `import`), and for a
+    /// method its Go method name: `LogInfo`; `HttpFieldsFromList` (static),
+    /// `NewHttpFields` (constructor); a method `(self HttpFields) Append` is `HttpFieldsAppend`.
+    fn import_names(&self, iface_go: &str, func: &Function) -> Result<(String, Option<String>)> {
+        let item = camel(func.item_name());
+        Ok(match &func.kind {
+            FunctionKind::Freestanding => (format!("{iface_go}{}", camel(&func.name)), None),
+            FunctionKind::Method(r) => (format!("{}{item}", self.bare_name(*r)?), Some(item)),
+            FunctionKind::Static(r) => (format!("{}{item}", self.bare_name(*r)?), None),
+            FunctionKind::Constructor(r) => (format!("New{}", self.bare_name(*r)?), None),
+            other => bail!("unsupported function kind {other:?}"),
+        })
+    }
+
+    /// `Drop` of an imported resource's handle (`[resource-drop]name`).
+    pub(super) fn resource_drop(&self, iface_name: &str, id: TypeId) -> Result<String> {
+        let name = self.bare_name(id)?;
+        let wit_name = self.resolve.types[id].name.clone().unwrap_or_default();
+        Ok(format!(
+            "//go:wasmimport {iface_name} [resource-drop]{wit_name}\nfunc importDrop{name}(h uint32)\n\n// Drop ends the handle (an owned one; its children must be dropped first).\n//\n// WIT: `{iface_name}#[resource-drop]{wit_name}`.\nfunc (h {name}) Drop() {{\nimportDrop{name}(uint32(h))\n}}\n\n"
+        ))
     }
 }

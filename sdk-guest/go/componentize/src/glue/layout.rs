@@ -25,6 +25,11 @@ impl Flat {
     }
 }
 
+/// The payload types of a variant's cases, in order.
+pub(super) fn cases_of(v: &wit_parser::Variant) -> Vec<Option<Type>> {
+    v.cases.iter().map(|c| c.ty).collect()
+}
+
 pub(super) fn join(a: Flat, b: Flat) -> Flat {
     if a == b { a } else { Flat::I64 }
 }
@@ -52,6 +57,9 @@ impl Gen<'_> {
                 }
                 TypeDefKind::Option(t) => self.variant_layout(&[None, Some(*t)])?.1,
                 TypeDefKind::Result(r) => self.variant_layout(&[r.ok, r.err])?.1,
+                TypeDefKind::Variant(v) => self.variant_layout(&cases_of(v))?.1,
+                TypeDefKind::Tuple(t) => self.record_layout(t.types.iter())?.1,
+                TypeDefKind::Resource | TypeDefKind::Handle(_) => (4, 4),
                 other => bail!("unsupported WIT type {}", other.as_str()),
             },
             other => bail!("unsupported WIT type {other:?}"),
@@ -77,6 +85,9 @@ impl Gen<'_> {
 
     /// Payload offset and (size, align) of a variant with <= 256 cases.
     pub(super) fn variant_layout(&self, cases: &[Option<Type>]) -> Result<(u32, (u32, u32))> {
+        if cases.len() > 256 {
+            bail!("variant with more than 256 cases");
+        }
         let (mut size, mut align) = (0, 1);
         for t in cases.iter().flatten() {
             let (s, a) = self.size_align(t)?;
@@ -106,6 +117,15 @@ impl Gen<'_> {
                 TypeDefKind::Enum(_) => vec![Flat::I32],
                 TypeDefKind::Option(t) => self.variant_flat(&[None, Some(*t)])?,
                 TypeDefKind::Result(r) => self.variant_flat(&[r.ok, r.err])?,
+                TypeDefKind::Variant(v) => self.variant_flat(&cases_of(v))?,
+                TypeDefKind::Tuple(t) => {
+                    let mut v = Vec::new();
+                    for ty in &t.types {
+                        v.extend(self.flat(ty)?);
+                    }
+                    v
+                }
+                TypeDefKind::Resource | TypeDefKind::Handle(_) => vec![Flat::I32],
                 other => bail!("unsupported WIT type {}", other.as_str()),
             },
             other => bail!("unsupported WIT type {other:?}"),
@@ -138,6 +158,12 @@ impl Gen<'_> {
                 TypeDefKind::Result(r) => {
                     [r.ok, r.err].iter().flatten().any(|t| self.has_memory(t))
                 }
+                TypeDefKind::Variant(v) => v
+                    .cases
+                    .iter()
+                    .flat_map(|c| &c.ty)
+                    .any(|t| self.has_memory(t)),
+                TypeDefKind::Tuple(t) => t.types.iter().any(|t| self.has_memory(t)),
                 _ => false,
             },
             _ => false,

@@ -25,14 +25,20 @@ impl Gen<'_> {
             Type::String => format!("{q}LiftString({q}Ld32({addr}), {q}Ld32(({addr})+4))"),
             Type::Id(id) => match self.def(*id) {
                 TypeDefKind::Type(t) => self.load(t, addr)?,
-                TypeDefKind::Record(_) | TypeDefKind::Enum(_) => {
-                    let name = self.named(*id)?;
-                    let func = name.replacen(
-                        name.trim_start_matches(q),
-                        &format!("Load{}", name.trim_start_matches(q)),
-                        1,
-                    );
-                    format!("{func}({addr})")
+                TypeDefKind::Record(_) | TypeDefKind::Enum(_) | TypeDefKind::Variant(_) => {
+                    format!("{}({addr})", self.named_fn("Load", *id)?)
+                }
+                TypeDefKind::Resource | TypeDefKind::Handle(_) => {
+                    format!("{}({q}Ld32({addr}))", self.go_type(ty)?)
+                }
+                TypeDefKind::Tuple(t) => {
+                    let (offsets, _) = self.record_layout(t.types.iter())?;
+                    let mut fields = String::new();
+                    for (i, (ty, off)) in t.types.iter().zip(offsets).enumerate() {
+                        fields +=
+                            &format!("F{i}: {},\n", self.load(ty, &format!("({addr})+{off}"))?);
+                    }
+                    format!("{}{{\n{fields}}}", self.go_type(ty)?)
                 }
                 TypeDefKind::List(t) if self.resolved(t) == Type::U8 => {
                     format!("{q}LiftBytes({q}Ld32({addr}), {q}Ld32(({addr})+4))")
@@ -99,10 +105,24 @@ impl Gen<'_> {
             }
             Type::Id(id) => match self.def(*id) {
                 TypeDefKind::Type(t) => self.store(t, addr, val, c)?,
-                TypeDefKind::Record(_) | TypeDefKind::Enum(_) => {
-                    let name = self.named(*id)?;
-                    let bare = name.trim_start_matches(q);
-                    format!("{q}Store{bare}({c}, {addr}, {val})\n")
+                TypeDefKind::Record(_) | TypeDefKind::Enum(_) | TypeDefKind::Variant(_) => {
+                    format!("{}({c}, {addr}, {val})\n", self.named_fn("Store", *id)?)
+                }
+                TypeDefKind::Resource | TypeDefKind::Handle(_) => {
+                    format!("{q}St32({addr}, uint32({val}))\n")
+                }
+                TypeDefKind::Tuple(t) => {
+                    let (offsets, _) = self.record_layout(t.types.iter())?;
+                    let mut out = String::new();
+                    for (i, (ty, off)) in t.types.iter().zip(offsets).enumerate() {
+                        out += &self.store(
+                            ty,
+                            &format!("({addr})+{off}"),
+                            &format!("{val}.F{i}"),
+                            c,
+                        )?;
+                    }
+                    out
                 }
                 TypeDefKind::List(t) => {
                     let (p, n) = (self.fresh("p"), self.fresh("n"));

@@ -14,7 +14,11 @@
 //! imports) is the hand-written `internal/wit/abi.go`.
 //!
 //! Supported WIT: bool, u8/u16/u32/u64, s8/s16/s32/s64, string, list, option, result, record,
-//! enum and type aliases; anything else is a clear error (the plugin contract uses no more).
+//! enum, variant, tuple (up to 4), resources (handles; methods, static functions, constructors
+//! and `[resource-drop]`) and type aliases; anything else (flags, floats, char, async, futures,
+//! streams) is a clear error. Types and functions of other packages (the WASI interfaces the
+//! worlds import, e.g. `wasi:http`, `wasi:io`) get the package name in front: `HttpFields`,
+//! `NewHttpFields`, `(HttpFields).Append`, `IoPollable`, `HttpOutgoingHandlerHandle`.
 //!
 //! One file per step: `generator` (the generator's state and Go type names), `layout` (sizes,
 //! alignments, flattening and its check against wit-parser), `memory` (loads and stores in
@@ -35,7 +39,7 @@ mod type_decls;
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, bail};
-use wit_parser::{InterfaceId, Resolve, TypeDefKind, WorldItem, WorldKey};
+use wit_parser::{InterfaceId, Resolve, TypeDefKind, TypeOwner, WorldItem, WorldKey};
 
 use generator::Gen;
 use names::camel;
@@ -56,7 +60,13 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
         .with_context(|| format!("parsing WIT in {}", wit_dir.display()))?;
     let mut imports: BTreeSet<InterfaceId> = BTreeSet::new();
     let mut exports: BTreeSet<InterfaceId> = BTreeSet::new();
-    for (_, world) in &resolve.worlds {
+    // Only the package's own worlds: those of `deps/` (wasi:cli's `command`, wasi:http's
+    // `proxy`, ...) are not plugin worlds.
+    for (_, world) in resolve
+        .worlds
+        .iter()
+        .filter(|(_, w)| w.package == Some(pkg))
+    {
         for (key, item) in &world.imports {
             if let (WorldKey::Interface(_) | WorldKey::Name(_), WorldItem::Interface { id, .. }) =
                 (key, item)
@@ -81,6 +91,7 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
         resolve: &resolve,
         n: 0,
         q: "",
+        own: pkg,
     };
     let mut files = Files::new();
 
@@ -95,7 +106,7 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
             if matches!(resolve.types[*tid].kind, TypeDefKind::Type(_)) {
                 continue; // `use`d from another interface
             }
-            let name = camel(resolve.types[*tid].name.as_deref().unwrap_or_default());
+            let name = g.bare_name(*tid)?;
             if !seen.insert(name.clone()) {
                 bail!("two WIT types map to the Go name {name}");
             }
@@ -105,7 +116,16 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
     for iface in &imports {
         let i = &resolve.interfaces[*iface];
         let iname = resolve.id_of(*iface).context("unnamed interface")?;
-        let iface_go = camel(i.name.as_deref().unwrap_or_default());
+        let iface_go = format!(
+            "{}{}",
+            g.pkg_prefix(&TypeOwner::Interface(*iface)),
+            camel(i.name.as_deref().unwrap_or_default())
+        );
+        for (_, tid) in &i.types {
+            if matches!(resolve.types[*tid].kind, TypeDefKind::Resource) {
+                out += &g.resource_drop(&iname, *tid)?;
+            }
+        }
         for func in i.functions.values() {
             out += &g
                 .import_func(&iname, &iface_go, func)
@@ -124,6 +144,7 @@ pub fn generate(wit_dir: &std::path::Path) -> Result<Files> {
             resolve: &resolve,
             n: 0,
             q: "wit.",
+            own: pkg,
         };
         let mut methods = String::new();
         let mut funcs = String::new();

@@ -54,6 +54,14 @@ pub(super) fn go_param(name: &str) -> String {
             | "args"
             | "mark"
             | "raw"
+            | "len"
+            | "make"
+            | "new"
+            | "copy"
+            | "append"
+            | "string"
+            | "error"
+            | "h"
     ) {
         s.push('_');
     }
