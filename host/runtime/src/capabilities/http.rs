@@ -49,6 +49,8 @@ struct GateShared {
     settings: HttpSettings,
     in_flight: Arc<tokio::sync::Semaphore>,
     incident: Mutex<Option<Incident>>,
+    /// The last request that got no answer (`PUT <url>: <cause>`), for the item's lastError.
+    last_failure: Mutex<Option<String>>,
     /// Set with the incident; the epoch callback interrupts the plugin when it sees it.
     stop: AtomicBool,
 }
@@ -69,6 +71,7 @@ impl HttpGate {
                 settings,
                 in_flight: Arc::new(tokio::sync::Semaphore::new(permits)),
                 incident: Mutex::new(None),
+                last_failure: Mutex::new(None),
                 stop: AtomicBool::new(false),
             }),
         }
@@ -77,6 +80,24 @@ impl HttpGate {
     /// True once a request was refused or a response was too large: the invocation must stop.
     pub(crate) fn refused(&self) -> bool {
         self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// `error` (the plugin's, retryable) naming the last request that got no answer, when its
+    /// message does not already say so (a client that reports no cause, as JavaScript's `fetch`).
+    pub(crate) fn explain(&self, mut error: DeployerError) -> DeployerError {
+        let failure = self
+            .shared
+            .last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(failure) = failure
+            && error.codes.is_empty()
+            && !error.message.contains(&failure)
+        {
+            error.message = format!("{}; the host saw: {failure}", error.message);
+        }
+        error
     }
 
     /// The error that ends the invocation, if HTTP ended it.
@@ -117,6 +138,10 @@ impl GateShared {
                 duration: took,
             });
         }
+    }
+
+    fn failed(&self, what: String) {
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
     }
 
     /// Time left of the invocation, at least a millisecond (a timer of zero would never fire).
@@ -174,12 +199,16 @@ impl GateShared {
         let response = match answer {
             Err(_) => {
                 self.observe(&method, &uri, None, "timeout", started.elapsed());
+                self.failed(format!(
+                    "{method} {uri}: no response within {first_byte:?} (HTTP-response-timeout)"
+                ));
                 return Err(HttpError::HttpResponseTimeout);
             }
             Ok(Err(e)) => {
                 let (error, outcome) = classify(&e);
                 tracing::debug!(plugin = %self.plugin, %method, url = %uri, error = %e, "HTTP request failed");
                 self.observe(&method, &uri, None, outcome, started.elapsed());
+                self.failed(format!("{method} {uri}: {error}"));
                 return Err(error);
             }
             Ok(Ok(response)) => response,

@@ -182,7 +182,10 @@ impl WasmPlugin {
             Ok(Ok(Ok(r))) => {
                 response_from_wit(r).map_err(|e| invalid_plugin_json(op.name(), &self.name, e))
             }
-            Ok(Ok(Err(e))) => Err(error_from_wit(e).or_operation(op.name())),
+            Ok(Ok(Err(e))) => Err(store
+                .data()
+                .http
+                .explain(error_from_wit(e).or_operation(op.name()))),
         };
         if let Err(e) = &result {
             tracing::debug!(plugin = %self.name, op = op.name(), error = %e, "plugin invocation failed");
