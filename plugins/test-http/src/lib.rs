@@ -24,6 +24,9 @@ struct Config {
     /// `nanos`, the time all of them took, measured in the plugin).
     #[serde(default)]
     repeat: Option<u32>,
+    /// `wstd` (default: wstd's async wasi:http client) or `sdk` (sdk-guest's blocking `ctx.http`).
+    #[serde(default)]
+    client: Option<String>,
 }
 
 #[derive(serde::Deserialize, Clone)]
@@ -81,13 +84,15 @@ impl Deployer for TestHttp {
             let mut r = r.clone();
             r.url = resolve(&inv, &r.url);
             let repeat = config.repeat.unwrap_or(1).max(1);
+            let sdk = config.client.as_deref() == Some("sdk");
+            let send = |r: &Request| if sdk { sdk_send(ctx, r) } else { wire::send(r) };
             let started = std::time::Instant::now();
             for _ in 1..repeat {
-                wire::send(&r);
+                send(&r);
             }
             let mut hops = 0;
             let mut result = loop {
-                let result = wire::send(&r);
+                let result = send(&r);
                 let location = result["headers"]["location"].as_str().map(String::from);
                 let status = result["status"].as_u64().unwrap_or(0);
                 match location {
@@ -129,6 +134,28 @@ impl Deployer for TestHttp {
 
     fn delete(_ctx: &Ctx, _inv: Invocation) -> Result<Response, DeployerError> {
         Ok(Response::default())
+    }
+}
+
+/// One request with sdk-guest's blocking client, answered as `wire::send` answers.
+fn sdk_send(ctx: &Ctx, r: &Request) -> Value {
+    let mut request = sdk_guest::HttpRequest::new(&r.method, &r.url);
+    for (k, v) in &r.headers {
+        request = request.header(k, v.as_str().unwrap_or_default());
+    }
+    if let Some(b) = &r.body {
+        request = request.body(b.to_string());
+    }
+    match ctx.http(request) {
+        Err(e) => json!({"error": e.message}),
+        Ok(response) => {
+            let headers: serde_json::Map<String, Value> = response
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), json!(v)))
+                .collect();
+            json!({"status": response.status, "headers": headers, "body": response.text()})
+        }
     }
 }
 

@@ -53,6 +53,8 @@ pub struct MemoryCluster {
     objects: Mutex<BTreeMap<Key, Value>>,
     calls: Mutex<Vec<String>>,
     slowest: Mutex<Duration>,
+    /// How long each HTTP request took, from the plugin's send to the response headers.
+    pub http_times: Mutex<Vec<Duration>>,
 }
 
 fn key_of(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Key {
@@ -240,6 +242,10 @@ impl HostServices for MemoryCluster {
 
     async fn http_grant(&self, url: &str) -> Result<plugin_runtime::HttpGrant, DeployerError> {
         self.http.grant(url)
+    }
+
+    fn http_observed(&self, o: &plugin_runtime::HttpObservation<'_>) {
+        self.http_times.lock().expect("http times").push(o.duration);
     }
 }
 
