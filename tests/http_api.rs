@@ -503,3 +503,49 @@ async fn given_a_plugin_built_against_wit_1_4_then_it_serves_unchanged_beside_an
     assert_eq!(new.phase, Phase::Succeeded, "{:?}", new.last_error);
     assert_eq!(api.objects().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_target_whose_secret_ref_holds_the_whole_config_then_it_grants_as_an_inline_one() {
+    let api = ApiServer::start(ApiOptions::bearer("from-a-secret")).await;
+    let h = Harness::start_with(options(HostConfig::default())).await;
+    let config = json!({"url": api.url(), "auth": {"bearer": {"secretRef": {"name": "token"}}}});
+    create(&h, &[
+        secret("token", json!({"token": "from-a-secret"})),
+        // One key with the whole config, and every key its own field (auth as JSON text).
+        secret("whole", json!({"config": config.to_string()})),
+        secret("keys", json!({"url": api.url(), "auth": config["auth"].to_string()})),
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+               "metadata": {"name": "by-key", "namespace": "default"},
+               "spec": {"type": "wasm-deployer.dev/http-api", "secretRef": {"name": "whole", "key": "config"}}}),
+        json!({"apiVersion": "landscaper.gardener.cloud/v1alpha1", "kind": "Target",
+               "metadata": {"name": "by-keys", "namespace": "default"},
+               "spec": {"type": "wasm-deployer.dev/http-api", "secretRef": {"name": "keys"}}}),
+    ]).await;
+    for (name, target) in [("one", "by-key"), ("all", "by-keys")] {
+        h.create_item(&item(
+            name,
+            target,
+            json!({"requests": [
+            {"method": "PUT", "url": format!("things/{name}"), "body": {}}]}),
+        ))
+        .await;
+        let done = finished(&h, name).await;
+        assert_eq!(
+            done.status().phase,
+            Phase::Succeeded,
+            "{name}: {:?}",
+            done.status().last_error
+        );
+        let exports = export_config(&h, &done).await;
+        assert_eq!(
+            exports["results"][0]["status"].as_u64(),
+            Some(201),
+            "{name}: {exports}"
+        );
+        assert!(
+            !exports["target"].to_string().contains("from-a-secret"),
+            "{name}"
+        );
+    }
+    assert_eq!(api.objects().len(), 2);
+}

@@ -186,8 +186,25 @@ struct HttpApiConfig {
     url: String,
     #[serde(default)]
     ca_data: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_json_text")]
     auth: Option<AuthConfig>,
+}
+
+/// `auth` as an object, or — from a `spec.secretRef` without a key, whose every key is a string —
+/// as the JSON text of one.
+fn object_or_json_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<AuthConfig>, D::Error> {
+    use serde::de::Error as _;
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(D::Error::custom),
+        Some(v) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(D::Error::custom),
+    }
 }
 
 #[derive(Deserialize)]
