@@ -105,7 +105,7 @@ async fn in_plugin(
     url: &str,
     client: &str,
     n: usize,
-) -> Duration {
+) -> (Duration, Duration, Duration) {
     let cluster = granted(base);
     let config = |repeat: usize| {
         json!({"apiVersion": "test.wasm-deployer.dev/v1", "kind": "ProviderConfiguration",
@@ -119,14 +119,20 @@ async fn in_plugin(
         .reconcile(invocation(ty, config(50), base), cluster.clone())
         .await
         .unwrap();
+    cluster.http_times.lock().unwrap().clear();
     let r = plugin
-        .reconcile(invocation(ty, config(n), base), cluster)
+        .reconcile(invocation(ty, config(n), base), cluster.clone())
         .await
         .unwrap();
-    let nanos = r.exports.as_ref().unwrap()["results"][0]["nanos"]
-        .as_u64()
-        .unwrap();
-    Duration::from_nanos(nanos / n as u64)
+    let result = &r.exports.as_ref().unwrap()["results"][0];
+    let nanos = |k: &str| Duration::from_nanos(result[k].as_u64().unwrap());
+    // The host's part: from the gate's send to the response headers.
+    let mut gate = cluster.http_times.lock().unwrap().clone();
+    (
+        nanos("p50Nanos"),
+        nanos("p99Nanos"),
+        percentile(&mut gate, 0.5),
+    )
 }
 
 fn main() {
@@ -146,13 +152,18 @@ fn main() {
         let test_http = workspace().join("target/test-plugins/test-http.wasm");
         if let Some(plugin) = load(&test_http).await {
             for client in ["sdk", "wstd"] {
-                let per = in_plugin(&plugin, &base, &url, client, n).await;
-                let ratio = per.as_secs_f64() / host_p50.as_secs_f64();
-                let met = per.as_secs_f64() <= 1.5 * host_p50.as_secs_f64() + 50e-6;
+                let (p50, p99, gate) = in_plugin(&plugin, &base, &url, client, n).await;
+                let ratio = p50.as_secs_f64() / host_p50.as_secs_f64();
+                let met = p50.as_secs_f64() <= 1.5 * host_p50.as_secs_f64() + 50e-6;
                 rows.push(format!(
-                    "| Rust plugin, {client} client, {n} PUTs in one invocation (mean) | {} | {ratio:.2}× host (+{}); goal ≤ 1.5× + 50 µs: {} | {n} |",
-                    us(per),
-                    us(per.saturating_sub(host_p50)),
+                    "| Rust plugin, {client} client (the plugin's clock; the host's gate: {} p50) | {} | {} | {n} |",
+                    us(gate),
+                    us(p50),
+                    us(p99)
+                ));
+                rows.push(format!(
+                    "| → {client} / host client, p50 | {ratio:.2}× (+{}) | goal ≤ 1.5× + 50 µs: {} | |",
+                    us(p50.saturating_sub(host_p50)),
                     if met { "met" } else { "not met" }
                 ));
             }
@@ -189,7 +200,7 @@ fn main() {
             rows.push(format!("| {lang}: one reconcile of its http-api example (fresh instance + 1 PUT) | {} | {} | {calls} |",
                 us(percentile(&mut times, 0.5)), us(percentile(&mut times, 0.99))));
         }
-        let table = format!("| PUT on loopback | p50 | p99 / ratio | requests |\n|---|---|---|---|\n{}\n", rows.join("\n"));
+        let table = format!("| PUT on loopback | p50 | p99 | requests |\n|---|---|---|---|\n{}\n", rows.join("\n"));
         print!("{table}");
         if std::env::var_os("BENCH_WRITE_DOCS").is_some() {
             write_docs_section("http", "\n## Outgoing HTTP (WIT 1.5)\n\n", &table);

@@ -87,9 +87,13 @@ impl Deployer for TestHttp {
             let sdk = config.client.as_deref() == Some("sdk");
             let send = |r: &Request| if sdk { sdk_send(ctx, r) } else { wire::send(r) };
             let started = std::time::Instant::now();
+            let mut each = Vec::with_capacity(repeat as usize);
             for _ in 1..repeat {
+                let t = std::time::Instant::now();
                 send(&r);
+                each.push(t.elapsed().as_nanos() as u64);
             }
+            each.sort_unstable();
             let mut hops = 0;
             let mut result = loop {
                 let result = send(&r);
@@ -111,6 +115,10 @@ impl Deployer for TestHttp {
             };
             if config.repeat.is_some() {
                 result["nanos"] = json!(started.elapsed().as_nanos() as u64);
+                // Per request, as the plugin's clock saw it (all but the last).
+                let at = |p: f64| each.get(((each.len() as f64) * p) as usize).copied();
+                result["p50Nanos"] = json!(at(0.5));
+                result["p99Nanos"] = json!(at(0.99));
             }
             if config.fail_on_error && result.get("error").is_some() {
                 return Err(DeployerError::retryable(
