@@ -76,6 +76,20 @@ async fn finished(h: &Harness, name: &str) -> DeployItem {
     .await
 }
 
+/// The finished item `name`: Succeeded, its first request answered 201; its exports.
+async fn succeeded_with_201(h: &Harness, name: &str) -> (DeployItem, Value) {
+    let done = finished(h, name).await;
+    let s = done.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{name}: {:?}", s.last_error);
+    let exports = export_config(h, &done).await;
+    assert_eq!(
+        exports["results"][0]["status"].as_u64(),
+        Some(201),
+        "{name}: {exports}"
+    );
+    (done, exports)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_bearer_target_when_the_plugin_calls_its_api_then_the_host_adds_the_token_the_plugin_never_sees()
  {
@@ -90,19 +104,7 @@ async fn given_a_bearer_target_when_the_plugin_calls_its_api_then_the_host_adds_
         {"method": "PUT", "url": "things/a", "headers": {"authorization": "Bearer forged"}, "body": {"size": 3}},
         {"method": "GET", "url": "echo-headers"},
     ]}))).await;
-    let done = finished(&h, "put").await;
-    assert_eq!(
-        done.status().phase,
-        Phase::Succeeded,
-        "{:?}",
-        done.status().last_error
-    );
-    let exports = export_config(&h, &done).await;
-    assert_eq!(
-        exports["results"][0]["status"].as_u64(),
-        Some(201),
-        "{exports}"
-    );
+    let (_, exports) = succeeded_with_201(&h, "put").await;
     let received = api.requests();
     let put = received
         .iter()
@@ -156,20 +158,15 @@ async fn given_basic_auth_over_https_with_the_targets_ca_then_requests_arrive_au
         ]}),
     ))
     .await;
-    let done = finished(&h, "tls").await;
-    assert_eq!(
-        done.status().phase,
-        Phase::Succeeded,
-        "{:?}",
-        done.status().last_error
+    succeeded_with_201(&h, "tls").await;
+    assert_eq!(api.objects().get("things/tls"), Some(&json!({"ok": true})));
+    let expected = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "deployer:pa55")
     );
-    let exports = export_config(&h, &done).await;
-    assert_eq!(
-        exports["results"][0]["status"].as_u64(),
-        Some(201),
-        "{exports}"
-    );
-    assert!(api.objects().contains_key("things/tls") || !api.objects().is_empty());
+    for r in api.requests() {
+        assert_eq!(r.headers.get("authorization"), Some(&expected));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -551,6 +551,23 @@ async fn differential_native_vs_wasm_mock() {
     }
 }
 
+/// An older build of the mock answers as today's does.
+async fn answer_alike(old: &plugin_runtime::WasmPlugin, new: &plugin_runtime::WasmPlugin) {
+    for config in [
+        json!({}),
+        json!({"phase": "Failed"}),
+        json!({"export": {"a": 1}, "providerStatus": {"apiVersion": "x/v1", "kind": "S"}}),
+    ] {
+        let a = old
+            .reconcile(mock_item(config.clone(), "Init"), noop())
+            .await;
+        let b = new
+            .reconcile(mock_item(config.clone(), "Init"), noop())
+            .await;
+        assert_eq!(a, b, "config {config}");
+    }
+}
+
 /// The versioning promise of `wit/deployer.wit`: a plugin built against an older 1.x minor
 /// keeps working. `fixtures/mock-wit-1.0.0.wasm` is the mock plugin as built against WIT
 /// 1.0.0 (before `secondary-targets` and `hooks`); it must load and answer exactly like
@@ -571,19 +588,7 @@ async fn a_plugin_built_against_wit_1_0_runs_on_this_host() {
         new.description().deploy_item_types
     );
     assert!(old.exports_deployer() && old.hook_setup().is_none());
-    for config in [
-        json!({}),
-        json!({"phase": "Failed"}),
-        json!({"export": {"a": 1}, "providerStatus": {"apiVersion": "x/v1", "kind": "S"}}),
-    ] {
-        let a = old
-            .reconcile(mock_item(config.clone(), "Init"), noop())
-            .await;
-        let b = new
-            .reconcile(mock_item(config.clone(), "Init"), noop())
-            .await;
-        assert_eq!(a, b, "config {config}");
-    }
+    answer_alike(&old, &new).await;
 }
 
 /// The same promise for the minor before outgoing HTTP: `fixtures/mock-wit-1.4.0.wasm` is the
@@ -606,19 +611,7 @@ async fn a_plugin_built_against_wit_1_4_runs_unchanged_on_this_host() {
         !imports.iter().any(|i| i.starts_with("wasi:http")),
         "{imports:?}"
     );
-    for config in [
-        json!({}),
-        json!({"phase": "Failed"}),
-        json!({"export": {"a": 1}, "providerStatus": {"apiVersion": "x/v1", "kind": "S"}}),
-    ] {
-        let a = old
-            .reconcile(mock_item(config.clone(), "Init"), noop())
-            .await;
-        let b = new
-            .reconcile(mock_item(config.clone(), "Init"), noop())
-            .await;
-        assert_eq!(a, b, "config {config}");
-    }
+    answer_alike(&old, &new).await;
 }
 
 /// A component may export `deployer`, `hooks` or both; the runtime finds out at load.
