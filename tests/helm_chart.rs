@@ -353,6 +353,15 @@ fn given_the_blueprint_when_landscaper_renders_its_deploy_execution_then_one_hel
         "the imported values stay"
     );
     assert_eq!(values["deployer"]["identity"], "wasm-deployer-fenced");
+    // Each imported selector, and never a deployer-only Target (an environment's host Target,
+    // the agent's helm deployer's: it installs this chart there).
+    assert_eq!(
+        values["deployer"]["targetSelector"],
+        json!([{"annotations": [
+            {"key": "env", "operator": "=", "values": ["prod"]},
+            {"key": "landscaper.gardener.cloud/deployer-only", "operator": "!"},
+        ]}])
+    );
     assert_eq!(
         values["deployer"]["landscaperClusterKubeconfig"]["kubeconfig"],
         landscaper_kubeconfig

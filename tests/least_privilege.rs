@@ -334,6 +334,56 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
     task.abort();
 }
 
+/// Landscaper's deployer lifecycle management binds a deployer to its own ClusterRole
+/// (`landscaper:deployer`), which grants the core group's `events`, not `events.k8s.io`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_role_granting_only_core_events_then_the_hosts_events_are_written_through_the_core_api()
+ {
+    let server = RbacServer::start().await;
+    let admin = landscaper_cluster(&server).await;
+    let kubeconfig = service_account(&server, &admin).await;
+    let me = test_support::client_for(&kubeconfig).await;
+    let mut role: ClusterRole = serde_yaml::from_str(&shipped("landscaper-cluster.yaml")).unwrap();
+    for rule in role.rules.iter_mut().flatten() {
+        if rule.resources.iter().flatten().any(|r| r == "events") {
+            rule.api_groups = Some(vec![String::new()]);
+        }
+    }
+    grant_cluster_role(&admin, role).await;
+    grant_host_cluster(&admin).await;
+    let refused = Api::<Event>::namespaced(me.clone(), "default")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "probe"},
+                "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "x",
+                "reportingInstance": "y", "action": "a", "reason": "r", "type": "Normal"}))
+            .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "events.k8s.io is refused: {refused}"
+    );
+    let (_deployer, task) = start_host(me.clone(), me.clone()).await;
+    // The whole contract works, and the JobFinished Event (read through events.k8s.io: one
+    // store serves both APIs) was written through the core API.
+    run_items(&admin).await;
+    let core: Vec<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let finished = core
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("JobFinished"))
+        .expect("a JobFinished Event");
+    assert_eq!(finished.involved_object.kind.as_deref(), Some("DeployItem"));
+    assert_eq!(finished.type_.as_deref(), Some("Normal"));
+    assert!(finished.count.unwrap_or_default() >= 1);
+    task.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_role_that_may_only_get_targets_and_contexts_then_jobs_read_them_one_by_one() {
     let server = RbacServer::start().await;

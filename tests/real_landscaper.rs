@@ -8,21 +8,19 @@
 //! story says SKIP.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use deployer_host::landscaper::{DeployItem, Phase, codes};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use test_support::chart_repo::archive_raw;
 use test_support::real_landscaper::stage::{
     DevStage, HOST_NS, JOB_TIMEOUT, JobRecorder, NS, Seen, Stage, StageOptions, TARGET,
-    blueprint_archive, describe, export_of, host_config, items, job_ends, job_id, outcome,
-    wait_all_gone, wait_item,
+    blueprint_archive, describe, export_of, four_types_deploy_execution, host_config, items,
+    job_ends, job_id, outcome, wait_all_gone, wait_item,
 };
 use test_support::real_landscaper::{
-    self as ls, apply, data_object, set_operation, wait_job_after,
+    self as ls, apply, data_object, doc_yaml_blocks, set_operation, wait_job_after,
 };
 use test_support::require_real_landscaper;
 use test_support::{Harness, Options};
@@ -35,72 +33,6 @@ const HOST: &str = env!("CARGO_BIN_EXE_deployer-host");
 /// The stage (server, our host, the real Landscaper), its pods running this package's host.
 async fn stage(options: StageOptions) -> Stage {
     Stage::start(HOST.as_ref(), options).await
-}
-
-/// The four-type deploy execution: `config` (manifest: a Namespace and a ConfigMap, exporting the
-/// ConfigMap's color) -> `chart` (helm: the `web` chart with the color as its message) -> `job`
-/// (container: a program that exports what it saw) -> `check` (mock).
-fn four_types_deploy_execution() -> String {
-    let chart = archive_raw("web", "0.1.0");
-    format!(
-        r#"deployItems:
-- name: config
-  type: landscaper.gardener.cloud/kubernetes-manifest
-  target: {{import: cluster}}
-  config:
-    apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2
-    kind: ProviderConfiguration
-    updateStrategy: update
-    manifests:
-    - policy: manage
-      manifest: {{apiVersion: v1, kind: Namespace, metadata: {{name: {APP_NS}}}}}
-    - policy: manage
-      manifest:
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: {{name: settings, namespace: {APP_NS}}}
-        data: {{color: {{{{ .imports.color }}}}}}
-    exports:
-      exports:
-      - key: color
-        jsonPath: .data.color
-        fromResource: {{apiVersion: v1, kind: ConfigMap, name: settings, namespace: {APP_NS}}}
-- name: chart
-  type: landscaper.gardener.cloud/helm
-  target: {{import: cluster}}
-  dependsOn: [config]
-  config:
-    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    name: web
-    namespace: {APP_NS}
-    chart: {{archive: {{raw: "{chart}"}}}}
-    values: {{message: {{{{ .imports.color }}}}}}
-    readinessChecks: {{disableDefault: true}}
-- name: job
-  type: landscaper.gardener.cloud/container
-  target: {{import: cluster}}
-  dependsOn: [chart]
-  config:
-    apiVersion: container.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    image: alpine:3.19
-    command: [sh, -c]
-    args:
-    - |
-      mkdir -p "$(dirname "$EXPORTS_PATH")"
-      printf '{{"operation": "%s", "color": "{{{{ .imports.color }}}}"}}' "$OPERATION" > "$EXPORTS_PATH"
-- name: check
-  type: landscaper.gardener.cloud/mock
-  target: {{import: cluster}}
-  dependsOn: [job]
-  config:
-    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
-    kind: ProviderConfiguration
-    phase: Succeeded
-    export: {{checked: {{{{ .imports.color }}}}}}
-"#
-    )
 }
 
 async fn config_map(h: &Harness, ns: &str, name: &str) -> Option<ConfigMap> {
@@ -143,7 +75,7 @@ async fn given_an_installation_with_one_item_of_each_type_when_landscaper_reconc
         data_object("color", NS, json!("blue")),
     )
     .await;
-    let deploy = four_types_deploy_execution();
+    let deploy = four_types_deploy_execution(APP_NS);
     let export = "exports:\n  color: {{ .deployitems.config.color }}\n  checked: {{ .deployitems.check.checked }}\n";
     apply(
         &ls::installations(c, NS),
@@ -621,7 +553,7 @@ async fn given_the_same_installation_when_driven_by_the_real_landscaper_and_by_d
                 "same",
                 &[("color", "color")],
                 &[],
-                &four_types_deploy_execution(),
+                &four_types_deploy_execution(APP_NS),
                 None,
             ),
         )
@@ -925,45 +857,6 @@ r#"deployItems:
 /// `registry.example.com` served at `addr` over plain HTTP (`https://` becomes `http://`).
 fn ocm_walk_through(addr: &str) -> BTreeMap<String, Value> {
     doc_yaml_blocks("ocm.md", "\n## Walk-through", &|t| on_loopback(t, addr))
-}
-
-/// The YAML blocks of `docs/<doc>` from the line starting `start` to the next `## ` heading, by
-/// `kind`, each rewritten by `rewrite` (where the registry is) before it is parsed.
-fn doc_yaml_blocks(
-    doc: &str,
-    start: &str,
-    rewrite: &dyn Fn(&str) -> String,
-) -> BTreeMap<String, Value> {
-    let text = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../docs")
-            .join(doc),
-    )
-    .unwrap_or_else(|e| panic!("docs/{doc}: {e}"));
-    let from = text
-        .find(start)
-        .unwrap_or_else(|| panic!("docs/{doc} has no {start:?}"));
-    let section = &text[from + start.len()..];
-    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
-    let mut blocks = BTreeMap::new();
-    let mut lines = section.lines();
-    while let Some(line) = lines.next() {
-        let Some(indent) = line.strip_suffix("```yaml").map(str::len) else {
-            continue;
-        };
-        let mut yaml = String::new();
-        for line in lines.by_ref() {
-            if line.trim() == "```" {
-                break;
-            }
-            yaml.push_str(line.get(indent..).unwrap_or(""));
-            yaml.push('\n');
-        }
-        let value: Value = serde_yaml::from_str(&rewrite(&yaml))
-            .unwrap_or_else(|e| panic!("a YAML block of docs/{doc}: {e}\n{yaml}"));
-        blocks.insert(value["kind"].as_str().unwrap().to_string(), value);
-    }
-    blocks
 }
 
 /// `text` with the registry `registry.example.com` served at `addr` over plain HTTP.

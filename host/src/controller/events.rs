@@ -8,15 +8,16 @@
 //! only bump the previous job's Event; hence this small recorder.
 //!
 //! Events are published in the background: they never delay or fail a job, and a failed
-//! publish is only logged.
+//! publish is only logged. Where `events.k8s.io` is forbidden but the core group's `events` are
+//! not (Landscaper's `landscaper:deployer` ClusterRole), core Events are written instead.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -47,6 +48,7 @@ impl Events {
                 controller: controller.to_string(),
                 instance: instance.to_string(),
                 series: Mutex::new(Series::default()),
+                core_events: std::sync::atomic::AtomicBool::new(false),
             })
         });
         Self { recorder, mode }
@@ -130,6 +132,10 @@ struct Recorder {
     controller: String,
     instance: String,
     series: Mutex<Series>,
+    /// Set once `events.k8s.io` refused a create with 403 and the core group's Events took it:
+    /// a host bound to a role granting only core `events` (Landscaper's `landscaper:deployer`,
+    /// which deployer lifecycle management binds) then still reports.
+    core_events: std::sync::atomic::AtomicBool,
 }
 
 /// Remembered Events, and the order they were first published in. Expiry and eviction take
@@ -253,15 +259,14 @@ impl Recorder {
             reporting_instance: Some(self.instance.clone()),
             ..Default::default()
         };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let created = match events.create(&PostParams::default(), &event).await {
+        let created = match self.create(&namespace, event).await {
             Ok(created) => created,
             Err(e) => {
                 self.series.lock().expect("event series lock").remove(&key);
                 return Err(e);
             }
         };
-        let name = created.metadata.name.unwrap_or_default();
+        let name = created;
         let repeats = {
             let mut series = self.series.lock().expect("event series lock");
             match series.get_mut(&key) {
@@ -280,6 +285,33 @@ impl Recorder {
         Ok(())
     }
 
+    fn uses_core_events(&self) -> bool {
+        self.core_events.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Creates `event` (of `events.k8s.io`, or its core-group form once that group was
+    /// refused); returns its name.
+    async fn create(&self, namespace: &str, event: Event) -> kube::Result<String> {
+        if !self.uses_core_events() {
+            let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+            match events.create(&PostParams::default(), &event).await {
+                Ok(created) => return Ok(created.metadata.name.unwrap_or_default()),
+                Err(kube::Error::Api(e)) if e.code == 403 => {
+                    tracing::info!(
+                        "events.k8s.io Events are forbidden to this host here; publishing core Events (v1) instead"
+                    );
+                    self.core_events
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let core: Api<CoreEvent> = Api::namespaced(self.client.clone(), namespace);
+        core.create(&PostParams::default(), &core_event(event))
+            .await
+            .map(|created| created.metadata.name.unwrap_or_default())
+    }
+
     async fn patch_series(
         &self,
         name: &str,
@@ -287,12 +319,44 @@ impl Recorder {
         count: i32,
         time: MicroTime,
     ) -> kube::Result<()> {
+        if self.uses_core_events() {
+            let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), namespace);
+            let patch = json!({ "count": count, "lastTimestamp": Time(time.0) });
+            return events
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ());
+        }
         let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
         let patch = json!({ "series": EventSeries { count, last_observed_time: time } });
         events
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(|_| ())
+    }
+}
+
+/// The core group's (v1) form of `event`, as client-go's legacy recorder writes it: a count and
+/// first/last timestamps instead of a series.
+fn core_event(event: Event) -> CoreEvent {
+    let time = event.event_time.map(|t| Time(t.0));
+    CoreEvent {
+        metadata: event.metadata,
+        involved_object: event.regarding.unwrap_or_default(),
+        reason: event.reason,
+        message: event.note,
+        type_: event.type_,
+        action: event.action,
+        count: Some(1),
+        first_timestamp: time.clone(),
+        last_timestamp: time,
+        source: Some(EventSource {
+            component: event.reporting_controller.clone(),
+            host: None,
+        }),
+        reporting_component: event.reporting_controller,
+        reporting_instance: event.reporting_instance,
+        ..Default::default()
     }
 }
 

@@ -7,6 +7,7 @@
 //! `$REAL_LANDSCAPER_BIN` (`docs/real-landscaper.md`). Without them every test that needs them
 //! prints one `SKIP` line naming the variable and returns — in CI too, where they are absent.
 
+pub mod dlm;
 pub mod stage;
 
 use std::path::{Path, PathBuf};
@@ -397,4 +398,39 @@ pub fn inline_installation(
             }}},
         },
     })
+}
+
+/// The YAML blocks of `docs/<doc>` from the line starting `start` to the next `## ` heading, by
+/// `kind`, each rewritten by `rewrite` (where the registry is) before it is parsed.
+pub fn doc_yaml_blocks(
+    doc: &str,
+    start: &str,
+    rewrite: &dyn Fn(&str) -> String,
+) -> std::collections::BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(crate::workspace().join("docs").join(doc))
+        .unwrap_or_else(|e| panic!("docs/{doc}: {e}"));
+    let from = text
+        .find(start)
+        .unwrap_or_else(|| panic!("docs/{doc} has no {start:?}"));
+    let section = &text[from + start.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let mut blocks = std::collections::BTreeMap::new();
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        let Some(indent) = line.strip_suffix("```yaml").map(str::len) else {
+            continue;
+        };
+        let mut yaml = String::new();
+        for line in lines.by_ref() {
+            if line.trim() == "```" {
+                break;
+            }
+            yaml.push_str(line.get(indent..).unwrap_or(""));
+            yaml.push('\n');
+        }
+        let value: Value = serde_yaml::from_str(&rewrite(&yaml))
+            .unwrap_or_else(|e| panic!("a YAML block of docs/{doc}: {e}\n{yaml}"));
+        blocks.insert(value["kind"].as_str().unwrap().to_string(), value);
+    }
+    blocks
 }

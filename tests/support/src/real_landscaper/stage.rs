@@ -380,3 +380,69 @@ pub fn blueprint_archive(blueprint: &Value) -> Vec<u8> {
     let yaml = serde_yaml::to_string(blueprint).unwrap();
     crate::ocm::tgz(&[("blueprint.yaml", yaml.as_bytes())])
 }
+
+/// The four-type deploy execution: `config` (manifest: the Namespace `app_ns` and a ConfigMap, exporting the
+/// ConfigMap's color) -> `chart` (helm: the `web` chart with the color as its message) -> `job`
+/// (container: a program that exports what it saw) -> `check` (mock).
+pub fn four_types_deploy_execution(app_ns: &str) -> String {
+    let chart = crate::chart_repo::archive_raw("web", "0.1.0");
+    format!(
+        r#"deployItems:
+- name: config
+  type: landscaper.gardener.cloud/kubernetes-manifest
+  target: {{import: cluster}}
+  config:
+    apiVersion: manifest.deployer.landscaper.gardener.cloud/v1alpha2
+    kind: ProviderConfiguration
+    updateStrategy: update
+    manifests:
+    - policy: manage
+      manifest: {{apiVersion: v1, kind: Namespace, metadata: {{name: {app_ns}}}}}
+    - policy: manage
+      manifest:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{name: settings, namespace: {app_ns}}}
+        data: {{color: {{{{ .imports.color }}}}}}
+    exports:
+      exports:
+      - key: color
+        jsonPath: .data.color
+        fromResource: {{apiVersion: v1, kind: ConfigMap, name: settings, namespace: {app_ns}}}
+- name: chart
+  type: landscaper.gardener.cloud/helm
+  target: {{import: cluster}}
+  dependsOn: [config]
+  config:
+    apiVersion: helm.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    name: web
+    namespace: {app_ns}
+    chart: {{archive: {{raw: "{chart}"}}}}
+    values: {{message: {{{{ .imports.color }}}}}}
+    readinessChecks: {{disableDefault: true}}
+- name: job
+  type: landscaper.gardener.cloud/container
+  target: {{import: cluster}}
+  dependsOn: [chart]
+  config:
+    apiVersion: container.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    image: alpine:3.19
+    command: [sh, -c]
+    args:
+    - |
+      mkdir -p "$(dirname "$EXPORTS_PATH")"
+      printf '{{"operation": "%s", "color": "{{{{ .imports.color }}}}"}}' "$OPERATION" > "$EXPORTS_PATH"
+- name: check
+  type: landscaper.gardener.cloud/mock
+  target: {{import: cluster}}
+  dependsOn: [job]
+  config:
+    apiVersion: mock.deployer.landscaper.gardener.cloud/v1alpha1
+    kind: ProviderConfiguration
+    phase: Succeeded
+    export: {{checked: {{{{ .imports.color }}}}}}
+"#
+    )
+}
