@@ -366,6 +366,10 @@ fn given_the_blueprint_when_landscaper_renders_its_deploy_execution_then_one_hel
         values["deployer"]["landscaperClusterKubeconfig"]["kubeconfig"],
         landscaper_kubeconfig
     );
+    // Fenced, the host's own ServiceAccount is not `<releaseName>`: deployer lifecycle
+    // management gives that name to the Landscaper cluster's ServiceAccount for the host, in the
+    // same namespace (the same cluster, for its built-in agent's environment).
+    assert_eq!(values["serviceAccount"]["name"], "wasm-deployer-host");
 
     // The chart takes those values: schema, fenced RBAC, the component's image.
     let Some(out) = helm(
@@ -379,6 +383,10 @@ fn given_the_blueprint_when_landscaper_renders_its_deploy_execution_then_one_hel
     assert_eq!(
         deployment["spec"]["template"]["spec"]["containers"][0]["image"],
         "registry.example.com/wasm-deployer/deployer-host:0.1.0"
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"],
+        "wasm-deployer-host"
     );
     let cluster_roles: Vec<&str> = find(&docs, "ClusterRole")
         .iter()

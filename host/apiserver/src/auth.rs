@@ -8,7 +8,7 @@
 //! impersonation (`Impersonate-User` / `Impersonate-Group`, checked with the `impersonate` verb).
 //!
 //! Must not touch: authorization decisions (`rbac`), the store (the caller says whether a
-//! ServiceAccount still exists), or HTTP routing.
+//! ServiceAccount still exists), the tokens of legacy token Secrets (`tokens`), or HTTP routing.
 
 use crate::rbac::{ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS, Attributes, UserInfo};
 use crate::status::ApiError;

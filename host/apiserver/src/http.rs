@@ -94,6 +94,7 @@ impl ApiServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("https://{}", listener.local_addr()?);
         let ca_pem = cert.ca_pem().to_string();
+        self.set_service_account_ca(&ca_pem);
         self.publish_kubernetes_service(listener.local_addr()?)?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = self.clone();
@@ -120,6 +121,7 @@ impl ApiServer {
         cert: &tls::ServingCert,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
+        self.set_service_account_ca(cert.ca_pem());
         self.publish_kubernetes_service(listener.local_addr()?)?;
         let listener = tls::TlsListener::new(listener, cert.server_config()?)?;
         self.serve_on(listener, shutdown).await

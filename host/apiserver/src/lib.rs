@@ -14,7 +14,8 @@
 //! kinds' defaults and validation), [`simulate`] (dev-mode workload status),
 //! [`auth`] (authentication, only with [`Options::rbac`]), [`rbac`] (the RBAC authorizer),
 //! [`reviews`] (TokenRequest, access and rules reviews), [`tls`] (HTTPS with a generated
-//! certificate, [`Options::tls`]).
+//! certificate, [`Options::tls`]), [`tokens`] (kube-controller-manager's ServiceAccount token
+//! controller: legacy token Secrets, and their tokens' authentication).
 
 pub mod apply;
 pub mod auth;
@@ -39,6 +40,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod tokens;
 pub mod views;
 pub mod watch;
 

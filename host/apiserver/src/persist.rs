@@ -8,6 +8,8 @@
 //! the file as a compact snapshot (temp file, fsync, rename, fsync dir).
 //! On load, a short header, short payload, CRC mismatch or undecodable JSON is
 //! an error naming the file and byte offset — nothing is loaded silently.
+//! Beside it, `sa-token.key` keeps the key legacy ServiceAccount tokens are signed
+//! with (see [`crate::tokens`]), so they outlive a restart as their Secrets do.
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::faults::{self, FaultConfig};
 use crate::status::ApiError;
-use crate::{auth, ops, persist, rbac, registry, store};
+use crate::{auth, ops, persist, rbac, registry, store, tokens};
 
 /// Server options. `Default`: in memory, no faults.
 #[derive(Debug, Clone)]
@@ -145,6 +145,9 @@ impl ApiServer {
         {
             let mut g = store.lock();
             if let Some(dir) = &opts.data_dir {
+                // Before the load: it indexes the tokens the key signed.
+                g.service_account_tokens
+                    .set_key(tokens::load_or_create_key(dir)?);
                 let recs = persist::load(dir)?;
                 g.load(recs);
                 g.snapshot_to(dir)?;
@@ -248,11 +251,20 @@ impl ApiServer {
     }
 
     /// The user a bearer token stands for (the admin token, registered tokens, live
-    /// ServiceAccount tokens), if any.
+    /// ServiceAccount tokens: TokenRequest's and legacy token Secrets' ([`tokens`])), if any.
     pub fn user_for_token(&self, token: &str) -> Option<rbac::UserInfo> {
-        self.shared.tokens.user(token, |sa| {
-            self.service_account_uid(sa.namespace, sa.name).as_deref() == Some(sa.uid)
-        })
+        self.shared
+            .tokens
+            .user(token, |sa| {
+                self.service_account_uid(sa.namespace, sa.name).as_deref() == Some(sa.uid)
+            })
+            .or_else(|| self.shared.store.lock().service_account_token_user(token))
+    }
+
+    /// The CA written into legacy ServiceAccount token Secrets as `ca.crt` ([`tokens`]): the
+    /// one HTTPS is served with.
+    pub(crate) fn set_service_account_ca(&self, ca_pem: &str) {
+        self.shared.store.lock().service_account_tokens.ca_pem = Some(ca_pem.to_string());
     }
 
     /// Mints a ServiceAccount token (as `POST .../serviceaccounts/{name}/token` does) valid

@@ -1,7 +1,7 @@
 //! The object store: every object as `serde_json::Value`, indexed by
 //! (resource, namespace, name); one global strictly increasing
 //! resourceVersion; every write goes through [`Inner::commit`] under one
-//! lock, which assigns the rv, keeps the uid / ownerReference indexes, appends
+//! lock, which assigns the rv, keeps the uid / ownerReference / token indexes, appends
 //! to the persistence log, registers CRDs, records the event in a bounded
 //! history ring (for watch-from-rv and 410 Expired) and broadcasts it.
 
@@ -125,10 +125,14 @@ pub struct Inner {
     pub(crate) namespace_finalize_delay: Option<std::time::Duration>,
     /// Terminating namespaces and when the namespace controller may finalize them.
     pub(crate) namespaces_due: BTreeMap<String, std::time::Instant>,
+    /// The ServiceAccount token controller's key, CA and token index (see [`crate::tokens`]).
+    pub(crate) service_account_tokens: crate::tokens::TokenController,
 }
 
 /// Resource key of ClusterRoles (their writes re-aggregate aggregated ClusterRoles).
 const CLUSTER_ROLES_KEY: &str = "rbac.authorization.k8s.io/clusterroles";
+/// Resource key of Secrets (their writes keep the ServiceAccount token index, [`crate::tokens`]).
+const SECRETS_KEY: &str = "/secrets";
 
 /// The store: a mutex around [`Inner`].
 pub struct Store {
@@ -156,6 +160,7 @@ impl Store {
                 aggregating: false,
                 namespace_finalize_delay: None,
                 namespaces_due: BTreeMap::new(),
+                service_account_tokens: Default::default(),
             }),
         }
     }
@@ -354,6 +359,9 @@ impl Inner {
         prev: Option<&Value>,
         new: Option<&Value>,
     ) {
+        if key == SECRETS_KEY {
+            self.service_account_tokens.reindex(ns, name, prev, new);
+        }
         let k: ObjKey = (key.to_string(), ns.to_string(), name.to_string());
         let old_owners = prev.map(owner_uids).unwrap_or_default();
         let new_owners = new.map(owner_uids).unwrap_or_default();

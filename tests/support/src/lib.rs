@@ -15,6 +15,7 @@
 mod backend;
 pub mod bench;
 pub mod chart_repo;
+pub mod controller_manager;
 pub mod deployments;
 pub mod http_api;
 pub mod manifest;

@@ -89,6 +89,7 @@ impl Inner {
         }
         let obj = self.commit(rt, ns, &name, Some(body));
         self.simulate_after(rt, ns, &name);
+        self.service_account_tokens_after(rt, ns, &name);
         Ok(obj)
     }
 
@@ -321,6 +322,7 @@ impl Inner {
         let obj = self.commit(rt, ns, name, Some(new));
         if !status && !terminating_done {
             self.simulate_after(rt, ns, name);
+            self.service_account_tokens_after(rt, ns, name);
         }
         if terminating_done {
             if rt.key() == NAMESPACE_KEY && !self.namespace_is_empty(name) {

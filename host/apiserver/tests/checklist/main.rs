@@ -15,6 +15,7 @@ mod observability;
 mod patches;
 mod persistence;
 mod rbac;
+mod service_account_tokens;
 mod simulate;
 mod status_subresource;
 mod watch;
