@@ -207,6 +207,73 @@ fn suite_tree(suite: &Path, dir: &Path) -> PathBuf {
 }
 
 /// Whether a spec is registered only with `--registry-config` (a private OCI registry).
+/// The `WebhookTest` specs need Landscaper's admission webhook server.
+fn needs_webhook_server(spec: &str) -> bool {
+    spec.starts_with("WebhookTest ")
+}
+
+/// Landscaper's admission webhook server (`landscaper-webhooks-server` of the Landscaper with
+/// deployer lifecycle management, c1317824f: `$REAL_LANDSCAPER_DLM_BIN`), as Landscaper's own
+/// chart runs it, but reached by URL: it generates its CA and serving certificate, keeps them in
+/// a Secret in `ls-system`, and registers the ValidatingWebhookConfiguration
+/// `landscaper-validation-webhook` with `https://127.0.0.1:<port>`, which the embedded API
+/// server calls for every Installation, Execution, DeployItem and Target write — our host's
+/// included. `None` (with a SKIP line) without the binary.
+fn start_webhook_server(dir: &Path, kubeconfig: &Path) -> Option<Process> {
+    let binary = real_landscaper::dlm::bin_dir().join("landscaper-webhooks-server");
+    if !binary.is_file() {
+        eprintln!(
+            "SKIP the WebhookTest specs: {} is not there (set REAL_LANDSCAPER_DLM_BIN; docs/real-landscaper.md)",
+            binary.display()
+        );
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Its certificates go to $TMPDIR/k8s-webhook-server/serving-certs: one of this run's own.
+    let tmp = dir.join("webhooks-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let child = Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--port", &port.to_string()])
+        .arg(format!("--webhook-url=https://127.0.0.1:{port}"))
+        .args(["--cert-ns", "ls-system"])
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("webhooks.log")).unwrap())
+        .spawn()
+        .expect("landscaper-webhooks-server");
+    let server = Process(child);
+    // Ready once it answers and its configuration is registered.
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let registered = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([
+                "get",
+                "validatingwebhookconfiguration",
+                "landscaper-validation-webhook",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let serving = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        if registered && serving {
+            return Some(server);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the webhook server did not register within 60 s:\n{}",
+            std::fs::read_to_string(dir.join("webhooks.log")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 fn needs_registry(spec: &str) -> bool {
     spec.starts_with("RegistryTest ") || spec.contains(" private registry ")
 }
@@ -395,6 +462,17 @@ fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_say
     };
     let (_host, _url) = start_host(dir.path());
     let kubeconfig = dir.path().join("kubeconfig");
+    let webhooks = match to_run.iter().any(|r| needs_webhook_server(&r.spec)) {
+        true => start_webhook_server(dir.path(), &kubeconfig),
+        false => None,
+    };
+    let to_run: Vec<&Row> = match &webhooks {
+        Some(_) => to_run,
+        None => to_run
+            .into_iter()
+            .filter(|r| !needs_webhook_server(&r.spec))
+            .collect(),
+    };
     let _landscaper = RealLandscaper::start_with_env(
         &kubeconfig,
         pickup_timeout,

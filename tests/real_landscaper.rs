@@ -994,7 +994,6 @@ async fn given_the_walk_through_of_docs_ocm_md_when_its_context_and_installation
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_the_install_walk_through_of_docs_install_md_when_its_installation_is_applied_then_landscaper_and_our_host_install_the_host_chart()
  {
-    use test_support::ocm::{push_blueprint, push_chart, push_descriptor, tgz};
     require_real_landscaper!();
     // The registry speaks HTTPS with a CA of the story's own, which Landscaper and our host trust
     // (Landscaper reaches a blueprint's OCI artifact only over HTTPS).
@@ -1012,56 +1011,18 @@ async fn given_the_install_walk_through_of_docs_install_md_when_its_installation
         walk.get("Target").expect("step 2's Target"),
         walk.get("Context").expect("step 3's Context"),
     );
-    let shipped = |file: &str| -> Value {
-        let path = test_support::workspace()
-            .join("charts/landscaper")
-            .join(file);
-        serde_yaml::from_str(&on_registry(&std::fs::read_to_string(path).unwrap())).unwrap()
-    };
-    let (descriptor, installation) = (
-        shipped("component-descriptor.yaml"),
-        shipped("installation.yaml"),
-    );
+    let installation: Value = serde_yaml::from_str(&on_registry(
+        &std::fs::read_to_string(
+            test_support::workspace().join("charts/landscaper/installation.yaml"),
+        )
+        .unwrap(),
+    ))
+    .unwrap();
     let ns = installation["metadata"]["namespace"].as_str().unwrap();
-    let reference = |resource: &str| -> (String, String) {
-        let r = descriptor["component"]["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == resource)
-            .unwrap_or_else(|| panic!("the component has no {resource}"));
-        let image = r["access"]["imageReference"].as_str().unwrap();
-        let (repository, tag) = image
-            .strip_prefix(&format!("{addr}/"))
-            .unwrap()
-            .rsplit_once(':')
-            .unwrap();
-        (repository.to_string(), tag.to_string())
-    };
     // Given step 1: the chart, the blueprint and the component version where the component
     // says (the image is not pulled here: the embedded server plays the Deployment's pods),
-    let (chart_repository, chart_tag) = reference("wasm-deployer-chart");
-    let chart_dir = test_support::workspace().join("charts/wasm-deployer");
-    push_chart(
-        &addr,
-        &chart_repository,
-        &chart_tag,
-        test_support::chart_repo::package(&chart_dir, &chart_tag),
-    )
-    .await;
-    let (blueprint_repository, blueprint_tag) = reference("wasm-deployer-blueprint");
-    let blueprint =
-        std::fs::read(test_support::workspace().join("charts/landscaper/blueprint/blueprint.yaml"))
-            .unwrap();
-    push_blueprint(
-        &addr,
-        &blueprint_repository,
-        &blueprint_tag,
-        tgz(&[("blueprint.yaml", &blueprint)]),
-    )
-    .await;
     let sub_path = context["repositoryContext"]["subPath"].as_str().unwrap();
-    push_descriptor(&addr, None, sub_path, &descriptor, vec![]).await;
+    let descriptor = ls::publish_shipped_component(&addr, sub_path, "0.1.0").await;
     // step 4: a wasm-deployer that may download from the registry,
     let mut fetch: deployer_host::capabilities::FetchConfig =
         serde_yaml::from_str(&format!("allow: [{addr}]\n")).unwrap();
@@ -1113,7 +1074,8 @@ async fn given_the_install_walk_through_of_docs_install_md_when_its_installation
         .image
         .clone()
         .unwrap();
-    let (image_repository, image_tag) = reference("wasm-deployer-image");
+    let (image_repository, image_tag) =
+        ls::component_reference(&descriptor, &addr, "wasm-deployer-image");
     assert_eq!(image, format!("{addr}/{image_repository}:{image_tag}"));
 }
 

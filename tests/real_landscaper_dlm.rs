@@ -162,59 +162,6 @@ impl Cluster {
     }
 }
 
-/// The component `github.com/wasm-deployer/wasm-deployer` at `version` (`0.1.0`, ...) in the
-/// registry at `addr`, as docs/install.md's step 1 pushes it: the chart, the blueprint and the
-/// descriptor of `charts/landscaper/` (their `0.1.0` read as `version`).
-async fn publish_component(addr: &str, sub_path: &str, version: &str) {
-    use test_support::ocm::{push_blueprint, push_chart, push_descriptor, tgz};
-    let shipped = std::fs::read_to_string(
-        test_support::workspace().join("charts/landscaper/component-descriptor.yaml"),
-    )
-    .unwrap();
-    let descriptor: Value = serde_yaml::from_str(
-        &shipped
-            .replace("registry.example.com", addr)
-            .replace("0.1.0", version),
-    )
-    .unwrap();
-    let reference = |resource: &str| -> (String, String) {
-        let r = descriptor["component"]["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == resource)
-            .unwrap_or_else(|| panic!("the component has no {resource}"));
-        let image = r["access"]["imageReference"].as_str().unwrap();
-        let (repository, tag) = image
-            .strip_prefix(&format!("{addr}/"))
-            .unwrap()
-            .rsplit_once(':')
-            .unwrap();
-        (repository.to_string(), tag.to_string())
-    };
-    let (chart_repository, chart_tag) = reference("wasm-deployer-chart");
-    let chart_dir = test_support::workspace().join("charts/wasm-deployer");
-    push_chart(
-        addr,
-        &chart_repository,
-        &chart_tag,
-        test_support::chart_repo::package(&chart_dir, &chart_tag),
-    )
-    .await;
-    let (blueprint_repository, blueprint_tag) = reference("wasm-deployer-blueprint");
-    let blueprint =
-        std::fs::read(test_support::workspace().join("charts/landscaper/blueprint/blueprint.yaml"))
-            .unwrap();
-    push_blueprint(
-        addr,
-        &blueprint_repository,
-        &blueprint_tag,
-        tgz(&[("blueprint.yaml", &blueprint)]),
-    )
-    .await;
-    push_descriptor(addr, None, sub_path, &descriptor, vec![]).await;
-}
-
 fn ls_objects(c: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
     ls::ls_api(c, kind, plural, LS_NS)
 }
@@ -367,7 +314,7 @@ async fn given_landscaper_with_lifecycle_management_and_two_environments_when_th
     let context = walk.get("Context").expect("the section's Context");
     let sub_path = context["repositoryContext"]["subPath"].as_str().unwrap();
     for version in ["0.1.0", "0.2.0"] {
-        publish_component(&addr, sub_path, version).await;
+        ls::publish_shipped_component(&addr, sub_path, version).await;
     }
     // the Landscaper cluster (the embedded server, RBAC enforced) and the second environment's
     // host cluster,

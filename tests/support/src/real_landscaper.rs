@@ -434,3 +434,63 @@ pub fn doc_yaml_blocks(
     }
     blocks
 }
+
+/// The image reference of the resource `resource` of `descriptor` (a component in the registry
+/// at `addr`), as (repository, tag).
+pub fn component_reference(descriptor: &Value, addr: &str, resource: &str) -> (String, String) {
+    let r = descriptor["component"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == resource)
+        .unwrap_or_else(|| panic!("the component has no {resource}"));
+    let image = r["access"]["imageReference"].as_str().unwrap();
+    let (repository, tag) = image
+        .strip_prefix(&format!("{addr}/"))
+        .unwrap()
+        .rsplit_once(':')
+        .unwrap();
+    (repository.to_string(), tag.to_string())
+}
+
+/// The component `github.com/wasm-deployer/wasm-deployer` at `version` (`0.1.0`, ...) pushed to
+/// the registry at `addr` as docs/install.md's step 1 pushes it: the chart, the blueprint and
+/// the descriptor of `charts/landscaper/` (`registry.example.com` read as `addr`, `0.1.0` as
+/// `version`), the descriptor under the repository's `sub_path`. Returns the descriptor.
+pub async fn publish_shipped_component(addr: &str, sub_path: &str, version: &str) -> Value {
+    use crate::ocm::{push_blueprint, push_chart, push_descriptor, tgz};
+    let shipped = std::fs::read_to_string(
+        crate::workspace().join("charts/landscaper/component-descriptor.yaml"),
+    )
+    .unwrap();
+    let descriptor: Value = serde_yaml::from_str(
+        &shipped
+            .replace("registry.example.com", addr)
+            .replace("0.1.0", version),
+    )
+    .unwrap();
+    let (chart_repository, chart_tag) =
+        component_reference(&descriptor, addr, "wasm-deployer-chart");
+    let chart_dir = crate::workspace().join("charts/wasm-deployer");
+    push_chart(
+        addr,
+        &chart_repository,
+        &chart_tag,
+        crate::chart_repo::package(&chart_dir, &chart_tag),
+    )
+    .await;
+    let (blueprint_repository, blueprint_tag) =
+        component_reference(&descriptor, addr, "wasm-deployer-blueprint");
+    let blueprint =
+        std::fs::read(crate::workspace().join("charts/landscaper/blueprint/blueprint.yaml"))
+            .unwrap();
+    push_blueprint(
+        addr,
+        &blueprint_repository,
+        &blueprint_tag,
+        tgz(&[("blueprint.yaml", &blueprint)]),
+    )
+    .await;
+    push_descriptor(addr, None, sub_path, &descriptor, vec![]).await;
+    descriptor
+}
