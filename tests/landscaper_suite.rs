@@ -216,7 +216,7 @@ fn needs_webhook_server(spec: &str) -> bool {
 /// deployer lifecycle management, c1317824f: `$REAL_LANDSCAPER_DLM_BIN`), as Landscaper's own
 /// chart runs it, but reached by URL: it generates its CA and serving certificate, keeps them in
 /// a Secret in `ls-system`, and registers the ValidatingWebhookConfiguration
-/// `landscaper-validation-webhook` with `https://127.0.0.1:<port>`, which the embedded API
+/// `landscaper-validation-webhook` with `https://localhost:<port>` (its certificate names 127.0.0.1 only as a DNS name, which TLS does not match against an IP address), which the embedded API
 /// server calls for every Installation, Execution, DeployItem and Target write — our host's
 /// included. `None` (with a SKIP line) without the binary.
 fn start_webhook_server(dir: &Path, kubeconfig: &Path) -> Option<Process> {
@@ -240,7 +240,7 @@ fn start_webhook_server(dir: &Path, kubeconfig: &Path) -> Option<Process> {
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--port", &port.to_string()])
-        .arg(format!("--webhook-url=https://127.0.0.1:{port}"))
+        .arg(format!("--webhook-url=https://localhost:{port}"))
         .args(["--cert-ns", "ls-system"])
         .env("TMPDIR", &tmp)
         .stdout(Stdio::null())
@@ -462,6 +462,15 @@ fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_say
     };
     let (_host, _url) = start_host(dir.path());
     let kubeconfig = dir.path().join("kubeconfig");
+    let _landscaper = RealLandscaper::start_with_env(
+        &kubeconfig,
+        pickup_timeout,
+        registry
+            .as_ref()
+            .map(|r| r.landscaper_env.as_slice())
+            .unwrap_or_default(),
+    );
+    // (after Landscaper: its namespace and CRDs are there)
     let webhooks = match to_run.iter().any(|r| needs_webhook_server(&r.spec)) {
         true => start_webhook_server(dir.path(), &kubeconfig),
         false => None,
@@ -473,14 +482,6 @@ fn landscapers_own_integration_tests_pass_against_our_host_as_the_docs_table_say
             .filter(|r| !needs_webhook_server(&r.spec))
             .collect(),
     };
-    let _landscaper = RealLandscaper::start_with_env(
-        &kubeconfig,
-        pickup_timeout,
-        registry
-            .as_ref()
-            .map(|r| r.landscaper_env.as_slice())
-            .unwrap_or_default(),
-    );
 
     let focus = to_run
         .iter()

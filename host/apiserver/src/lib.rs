@@ -15,7 +15,8 @@
 //! [`auth`] (authentication, only with [`Options::rbac`]), [`rbac`] (the RBAC authorizer),
 //! [`reviews`] (TokenRequest, access and rules reviews), [`tls`] (HTTPS with a generated
 //! certificate, [`Options::tls`]), [`tokens`] (kube-controller-manager's ServiceAccount token
-//! controller: legacy token Secrets, and their tokens' authentication).
+//! controller: legacy token Secrets, and their tokens' authentication), `webhooks` (validating
+//! admission webhooks: configurations, matching, the AdmissionReview calls).
 
 pub mod apply;
 pub mod auth;
@@ -43,6 +44,7 @@ pub mod tls;
 pub mod tokens;
 pub mod views;
 pub mod watch;
+mod webhooks;
 
 pub use faults::FaultConfig;
 pub use http::{LoopbackServing, run_standalone, run_standalone_until, write_kubeconfig};

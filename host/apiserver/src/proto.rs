@@ -4,14 +4,22 @@
 //! kubectl and kube-rs send is JSON. Supported: the `k8s\0` + `runtime.Unknown`
 //! envelope, `ObjectMeta` (names, labels, annotations, finalizers), Namespace,
 //! ConfigMap, Secret, DeleteOptions, the RBAC kinds `kubectl create
-//! role|clusterrole|rolebinding|clusterrolebinding` sends, and the specs of what `kubectl auth` and
+//! role|clusterrole|rolebinding|clusterrolebinding` sends, the specs of what `kubectl auth` and
 //! `kubectl create token` send (SelfSubjectAccessReview, SelfSubjectRulesReview,
-//! SelfSubjectReview, TokenRequest). Other kinds get 415.
+//! SelfSubjectReview, TokenRequest), and Validating/MutatingWebhookConfigurations (what
+//! controller-runtime clients such as Landscaper's webhook server send). Other kinds get 415.
 
 use crate::status::ApiError;
 use serde_json::{Map, Value, json};
 
 const MAGIC: &[u8] = b"k8s\0";
+
+/// The webhook configuration kinds (a pattern).
+macro_rules! WEBHOOK_CONFIGS {
+    () => {
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"
+    };
+}
 
 #[derive(Debug)]
 enum Field<'a> {
@@ -119,10 +127,19 @@ fn object_meta(b: &[u8]) -> Option<Value> {
     let mut finalizers = Vec::new();
     for (n, f) in fields(b)? {
         match n {
-            1 => drop(m.insert("name".into(), json!(s(&f)?))),
-            2 => drop(m.insert("generateName".into(), json!(s(&f)?))),
-            3 => drop(m.insert("namespace".into(), json!(s(&f)?))),
-            6 => drop(m.insert("resourceVersion".into(), json!(s(&f)?))),
+            // Go's protobuf writes empty strings too; its JSON leaves them out.
+            1 | 2 | 3 | 6 => {
+                let key = match n {
+                    1 => "name",
+                    2 => "generateName",
+                    3 => "namespace",
+                    _ => "resourceVersion",
+                };
+                let v = s(&f)?;
+                if !v.is_empty() {
+                    m.insert(key.into(), json!(v));
+                }
+            }
             11 => {
                 let (k, v) = map_entry(&f, false)?;
                 labels.insert(k, v);
@@ -152,7 +169,7 @@ fn unsupported(what: &str) -> ApiError {
         415,
         "UnsupportedMediaType",
         format!(
-            "protobuf bodies are only supported for Namespace, ConfigMap, Secret and DeleteOptions (got {what}); send application/json"
+            "protobuf bodies are only supported for Namespace, ConfigMap, Secret, RBAC kinds, webhook configurations and DeleteOptions (got {what}); send application/json"
         ),
     )
 }
@@ -250,6 +267,10 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
                 obj["roleRef"] = string_fields(b, &names).ok_or_else(bad)?;
             }
             ("Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding", _, _) => {}
+            (WEBHOOK_CONFIGS!(), 2, Field::Bytes(b)) => {
+                push(&mut obj, "webhooks", webhook(&kind, b).ok_or_else(bad)?);
+            }
+            (WEBHOOK_CONFIGS!(), _, _) => {}
             (
                 "SelfSubjectAccessReview" | "SelfSubjectRulesReview" | "TokenRequest",
                 2,
@@ -275,6 +296,82 @@ pub fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
         obj["binaryData"] = Value::Object(binary);
     }
     Ok(obj)
+}
+
+/// An `admissionregistration/v1` ValidatingWebhook or MutatingWebhook, as controller-runtime's
+/// clients send them (Landscaper's webhook server registers itself so); `matchConditions` are
+/// left out.
+fn webhook(kind: &str, b: &[u8]) -> Option<Value> {
+    let mutating = kind == "MutatingWebhookConfiguration";
+    let mut w = json!({});
+    for (n, f) in fields(b)? {
+        match (n, &f) {
+            (1, _) => w["name"] = json!(s(&f)?),
+            (2, Field::Bytes(c)) => w["clientConfig"] = client_config(c)?,
+            (3, Field::Bytes(r)) => push(&mut w, "rules", rule_with_operations(r)?),
+            (4, _) => w["failurePolicy"] = json!(s(&f)?),
+            (5, Field::Bytes(sel)) => w["namespaceSelector"] = label_selector(sel)?,
+            (6, _) => w["sideEffects"] = json!(s(&f)?),
+            (7, Field::Varint(v)) => w["timeoutSeconds"] = json!(*v as i32),
+            (8, _) => push(&mut w, "admissionReviewVersions", json!(s(&f)?)),
+            (9, _) => w["matchPolicy"] = json!(s(&f)?),
+            (10, _) if mutating => w["reinvocationPolicy"] = json!(s(&f)?),
+            (10, Field::Bytes(sel)) | (11, Field::Bytes(sel)) if (n == 11) == mutating => {
+                w["objectSelector"] = label_selector(sel)?
+            }
+            _ => {}
+        }
+    }
+    Some(w)
+}
+
+/// A WebhookClientConfig: service (1: namespace, name, path, port), caBundle (2), url (3).
+fn client_config(b: &[u8]) -> Option<Value> {
+    let mut c = json!({});
+    for (n, f) in fields(b)? {
+        match (n, &f) {
+            (1, Field::Bytes(svc)) => {
+                let mut sv = json!({});
+                for (n, f) in fields(svc)? {
+                    match (n, &f) {
+                        (1, _) => sv["namespace"] = json!(s(&f)?),
+                        (2, _) => sv["name"] = json!(s(&f)?),
+                        (3, _) => sv["path"] = json!(s(&f)?),
+                        (4, Field::Varint(p)) => sv["port"] = json!(*p as i32),
+                        _ => {}
+                    }
+                }
+                c["service"] = sv;
+            }
+            (2, Field::Bytes(ca)) => c["caBundle"] = json!(base64(ca)),
+            (3, _) => c["url"] = json!(s(&f)?),
+            _ => {}
+        }
+    }
+    Some(c)
+}
+
+/// A RuleWithOperations: operations (1), rule (2: apiGroups, apiVersions, resources, scope).
+fn rule_with_operations(b: &[u8]) -> Option<Value> {
+    let mut r = json!({});
+    for (n, f) in fields(b)? {
+        match (n, &f) {
+            (1, _) => push(&mut r, "operations", json!(s(&f)?)),
+            (2, Field::Bytes(rule)) => {
+                for (n, f) in fields(rule)? {
+                    match n {
+                        1 => push(&mut r, "apiGroups", json!(s(&f)?)),
+                        2 => push(&mut r, "apiVersions", json!(s(&f)?)),
+                        3 => push(&mut r, "resources", json!(s(&f)?)),
+                        4 => r["scope"] = json!(s(&f)?),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(r)
 }
 
 /// Appends `v` to the array `obj[key]` (created if missing).
@@ -426,8 +523,15 @@ pub fn decode_delete_options(body: &[u8]) -> Result<Value, ApiError> {
 mod tests {
     use super::*;
 
+    /// A length-delimited field `n` (length as a varint).
     fn ld(n: u64, b: &[u8]) -> Vec<u8> {
-        let mut v = vec![(n << 3 | 2) as u8, b.len() as u8];
+        let mut v = vec![(n << 3 | 2) as u8];
+        let mut len = b.len();
+        while len >= 0x80 {
+            v.push((len & 0x7f) as u8 | 0x80);
+            len >>= 7;
+        }
+        v.push(len as u8);
         v.extend_from_slice(b);
         v
     }
@@ -457,6 +561,56 @@ mod tests {
         assert_eq!(base64(b"hi!?"), "aGkhPw==");
         assert!(decode_object(b"k8s\0\xff\xff").is_err());
         assert!(decode_object(b"nope").is_err());
+    }
+
+    #[test]
+    fn decodes_a_validating_webhook_configuration() {
+        let rule = ld(
+            2,
+            &[
+                ld(1, b"landscaper.gardener.cloud"),
+                ld(2, b"v1alpha1"),
+                ld(3, b"targets"),
+            ]
+            .concat(),
+        );
+        let cc = [ld(3, b"https://127.0.0.1:9443/x"), ld(2, b"hi!?")].concat();
+        let hook = [
+            ld(1, b"targets.validation.landscaper.gardener.cloud"),
+            ld(2, &cc),
+            ld(3, &[ld(1, b"CREATE"), ld(1, b"UPDATE"), rule].concat()),
+            ld(4, b"Fail"),
+            ld(6, b"None"),
+            vec![7 << 3, 10],
+            ld(8, b"v1"),
+            ld(10, &ld(1, &[ld(1, b"a"), ld(2, b"b")].concat())),
+        ]
+        .concat();
+        let vwc = [
+            ld(1, &ld(1, b"landscaper-validation-webhook")),
+            ld(2, &hook),
+        ]
+        .concat();
+        let tm = [
+            ld(1, b"admissionregistration.k8s.io/v1"),
+            ld(2, b"ValidatingWebhookConfiguration"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &vwc)].concat();
+        assert_eq!(
+            decode_object(&body).unwrap()["webhooks"],
+            json!([{
+                "name": "targets.validation.landscaper.gardener.cloud",
+                "clientConfig": {"url": "https://127.0.0.1:9443/x", "caBundle": "aGkhPw=="},
+                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["landscaper.gardener.cloud"],
+                    "apiVersions": ["v1alpha1"], "resources": ["targets"]}],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "timeoutSeconds": 10,
+                "admissionReviewVersions": ["v1"],
+                "objectSelector": {"matchLabels": {"a": "b"}},
+            }])
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::faults::{self, FaultConfig};
 use crate::status::ApiError;
-use crate::{auth, ops, persist, rbac, registry, store, tokens};
+use crate::{auth, ops, persist, rbac, registry, store, tokens, webhooks};
 
 /// Server options. `Default`: in memory, no faults.
 #[derive(Debug, Clone)]
@@ -119,6 +119,8 @@ pub(crate) struct Shared {
     pub(crate) audit_on: AtomicBool,
     pub(crate) audit: Mutex<Vec<AuditEntry>>,
     pub(crate) tokens: auth::Tokens,
+    /// The compiled ValidatingWebhookConfigurations (see [`webhooks`]).
+    pub(crate) webhooks: webhooks::Webhooks,
     pub(crate) opts: Options,
 }
 
@@ -189,6 +191,7 @@ impl ApiServer {
             audit_on: AtomicBool::new(false),
             audit: Mutex::new(Vec::new()),
             tokens: auth::Tokens::with_admin(opts.admin_token.clone()),
+            webhooks: webhooks::Webhooks::default(),
             opts,
         });
         if let Some(delay) = finalize_delay {

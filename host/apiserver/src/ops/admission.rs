@@ -1,5 +1,6 @@
 //! What a write must pass before it is stored: metadata shape, type checks, server-owned
-//! defaults, built-in or CRD-schema admission, and CRD validation.
+//! defaults, built-in or CRD-schema admission (webhook configurations' defaults and checks
+//! included), and CRD validation.
 //!
 //! Owns: [`Inner::admit`] and the helpers the write paths share. Must not touch: the store's
 //! contents (admission reads allocations, never writes).
@@ -11,6 +12,7 @@ use crate::registry::{self, CRD_KEY, NAMESPACE_KEY, ResourceType};
 use crate::schema::CrdSchemas;
 use crate::status::ApiError;
 use crate::store::{Inner, now, uid_of};
+use crate::webhooks;
 use serde_json::{Map, Value, json};
 
 pub(super) fn meta(v: &Value) -> Option<&Map<String, Value>> {
@@ -249,6 +251,9 @@ impl Inner {
         strict_fields: bool,
     ) -> Result<(), ApiError> {
         if !rt.crd {
+            if webhooks::is_webhook_configuration(rt) {
+                webhooks::admit_configuration(rt, obj)?;
+            }
             return builtin::admit(rt, obj, old, &StoreAllocations(self));
         }
         let Some(schemas) = self.schemas.get(&rt.key()) else {

@@ -1,7 +1,9 @@
 //! Create, update (main and `/status`) and patch: no-op writes are not written, `generation`
 //! bumps only on spec changes, status/spec separation, optimistic concurrency.
 //!
-//! Owns: [`Inner::create`], [`Inner::update`], [`Inner::patch`]. Must not touch: deletion
+//! Owns: [`Inner::create`], [`Inner::update`], [`Inner::patch`], and their last steps
+//! ([`Inner::commit_created`], [`Inner::commit_updated`]), which a write admitted by validating
+//! webhooks calls on its own (see [`crate::webhooks`]). Must not touch: deletion
 //! (that is `delete`, which an update that drops the last finalizer hands over to).
 
 use super::admission::{
@@ -87,9 +89,28 @@ impl Inner {
         if o.dry_run {
             return Ok(Arc::new(body));
         }
-        let obj = self.commit(rt, ns, &name, Some(body));
-        self.simulate_after(rt, ns, &name);
-        self.service_account_tokens_after(rt, ns, &name);
+        self.commit_created(rt, ns, &name, body)
+    }
+
+    /// Stores an object a create computed (and admitted) earlier: what may have changed since
+    /// is checked again (the namespace still takes new content, the name is still free), then
+    /// it is committed and what follows a create runs. [`Inner::create`] ends here; so does a
+    /// create that validating webhooks admitted while the store was unlocked
+    /// ([`crate::webhooks`]).
+    pub(crate) fn commit_created(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        body: Value,
+    ) -> Result<Obj, ApiError> {
+        self.namespace_accepts_new_content(rt, ns, name)?;
+        if self.lookup(&rt.key(), ns, name).is_some() {
+            return Err(ApiError::already_exists(&rt.group, &rt.plural, name));
+        }
+        let obj = self.commit(rt, ns, name, Some(body));
+        self.simulate_after(rt, ns, name);
+        self.service_account_tokens_after(rt, ns, name);
         Ok(obj)
     }
 
@@ -317,6 +338,22 @@ impl Inner {
         if o.dry_run {
             return Ok((Arc::new(new), true));
         }
+        Ok((self.commit_updated(rt, ns, name, new, status), true))
+    }
+
+    /// Stores the new state an update computed (and admitted) from the object as it is stored
+    /// now (the caller makes sure of that), then runs what follows an update: the simulator,
+    /// the token controller, or removal once the last finalizer of a deleted object is gone.
+    /// [`Inner::update`] and [`Inner::patch`] end here; so does an update that validating
+    /// webhooks admitted while the store was unlocked ([`crate::webhooks`]).
+    pub(crate) fn commit_updated(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        new: Value,
+        status: bool,
+    ) -> Obj {
         let terminating_done =
             new.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&new).is_empty();
         let obj = self.commit(rt, ns, name, Some(new));
@@ -326,11 +363,11 @@ impl Inner {
         }
         if terminating_done {
             if rt.key() == NAMESPACE_KEY && !self.namespace_is_empty(name) {
-                return Ok((obj, true));
+                return obj;
             }
             self.remove(rt, ns, name);
         }
-        Ok((obj, true))
+        obj
     }
 }
 

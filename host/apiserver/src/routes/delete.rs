@@ -1,7 +1,9 @@
-//! DELETE of one object and of a collection: DeleteOptions from body and query.
+//! DELETE of one object and of a collection (admitted by webhooks: `admitted`): DeleteOptions
+//! from body and query.
 //!
 //! Owns: [`delete_opts`]. Must not touch: the deletion semantics (`ops`).
 
+use super::admitted::Admission;
 use super::context::Ctx;
 use super::query::{Query, header_str, media_type};
 use crate::ops::{DeleteOpts, Deleted};
@@ -61,9 +63,14 @@ fn delete_opts(q: &Query, ct: &str, bytes: &[u8]) -> Result<DeleteOpts, ApiError
     })
 }
 
-pub(super) fn do_delete(c: &Ctx<'_>, name: &str, bytes: &[u8]) -> Result<Response, ApiError> {
+pub(super) async fn do_delete(
+    c: &Ctx<'_>,
+    adm: &Admission<'_>,
+    name: &str,
+    bytes: &[u8],
+) -> Result<Response, ApiError> {
     let d = delete_opts(c.q, header_str(c.headers, header::CONTENT_TYPE), bytes)?;
-    let res = c.api.shared.store.lock().delete(&c.rt, c.ns, name, &d)?;
+    let res = adm.delete(c.ns, name, &d).await?;
     Ok(match res {
         Deleted::Gone(obj) => {
             if !d.dry_run {
@@ -83,18 +90,15 @@ pub(super) fn do_delete(c: &Ctx<'_>, name: &str, bytes: &[u8]) -> Result<Respons
     })
 }
 
-pub(super) fn do_delete_collection(
+pub(super) async fn do_delete_collection(
     c: &Ctx<'_>,
+    adm: &Admission<'_>,
     ns: Option<&str>,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
     let d = delete_opts(c.q, header_str(c.headers, header::CONTENT_TYPE), bytes)?;
     let sel = c.selector()?;
-    let (items, rv) = {
-        let mut g = c.api.shared.store.lock();
-        let items = g.delete_collection(&c.rt, ns, &sel, &d)?;
-        (items, g.rv)
-    };
+    let (items, rv) = adm.delete_collection(ns, &sel, &d).await?;
     for o in &items {
         let name = o
             .pointer("/metadata/name")

@@ -7,11 +7,13 @@
 //! One file per step: `query` (query strings, headers), `access` (authentication, RBAC,
 //! escalation prevention), `body` (request bodies, rendering), `create_only` (reviews,
 //! TokenRequest), `resource` (a resource URL: type, verb, faults), `context` (what a resource
-//! handler knows), `read` (get, list, watch), `write` (create, update, patch) and `delete`.
+//! handler knows), `read` (get, list, watch), `write` (create, update, patch), `delete`, and
+//! `admitted` (writes validating admission webhooks admit: dry run, calls, commit).
 //!
 //! Must not touch: API semantics (that is `ops`, under the store lock).
 
 mod access;
+mod admitted;
 mod body;
 mod context;
 mod create_only;

@@ -6,6 +6,7 @@
 //! verb does (`read`, `write`, `delete`).
 
 use super::access::confirm_no_escalation;
+use super::admitted::Admission;
 use super::body::{decode_object, read_body};
 use super::context::Ctx;
 use super::delete::{do_delete, do_delete_collection};
@@ -243,7 +244,8 @@ fn context<'a>(
     })
 }
 
-/// A write verb: injected write faults, the body, escalation prevention, then the handler.
+/// A write verb: injected write faults, the body, escalation prevention, then the handler
+/// (which validating webhooks may have to admit).
 /// The outer `Err` is answered at once (refused before the write, so no injected timeout).
 async fn write(
     ctx: &Ctx<'_>,
@@ -267,11 +269,16 @@ async fn write(
     if t.verb == "patch" && !t.status_sub && api.shared.opts.rbac {
         confirm_no_escalation_on_patch(ctx, user, name, ct, &bytes)?;
     }
+    let adm = Admission {
+        c: ctx,
+        user,
+        sub: t.sub_name.unwrap_or(""),
+    };
     Ok(match t.verb {
-        "create" => do_create(ctx, ct, &bytes),
-        "update" => do_update(ctx, name, t.status_sub, ct, &bytes),
-        "patch" => do_patch(ctx, name, t.status_sub, ct, &bytes),
-        "delete" => do_delete(ctx, name, &bytes),
-        _ => do_delete_collection(ctx, t.ns, &bytes),
+        "create" => do_create(ctx, &adm, ct, &bytes).await,
+        "update" => do_update(ctx, &adm, name, t.status_sub, ct, &bytes).await,
+        "patch" => do_patch(ctx, &adm, name, t.status_sub, ct, &bytes).await,
+        "delete" => do_delete(ctx, &adm, name, &bytes).await,
+        _ => do_delete_collection(ctx, &adm, t.ns, &bytes).await,
     })
 }

@@ -1,8 +1,10 @@
-//! POST, PUT and PATCH of a resource, and escalation prevention for a PATCH.
+//! POST, PUT and PATCH of a resource (admitted by webhooks: `admitted`), and escalation
+//! prevention for a PATCH.
 //!
 //! Owns: patch media types and decoding. Must not touch: DELETE (`delete`).
 
 use super::access::confirm_no_escalation;
+use super::admitted::Admission;
 use super::body::{decode_object, parse_yaml};
 use super::context::Ctx;
 use super::query::media_type;
@@ -13,15 +15,15 @@ use crate::store::Obj;
 use axum::response::Response;
 use serde_json::Value;
 
-pub(super) fn do_create(c: &Ctx<'_>, ct: &str, bytes: &[u8]) -> Result<Response, ApiError> {
+pub(super) async fn do_create(
+    c: &Ctx<'_>,
+    adm: &Admission<'_>,
+    ct: &str,
+    bytes: &[u8],
+) -> Result<Response, ApiError> {
     let body = c.incoming(decode_object(ct, bytes)?);
     let o = c.write_opts();
-    let obj = c
-        .api
-        .shared
-        .store
-        .lock()
-        .create(&c.rt, c.version, c.ns, body, &o)?;
+    let obj = adm.create(body, &o).await?;
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -32,21 +34,34 @@ pub(super) fn do_create(c: &Ctx<'_>, ct: &str, bytes: &[u8]) -> Result<Response,
     Ok(c.respond(201, &obj))
 }
 
-pub(super) fn do_update(
+pub(super) async fn do_update(
     c: &Ctx<'_>,
+    adm: &Admission<'_>,
     name: &str,
     status: bool,
     ct: &str,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
-    let body = c.incoming(decode_object(ct, bytes)?);
+    let mut body = Some(c.incoming(decode_object(ct, bytes)?));
     let o = c.write_opts();
-    let (obj, changed) = c
-        .api
-        .shared
-        .store
-        .lock()
-        .update(&c.rt, c.version, c.ns, name, body, status, &o)?;
+    let (obj, changed, _) = adm
+        .update(name, status, "UpdateOptions", false, &o, |g, o, keep| {
+            let body = match keep {
+                true => body.clone(),
+                false => body.take(),
+            };
+            g.update(
+                &c.rt,
+                c.version,
+                c.ns,
+                name,
+                body.unwrap_or_default(),
+                status,
+                o,
+            )
+            .map(|(obj, changed)| (obj, changed, false))
+        })
+        .await?;
     if !o.dry_run {
         c.audit("update", name, status.then_some("status"), &obj, changed);
     }
@@ -94,15 +109,22 @@ pub(super) fn confirm_no_escalation_on_patch(
     confirm_no_escalation(c.api, user, &c.rt, c.ns, &new)
 }
 
-pub(super) fn do_patch(
+pub(super) async fn do_patch(
     c: &Ctx<'_>,
+    adm: &Admission<'_>,
     name: &str,
     status: bool,
     ct: &str,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
     let o = c.write_opts();
-    let (obj, changed, created) = patched(c, name, status, ct, bytes, &o)?;
+    let (kind, body) = patch_request(c, ct, bytes)?;
+    let may_create = kind == PatchKind::Apply && !status;
+    let (obj, changed, created) = adm
+        .update(name, status, "PatchOptions", may_create, &o, |g, o, _| {
+            g.patch(&c.rt, c.version, c.ns, name, kind, &body, status, o)
+        })
+        .await?;
     if !o.dry_run {
         c.audit(
             if created { "create" } else { "patch" },
@@ -115,7 +137,8 @@ pub(super) fn do_patch(
     Ok(c.respond(if created { 201 } else { 200 }, &obj))
 }
 
-/// Applies a patch request (committed unless `o.dry_run`): (object, changed, created).
+/// Applies a patch request with `o` and without webhooks — what escalation prevention does,
+/// as a dry run, to see what a patch would store: (object, changed, created).
 fn patched(
     c: &Ctx<'_>,
     name: &str,
@@ -124,6 +147,16 @@ fn patched(
     bytes: &[u8],
     o: &WriteOpts,
 ) -> Result<(Obj, bool, bool), ApiError> {
+    let (kind, body) = patch_request(c, ct, bytes)?;
+    c.api
+        .shared
+        .store
+        .lock()
+        .patch(&c.rt, c.version, c.ns, name, kind, &body, status, o)
+}
+
+/// The patch type a content type names, and the patch in the storage resource's terms.
+fn patch_request(c: &Ctx<'_>, ct: &str, bytes: &[u8]) -> Result<(PatchKind, Value), ApiError> {
     let kind = match media_type(ct).as_str() {
         "application/merge-patch+json" => PatchKind::Merge,
         "application/json-patch+json" => PatchKind::Json,
@@ -154,9 +187,5 @@ fn patched(
         (Some(v), _) => v.to_storage(&body),
         (None, _) => body,
     };
-    c.api
-        .shared
-        .store
-        .lock()
-        .patch(&c.rt, c.version, c.ns, name, kind, &body, status, o)
+    Ok((kind, body))
 }

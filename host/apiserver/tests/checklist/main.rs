@@ -19,6 +19,7 @@ mod service_account_tokens;
 mod simulate;
 mod status_subresource;
 mod watch;
+mod webhooks;
 
 use axum::body::Body;
 use embedded_apiserver::{ApiServer, Options};
