@@ -28,6 +28,7 @@ pub use attributes::Attributes;
 pub use default_roles::bootstrap_objects;
 pub use forbidden::{forbidden, forbidden_status};
 pub use policy::{Decision, Policy};
+pub(crate) use rules::strings;
 pub use rules::{PolicyRule, aggregated_rules, rule_allows};
 pub use users::{
     ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS, SYSTEM_MASTERS, UserInfo,

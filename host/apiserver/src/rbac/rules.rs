@@ -28,7 +28,8 @@ pub struct PolicyRule {
     pub non_resource_urls: Vec<String>,
 }
 
-fn strings(v: &Value, key: &str) -> Vec<String> {
+/// The strings of the array `key` of `v` (none when it is missing; non-strings skipped).
+pub(crate) fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
         .and_then(Value::as_array)
         .map(|a| {

@@ -40,17 +40,7 @@ pub(crate) struct Rule {
 
 impl Rule {
     pub(super) fn from_json(r: &Value) -> Rule {
-        let list = |k: &str| -> Vec<String> {
-            r.get(k)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let list = |k: &str| crate::rbac::strings(r, k);
         Rule {
             operations: list("operations"),
             groups: list("apiGroups"),

@@ -200,3 +200,42 @@ pub async fn with_widgets() -> (ApiServer, kube::Api<kube::api::DynamicObject>) 
 pub fn widget(name: &str, spec: Value) -> kube::api::DynamicObject {
     serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec})).unwrap()
 }
+
+/// One request with a bearer token (empty: none) and a JSON body.
+pub async fn call(
+    s: &ApiServer,
+    token: &str,
+    method: &str,
+    uri: &str,
+    body: Value,
+) -> (u16, Value) {
+    let auth = format!("Bearer {token}");
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    raw_with(
+        s,
+        method,
+        uri,
+        &[
+            ("authorization", if token.is_empty() { "" } else { &auth }),
+            ("content-type", "application/json"),
+        ],
+        &body,
+    )
+    .await
+}
+
+/// Who `token` is: a SelfSubjectReview (status code, answer).
+pub async fn who_am_i(s: &ApiServer, token: &str) -> (u16, Value) {
+    call(
+        s,
+        token,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        json!({}),
+    )
+    .await
+}

@@ -12,27 +12,6 @@ fn rbac_server() -> ApiServer {
     server_with(|o| o.rbac = true)
 }
 
-/// One request with a bearer token (empty: none) and a JSON body.
-async fn call(s: &ApiServer, token: &str, method: &str, uri: &str, body: Value) -> (u16, Value) {
-    let auth = format!("Bearer {token}");
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    raw_with(
-        s,
-        method,
-        uri,
-        &[
-            ("authorization", if token.is_empty() { "" } else { &auth }),
-            ("content-type", "application/json"),
-        ],
-        &body,
-    )
-    .await
-}
-
 /// ServiceAccount `ns/name` (created by the admin) and a token minted by TokenRequest.
 async fn service_account(s: &ApiServer, ns: &str, name: &str) -> String {
     if ns != "default" {
@@ -518,14 +497,7 @@ async fn token_requests_answer_as_the_api_server_and_tokens_die_with_their_accou
     .await;
     assert_eq!(code, 422, "{body}");
     // Who am I (SelfSubjectReview), and TokenReview.
-    let (code, me) = call(
-        &s,
-        &token,
-        "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        json!({}),
-    )
-    .await;
+    let (code, me) = who_am_i(&s, &token).await;
     assert_eq!(code, 201, "{me}");
     assert_eq!(
         me["status"]["userInfo"]["username"],

@@ -33,21 +33,6 @@ fn annotation(s: &Secret, key: &str) -> Option<String> {
     s.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
-/// One request through the router with a bearer token and a JSON body.
-async fn call(s: &ApiServer, token: &str, method: &str, uri: &str, body: Value) -> (u16, Value) {
-    let auth = format!("Bearer {token}");
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    let headers = [
-        ("authorization", auth.as_str()),
-        ("content-type", "application/json"),
-    ];
-    raw_with(s, method, uri, &headers, &body).await
-}
-
 /// Creates ServiceAccount `ns/sa` and a token Secret for it; the Secret as a GET right after
 /// the create sees it.
 async fn account_and_secret(client: &kube::Client, ns: &str, sa: &str) -> (ServiceAccount, Secret) {
@@ -215,14 +200,7 @@ async fn a_legacy_token_authenticates_as_its_service_account_until_its_secret_or
         "{}",
         e.message
     );
-    let (code, me) = call(
-        &s,
-        &token,
-        "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        json!({}),
-    )
-    .await;
+    let (code, me) = who_am_i(&s, &token).await;
     assert_eq!(code, 201, "{me}");
     assert_eq!(
         me["status"]["userInfo"],
@@ -323,14 +301,7 @@ async fn a_legacy_token_outlives_a_restart_as_its_secret_does() {
         token
     };
     let s = open();
-    let (code, me) = call(
-        &s,
-        &token,
-        "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        json!({}),
-    )
-    .await;
+    let (code, me) = who_am_i(&s, &token).await;
     assert_eq!(code, 201, "{me}");
     assert_eq!(
         me["status"]["userInfo"]["username"],

@@ -144,6 +144,26 @@ async fn configure(s: &ApiServer, name: &str, hooks: Vec<Value>) -> ValidatingWe
     api.create(&PostParams::default(), &vwc).await.unwrap()
 }
 
+/// Stores the configuration `config` with one webhook `name` for ConfigMap `ops`, calling
+/// `wh`'s `/validate`; `extra` is merged into the webhook.
+async fn configure_configmaps(
+    s: &ApiServer,
+    wh: &WebhookServer,
+    config: &str,
+    name: &str,
+    ops: &[&str],
+    extra: Value,
+) -> ValidatingWebhookConfiguration {
+    let hook = hook(
+        name,
+        &wh.url("/validate"),
+        &wh.ca_bundle,
+        configmap_rule(ops),
+        extra,
+    );
+    configure(s, config, vec![hook]).await
+}
+
 fn configmaps(s: &ApiServer, ns: &str) -> Api<ConfigMap> {
     Api::namespaced(s.client(), ns)
 }
@@ -283,18 +303,7 @@ async fn updates_patches_and_deletes_are_matched_by_operation() {
     let s = server();
     let wh = WebhookServer::start(&[]).await;
     let updates = "updates.validation.test.dev";
-    configure(
-        &s,
-        "updates",
-        vec![hook(
-            updates,
-            &wh.url("/validate"),
-            &wh.ca_bundle,
-            configmap_rule(&["UPDATE"]),
-            json!({}),
-        )],
-    )
-    .await;
+    configure_configmaps(&s, &wh, "updates", updates, &["UPDATE"], json!({})).await;
     let api = configmaps(&s, "default");
     // Not a CREATE rule: created although labelled.
     let created = api
@@ -341,18 +350,7 @@ async fn updates_patches_and_deletes_are_matched_by_operation() {
     assert!(wh.requests().is_empty());
 
     let deletes = "deletes.validation.test.dev";
-    configure(
-        &s,
-        "deletes",
-        vec![hook(
-            deletes,
-            &wh.url("/validate"),
-            &wh.ca_bundle,
-            configmap_rule(&["DELETE"]),
-            json!({}),
-        )],
-    )
-    .await;
+    configure_configmaps(&s, &wh, "deletes", deletes, &["DELETE"], json!({})).await;
     api.create(&PostParams::default(), &cm("z", &[("deny", "yes")]))
         .await
         .unwrap();
@@ -696,16 +694,13 @@ async fn a_hanging_webhook_is_cut_off_at_its_timeout_while_other_requests_are_se
 async fn a_write_raced_while_its_webhooks_are_called_starts_over() {
     let s = server();
     let wh = WebhookServer::start(&[]).await;
-    configure(
+    configure_configmaps(
         &s,
+        &wh,
         "updates",
-        vec![hook(
-            "updates.validation.test.dev",
-            &wh.url("/validate"),
-            &wh.ca_bundle,
-            configmap_rule(&["UPDATE"]),
-            json!({}),
-        )],
+        "updates.validation.test.dev",
+        &["UPDATE"],
+        json!({}),
     )
     .await;
     let api = configmaps(&s, "default");
@@ -766,18 +761,7 @@ async fn dry_runs_and_server_side_apply_are_sent_as_such() {
     let s = server();
     let wh = WebhookServer::start(&[]).await;
     let name = "configmaps.validation.test.dev";
-    configure(
-        &s,
-        "all",
-        vec![hook(
-            name,
-            &wh.url("/validate"),
-            &wh.ca_bundle,
-            configmap_rule(&["*"]),
-            json!({}),
-        )],
-    )
-    .await;
+    configure_configmaps(&s, &wh, "all", name, &["*"], json!({})).await;
     let api = configmaps(&s, "default");
     let dry = PostParams {
         dry_run: true,
