@@ -450,9 +450,11 @@ async fn given_dead_endpoints_beside_healthy_items_then_the_healthy_ones_are_as_
         "healthy p99 alone: {:?}, beside dead endpoints (3 rounds): {beside:?}",
         p99(&alone)
     );
+    // A healthy item held behind a dead endpoint would wait for its 5 s deadline; 250 ms over
+    // 1.5 × alone is scheduling noise of the other stories running beside this one.
     assert!(
-        beside[1].as_secs_f64() <= 1.5 * p99(&alone).as_secs_f64(),
-        "healthy p99 beside dead endpoints {:?} > 1.5 × alone {:?}",
+        beside[1].as_secs_f64() <= 1.5 * p99(&alone).as_secs_f64() + 0.25,
+        "healthy p99 beside dead endpoints {:?} > 1.5 × alone {:?} + 250 ms",
         beside[1],
         p99(&alone)
     );
