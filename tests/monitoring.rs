@@ -769,7 +769,19 @@ async fn given_a_host_scraped_by_prometheus_then_every_dashboard_query_has_data_
     .await;
     assert_eq!(served.len(), 1, "{served:?}");
     traffic.await.unwrap();
-    // Then every query of every dashboard panel returns data,
+    // Then the jobs count by type and final phase, failed ones apart, each with its duration;
+    // the items count by phase; the plugin calls that failed count by reason;
+    for query in [
+        r#"wasm_deployer_jobs_finished_total{type="landscaper.gardener.cloud/mock",phase="Succeeded"} > 0 and on() wasm_deployer_jobs_finished_total{type="landscaper.gardener.cloud/mock",phase="Failed"} > 0"#,
+        r#"wasm_deployer_job_duration_seconds_count{type="landscaper.gardener.cloud/mock"} > 0"#,
+        r#"wasm_deployer_items{type="landscaper.gardener.cloud/mock",phase="Failed"} > 0"#,
+        r#"wasm_deployer_plugin_call_failures_total{type="landscaper.gardener.cloud/kubernetes-manifest"} > 0"#,
+        "process_resident_memory_bytes > 1e6 and on() process_open_fds > 5",
+    ] {
+        let series = until_data(&prom, query, Duration::from_secs(30)).await;
+        eprintln!("{query}: {series:?}");
+    }
+    // and every query of every dashboard panel returns data,
     for (title, _, expr) in dashboard_queries() {
         let series = until_data(&prom, &as_prometheus_query(&expr), Duration::from_secs(30)).await;
         eprintln!("{title}: {expr}: {} series", series.len());

@@ -12,11 +12,26 @@ pub fn now() -> String {
         .to_string()
 }
 
+/// Seconds from a Kubernetes timestamp to now (`None`: not a timestamp, or in the future).
+pub fn seconds_since(timestamp: &str) -> Option<f64> {
+    let then: jiff::Timestamp = timestamp.parse().ok()?;
+    let secs = jiff::Timestamp::now().duration_since(then).as_secs_f64();
+    (secs >= 0.0).then_some(secs)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn now_has_whole_seconds_and_utc() {
         let n = super::now();
         assert!(n.ends_with('Z') && !n.contains('.'), "{n}");
+    }
+
+    #[test]
+    fn seconds_since_a_past_timestamp_and_none_for_garbage_or_the_future() {
+        let s = super::seconds_since("2020-01-01T00:00:00Z").unwrap();
+        assert!(s > 1e8, "{s}");
+        assert_eq!(super::seconds_since("yesterday"), None);
+        assert_eq!(super::seconds_since("2999-01-01T00:00:00Z"), None);
     }
 }

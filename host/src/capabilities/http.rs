@@ -11,7 +11,7 @@
 //! touch: sending (`plugin_runtime`'s `capabilities::http` does it, with the host's limits).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -24,6 +24,7 @@ use serde::Deserialize;
 use super::secondary_targets::secret_ref_data;
 use crate::contract::target;
 use crate::landscaper::{GoDuration, Target, parse_go_duration};
+use crate::metrics::family::{Counters, Histograms};
 
 /// The Target type that names an HTTP API.
 pub const HTTP_API_TARGET_TYPE: &str = "wasm-deployer.dev/http-api";
@@ -555,92 +556,58 @@ const BUCKETS: [f64; 11] = [
 const MAX_SERIES: usize = 1000;
 
 /// Plugins' HTTP requests, for `/metrics`.
-#[derive(Default)]
 pub struct HttpStats {
-    inner: Mutex<StatsInner>,
+    requests: Counters<3>,
+    durations: Histograms<2>,
 }
 
-#[derive(Default)]
-struct StatsInner {
-    /// (plugin, host, code or outcome) → requests.
-    requests: BTreeMap<(String, String, String), u64>,
-    /// (plugin, host) → bucket counts, sum of seconds, count.
-    durations: BTreeMap<(String, String), ([u64; BUCKETS.len()], f64, u64)>,
+impl Default for HttpStats {
+    fn default() -> Self {
+        Self {
+            requests: Counters::new(
+                "wasm_deployer_plugin_http_requests_total",
+                "Plugins' outgoing HTTP requests, by plugin, host and status code (or denied, refused, timeout, tls, dns, error).",
+                ["plugin", "host", "code"],
+            ),
+            durations: Histograms::new(
+                "wasm_deployer_plugin_http_request_duration_seconds",
+                "From a plugin's send to the response headers (or the failure).",
+                ["plugin", "host"],
+                &BUCKETS,
+            ),
+        }
+    }
 }
 
 impl HttpStats {
     pub fn observe(&self, o: &HttpObservation<'_>) {
-        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let pair = (o.plugin.to_string(), o.host.to_string());
-        let host = if s.durations.contains_key(&pair) || s.durations.len() < MAX_SERIES {
-            o.host.to_string()
-        } else {
-            "other".to_string()
-        };
+        let host =
+            if self.durations.contains([o.plugin, o.host]) || self.durations.len() < MAX_SERIES {
+                o.host
+            } else {
+                "other"
+            };
         let code = o
             .status
             .map_or_else(|| o.outcome.to_string(), |c| c.to_string());
-        *s.requests
-            .entry((o.plugin.to_string(), host.clone(), code))
-            .or_default() += 1;
-        let secs = o.duration.as_secs_f64();
-        let entry =
-            s.durations
-                .entry((o.plugin.to_string(), host))
-                .or_insert(([0; BUCKETS.len()], 0.0, 0));
-        for (i, upper) in BUCKETS.iter().enumerate() {
-            if secs <= *upper {
-                entry.0[i] += 1;
-            }
-        }
-        entry.1 += secs;
-        entry.2 += 1;
+        self.requests.inc([o.plugin, host, &code]);
+        self.durations
+            .observe([o.plugin, host], o.duration.as_secs_f64());
     }
 
     /// `wasm_deployer_plugin_http_requests_total{plugin,host,code}` and the histogram
     /// `wasm_deployer_plugin_http_request_duration_seconds{plugin,host}`.
     pub fn render(&self) -> String {
-        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = String::from(
-            "# HELP wasm_deployer_plugin_http_requests_total Plugins' outgoing HTTP requests, by plugin, host and status code (or denied, refused, timeout, tls, dns, error).\n# TYPE wasm_deployer_plugin_http_requests_total counter\n",
-        );
-        for ((plugin, host, code), n) in &s.requests {
-            out.push_str(&format!(
-                "wasm_deployer_plugin_http_requests_total{{plugin=\"{}\",host=\"{}\",code=\"{code}\"}} {n}\n",
-                escape(plugin),
-                escape(host)
-            ));
-        }
-        out.push_str("# HELP wasm_deployer_plugin_http_request_duration_seconds From a plugin's send to the response headers (or the failure).\n# TYPE wasm_deployer_plugin_http_request_duration_seconds histogram\n");
-        for ((plugin, host), (buckets, sum, count)) in &s.durations {
-            let labels = format!("plugin=\"{}\",host=\"{}\"", escape(plugin), escape(host));
-            for (upper, n) in BUCKETS.iter().zip(buckets) {
-                out.push_str(&format!(
-                    "wasm_deployer_plugin_http_request_duration_seconds_bucket{{{labels},le=\"{upper}\"}} {n}\n"
-                ));
-            }
-            out.push_str(&format!(
-                "wasm_deployer_plugin_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}\nwasm_deployer_plugin_http_request_duration_seconds_sum{{{labels}}} {sum}\nwasm_deployer_plugin_http_request_duration_seconds_count{{{labels}}} {count}\n"
-            ));
-        }
+        let mut out = String::new();
+        self.requests.render(&mut out);
+        self.durations.render(&mut out);
         out
     }
 
     /// Requests counted for `plugin` with `code` (tests).
     pub fn count(&self, plugin: &str, code: &str) -> u64 {
-        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        s.requests
-            .iter()
-            .filter(|((p, _, c), _)| p == plugin && c == code)
-            .map(|(_, n)| n)
-            .sum()
+        self.requests.sum(|[p, _, c]| p == plugin && c == code)
     }
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

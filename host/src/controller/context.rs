@@ -9,6 +9,7 @@
 //! Owns: construction from the host configuration. Must not touch: the reconcile flow
 //! (`reconcile`), the controller loop (`super::run`).
 
+use crate::metrics::family::{Counters, Histograms};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -124,8 +125,8 @@ impl Context {
     }
 }
 
-/// Counters exposed for tests, benchmarks and logs.
-#[derive(Default, Debug)]
+/// Counters exposed for tests, benchmarks, logs and `/metrics` (`crate::metrics`).
+#[derive(Debug)]
 pub struct Stats {
     pub reconciles: AtomicU64,
     pub jobs_finished: AtomicU64,
@@ -136,6 +137,61 @@ pub struct Stats {
     pub reapplies: AtomicU64,
     /// The controller's watch has listed every DeployItem once (`/readyz`).
     pub watch_synced: std::sync::atomic::AtomicBool,
+    /// Errors of the DeployItem watch: each ends the watch, which starts again.
+    pub watch_restarts: AtomicU64,
+    /// Finished jobs by DeployItem type and final phase (`Deleted`: the item went).
+    pub jobs: Counters<2>,
+    /// From `transitionTimes.initTime` to the write that finished the job, by type.
+    pub job_durations: Histograms<1>,
+    /// Plugin invocations by type and operation (reconcile, delete), failed or not.
+    pub plugin_call_durations: Histograms<2>,
+    /// Plugin invocations that returned an error, by type, operation and the error's reason.
+    pub plugin_call_failures: Counters<3>,
+}
+
+/// Upper bounds of the job-duration histogram, in seconds (a job may run for its timeout).
+const JOB_SECONDS: [f64; 12] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1200.0,
+];
+/// Upper bounds of the plugin-invocation histogram, in seconds.
+const PLUGIN_CALL_SECONDS: [f64; 11] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            reconciles: AtomicU64::new(0),
+            jobs_finished: AtomicU64::new(0),
+            plugin_calls: AtomicU64::new(0),
+            hook_stages: AtomicU64::new(0),
+            reapplies: AtomicU64::new(0),
+            watch_synced: Default::default(),
+            watch_restarts: AtomicU64::new(0),
+            jobs: Counters::new(
+                "wasm_deployer_jobs_finished_total",
+                "Jobs finished (final phase and jobIDFinished written), by DeployItem type and phase; phase Deleted: the item was deleted.",
+                ["type", "phase"],
+            ),
+            job_durations: Histograms::new(
+                "wasm_deployer_job_duration_seconds",
+                "From a job's transitionTimes.initTime to the write that finished it, by DeployItem type.",
+                ["type"],
+                &JOB_SECONDS,
+            ),
+            plugin_call_durations: Histograms::new(
+                "wasm_deployer_plugin_call_duration_seconds",
+                "Plugin invocations (the call into the plugin, host capabilities included), by DeployItem type and operation.",
+                ["type", "operation"],
+                &PLUGIN_CALL_SECONDS,
+            ),
+            plugin_call_failures: Counters::new(
+                "wasm_deployer_plugin_call_failures_total",
+                "Plugin invocations that returned an error, by DeployItem type, operation and reason (PluginTrapped, PluginDeadlineExceeded, PluginMemoryLimitExceeded, or the plugin's own).",
+                ["type", "operation", "reason"],
+            ),
+        }
+    }
 }
 
 impl Stats {

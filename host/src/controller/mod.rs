@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -118,9 +118,11 @@ fn controller_for<K: WatchedItem>(api: Api<K>, ctx: &Arc<Context>) -> Controller
     let reader = writer.as_reader();
     let ctx = ctx.clone();
     let items = watcher(api, watcher::Config::default())
-        .inspect_ok(move |event| {
-            if let watcher::Event::Delete(item) = event {
-                ctx.memory.forget(item.meta());
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Delete(item)) => ctx.memory.forget(item.meta()),
+            Ok(_) => {}
+            Err(_) => {
+                ctx.stats.watch_restarts.fetch_add(1, Ordering::Relaxed);
             }
         })
         .reflect(writer)

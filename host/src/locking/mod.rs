@@ -77,6 +77,7 @@ pub struct Locker {
     config: LockConfig,
     pods: PodCache,
     unlock_failures: AtomicU64,
+    conflicts: AtomicU64,
 }
 
 /// How long [`Locker::unlock`] retries transient failures.
@@ -104,6 +105,7 @@ impl Locker {
             config,
             pods,
             unlock_failures: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
         }
     }
 
@@ -116,8 +118,22 @@ impl Locker {
         format!("{}-{}", self.config.prefix, uid)
     }
 
-    /// Tries to lock the DeployItem `name` (with `uid`) in `namespace`.
+    /// Tries to lock the DeployItem `name` (with `uid`) in `namespace`; a lock another
+    /// controller holds counts as a conflict ([`Self::conflicts`]).
     pub async fn lock(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<LockOutcome, kube::Error> {
+        let outcome = self.try_lock(namespace, name, uid).await?;
+        if matches!(outcome, LockOutcome::NotLocked) {
+            self.conflicts.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(outcome)
+    }
+
+    async fn try_lock(
         &self,
         namespace: &str,
         name: &str,
@@ -278,6 +294,11 @@ impl Locker {
     /// Locks this replica could not release (after retries): each is a warning in the log.
     pub fn unlock_failures(&self) -> u64 {
         self.unlock_failures.load(Ordering::Relaxed)
+    }
+
+    /// Lock attempts refused because another controller held the item.
+    pub fn conflicts(&self) -> u64 {
+        self.conflicts.load(Ordering::Relaxed)
     }
 
     async fn owner_alive(&self, pod: &str) -> Result<bool, kube::Error> {

@@ -1,6 +1,11 @@
 //! A small Prometheus text endpoint (`--metrics-listen`): worker threads in use, reconciles,
-//! finished jobs and plugin calls of this replica, its Target-cluster clients and connections, plus `/healthz`, `/livez` (the process
+//! jobs by type and phase with their durations, plugin calls with their durations and failures,
+//! items by phase, locks, the watch, Target-cluster clients and connections, plugins' HTTP, the
+//! process (`process_*`), plus `/healthz`, `/livez` (the process
 //! answers) and `/readyz` (the DeployItem watch has synced).
+
+pub mod family;
+mod process;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,12 +47,6 @@ pub fn render(ctx: &Context) -> String {
         s.reconciles.load(Ordering::Relaxed),
     );
     metric(
-        "wasm_deployer_jobs_finished_total",
-        "counter",
-        "Jobs finished (final phase and jobIDFinished written, or item deleted).",
-        s.jobs_finished.load(Ordering::Relaxed),
-    );
-    metric(
         "wasm_deployer_plugin_calls_total",
         "counter",
         "Plugin invocations.",
@@ -64,6 +63,20 @@ pub fn render(ctx: &Context) -> String {
         "counter",
         "Re-applies of finished items forced by a ShouldReconcile hook (continuous reconcile).",
         s.reapplies.load(Ordering::Relaxed),
+    );
+    metric(
+        "wasm_deployer_watch_restarts_total",
+        "counter",
+        "Errors of the DeployItem watch (each ends the watch, which starts again).",
+        s.watch_restarts.load(Ordering::Relaxed),
+    );
+    metric(
+        "wasm_deployer_lock_conflicts_total",
+        "counter",
+        "SyncObject locks this replica did not get because another controller holds the item.",
+        ctx.locker
+            .as_ref()
+            .map_or(0, crate::locking::Locker::conflicts),
     );
     metric(
         "wasm_deployer_unlock_failures_total",
@@ -116,8 +129,26 @@ pub fn render(ctx: &Context) -> String {
             "wasm_deployer_target_clients_released_total{{reason=\"{why}\"}} {n}\n"
         ));
     }
-    out.push_str(&ctx.http.stats.render());
+    render_families(ctx, &mut out);
     out
+}
+
+/// The labelled families (jobs, plugin calls, items by phase, plugins' HTTP) and the process.
+fn render_families(ctx: &Context, out: &mut String) {
+    let s = &ctx.stats;
+    s.jobs.render(out);
+    s.job_durations.render(out);
+    s.plugin_call_durations.render(out);
+    s.plugin_call_failures.render(out);
+    family::render_gauges(
+        out,
+        "wasm_deployer_items",
+        "DeployItems of this host's types by phase, as this replica last read or wrote them since it started.",
+        ["type", "phase"],
+        ctx.memory.phases(),
+    );
+    out.push_str(&ctx.http.stats.render());
+    process::render(out);
 }
 
 /// Plugin delivery's metrics: `plugin_load_total{result}` and `plugin_info{name,version,digest}`

@@ -8,7 +8,9 @@
 //! - [`own_writes`]: the objects this host's last writes returned (so the events of those
 //!   writes need no read), and the items whose last write conflicted (so a watch copy of them
 //!   is not trusted until the item is read);
-//! - [`backoff`]: the failures in a row of items whose reconcile aborted with an error.
+//! - [`backoff`]: the failures in a row of items whose reconcile aborted with an error;
+//! - [`observed`]: each item's type and phase as last read or written, and when this host picked
+//!   up its open job (for `/metrics`, never for a decision).
 //!
 //! The vocabulary: [`ItemMemory::settled`] (does this event need nothing?),
 //! [`ItemMemory::fresh_copy`] (an object of the item as new as this host knows it, without a
@@ -20,6 +22,7 @@
 //! contract (`crate::contract`), the API server, the watch's store.
 
 mod backoff;
+mod observed;
 mod own_writes;
 mod settled;
 
@@ -29,6 +32,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::landscaper::DeployItem;
 use backoff::Backoff;
+use observed::ObservedItems;
 use own_writes::OwnWrites;
 use settled::SettledItems;
 
@@ -38,6 +42,7 @@ pub struct ItemMemory {
     settled: SettledItems,
     own_writes: OwnWrites,
     backoff: Backoff,
+    observed: ObservedItems,
 }
 
 impl Default for ItemMemory {
@@ -46,6 +51,7 @@ impl Default for ItemMemory {
             settled: SettledItems::default(),
             own_writes: OwnWrites::new(),
             backoff: Backoff::default(),
+            observed: ObservedItems::default(),
         }
     }
 }
@@ -119,6 +125,30 @@ impl ItemMemory {
     /// The item was read from the server: whatever it is decided on now is current.
     pub fn read_from_server(&self, item: &DeployItem) {
         self.own_writes.read(uid(&item.metadata));
+        self.observe(item);
+    }
+
+    fn observe(&self, item: &DeployItem) {
+        let phase = item.status.as_ref().map_or("", |s| s.phase.as_str());
+        self.observed
+            .saw(uid(&item.metadata), &item.spec.type_, phase);
+    }
+
+    /// This host picked up the item's job (its pickup write returned `item`).
+    pub fn job_started(&self, item: &DeployItem) {
+        self.observed
+            .job_started(uid(&item.metadata), &item.status().job_id);
+    }
+
+    /// Seconds since this host picked up the item's (now finished) job, if it did.
+    pub fn job_finished(&self, item: &DeployItem) -> Option<f64> {
+        self.observed
+            .job_finished(uid(&item.metadata), &item.status().job_id)
+    }
+
+    /// Items by (type, phase) as this host last read or wrote them (`/metrics`).
+    pub fn phases(&self) -> Vec<([String; 2], u64)> {
+        self.observed.by_phase()
     }
 
     /// The item's job is finished at its resourceVersion: its next unchanged event is free.
@@ -136,6 +166,7 @@ impl ItemMemory {
     /// This host wrote the item and the API server returned `written`.
     pub fn wrote(&self, written: &DeployItem) {
         self.own_writes.remember(written);
+        self.observe(written);
     }
 
     /// A write of the item conflicted (409): someone else wrote it since the version it was
@@ -159,6 +190,7 @@ impl ItemMemory {
         let uid = uid(meta);
         self.settled.remove(uid);
         self.own_writes.forget(uid);
+        self.observed.remove(uid);
         self.backoff.succeeded(&item_key(meta));
     }
 

@@ -61,6 +61,7 @@ impl ItemCtx {
                 }
             }
             self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+            self.ctx.stats.jobs.inc([&self.deploy_item_type, "Deleted"]);
             tracing::info!("deleted");
             self.end_hooks(&item, target.object.as_ref(), &mut acc)
                 .await;
@@ -87,6 +88,19 @@ impl ItemCtx {
         self.ctx.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
         self.ctx.memory.settle(item);
         let s = item.status();
+        let stats = &self.ctx.stats;
+        stats.jobs.inc([&self.deploy_item_type, s.phase.as_str()]);
+        // Timed from this host's pickup; a job another replica (or an earlier run of this
+        // host) picked up is timed from its initTime, which has whole seconds.
+        let duration = self.ctx.memory.job_finished(item).or_else(|| {
+            s.transition_times
+                .as_ref()
+                .and_then(|t| t.init_time.as_deref())
+                .and_then(crate::clock::seconds_since)
+        });
+        if let Some(secs) = duration {
+            stats.job_durations.observe([&self.deploy_item_type], secs);
+        }
         tracing::info!(phase = %s.phase, "job finished");
         let note = format!("job {} finished with phase {}", s.job_id, s.phase);
         if s.phase.is_failed() {

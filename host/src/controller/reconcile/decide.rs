@@ -146,6 +146,7 @@ impl ItemCtx {
         step::start_job(&mut s, generation, &deployer, deleting, &now());
         item.status = Some(s);
         let item = self.write_status(&item).await?;
+        self.ctx.memory.job_started(&item);
         let s = item.status();
         tracing::Span::current().record("phase", tracing::field::display(&s.phase));
         tracing::info!("picked up job");

@@ -208,11 +208,23 @@ impl ItemCtx {
                 ),
         );
         self.ctx.stats.plugin_calls.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let answer = if call == Call::Delete {
             self.plugin.delete(invocation, services.clone()).await
         } else {
             self.plugin.reconcile(invocation, services.clone()).await
         };
+        let stats = &self.ctx.stats;
+        let labels = [self.deploy_item_type.as_str(), call.operation()];
+        stats
+            .plugin_call_durations
+            .observe(labels, started.elapsed().as_secs_f64());
+        if let Err(e) = &answer {
+            let [kind, operation] = labels;
+            stats
+                .plugin_call_failures
+                .inc([kind, operation, failure_reason(&e.reason)]);
+        }
         match answer {
             Ok(response) => {
                 step::check_response(&response, call)?;
@@ -349,5 +361,21 @@ impl ItemCtx {
             self.plugin.description().name,
             if deleting { "delete" } else { "reconcile" }
         )
+    }
+}
+
+/// The `reason` label of a failed plugin call: the error's reason, bounded so a plugin that
+/// invents reasons cannot grow the host's metrics (`Other` past 64 characters or with spaces).
+fn failure_reason(reason: &str) -> &str {
+    if reason.is_empty() {
+        "Reconcile"
+    } else if reason.len() > 64
+        || !reason
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        "Other"
+    } else {
+        reason
     }
 }
