@@ -82,10 +82,8 @@ fn pods() -> &'static Pods {
         // SAFETY: registering a plain `extern "C"` function that only touches a static.
         unsafe { libc::atexit(stop_registry) };
         if std::env::var_os("CONTAINERS_CONF").is_none() {
-            // SAFETY: once, before any kubelet of this binary starts podman; the stories read no
-            // environment variable concurrently with it (this runs inside `get_or_init`, which
-            // every story passes through before its harness starts).
-            unsafe { std::env::set_var("CONTAINERS_CONF", podman.containers_conf()) };
+            // Not the process' environment: stories of other files run beside these.
+            deployer_host::dev::kubelet::podman::use_containers_conf(podman.containers_conf());
         }
         Pods::Podman {
             podman,
@@ -335,6 +333,40 @@ async fn given_a_container_item_when_reconciled_then_its_program_sees_the_inputs
     assert_eq!(spec["restartPolicy"], "Never");
     assert_eq!(spec["automountServiceAccountToken"], false);
     assert_eq!(spec["initContainers"][0]["image"], host_image());
+    // Each container's imageID names what ran: under podman the image's repository and the
+    // digest its registry serves (as containerd reports it), in processes `process://`.
+    let statuses = &p["status"]["containerStatuses"];
+    let main_id = statuses[0]["imageID"].as_str().unwrap();
+    match self::pods() {
+        Pods::Podman { shell, .. } => {
+            let (repository, tag) = shell.rsplit_once(':').unwrap();
+            // The registry's own word: the digest it answers the tag with.
+            let (registry, name) = repository.split_once('/').unwrap();
+            deployer_host::oci::install_crypto();
+            let served = reqwest::Client::new()
+                .head(format!("http://{registry}/v2/{name}/manifests/{tag}"))
+                .header(
+                    "Accept",
+                    "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json",
+                )
+                .send()
+                .await
+                .unwrap();
+            let digest = served.headers()["docker-content-digest"].to_str().unwrap();
+            assert_eq!(main_id, format!("{repository}@{digest}"));
+            let init_id = p["status"]["initContainerStatuses"][0]["imageID"]
+                .as_str()
+                .unwrap();
+            assert!(
+                init_id.starts_with(&format!(
+                    "{}@sha256:",
+                    host_image().rsplit_once(':').unwrap().0
+                )),
+                "{init_id}"
+            );
+        }
+        Pods::Process => assert_eq!(main_id, format!("process://{}", main_image())),
+    }
     assert_eq!(
         spec["containers"][1]["command"],
         json!(["deployer-host", "container", "wait"])

@@ -26,6 +26,10 @@ impl Drop for DevProcess {
 }
 
 fn start_dev(extra: &[&str]) -> DevProcess {
+    start_dev_with(extra, &[])
+}
+
+fn start_dev_with(extra: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> DevProcess {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let mut child = Command::new(env!("CARGO_BIN_EXE_deployer-host"))
@@ -34,6 +38,7 @@ fn start_dev(extra: &[&str]) -> DevProcess {
         .arg("--plugins")
         .arg(test_support::plugins_dir())
         .args(extra)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -78,8 +83,12 @@ fn run_kubectl(kubectl: &Path, kubeconfig: &Path, home: &Path, args: &[&str]) ->
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
 fn example() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/10-deployitem-mock.yaml")
+    examples().join("10-deployitem-mock.yaml")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,6 +287,114 @@ async fn dev_mode_installs_the_helm_example_as_a_release_and_uninstalls_it() {
             .unwrap()
             .items
             .is_empty()
+    );
+}
+
+/// The README's container example (`cargo xtask dev --pod-runtime podman`) as a new user runs
+/// it: dev mode under podman runs `examples/containers/` in real containers, init and wait from
+/// the host's image and main from the example's shell image, both in podman's storage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_podman_when_dev_mode_runs_the_container_example_then_it_succeeds_with_its_exports() {
+    skip_on_real!("dev mode serves its own embedded API server");
+    use k8s_openapi::api::core::v1::{Pod, Secret};
+    use kube::api::{Api, ListParams};
+    let Some(podman) = test_support::podman::Podman::get() else {
+        return;
+    };
+    let Some(host_image) = podman.host_image() else {
+        return;
+    };
+    // Given the images `cargo xtask dev --pod-runtime podman` puts into podman's storage,
+    let example = examples().join("containers/40-deployitem-container.yaml");
+    let text = std::fs::read_to_string(&example).unwrap();
+    let image = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("image: "))
+        .expect("the example names its image")
+        .to_string();
+    podman.build_shell_image(&image);
+    // when dev mode runs pods under podman and applies the example,
+    let dev = start_dev_with(
+        &[
+            "--run-pods",
+            "--pod-runtime",
+            "podman",
+            "--apply",
+            example.to_str().unwrap(),
+        ],
+        &[
+            ("DEPLOYER_HOST_IMAGE", host_image.as_ref()),
+            ("CONTAINERS_CONF", podman.containers_conf().as_os_str()),
+        ],
+    );
+    let kc = kube::config::Kubeconfig::read_from(&dev.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let items: Api<DeployItem> = Api::namespaced(client.clone(), "default");
+    let started = Instant::now();
+    let item = loop {
+        if let Some(item) = items.get_opt("hello-container").await.unwrap() {
+            let s = item.status();
+            if !s.job_id.is_empty() && s.job_id == s.job_id_finished {
+                break item;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "hello-container not finished"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    // then it succeeds, and its exports are what its program wrote;
+    let s = item.status();
+    assert_eq!(s.phase, Phase::Succeeded, "{s:?}");
+    let export = s.export_ref.expect("exportRef");
+    let secret = Api::<Secret>::namespaced(client.clone(), "default")
+        .get(&export.name)
+        .await
+        .unwrap();
+    let exports: serde_json::Value =
+        serde_json::from_slice(&secret.data.unwrap()["config"].0).unwrap();
+    assert_eq!(
+        exports,
+        serde_json::json!({"greeting": "hello from a container", "operation": "RECONCILE", "runs": 1})
+    );
+    // and its pod ran both images, each named by repository and digest.
+    let pods = Api::<Pod>::all(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let pod = pods
+        .items
+        .iter()
+        .find(|p| {
+            p.spec.as_ref().is_some_and(|s| {
+                s.containers
+                    .iter()
+                    .any(|c| c.image.as_deref() == Some(image.as_str()))
+            })
+        })
+        .expect("the item's pod");
+    let status = pod.status.clone().unwrap();
+    let digest = podman
+        .run(&["image", "inspect", "--format", "{{.Digest}}", &image])
+        .trim()
+        .to_string();
+    let (repository, _) = image.rsplit_once(':').unwrap();
+    assert_eq!(
+        status.container_statuses.unwrap()[0].image_id,
+        format!("{repository}@{digest}")
+    );
+    let init = &status.init_container_statuses.unwrap()[0];
+    assert!(
+        init.image_id.starts_with(&format!(
+            "{}@sha256:",
+            host_image.rsplit_once(':').unwrap().0
+        )),
+        "{}",
+        init.image_id
     );
 }
 

@@ -142,3 +142,95 @@ async fn given_the_host_and_its_plugins_when_the_image_is_built_and_pushed_then_
     let passwd = std::fs::read_to_string(unpacked.path().join("etc/passwd")).unwrap();
     assert!(passwd.contains("nonroot:x:65532:65532"), "{passwd}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_binary_per_architecture_when_pushed_then_the_tag_names_an_index_of_both_and_each_platform_resolves_to_its_own_image()
+ {
+    skip_on_real!("needs no API server");
+    let Some(registry) = test_support::registry::start_registry() else {
+        return;
+    };
+    // Given an x86_64 and an aarch64 binary (headers only: the layout is under test),
+    let dir = tempfile::tempdir().unwrap();
+    let (amd64, arm64) = (dir.path().join("amd64"), dir.path().join("arm64"));
+    std::fs::write(&amd64, test_support::elf_header(0x3e, false)).unwrap();
+    std::fs::write(&arm64, test_support::elf_header(0xb7, false)).unwrap();
+    let reference = format!("{}/wasm-deployer/deployer-host:multi", registry.addr);
+    // when one image build takes both and pushes,
+    let built = Command::new(host_binary())
+        .args(["image", "build", "--binary"])
+        .arg(&arm64)
+        .arg("--binary")
+        .arg(&amd64)
+        .arg("--plugins")
+        .arg(test_support::plugins_dir())
+        .args(["--push", &reference, "--plain-http"])
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let digest = String::from_utf8(built.stdout).unwrap().trim().to_string();
+
+    // then the registry answers the tag with an OCI image index of that digest,
+    let (host, repository) = reference.split_once('/').unwrap();
+    let (repository, tag) = repository.rsplit_once(':').unwrap();
+    oci::install_crypto();
+    let http = reqwest::Client::new();
+    let get = |what: String, accept: &'static str| {
+        let http = http.clone();
+        let url = format!("http://{host}/v2/{repository}/manifests/{what}");
+        async move {
+            let r = http.get(url).header("Accept", accept).send().await.unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            let digest = r.headers()["docker-content-digest"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            (digest, r.json::<Value>().await.unwrap())
+        }
+    };
+    let (served, index) = get(tag.to_string(), image::INDEX_MEDIA_TYPE).await;
+    assert_eq!(served, digest);
+    assert_eq!(index["mediaType"], image::INDEX_MEDIA_TYPE);
+    let manifests = index["manifests"].as_array().unwrap();
+    let platforms: Vec<&str> = manifests
+        .iter()
+        .map(|m| m["platform"]["architecture"].as_str().unwrap())
+        .collect();
+    assert_eq!(platforms, ["amd64", "arm64"]);
+    // and each platform's manifest, by its digest, is an image whose config names its
+    // architecture and whose binary layer holds that architecture's binary.
+    for (m, binary) in manifests.iter().zip([&amd64, &arm64]) {
+        let (served, manifest) = get(
+            m["digest"].as_str().unwrap().to_string(),
+            image::MANIFEST_MEDIA_TYPE,
+        )
+        .await;
+        assert_eq!(served, m["digest"].as_str().unwrap());
+        let blob = |digest: &str| {
+            let url = format!("http://{host}/v2/{repository}/blobs/{digest}");
+            let http = http.clone();
+            async move { http.get(url).send().await.unwrap().bytes().await.unwrap() }
+        };
+        let config: Value =
+            serde_json::from_slice(&blob(manifest["config"]["digest"].as_str().unwrap()).await)
+                .unwrap();
+        assert_eq!(config["architecture"], m["platform"]["architecture"]);
+        let layer = blob(manifest["layers"][1]["digest"].as_str().unwrap()).await;
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&layer[..]));
+        let mut found = false;
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            if entry.path().unwrap().to_str() == Some(BINARY_PATH) {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+                assert_eq!(bytes, std::fs::read(binary).unwrap());
+                found = true;
+            }
+        }
+        assert!(found, "no {BINARY_PATH} in the binary layer");
+    }
+}

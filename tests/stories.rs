@@ -1,6 +1,6 @@
 //! The host's stories, as one test binary: each module is one story file of `tests/`.
 //!
-//! One binary rather than one per file: each of the 37 linked ~170 MB (wasmtime, kube, the
+//! One binary rather than one per file: each of the 37 of them linked ~170 MB (wasmtime, kube, the
 //! embedded API server), 6 GB of test executables in all that filled a CI disk, and 37 links
 //! of it took minutes. Run one story file with its module path as the filter:
 //! `cargo test -p deployer-host --test stories locking::` (docs/ci.md).
@@ -29,6 +29,7 @@ mod manifest_features;
 mod manifest_secondary_targets;
 mod mock_deployer;
 mod monitoring;
+mod multiarch;
 mod native_deployer;
 mod ocm;
 mod plugin_cli;

@@ -187,6 +187,10 @@ pub struct PluginsConfig {
     pub verification: crate::plugin_sources::VerificationSpec,
     /// How often OCI tags are resolved again (and everything re-checked). Default `1m`.
     pub poll_interval: Option<String>,
+    /// Plugin instances that may live at once in the pooling allocator (address space reserved
+    /// up front: 4 GiB per memory). Default 256; 0 allocates each instance on demand, for hosts
+    /// whose address space is costly (user-mode emulation such as qemu-user, sandboxes).
+    pub instance_slots: Option<usize>,
 }
 
 impl HostConfig {

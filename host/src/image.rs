@@ -26,6 +26,7 @@ pub const USER_ID: u64 = 65532;
 pub const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
 const CA_BUNDLE_PATH: &str = "etc/ssl/certs/ca-certificates.crt";
 /// The image's default host configuration (`DEPLOYER_CONFIG`): the shipped plugins and caches
 /// under `/var/cache/wasm-deployer`, so `podman run IMAGE` serves without a `--config`. The
@@ -71,9 +72,19 @@ pub struct Layer {
 /// A built image: layers, config and manifest, ready to write or push.
 #[derive(Clone, Debug)]
 pub struct Image {
+    /// The OCI platform architecture of its binary (`amd64`, `arm64`).
+    pub architecture: &'static str,
     pub layers: Vec<Layer>,
     pub config: Vec<u8>,
     pub manifest: Vec<u8>,
+}
+
+/// Images of the same host for several platforms under one tag: an OCI image index (what
+/// `docker pull` / kubelet resolve to the node's platform).
+#[derive(Clone, Debug)]
+pub struct ImageIndex {
+    pub images: Vec<Image>,
+    pub index: Vec<u8>,
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -279,10 +290,127 @@ pub fn build(spec: &ImageSpec) -> anyhow::Result<Image> {
         "annotations": {"org.opencontainers.image.version": spec.version, "org.opencontainers.image.created": spec.created},
     });
     Ok(Image {
+        architecture: arch,
         layers,
         config,
         manifest: serde_json::to_vec(&manifest)?,
     })
+}
+
+/// Builds one image per binary (each binary's architecture read from its ELF header) and the
+/// index over them. Two binaries of the same architecture are refused.
+pub fn build_index(spec: &ImageSpec, binaries: &[PathBuf]) -> anyhow::Result<ImageIndex> {
+    let mut images: Vec<Image> = Vec::new();
+    for binary in binaries {
+        let image = build(&ImageSpec {
+            binary: binary.clone(),
+            ..spec.clone()
+        })?;
+        if images.iter().any(|i| i.architecture == image.architecture) {
+            bail!(
+                "two binaries for {} ({}); give one per architecture",
+                image.architecture,
+                binary.display()
+            );
+        }
+        images.push(image);
+    }
+    images.sort_by_key(|i| i.architecture);
+    let index = json!({
+        "schemaVersion": 2,
+        "mediaType": INDEX_MEDIA_TYPE,
+        "manifests": images.iter().map(|i| json!({
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "digest": i.digest(),
+            "size": i.manifest.len(),
+            "platform": {"architecture": i.architecture, "os": "linux"},
+        })).collect::<Vec<_>>(),
+        "annotations": {"org.opencontainers.image.version": spec.version, "org.opencontainers.image.created": spec.created},
+    });
+    Ok(ImageIndex {
+        images,
+        index: serde_json::to_vec(&index)?,
+    })
+}
+
+/// Writes the OCI layout's `oci-layout` and `index.json` (one entry, tagged `tag`).
+fn write_layout_index(
+    dir: &Path,
+    media_type: &str,
+    manifest: &[u8],
+    tag: &str,
+) -> anyhow::Result<()> {
+    std::fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#)?;
+    let index = json!({
+        "schemaVersion": 2,
+        "mediaType": INDEX_MEDIA_TYPE,
+        "manifests": [{
+            "mediaType": media_type,
+            "digest": sha256(manifest),
+            "size": manifest.len(),
+            "annotations": {"org.opencontainers.image.ref.name": tag},
+        }],
+    });
+    std::fs::write(dir.join("index.json"), serde_json::to_vec_pretty(&index)?)?;
+    Ok(())
+}
+
+impl ImageIndex {
+    /// `sha256:` of the index: what the tag names.
+    pub fn digest(&self) -> String {
+        sha256(&self.index)
+    }
+
+    /// Writes an OCI image layout whose tag names the index; every image's blobs beside it.
+    pub fn write_layout(&self, dir: &Path, tag: &str) -> anyhow::Result<()> {
+        for image in &self.images {
+            image.write_blobs(dir)?;
+        }
+        std::fs::write(
+            dir.join("blobs/sha256")
+                .join(self.digest().trim_start_matches("sha256:")),
+            &self.index,
+        )?;
+        write_layout_index(dir, INDEX_MEDIA_TYPE, &self.index, tag)
+    }
+
+    /// Pushes every image by digest, then the index under `reference`'s tag; returns the
+    /// index digest the registry reports.
+    pub async fn push(
+        &self,
+        reference: &str,
+        options: &oci::RegistryOptions,
+    ) -> anyhow::Result<String> {
+        let r = oci::parse(reference)?;
+        let (client, auth) = oci::client_for(&r, options);
+        client
+            .store_auth_if_needed(r.resolve_registry(), &auth)
+            .await;
+        for image in &self.images {
+            let at = r.clone_with_digest(image.digest());
+            for layer in &image.layers {
+                client
+                    .push_blob(&at, layer.gzip.clone(), &sha256(&layer.gzip))
+                    .await
+                    .with_context(|| {
+                        format!("pushing a layer of the {} image", image.architecture)
+                    })?;
+            }
+            client
+                .push_blob(&at, image.config.clone(), &sha256(&image.config))
+                .await
+                .with_context(|| format!("pushing the {} image's config", image.architecture))?;
+            client
+                .push_manifest_raw(&at, image.manifest.clone(), MANIFEST_MEDIA_TYPE.parse()?)
+                .await
+                .with_context(|| format!("pushing the {} image's manifest", image.architecture))?;
+        }
+        client
+            .push_manifest_raw(&r, self.index.clone(), INDEX_MEDIA_TYPE.parse()?)
+            .await
+            .with_context(|| format!("pushing the image index to {reference}"))?;
+        oci::resolve(reference, options).await
+    }
 }
 
 impl Image {
@@ -294,30 +422,25 @@ impl Image {
     /// Writes an OCI image layout (`oci-layout`, `index.json`, `blobs/sha256/…`) into `dir`,
     /// tagged `tag` (`org.opencontainers.image.ref.name`).
     pub fn write_layout(&self, dir: &Path, tag: &str) -> anyhow::Result<()> {
+        self.write_blobs(dir)?;
+        write_layout_index(dir, MANIFEST_MEDIA_TYPE, &self.manifest, tag)
+    }
+
+    /// Its layers, config and manifest into `dir/blobs/sha256/`.
+    fn write_blobs(&self, dir: &Path) -> anyhow::Result<()> {
         let blobs = dir.join("blobs/sha256");
         std::fs::create_dir_all(&blobs).with_context(|| format!("creating {}", blobs.display()))?;
-        let put = |bytes: &[u8]| -> anyhow::Result<()> {
-            let digest = sha256(bytes);
-            std::fs::write(blobs.join(digest.trim_start_matches("sha256:")), bytes)?;
-            Ok(())
-        };
-        for l in &self.layers {
-            put(&l.gzip)?;
+        for bytes in self
+            .layers
+            .iter()
+            .map(|l| &l.gzip[..])
+            .chain([&self.config[..], &self.manifest[..]])
+        {
+            std::fs::write(
+                blobs.join(sha256(bytes).trim_start_matches("sha256:")),
+                bytes,
+            )?;
         }
-        put(&self.config)?;
-        put(&self.manifest)?;
-        std::fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#)?;
-        let index = json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.index.v1+json",
-            "manifests": [{
-                "mediaType": MANIFEST_MEDIA_TYPE,
-                "digest": self.digest(),
-                "size": self.manifest.len(),
-                "annotations": {"org.opencontainers.image.ref.name": tag},
-            }],
-        });
-        std::fs::write(dir.join("index.json"), serde_json::to_vec_pretty(&index)?)?;
         Ok(())
     }
 
@@ -369,17 +492,7 @@ mod tests {
     use super::*;
 
     fn elf(machine: u16, interp: bool) -> Vec<u8> {
-        let mut b = vec![0u8; 64 + 56];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
-        b[5] = 1;
-        b[0x12..0x14].copy_from_slice(&machine.to_le_bytes());
-        b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
-        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
-        b[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
-        let p_type: u32 = if interp { 3 } else { 1 };
-        b[64..68].copy_from_slice(&p_type.to_le_bytes());
-        b
+        test_support::elf_header(machine, interp)
     }
 
     #[test]
@@ -440,5 +553,63 @@ mod tests {
         std::fs::write(&bin, elf(0x3e, true)).unwrap();
         let err = build(&spec).unwrap_err().to_string();
         assert!(err.contains("dynamically linked"), "{err}");
+    }
+
+    #[test]
+    fn two_architectures_make_one_index_that_a_layout_tags() {
+        let dir = tempfile::tempdir().unwrap();
+        let (amd, arm) = (dir.path().join("amd64"), dir.path().join("arm64"));
+        std::fs::write(&amd, elf(0x3e, false)).unwrap();
+        std::fs::write(&arm, elf(0xb7, false)).unwrap();
+        let spec = ImageSpec {
+            binary: amd.clone(),
+            plugins: vec![],
+            ca_bundle: None,
+            version: "0.1.0".into(),
+            created: "1970-01-01T00:00:00Z".into(),
+            allow_dynamic: false,
+        };
+        let index = build_index(&spec, &[arm.clone(), amd.clone()]).unwrap();
+        let json: Value = serde_json::from_slice(&index.index).unwrap();
+        assert_eq!(json["mediaType"], INDEX_MEDIA_TYPE);
+        let platforms: Vec<_> = json["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["platform"]["architecture"].as_str().unwrap(),
+                    m["digest"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(platforms.len(), 2);
+        assert_eq!(platforms[0], ("amd64", json!(index.images[0].digest())));
+        assert_eq!(platforms[1], ("arm64", json!(index.images[1].digest())));
+        let config = config_json(&index.images[1]).unwrap();
+        assert_eq!(config["architecture"], "arm64");
+        // The plugins and base layers are the same bytes for both: shared blobs.
+        assert_eq!(
+            index.images[0].layers[2].gzip,
+            index.images[1].layers[2].gzip
+        );
+
+        let out = dir.path().join("layout");
+        index.write_layout(&out, "0.1.0").unwrap();
+        let top: Value =
+            serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+        assert_eq!(top["manifests"][0]["mediaType"], INDEX_MEDIA_TYPE);
+        assert_eq!(top["manifests"][0]["digest"], json!(index.digest()));
+        for image in &index.images {
+            let blob = out
+                .join("blobs/sha256")
+                .join(image.digest().trim_start_matches("sha256:"));
+            assert_eq!(std::fs::read(blob).unwrap(), image.manifest);
+        }
+
+        let err = build_index(&spec, &[amd.clone(), amd])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("two binaries for amd64"), "{err}");
     }
 }

@@ -31,6 +31,9 @@ pub fn runtime_config(config: &HostConfig) -> anyhow::Result<RuntimeConfig> {
         default_limits: to_runtime_limits(base),
         ..Default::default()
     };
+    if let Some(slots) = config.plugins.instance_slots {
+        runtime.instance_slots = slots;
+    }
     for (name, l) in &config.plugins.per_plugin {
         runtime
             .plugin_limits
@@ -412,4 +415,20 @@ pub fn start_delivery(
     };
     let task = tokio::spawn(declarations.run(catalog.clone(), std::future::pending()));
     Ok((catalog, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_slots_default_to_the_runtimes_pool_and_zero_allocates_on_demand() {
+        let default: HostConfig = serde_yaml::from_str("{}").unwrap();
+        assert_eq!(
+            runtime_config(&default).unwrap().instance_slots,
+            RuntimeConfig::default().instance_slots
+        );
+        let on_demand: HostConfig = serde_yaml::from_str("plugins: {instanceSlots: 0}").unwrap();
+        assert_eq!(runtime_config(&on_demand).unwrap().instance_slots, 0);
+    }
 }

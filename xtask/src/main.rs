@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod house;
+mod image;
+
+use image::{dev_container_images, image};
 
 const WASM_TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "plugin";
@@ -24,7 +27,9 @@ const IMAGE_LAYOUT_DIR: &str = "oci-image";
 fn usage() -> ! {
     eprintln!(
         "usage: cargo xtask <command>\n\n\
-         \x20 dev [ARGS...]              build plugins and host, start `deployer-host dev --apply examples/`\n\
+         \x20 dev [ARGS...]              build plugins and host, start `deployer-host dev --apply examples/`;\n\
+         \x20                            with --pod-runtime podman also the host's and the example's images\n\
+         \x20                            in podman's storage, --run-pods, and examples/containers/\n\
          \x20 test [--backends embedded,real] [CARGO TEST ARGS...]\n\
          \x20                            build plugins, check the generated CRDs and house rules, then `cargo test --workspace`\n\
          \x20                            (embedded API server); `real` runs the host's stories again on a real\n\
@@ -34,9 +39,10 @@ fn usage() -> ! {
          \x20                            lines, import circles between a crate's files (`--check`: fail on any)\n\
          \x20 crds [--check]             write Landscaper's CRDs, generated from landscaper-model, into the\n\
          \x20                            chart (`--check`: fail if the chart's files differ)\n\
-         \x20 image [--push REF] [--plain-http] [--out DIR]\n\
-         \x20                            static host ({IMAGE_TARGET}) + plugins -> container image (OCI layout\n\
-         \x20                            in <target-dir>/oci-image unless --out/--push say otherwise)\n\
+         \x20 image [--platform amd64,arm64] [--binaries-only] [--push REF] [--plain-http] [--out DIR]\n\
+         \x20                            static hosts (musl; arm64 by cargo-zigbuild) + plugins -> container\n\
+         \x20                            image, an index of both platforms by default (OCI layout in\n\
+         \x20                            <target-dir>/oci-image unless --out/--push say otherwise)\n\
          \x20 bench                      build plugins (and the real kube-apiserver), run the end-to-end, scale,\n\
          \x20                            language, helm and peer benchmarks (peers: $REAL_LANDSCAPER_BIN), update docs\n\
          \x20 build-polyglot [python|js|c|go]...
@@ -165,9 +171,23 @@ fn dev(args: Vec<String>) -> Result<()> {
             "dev",
             "--apply",
         ])
-        .arg(root.join("examples"))
-        .args(args);
-    run(&mut cmd)
+        .arg(root.join("examples"));
+    let podman = args.iter().any(|a| a == "--pod-runtime=podman")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--pod-runtime" && w[1] == "podman");
+    if podman {
+        // Container items in real containers: the host's image for init and wait, and the
+        // example's shell image for main, both in podman's storage.
+        let host_image = dev_container_images()?;
+        cmd.env("DEPLOYER_HOST_IMAGE", host_image)
+            .arg("--apply")
+            .arg(root.join("examples/containers"));
+        if !args.iter().any(|a| a == "--run-pods") {
+            cmd.arg("--run-pods");
+        }
+    }
+    run(cmd.args(args))
 }
 
 /// `cargo xtask test`: the generated files and house rules checked, every plugin built, then
@@ -248,58 +268,6 @@ fn bench(args: Vec<String>) -> Result<()> {
             .args(&args))?;
     }
     Ok(())
-}
-
-/// The container image's binary: static (musl), so the image needs no libc.
-const IMAGE_TARGET: &str = "x86_64-unknown-linux-musl";
-
-/// `cargo xtask image`: the static host binary, the default plugins, then
-/// `deployer-host image build` (the project's own OCI code) to write and/or push the image.
-fn image(args: Vec<String>) -> Result<()> {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .any(|l| l.trim() == IMAGE_TARGET)
-        })
-        .unwrap_or(true);
-    if !installed {
-        eprintln!("installing the {IMAGE_TARGET} target");
-        run(Command::new("rustup").args(["target", "add", IMAGE_TARGET]))?;
-    }
-    ensure_wasm_target()?;
-    build_plugins(&[])?;
-    let root = workspace_root();
-    run(Command::new(cargo()).current_dir(&root).args([
-        "build",
-        "--profile",
-        "image",
-        "--target",
-        IMAGE_TARGET,
-        "-p",
-        "deployer-host",
-    ]))
-    .context(
-        "building the static host (its C parts need a musl C compiler: apt install musl-tools)",
-    )?;
-    let target = target_dir()?;
-    let binary = target.join(IMAGE_TARGET).join("image/deployer-host");
-    // The static binary assembles its own image: it runs here as it runs in the image, and no
-    // second (debug) host is compiled for the job.
-    let mut cmd = Command::new(&binary);
-    cmd.current_dir(&root)
-        .args(["image", "build", "--binary"])
-        .arg(&binary)
-        .arg("--plugins")
-        .arg(target.join("plugins"));
-    if !args.iter().any(|a| a == "--out" || a == "--push") {
-        // Not `<target-dir>/image`: that is Cargo's directory for the `image` profile's build
-        // scripts, which `cargo clean --profile image` deletes.
-        cmd.arg("--out").arg(target.join(IMAGE_LAYOUT_DIR));
-    }
-    run(cmd.args(&args))
 }
 
 fn target_dir() -> Result<PathBuf> {

@@ -117,7 +117,9 @@ impl Parser {
             let msg = if p.problem.is_null() {
                 "unknown problem parsing YAML content".to_string()
             } else {
-                CStr::from_ptr(p.problem).to_string_lossy().into_owned()
+                CStr::from_ptr(p.problem.cast())
+                    .to_string_lossy()
+                    .into_owned()
             };
             if line != 0 {
                 YamlError(format!("yaml: line {line}: {msg}"))

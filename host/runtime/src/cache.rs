@@ -1,7 +1,8 @@
 //! On-disk cache of compiled components.
 //!
-//! Owns: the files under the configured cache directory. One file per component,
-//! `<sha256 of the component>.cwasm`, laid out as
+//! Owns: the files under the configured cache directory. One file per component and engine,
+//! `<sha256 of the component>-<engine hash, first 8 bytes>.cwasm` (so hosts of two
+//! architectures, or two wasmtime versions, sharing a cache each keep their own), laid out as
 //! `MAGIC (8) | engine hash (32) | component sha256 (32) | HMAC-SHA256 tag (32) | artifact`.
 //! The engine hash is a SHA-256 over `Engine::precompile_compatibility_hash` (wasmtime
 //! version, compiler settings, tunables). The tag is keyed with a random 256-bit key that
@@ -156,7 +157,11 @@ impl ArtifactCache {
     }
 
     pub(crate) fn path(&self, sha: &[u8; 32]) -> PathBuf {
-        self.dir.join(format!("{}.cwasm", hex::encode(sha)))
+        self.dir.join(format!(
+            "{}-{}.cwasm",
+            hex::encode(sha),
+            hex::encode(&self.engine_hash[..8])
+        ))
     }
 
     pub(crate) fn read(&self, sha: &[u8; 32]) -> Lookup {
@@ -234,9 +239,18 @@ mod tests {
         c.write(&sha, b"artifact").unwrap();
         assert!(matches!(c.read(&sha), Lookup::Hit(a) if a == b"artifact"));
 
-        // Same key (reopened), other engine: rejected.
+        // Same key (reopened), another engine (another architecture or wasmtime): a file of
+        // its own, so both stay cached side by side.
         let other = ArtifactCache::open(dir.path(), [8; 32]).unwrap();
-        assert!(matches!(other.read(&sha), Lookup::Rejected(r) if r.contains("engine")));
+        assert_ne!(other.path(&sha), c.path(&sha));
+        assert!(matches!(other.read(&sha), Lookup::Miss));
+        other.write(&sha, b"other artifact").unwrap();
+        assert!(matches!(other.read(&sha), Lookup::Hit(a) if a == b"other artifact"));
+        assert!(matches!(c.read(&sha), Lookup::Hit(a) if a == b"artifact"));
+        // and another engine's file under this engine's name is rejected.
+        std::fs::copy(other.path(&sha), c.path(&sha)).unwrap();
+        assert!(matches!(c.read(&sha), Lookup::Rejected(r) if r.contains("engine")));
+        c.write(&sha, b"artifact").unwrap();
 
         // Tampered artifact byte: rejected.
         let path = c.path(&sha);

@@ -13,11 +13,13 @@ use crate::image;
 #[derive(clap::Subcommand)]
 pub enum ImageCommand {
     /// Build the image from a static `deployer-host` binary and plugins; write it as an OCI
-    /// image layout and/or push it. Prints the image's digest.
+    /// image layout and/or push it. Prints the image's digest. With a binary per architecture
+    /// (`--binary` repeated), one image each and an OCI image index over them under the tag.
     Build {
-        /// The `deployer-host` executable to ship (statically linked).
-        #[arg(long)]
-        binary: PathBuf,
+        /// The `deployer-host` executable to ship (statically linked); repeat it for each
+        /// architecture (read from the ELF header: x86_64 is `amd64`, aarch64 `arm64`).
+        #[arg(long, required = true)]
+        binary: Vec<PathBuf>,
         /// A directory of `.wasm` components to ship in `/plugins`.
         #[arg(long)]
         plugins: Option<PathBuf>,
@@ -67,27 +69,54 @@ impl ImageCommand {
             .unwrap_or(0);
         let created = jiff::Timestamp::from_second(epoch)?.to_string();
         let version = version.unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
-        let built = image::build(&image::ImageSpec {
-            binary,
+        let spec = image::ImageSpec {
+            binary: binary[0].clone(),
             plugins,
             ca_bundle,
             version: version.clone(),
             created,
             allow_dynamic,
-        })?;
-        if let Some(dir) = &out {
-            built.write_layout(dir, &version)?;
-            eprintln!("wrote OCI image layout {}", dir.display());
-        }
-        if let Some(reference) = &push {
-            let options = registry_options(reference, plain_http, None)?;
-            built.push(reference, &options).await?;
-            eprintln!("pushed {reference}");
-        }
+        };
         if out.is_none() && push.is_none() {
             anyhow::bail!("nothing to do: give --out DIR and/or --push REFERENCE");
         }
-        println!("{}", built.digest());
+        let options = push
+            .as_deref()
+            .map(|r| registry_options(r, plain_http, None))
+            .transpose()?;
+        let digest = if binary.len() == 1 {
+            let built = image::build(&spec)?;
+            if let Some(dir) = &out {
+                built.write_layout(dir, &version)?;
+                eprintln!(
+                    "wrote OCI image layout {} ({})",
+                    dir.display(),
+                    built.architecture
+                );
+            }
+            if let (Some(reference), Some(options)) = (&push, &options) {
+                built.push(reference, options).await?;
+                eprintln!("pushed {reference}");
+            }
+            built.digest()
+        } else {
+            let built = image::build_index(&spec, &binary)?;
+            let platforms: Vec<_> = built.images.iter().map(|i| i.architecture).collect();
+            if let Some(dir) = &out {
+                built.write_layout(dir, &version)?;
+                eprintln!(
+                    "wrote OCI image layout {} (an index: {})",
+                    dir.display(),
+                    platforms.join(", ")
+                );
+            }
+            if let (Some(reference), Some(options)) = (&push, &options) {
+                built.push(reference, options).await?;
+                eprintln!("pushed {reference} (an index: {})", platforms.join(", "));
+            }
+            built.digest()
+        };
+        println!("{digest}");
         Ok(())
     }
 }

@@ -92,6 +92,21 @@ struct PodFiles<'a> {
     root: &'a Path,
     kubeconfig: &'a Path,
     podman: Option<&'a podman::PodSetup>,
+    image_ids: &'a ImageIds,
+}
+
+/// What each container's `imageID` says: under podman the image's repository and digest
+/// (`<repository>@sha256:…`, as containerd reports it), else `process://<image>`.
+#[derive(Clone, Debug, Default)]
+struct ImageIds(BTreeMap<String, String>);
+
+impl ImageIds {
+    fn of(&self, image: &str) -> String {
+        self.0
+            .get(image)
+            .cloned()
+            .unwrap_or_else(|| format!("process://{image}"))
+    }
 }
 
 /// The process runtime's pull: an image named `unpullable` fails, as its registry would.
@@ -139,7 +154,7 @@ fn now() -> String {
         .unwrap_or_default()
 }
 
-fn terminated(name: &str, image: &str, exit: &Exit) -> Value {
+fn terminated(name: &str, image: &str, exit: &Exit, ids: &ImageIds) -> Value {
     let reason = match exit.code {
         0 => "Completed",
         137 => "OOMKilled",
@@ -150,12 +165,12 @@ fn terminated(name: &str, image: &str, exit: &Exit) -> Value {
     if !exit.message.is_empty() {
         t["message"] = json!(exit.message);
     }
-    json!({"name": name, "image": image, "imageID": format!("process://{image}"), "ready": false,
+    json!({"name": name, "image": image, "imageID": ids.of(image), "ready": false,
            "restartCount": 0, "state": {"terminated": t}})
 }
 
-fn running(name: &str, image: &str) -> Value {
-    json!({"name": name, "image": image, "imageID": format!("process://{image}"), "ready": true,
+fn running(name: &str, image: &str, ids: &ImageIds) -> Value {
+    json!({"name": name, "image": image, "imageID": ids.of(image), "ready": true,
            "restartCount": 0, "started": true, "state": {"running": {"startedAt": now()}}})
 }
 
@@ -222,15 +237,21 @@ impl ProcessKubelet {
         std::fs::create_dir_all(&root)?;
         let inits = spec.init_containers.clone().unwrap_or_default();
         let mains = spec.containers.clone();
-        let pull_failure = match runtime {
-            PodRuntime::Process => process_pull_failure(&inits, &mains),
+        let pulled = match runtime {
+            PodRuntime::Process => match process_pull_failure(&inits, &mains) {
+                Some(failure) => Err(failure),
+                None => Ok(ImageIds::default()),
+            },
             PodRuntime::Podman => self.podman_pull(&pod, &root).await?,
         };
-        if let Some((c, message)) = pull_failure {
-            let status = image_pull_failure(&inits, &mains, &c, &message);
-            self.set_status(&name, status).await?;
-            return Ok(());
-        }
+        let image_ids = match pulled {
+            Ok(ids) => ids,
+            Err((c, message)) => {
+                let status = image_pull_failure(&inits, &mains, &c, &message);
+                self.set_status(&name, status).await?;
+                return Ok(());
+            }
+        };
 
         let secrets = self.secret_volumes(&pod).await?;
         let kubeconfig = if self.mint_tokens {
@@ -249,12 +270,13 @@ impl ProcessKubelet {
             root: &root,
             kubeconfig: &kubeconfig,
             podman: setup.as_ref(),
+            image_ids: &image_ids,
         };
         let Some(init_statuses) = self.run_inits(&pod, &inits, &mains, files).await? else {
             return Ok(());
         };
         self.set_status(&name, json!({"phase": "Running", "initContainerStatuses": init_statuses,
-            "containerStatuses": mains.iter().map(|m| running(&m.name, &image(m))).collect::<Vec<_>>()}))
+            "containerStatuses": mains.iter().map(|m| running(&m.name, &image(m), &image_ids)).collect::<Vec<_>>()}))
             .await?;
         let deadline = spec
             .active_deadline_seconds
@@ -263,12 +285,13 @@ impl ProcessKubelet {
             .await
     }
 
-    /// Pulls every image of the pod with its `imagePullSecrets`; the first that fails and why.
+    /// Pulls every image of the pod with its `imagePullSecrets`: their image IDs, or the first
+    /// that fails and why.
     async fn podman_pull(
         &self,
         pod: &Pod,
         root: &Path,
-    ) -> anyhow::Result<Option<(Container, String)>> {
+    ) -> anyhow::Result<Result<ImageIds, (Container, String)>> {
         let spec = pod.spec.clone().unwrap_or_default();
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let mut configs = Vec::new();
@@ -280,6 +303,7 @@ impl ProcessKubelet {
             }
         }
         let authfile = podman::write_authfile(root, &configs)?;
+        let mut ids = BTreeMap::new();
         for c in spec
             .init_containers
             .iter()
@@ -287,10 +311,14 @@ impl ProcessKubelet {
             .chain(&spec.containers)
         {
             if let Err(message) = podman::pull(c, authfile.as_deref()).await {
-                return Ok(Some((c.clone(), message)));
+                return Ok(Err((c.clone(), message)));
+            }
+            let image = image(c);
+            if let Some(id) = podman::image_id(&image, authfile.as_deref()).await {
+                ids.insert(image, id);
             }
         }
-        Ok(None)
+        Ok(Ok(ImageIds(ids)))
     }
 
     /// Runs the init containers in order. `None`: one failed, and the pod with it (its status
@@ -306,11 +334,11 @@ impl ProcessKubelet {
         let mut init_statuses = Vec::new();
         for c in inits {
             self.set_status(&name, json!({"phase": "Pending", "startTime": now(),
-                "initContainerStatuses": [running(&c.name, &image(c))],
+                "initContainerStatuses": [running(&c.name, &image(c), files.image_ids)],
                 "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
                 .await?;
             let exit = self.run_container(pod, c, files, None).await?;
-            init_statuses.push(terminated(&c.name, &image(c), &exit));
+            init_statuses.push(terminated(&c.name, &image(c), &exit, files.image_ids));
             if exit.code != 0 {
                 self.set_status(&name, json!({"phase": "Failed", "initContainerStatuses": init_statuses,
                     "containerStatuses": mains.iter().map(|m| waiting(&m.name, &image(m), "PodInitializing", "")).collect::<Vec<_>>()}))
@@ -343,11 +371,13 @@ impl ProcessKubelet {
                 files.kubeconfig.to_path_buf(),
             );
             let setup = files.podman.cloned();
+            let image_ids = files.image_ids.clone();
             sidecars.push(tokio::spawn(async move {
                 let files = PodFiles {
                     root: &root,
                     kubeconfig: &kubeconfig,
                     podman: setup.as_ref(),
+                    image_ids: &image_ids,
                 };
                 let exit = me.run_container(&pod, &c, files, None).await;
                 (c.name.clone(), exit)
@@ -364,8 +394,8 @@ impl ProcessKubelet {
             let statuses: Vec<Value> = mains
                 .iter()
                 .map(|m| match exits.get(&m.name) {
-                    Some(e) => terminated(&m.name, &image(m), e),
-                    None => running(&m.name, &image(m)),
+                    Some(e) => terminated(&m.name, &image(m), e, files.image_ids),
+                    None => running(&m.name, &image(m), files.image_ids),
                 })
                 .collect();
             self.set_status(&name, json!({"phase": "Running", "initContainerStatuses": init_statuses, "containerStatuses": statuses}))
@@ -381,7 +411,7 @@ impl ProcessKubelet {
             .filter_map(|m| {
                 exits
                     .get(&m.name)
-                    .map(|e| terminated(&m.name, &image(m), e))
+                    .map(|e| terminated(&m.name, &image(m), e, files.image_ids))
             })
             .collect();
         let mut status = json!({"phase": if failed { "Failed" } else { "Succeeded" },

@@ -555,3 +555,20 @@ pub async fn get_table(
         .collect();
     (columns, rows)
 }
+
+/// A 64-bit little-endian ELF header for `machine` (`0x3e` x86_64, `0xb7` aarch64) with one
+/// program header: a program interpreter (`PT_INTERP`, a dynamically linked binary) or not.
+/// What the image build reads of a binary, without building one.
+pub fn elf_header(machine: u16, interpreter: bool) -> Vec<u8> {
+    let mut b = vec![0u8; 64 + 56];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2;
+    b[5] = 1;
+    b[0x12..0x14].copy_from_slice(&machine.to_le_bytes());
+    b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+    b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+    b[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+    let p_type: u32 = if interpreter { 3 } else { 1 };
+    b[64..68].copy_from_slice(&p_type.to_le_bytes());
+    b
+}

@@ -161,6 +161,17 @@ impl Podman {
     /// the registry at `registry` (`127.0.0.1:<port>`, plain HTTP) as `<registry>/<name>`.
     /// Returns the reference to pull.
     pub fn push_shell_image(&self, registry: &str, name: &str) -> String {
+        let local = format!("localhost/{name}");
+        self.build_shell_image(&local);
+        let remote = format!("{registry}/{name}");
+        self.run(&["push", "--quiet", "--tls-verify=false", &local, &remote]);
+        remote
+    }
+
+    /// The shell image of [`Self::push_shell_image`] in podman's storage as `local`
+    /// (`localhost/<name>:<tag>`), as `cargo xtask dev --pod-runtime podman` builds its
+    /// example's image.
+    pub fn build_shell_image(&self, local: &str) {
         let busybox = ["/bin/busybox", "/usr/bin/busybox"]
             .into_iter()
             .map(Path::new)
@@ -194,7 +205,6 @@ impl Podman {
             .status()
             .unwrap();
         assert!(packed.success(), "tar");
-        let local = format!("localhost/{name}");
         self.run(&[
             "import",
             "--quiet",
@@ -203,11 +213,8 @@ impl Podman {
             "--change",
             "ENV PATH=/bin",
             &tar.display().to_string(),
-            &local,
+            local,
         ]);
-        let remote = format!("{registry}/{name}");
-        self.run(&["push", "--quiet", "--tls-verify=false", &local, &remote]);
-        remote
     }
 }
 

@@ -19,7 +19,8 @@
 //!   `allowPrivilegeEscalation: false` → `no-new-privileges`. `runAsUser`/`fsGroup` are not
 //!   applied: images run as their own user.
 //! - **Network**: the host's (`--network host`): the API server and registries are on loopback.
-//!   Everything else podman reads from its configuration, `CONTAINERS_CONF` included (inherited).
+//!   Everything else podman reads from its configuration: `CONTAINERS_CONF` inherited, or the
+//!   file an embedder gave [`use_containers_conf`].
 //! - Containers are named `deployer-<pod uid>-<container>`, removed when they end (`--rm`), at
 //!   the deadline (`rm -f`) and when their run is dropped (the kubelet's runtime ends).
 //!
@@ -272,9 +273,22 @@ pub fn pull_args(image: &str, authfile: Option<&Path>) -> Vec<String> {
     args
 }
 
+/// The `containers.conf` this process' kubelets give podman, if its embedder chose one.
+static CONTAINERS_CONF: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Gives every podman command of this process' kubelets `path` as `CONTAINERS_CONF` (the
+/// first call wins). Embedders (tests) use it instead of setting the process' environment,
+/// which other threads may be reading.
+pub fn use_containers_conf(path: &Path) {
+    let _ = CONTAINERS_CONF.set(path.to_path_buf());
+}
+
 fn podman() -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("podman");
     cmd.stdin(Stdio::null()).kill_on_drop(true);
+    if let Some(conf) = CONTAINERS_CONF.get() {
+        cmd.env("CONTAINERS_CONF", conf);
+    }
     cmd
 }
 
@@ -307,6 +321,55 @@ pub async fn pull(c: &Container, authfile: Option<&Path>) -> Result<(), String> 
         .find(|l| !l.trim().is_empty())
         .unwrap_or("podman pull failed");
     Err(format!("failed to pull image \"{image}\": {why}"))
+}
+
+/// The image's ID as a kubelet on containerd reports it (`imageID`):
+/// `<repository>@<manifest digest>`. For an image of a registry the digest is the registry's
+/// (`skopeo inspect`): podman's own record of an image it also has locally may name a digest
+/// the registry never served. For an image only in podman's storage (`localhost/…`, the host's
+/// image loaded from its layout), podman's record. `None`: neither tells.
+pub async fn image_id(image: &str, authfile: Option<&Path>) -> Option<String> {
+    let repository = repository_of(image);
+    let from_registry = async {
+        if image.starts_with("localhost/") {
+            return None;
+        }
+        let mut cmd = tokio::process::Command::new("skopeo");
+        cmd.stdin(Stdio::null()).kill_on_drop(true);
+        cmd.args(["inspect", "--format", "{{.Digest}}"]);
+        if insecure_registry(image) {
+            cmd.arg("--tls-verify=false");
+        }
+        if let Some(file) = authfile {
+            cmd.arg(format!("--authfile={}", file.display()));
+        }
+        let out = cmd.arg(format!("docker://{image}")).output().await.ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let digest = match from_registry.await {
+        Some(d) if d.starts_with("sha256:") => d,
+        _ => {
+            let out = podman()
+                .args(["image", "inspect", "--format", "{{.Digest}}", image])
+                .output()
+                .await
+                .ok()?;
+            let d = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (out.status.success() && d.starts_with("sha256:")).then_some(d)?
+        }
+    };
+    Some(format!("{repository}@{digest}"))
+}
+
+/// An image reference without its tag or digest.
+fn repository_of(image: &str) -> &str {
+    let image = image.split_once('@').map_or(image, |(r, _)| r);
+    match image.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => image,
+    }
 }
 
 /// The name of `c`'s container: unique per pod and container.
@@ -654,6 +717,23 @@ mod tests {
         )));
         assert!(has(&format!("--env=KUBECONFIG={KUBECONFIG_IN_CONTAINER}")));
         assert!(!has("--env=KUBERNETES_SERVICE_HOST=127.0.0.1"));
+    }
+
+    #[test]
+    fn an_image_id_names_the_repository_without_tag_or_digest() {
+        assert_eq!(
+            repository_of("127.0.0.1:5000/test/sh:1"),
+            "127.0.0.1:5000/test/sh"
+        );
+        assert_eq!(
+            repository_of("127.0.0.1:5000/test/sh"),
+            "127.0.0.1:5000/test/sh"
+        );
+        assert_eq!(repository_of("busybox@sha256:ab"), "busybox");
+        assert_eq!(
+            repository_of("localhost/wasm-deployer:0.1.0"),
+            "localhost/wasm-deployer"
+        );
     }
 
     #[test]
