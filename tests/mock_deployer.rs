@@ -93,21 +93,18 @@ async fn given_a_new_mock_item_when_landscaper_issues_a_job_then_it_succeeds_wit
         .expect("DeployItemValidation condition");
     assert_eq!(validation.status, "True");
 
-    // The host counts the job once its final write returned, which the status may show first.
+    // The host counts the job, by type and final phase, once its final write returned, which
+    // the status may show first.
+    const FINISHED_ONE: &str = "wasm_deployer_jobs_finished_total{type=\"landscaper.gardener.cloud/mock\",phase=\"Succeeded\"} 1\n";
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let metrics = loop {
         let metrics = deployer_host::metrics::render(&h.deployer);
-        if metrics.contains("wasm_deployer_jobs_finished_total 1\n")
-            || tokio::time::Instant::now() > deadline
-        {
+        if metrics.contains(FINISHED_ONE) || tokio::time::Instant::now() > deadline {
             break metrics;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert!(
-        metrics.contains("wasm_deployer_jobs_finished_total 1\n"),
-        "{metrics}"
-    );
+    assert!(metrics.contains(FINISHED_ONE), "{metrics}");
     assert!(
         metrics.contains("wasm_deployer_worker_threads_max 10\n"),
         "{metrics}"

@@ -143,12 +143,19 @@ impl World {
     }
 
     /// A metric's value (0 when absent).
+    /// The host's metric `name`, summed over its label sets (0 when it has none yet).
     pub async fn metric(&self, name: &str) -> u64 {
         let text = self.get("/metrics").await;
         text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+            .filter_map(|l| {
+                let rest = l.strip_prefix(name)?;
+                let value = match rest.strip_prefix('{') {
+                    Some(labelled) => labelled.split_once("} ")?.1,
+                    None => rest.strip_prefix(' ')?,
+                };
+                value.trim().parse::<u64>().ok()
+            })
+            .sum()
     }
 
     pub async fn sample(&self) -> Sample {
