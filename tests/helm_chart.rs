@@ -199,6 +199,10 @@ fn given_the_chart_when_values_are_wrong_then_helm_refuses_them_naming_the_value
             json!({"plugins": {"limits": {"memoryMib": "64Mi"}}}),
             "/plugins/limits/memoryMib",
         ),
+        (
+            json!({"plugins": {"instanceSlots": -1}}),
+            "/plugins/instanceSlots",
+        ),
     ] {
         let Some(out) = helm(json!({"op": "render", "chart": chart(), "name": RELEASE,
             "namespace": NAMESPACE, "values": values}))
@@ -225,6 +229,30 @@ fn given_the_chart_when_values_are_wrong_then_helm_refuses_them_naming_the_value
         .to_string();
         assert!(ours.contains(says), "{values}: ours: {ours}");
     }
+}
+
+#[test]
+fn given_plugins_instance_slots_then_the_hosts_configuration_carries_them() {
+    skip_on_real!("renders only; no API server involved");
+    let rendered = helm_engine::render(
+        &helm_engine::Chart::load_dir(chart()).unwrap(),
+        &helm_engine::RenderOptions {
+            release_name: RELEASE.into(),
+            namespace: NAMESPACE.into(),
+            values_files: vec![json!({"plugins": {"instanceSlots": 0}}).to_string()],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let config = rendered
+        .files
+        .iter()
+        .find_map(|(name, text)| name.ends_with("templates/config.yaml").then_some(text))
+        .expect("the config Secret");
+    let secret: serde_yaml::Value = serde_yaml::from_str(config).unwrap();
+    let host: deployer_host::config::HostConfig =
+        serde_yaml::from_str(secret["stringData"]["config.yaml"].as_str().unwrap()).unwrap();
+    assert_eq!(host.plugins.instance_slots, Some(0));
 }
 
 /// Landscaper's template functions the blueprint uses (`pkg/landscaper/templating`), over the
