@@ -160,12 +160,12 @@ pub fn name_errors(rt: &ResourceType, name: &str, field: &str) -> Vec<FieldError
 
 /// 422 for a bad `metadata.name` (or `generateName`).
 pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
-    let errs = name_errors(rt, name, "metadata.name");
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid_fields(&rt.group, &rt.kind, name, &errs))
-    }
+    ApiError::unless_invalid(
+        &rt.group,
+        &rt.kind,
+        name,
+        &name_errors(rt, name, "metadata.name"),
+    )
 }
 
 /// Go's JSON type name, for decode errors.
@@ -796,11 +796,7 @@ pub fn admit(
         ("batch", "CronJob") => cron_job(obj, &mut errs),
         _ => {}
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid_fields(&rt.group, &rt.kind, &name, &errs))
-    }
+    ApiError::unless_invalid(&rt.group, &rt.kind, &name, &errs)
 }
 
 /// ConfigMap: string `data`, base64 `binaryData`, valid keys, the size limit.

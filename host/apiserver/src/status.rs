@@ -391,6 +391,20 @@ fn go_sharp(v: &Value) -> String {
 impl ApiError {
     /// 422 Invalid with one cause per field error, as `apierrors.NewInvalid` builds it:
     /// `Kind.group "name" is invalid: <err>` for one error, `[<err>, <err>]` for several.
+    /// `Ok` when `errs` is empty, else [`Self::invalid_fields`].
+    pub fn unless_invalid(
+        group: &str,
+        kind: &str,
+        name: &str,
+        errs: &[FieldError],
+    ) -> Result<(), Self> {
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(Self::invalid_fields(group, kind, name, errs))
+        }
+    }
+
     pub fn invalid_fields(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> Self {
         let gk = if group.is_empty() {
             kind.to_string()

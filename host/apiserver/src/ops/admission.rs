@@ -280,14 +280,11 @@ impl Inner {
             )));
         }
         let errs = schema.validate_object(obj);
-        if errs.is_empty() {
-            return Ok(());
-        }
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        Err(ApiError::invalid_fields(&rt.group, &rt.kind, name, &errs))
+        ApiError::unless_invalid(&rt.group, &rt.kind, name, &errs)
     }
 }
 

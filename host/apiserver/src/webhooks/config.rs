@@ -209,14 +209,11 @@ pub(crate) fn admit_configuration(rt: &ResourceType, obj: &mut Value) -> Result<
             webhook_errors(w, &path, &mut errs);
         }
     }
-    if errs.is_empty() {
-        return Ok(());
-    }
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    Err(ApiError::invalid_fields(&rt.group, &rt.kind, name, &errs))
+    ApiError::unless_invalid(&rt.group, &rt.kind, name, &errs)
 }
 
 /// `caBundle` is bytes: base64 in JSON, which Go's decoder refuses (400) when it is not.
