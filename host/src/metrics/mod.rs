@@ -23,100 +23,100 @@ use crate::plugin_sources::catalog::Catalog;
 pub fn render(ctx: &Context) -> String {
     let s = &ctx.stats;
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+    let clusters = ctx.target_clients.stats();
+    let locks = |f: fn(&crate::locking::Locker) -> u64| ctx.locker.as_ref().map_or(0, f);
+    // (name, type, help, value) of each unlabelled metric.
+    let unlabelled: [(&str, &str, &str, u64); 14] = [
+        (
+            "wasm_deployer_worker_threads_in_use",
+            "gauge",
+            "Reconciles running right now.",
+            ctx.workers.in_use(),
+        ),
+        (
+            "wasm_deployer_worker_threads_max",
+            "gauge",
+            "Configured concurrent reconciles.",
+            ctx.workers.max(),
+        ),
+        (
+            "wasm_deployer_reconciles_total",
+            "counter",
+            "Reconciles started.",
+            s.reconciles.load(Ordering::Relaxed),
+        ),
+        (
+            "wasm_deployer_plugin_calls_total",
+            "counter",
+            "Plugin invocations.",
+            s.plugin_calls.load(Ordering::Relaxed),
+        ),
+        (
+            "wasm_deployer_hook_stages_total",
+            "counter",
+            "Extension hook stages run (each calls the hooks configured for it).",
+            s.hook_stages.load(Ordering::Relaxed),
+        ),
+        (
+            "wasm_deployer_reapplies_total",
+            "counter",
+            "Re-applies of finished items forced by a ShouldReconcile hook (continuous reconcile).",
+            s.reapplies.load(Ordering::Relaxed),
+        ),
+        (
+            "wasm_deployer_watch_restarts_total",
+            "counter",
+            "Errors of the DeployItem watch (each ends the watch, which starts again).",
+            s.watch_restarts.load(Ordering::Relaxed),
+        ),
+        (
+            "wasm_deployer_lock_conflicts_total",
+            "counter",
+            "SyncObject locks this replica did not get because another controller holds the item.",
+            locks(crate::locking::Locker::conflicts),
+        ),
+        (
+            "wasm_deployer_unlock_failures_total",
+            "counter",
+            "SyncObject locks this replica could not release after retries (each a warning naming the lock).",
+            locks(crate::locking::Locker::unlock_failures),
+        ),
+        (
+            "wasm_deployer_plugins_loading",
+            "gauge",
+            "Plugins of the plugin directory still compiling after start-up (their types are not served yet).",
+            ctx.plugins.loading.load(Ordering::Relaxed) as u64,
+        ),
+        (
+            "wasm_deployer_target_clients",
+            "gauge",
+            "Target-cluster clients held (one per distinct kubeconfig in use; targetClusters.maxClients bounds it).",
+            clusters.clients as u64,
+        ),
+        (
+            "wasm_deployer_target_connections",
+            "gauge",
+            "Open connections to Target clusters.",
+            clusters.connections as u64,
+        ),
+        (
+            "wasm_deployer_target_clusters_unreachable",
+            "gauge",
+            "Target-cluster API servers that could not be reached at the last attempt (their calls fail fast until the next).",
+            clusters.unreachable as u64,
+        ),
+        (
+            "wasm_deployer_target_clients_built_total",
+            "counter",
+            "Target-cluster clients built.",
+            clusters.built,
+        ),
+    ];
+    for (name, kind, help, value) in unlabelled {
         out.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
         ));
-    };
-    metric(
-        "wasm_deployer_worker_threads_in_use",
-        "gauge",
-        "Reconciles running right now.",
-        ctx.workers.in_use(),
-    );
-    metric(
-        "wasm_deployer_worker_threads_max",
-        "gauge",
-        "Configured concurrent reconciles.",
-        ctx.workers.max(),
-    );
-    metric(
-        "wasm_deployer_reconciles_total",
-        "counter",
-        "Reconciles started.",
-        s.reconciles.load(Ordering::Relaxed),
-    );
-    metric(
-        "wasm_deployer_plugin_calls_total",
-        "counter",
-        "Plugin invocations.",
-        s.plugin_calls.load(Ordering::Relaxed),
-    );
-    metric(
-        "wasm_deployer_hook_stages_total",
-        "counter",
-        "Extension hook stages run (each calls the hooks configured for it).",
-        s.hook_stages.load(Ordering::Relaxed),
-    );
-    metric(
-        "wasm_deployer_reapplies_total",
-        "counter",
-        "Re-applies of finished items forced by a ShouldReconcile hook (continuous reconcile).",
-        s.reapplies.load(Ordering::Relaxed),
-    );
-    metric(
-        "wasm_deployer_watch_restarts_total",
-        "counter",
-        "Errors of the DeployItem watch (each ends the watch, which starts again).",
-        s.watch_restarts.load(Ordering::Relaxed),
-    );
-    metric(
-        "wasm_deployer_lock_conflicts_total",
-        "counter",
-        "SyncObject locks this replica did not get because another controller holds the item.",
-        ctx.locker
-            .as_ref()
-            .map_or(0, crate::locking::Locker::conflicts),
-    );
-    metric(
-        "wasm_deployer_unlock_failures_total",
-        "counter",
-        "SyncObject locks this replica could not release after retries (each a warning naming the lock).",
-        ctx.locker
-            .as_ref()
-            .map_or(0, crate::locking::Locker::unlock_failures),
-    );
-    metric(
-        "wasm_deployer_plugins_loading",
-        "gauge",
-        "Plugins of the plugin directory still compiling after start-up (their types are not served yet).",
-        ctx.plugins.loading.load(Ordering::Relaxed) as u64,
-    );
-    let clusters = ctx.target_clients.stats();
-    metric(
-        "wasm_deployer_target_clients",
-        "gauge",
-        "Target-cluster clients held (one per distinct kubeconfig in use; targetClusters.maxClients bounds it).",
-        clusters.clients as u64,
-    );
-    metric(
-        "wasm_deployer_target_connections",
-        "gauge",
-        "Open connections to Target clusters.",
-        clusters.connections as u64,
-    );
-    metric(
-        "wasm_deployer_target_clusters_unreachable",
-        "gauge",
-        "Target-cluster API servers that could not be reached at the last attempt (their calls fail fast until the next).",
-        clusters.unreachable as u64,
-    );
-    metric(
-        "wasm_deployer_target_clients_built_total",
-        "counter",
-        "Target-cluster clients built.",
-        clusters.built,
-    );
+    }
     out.push_str(
         "# HELP wasm_deployer_target_clients_released_total Target-cluster clients released, by why: its Target was deleted or rotated its kubeconfig, idle, or least recently used beyond maxClients.\n# TYPE wasm_deployer_target_clients_released_total counter\n",
     );
