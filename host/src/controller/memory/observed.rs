@@ -9,7 +9,14 @@ use std::time::Instant;
 /// Per item uid: (type, phase) and the open job this host picked up, with when.
 #[derive(Debug, Default)]
 pub struct ObservedItems {
-    inner: Mutex<HashMap<String, Observed>>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    items: HashMap<String, Observed>,
+    /// Each type once: the host serves few types and many items.
+    kinds: Vec<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -21,23 +28,27 @@ struct Observed {
 }
 
 impl ObservedItems {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Observed>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn saw(&self, uid: &str, kind: &str, phase: &str) {
-        let mut m = self.lock();
-        if let Some(o) = m.get_mut(uid) {
+        let mut guard = self.lock();
+        let Inner { items, kinds } = &mut *guard;
+        if let Some(o) = items.get_mut(uid) {
             if o.phase != phase {
                 o.phase = phase.to_string();
             }
             return;
         }
-        let kind = m
-            .values()
-            .find(|o| &*o.kind == kind)
-            .map_or_else(|| Arc::from(kind), |o| o.kind.clone());
-        m.insert(
+        let kind = match kinds.iter().find(|k| &***k == kind) {
+            Some(k) => k.clone(),
+            None => {
+                kinds.push(Arc::from(kind));
+                kinds[kinds.len() - 1].clone()
+            }
+        };
+        items.insert(
             uid.to_string(),
             Observed {
                 kind,
@@ -48,7 +59,7 @@ impl ObservedItems {
     }
 
     pub fn job_started(&self, uid: &str, job_id: &str) {
-        if let Some(o) = self.lock().get_mut(uid) {
+        if let Some(o) = self.lock().items.get_mut(uid) {
             o.job = Some((job_id.to_string(), Instant::now()));
         }
     }
@@ -56,7 +67,7 @@ impl ObservedItems {
     /// Seconds since this host picked up job `job_id` of the item, if it did; the job is let go.
     pub fn job_finished(&self, uid: &str, job_id: &str) -> Option<f64> {
         let mut m = self.lock();
-        let o = m.get_mut(uid)?;
+        let o = m.items.get_mut(uid)?;
         match o.job.take() {
             Some((id, at)) if id == job_id => Some(at.elapsed().as_secs_f64()),
             _ => None,
@@ -64,14 +75,14 @@ impl ObservedItems {
     }
 
     pub fn remove(&self, uid: &str) {
-        self.lock().remove(uid);
+        self.lock().items.remove(uid);
     }
 
     /// Items by (type, phase).
     pub fn by_phase(&self) -> Vec<([String; 2], u64)> {
         let mut counts: HashMap<(&str, &str), u64> = HashMap::new();
         let m = self.lock();
-        for o in m.values() {
+        for o in m.items.values() {
             *counts.entry((&o.kind, &o.phase)).or_default() += 1;
         }
         let mut out: Vec<_> = counts
