@@ -133,6 +133,10 @@ impl Drop for ChartPod {
                         String::from_utf8_lossy(&out.stderr)
                     );
                 }
+                // The reason once more, after the log: a long CI log keeps its end.
+                if let Some(why) = test_support::why::last_panic() {
+                    eprintln!("--- the story failed at {why}");
+                }
             }
             let _ = self
                 .podman
@@ -152,6 +156,7 @@ impl ChartPod {
     /// volumes with the Secret's keys, emptyDirs empty and writable by anyone (as a kubelet
     /// creates them), the service-account files with a fresh token of the pod's account.
     async fn prepare(podman: &'static Podman, cluster: &Cluster) -> ChartPod {
+        test_support::why::remember_panics();
         let deployments: Api<Deployment> = Api::namespaced(cluster.admin.clone(), NAMESPACE);
         let deployment = deployments.get(DEPLOYMENT).await.unwrap();
         let spec = deployment.spec.unwrap().template.spec.unwrap();

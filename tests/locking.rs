@@ -109,6 +109,36 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Lock writes (SyncObject creates and updates) the server refused with a conflict: lost
+    /// races between replicas (embedded: requests less the audited successes; real: 409s in
+    /// the audit log).
+    fn refused_lock_writes(&self) -> u64 {
+        const LOCKS: &str = "syncobjects.landscaper.gardener.cloud";
+        if let Some(server) = &self.embedded {
+            let stats = server.stats();
+            let requested = stats.count("create", LOCKS) + stats.count("update", LOCKS);
+            let done = server
+                .audit_log()
+                .into_iter()
+                .filter(|e| e.resource == LOCKS && matches!(e.verb.as_str(), "create" | "update"))
+                .count() as u64;
+            return requested - done;
+        }
+        let real = self.real.as_ref().expect("a backend");
+        let log = std::fs::read_to_string(real.audit_log()).expect("audit log");
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| {
+                e["stage"] == "ResponseComplete"
+                    && matches!(e["verb"].as_str(), Some("create" | "update"))
+                    && e["objectRef"]["resource"] == "syncobjects"
+                    && e["responseStatus"]["code"] == 409
+            })
+            .count() as u64
+    }
+}
+
 struct Replica {
     deployer: Arc<Context>,
     task: tokio::task::JoinHandle<()>,
@@ -127,16 +157,46 @@ async fn start_replica(
     registry: Arc<PluginRegistry>,
     pod: &'static str,
 ) -> Replica {
+    start_replica_with(cluster, registry, pod, Some(test_support::STORY_LEASE)).await
+}
+
+/// A replica that splits the items with its peers by `leases`, or (`None`) races for every lock.
+async fn start_replica_with(
+    cluster: &Cluster,
+    registry: Arc<PluginRegistry>,
+    pod: &'static str,
+    leases: Option<Duration>,
+) -> Replica {
     let client = cluster.client_as(pod).await;
-    let (deployer, task) = test_support::start_locking_replica(
+    let (deployer, task) = test_support::start_locking_replica_with(
         client.clone(),
         client,
         registry,
         &config(),
         pod,
         PODS_NAMESPACE,
+        leases,
     );
     Replica { deployer, task }
+}
+
+/// Waits until every replica sees exactly `pods` alive by their Leases.
+async fn wait_views(replicas: &[&Replica], pods: &[&str], within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let views: Vec<Vec<String>> = replicas
+            .iter()
+            .map(|r| r.deployer.membership.as_ref().unwrap().members().to_vec())
+            .collect();
+        if views.iter().all(|v| v == pods) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the replicas never agreed on {pods:?}: {views:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn setup() -> (Cluster, Client) {
@@ -240,11 +300,21 @@ async fn wait_all_finished(client: &Client, n: usize, timeout: Duration) -> Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_three_replicas_and_300_items_then_every_job_is_processed_by_exactly_one_replica() {
+    three_replicas_process_every_job_once(Some(test_support::STORY_LEASE)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_three_replicas_without_leases_then_locks_alone_keep_every_job_to_one_replica() {
+    // As Landscaper's own deployers run (and ours with `locking.membership: false`).
+    three_replicas_process_every_job_once(None).await;
+}
+
+async fn three_replicas_process_every_job_once(leases: Option<Duration>) {
     let (cluster, client) = setup().await;
     let registry = registry(vec![]).await;
     let mut replicas = Vec::new();
     for pod in ["host-0", "host-1", "host-2"] {
-        replicas.push(start_replica(&cluster, registry.clone(), pod).await);
+        replicas.push(start_replica_with(&cluster, registry.clone(), pod, leases).await);
     }
     let sim = tokio::spawn(landscaper::run(cluster.client_as("landscaper").await));
 
@@ -517,6 +587,133 @@ async fn given_an_item_deleted_then_its_lock_goes_with_it_and_when_recreated_cle
         "the new object's lock is untouched"
     );
     sim.abort();
+}
+
+/// Which replica wrote each DeployItem (status and metadata writes), from the audit log.
+fn item_writers(cluster: &Cluster) -> BTreeMap<String, BTreeSet<String>> {
+    let mut writers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in cluster.writes() {
+        if e.resource == "deployitems.landscaper.gardener.cloud"
+            && e.user_agent.starts_with("host-")
+        {
+            writers.entry(e.name).or_default().insert(e.user_agent);
+        }
+    }
+    writers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_five_replicas_splitting_by_leases_then_each_job_is_locked_by_its_replica_alone() {
+    // Given five replicas that agree, by their Leases, on who is alive,
+    let (cluster, client) = setup().await;
+    let registry = registry(vec![]).await;
+    let pods = ["host-0", "host-1", "host-2", "host-3", "host-4"];
+    let mut replicas = Vec::new();
+    for pod in pods {
+        replicas.push(start_replica(&cluster, registry.clone(), pod).await);
+    }
+    wait_views(
+        &replicas.iter().collect::<Vec<_>>(),
+        &pods,
+        Duration::from_secs(20),
+    )
+    .await;
+    let refused_before = cluster.refused_lock_writes();
+    let sim = tokio::spawn(landscaper::run(cluster.client_as("landscaper").await));
+
+    // when Landscaper gives 200 items a job,
+    create_items(&client, 200, "split").await;
+    let items = wait_all_finished(&client, 200, Duration::from_secs(120)).await;
+    assert!(items.iter().all(|i| i.status().phase == Phase::Succeeded));
+
+    // then each item was written by one replica, the one the hash names,
+    let writers = item_writers(&cluster);
+    assert_eq!(writers.len(), 200);
+    let members: Vec<String> = pods.iter().map(|p| p.to_string()).collect();
+    let mut per_replica: BTreeMap<String, usize> = BTreeMap::new();
+    for item in &items {
+        let name = item.metadata.name.clone().unwrap();
+        let by = &writers[&name];
+        assert_eq!(by.len(), 1, "{name} was written by {by:?}");
+        let uid = item.metadata.uid.as_deref().unwrap();
+        let owner = deployer_host::membership::owner_of(&members, uid).unwrap();
+        assert!(
+            by.contains(owner),
+            "{name}: written by {by:?}, owner {owner}"
+        );
+        *per_replica.entry(owner.to_string()).or_default() += 1;
+    }
+    // every replica took a share,
+    eprintln!("jobs per replica: {per_replica:?}");
+    assert_eq!(per_replica.len(), 5, "{per_replica:?}");
+    // and no lock write was refused: no replica raced another for a job.
+    assert_eq!(cluster.refused_lock_writes() - refused_before, 0);
+    let conflicts: u64 = replicas
+        .iter()
+        .map(|r| r.deployer.locker.as_ref().unwrap().conflicts())
+        .sum();
+    assert_eq!(conflicts, 0, "lock attempts refused for a held lock");
+    sim.abort();
+    for r in replicas {
+        r.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_replicas_splitting_by_leases_when_one_dies_then_the_others_take_its_share_once_its_lease_expires()
+ {
+    // Given three replicas that agree on who is alive,
+    let (cluster, client) = setup().await;
+    let registry = registry(vec![]).await;
+    let pods = ["host-0", "host-1", "host-2"];
+    let mut replicas = Vec::new();
+    for pod in pods {
+        replicas.push(start_replica(&cluster, registry.clone(), pod).await);
+    }
+    wait_views(
+        &replicas.iter().collect::<Vec<_>>(),
+        &pods,
+        Duration::from_secs(20),
+    )
+    .await;
+    // when host-2 dies (its Lease is no longer renewed, its pod is gone),
+    let dead = replicas.pop().unwrap();
+    dead.task.abort();
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), PODS_NAMESPACE);
+    pods_api
+        .delete("host-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    // and items are created, a third of them host-2's by the hash while its Lease lasts,
+    let sim = tokio::spawn(landscaper::run(cluster.client_as("landscaper").await));
+    create_items(&client, 60, "orphan").await;
+    // then the others see it gone once its Lease expires, and finish every job.
+    wait_views(
+        &replicas.iter().collect::<Vec<_>>(),
+        &["host-0", "host-1"],
+        test_support::STORY_LEASE * 5,
+    )
+    .await;
+    let items = wait_all_finished(&client, 60, Duration::from_secs(60)).await;
+    assert!(items.iter().all(|i| i.status().phase == Phase::Succeeded));
+    let writers = item_writers(&cluster);
+    let three: Vec<String> = pods.iter().map(|p| p.to_string()).collect();
+    let mut taken_over = 0;
+    for item in &items {
+        let name = item.metadata.name.clone().unwrap();
+        let by = &writers[&name];
+        assert_eq!(by.len(), 1, "{name} was written by {by:?}");
+        assert!(!by.contains("host-2"), "{name} written by the dead replica");
+        let uid = item.metadata.uid.as_deref().unwrap();
+        if deployer_host::membership::owner_of(&three, uid) == Some("host-2") {
+            taken_over += 1;
+        }
+    }
+    assert!(taken_over > 0, "none of the items was host-2's by the hash");
+    sim.abort();
+    for r in replicas {
+        r.task.abort();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,9 +28,10 @@ mod world;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use test_support::bench::{env_usize, write_docs_section};
 use test_support::workspace;
-use world::{Sample, World, quantile};
+use world::{Sample, Scheme, World, quantile};
 
 /// The host's configuration: the defaults, but for anything the environment says.
 fn host_config() -> String {
@@ -49,15 +50,22 @@ fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
-/// Creates `n` Targets (fresh kubeconfigs) with one item each; returns the names and the time
-/// to all jobs.
-async fn live(world: &World, prefix: &str, n: usize) -> (Vec<String>, f64) {
+/// Creates `n` Targets (fresh kubeconfigs over `scheme`), then their `n` items all together
+/// (as many writers in parallel as Landscaper's Execution uses), so that every job is in the
+/// host at once; returns the names and the time from the first item to the last finished job.
+async fn live_over(world: &World, prefix: &str, n: usize, scheme: Scheme) -> (Vec<String>, f64) {
     let names = names(prefix, n);
+    futures::stream::iter(&names)
+        .for_each_concurrent(32, |name| async move {
+            world
+                .put_target(name, &world.fresh_kubeconfig_over(scheme))
+                .await;
+        })
+        .await;
     let started = Instant::now();
-    for name in &names {
-        world.put_target(name, &world.fresh_kubeconfig()).await;
-        world.put_item(name, name, 0).await;
-    }
+    futures::stream::iter(&names)
+        .for_each_concurrent(32, |name| world.put_item(name, name, 0))
+        .await;
     let done = world
         .wait_jobs(&names, &HashMap::new(), Duration::from_secs(900))
         .await;
@@ -65,21 +73,30 @@ async fn live(world: &World, prefix: &str, n: usize) -> (Vec<String>, f64) {
     (names, started.elapsed().as_secs_f64())
 }
 
+async fn live(world: &World, prefix: &str, n: usize) -> (Vec<String>, f64) {
+    live_over(world, prefix, n, Scheme::Tls).await
+}
+
 async fn live_and_seen(world: &World, rows: &mut Vec<Row>, start: Sample) -> Sample {
     let big = env_usize("BENCH_CLUSTERS_LIVE", 1000);
     let rounds = env_usize("BENCH_CLUSTERS_ROUNDS", 10);
     let mut seen = 10;
-    for n in [100, big] {
-        let (names, took) = live(world, &format!("live{n}"), n).await;
+    for (n, scheme) in [(100, Scheme::Tls), (big, Scheme::Tls), (big, Scheme::Plain)] {
+        let (names, took) = live_over(world, &format!("live{n}{scheme:?}"), n, scheme).await;
         seen += n;
         rows.push(Row {
-            what: format!("{n} live Targets"),
+            what: match scheme {
+                Scheme::Tls => format!("{n} live Targets"),
+                Scheme::Plain => format!("{n} live Targets, plain HTTP"),
+            },
             seen,
             live: n,
             sample: world.sample().await,
             took: Some(took),
         });
         world.delete_all(&names, &names).await;
+        // Each row starts from a host that released the last one's clients.
+        world.wait_clients_at_most(0, Duration::from_secs(60)).await;
     }
     let mut peak = Sample::default();
     let mut last = None;

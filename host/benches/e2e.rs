@@ -5,7 +5,9 @@
 //! `BENCH_RSS_ITEMS` (default 10000), `BENCH_EVENTS=1` (the host records its Kubernetes Events;
 //! off by default), `BENCH_INVOCATION_ONLY=1` (only the invocation table), `BENCH_START_ONLY=1`
 //! (only the plugins' cold and warm start), `BENCH_WARM_STARTS` (warm starts whose median is
-//! the figure; default 7), `BENCH_WRITE_DOCS=1` to update `docs/benchmarks.md`.
+//! the figure; default 7), `BENCH_REPLICAS=1` (only the replica rows: 1, 3 and 5 locking
+//! replicas with and without Leases; `BENCH_ROUNDS` default 3), `BENCH_WRITE_DOCS=1` to update
+//! `docs/benchmarks.md`.
 //!
 //! 1. N mock items, jobIDs bumped as Landscaper does; time until every job is `Succeeded`,
 //!    with the wasm mock plugin and the native build of the same logic; ratio.
@@ -26,6 +28,7 @@ use deployer_host::controller::{self, Context, TargetClients};
 use deployer_host::dev::{DevEnvironment, landscaper};
 use deployer_host::landscaper::{DeployItem, FINALIZER};
 use deployer_host::locking::{LockConfig, Locker};
+use deployer_host::membership::{Membership, MembershipConfig};
 use embedded_apiserver::ApiServer;
 use futures::StreamExt;
 use kube::Client;
@@ -41,17 +44,42 @@ enum Backend {
     Native,
 }
 
+/// How replicas keep a job to one of them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Locking {
+    /// One replica, no SyncObject.
+    Off,
+    /// Every replica races for every job's SyncObject (Landscaper's way).
+    Locks,
+    /// The live replicas split the items by their Leases; the SyncObject stays the safety net.
+    Leases,
+}
+
+impl Locking {
+    fn label(self) -> &'static str {
+        match self {
+            Locking::Off => "off",
+            Locking::Locks => "on",
+            Locking::Leases => "on + Leases",
+        }
+    }
+}
+
 struct JobsRun {
     backend: Backend,
     /// The continuous-reconcile hook runs at ShouldReconcile for every item.
     hooks: bool,
     replicas: usize,
-    locking: bool,
+    locking: Locking,
     items: usize,
     seconds: f64,
     /// Host requests per job by verb (Landscaper's own requests removed).
     per_job: BTreeMap<String, f64>,
     writes_per_job: f64,
+    /// Host write requests per job the server did not commit (409s of lost lock races).
+    refused_per_job: f64,
+    /// The replicas' Lease requests during the jobs (not per job: a beat every 5 s each).
+    lease_requests: u64,
     settled_writes: u64,
     /// CPU time of the whole benchmark process (API server, Landscaper and host) per job, in µs:
     /// steadier than wall time on a shared 2-core machine.
@@ -104,7 +132,7 @@ async fn run_jobs(
     backend: Backend,
     hooks: bool,
     replicas: usize,
-    locking: bool,
+    locking: Locking,
     n: usize,
     cache: &Path,
 ) -> JobsRun {
@@ -122,6 +150,7 @@ async fn run_jobs(
     let registry = registry(backend, cache).await;
     let config = host_config(hooks);
     let (deployers, tasks) = start_replicas(&env.client, &registry, &config, replicas, locking);
+    wait_views_agree(&deployers, replicas).await;
     settle(&server).await;
     let counter = |f: fn(&controller::Stats) -> &std::sync::atomic::AtomicU64| -> u64 {
         deployers
@@ -149,11 +178,31 @@ async fn run_jobs(
             stats.requests
         );
     }
-    let per_job = host_requests_per_job(&stats.by_verb, landscaper_attempts, n);
-    let writes_per_job = ["create", "update", "patch", "delete"]
+    // The Leases' beats are the replicas' (a few per run), not the jobs'.
+    let leases = stats
+        .requests
+        .get("leases.coordination.k8s.io")
+        .cloned()
+        .unwrap_or_default();
+    let lease_requests: u64 = leases.values().sum();
+    let mut by_verb = stats.by_verb.clone();
+    for (verb, count) in &leases {
+        if let Some(all) = by_verb.get_mut(verb) {
+            *all = all.saturating_sub(*count);
+        }
+    }
+    let per_job = host_requests_per_job(&by_verb, landscaper_attempts, n);
+    let writes_per_job: f64 = ["create", "update", "patch", "delete"]
         .iter()
         .map(|v| per_job.get(*v).copied().unwrap_or(0.0))
         .sum();
+    // Committed: every change but Landscaper's n triggers and the Leases' writes.
+    let lease_writes: u64 = ["create", "update", "delete"]
+        .iter()
+        .map(|v| leases.get(*v).copied().unwrap_or(0))
+        .sum();
+    let committed = stats.writes.saturating_sub(n as u64 + lease_writes);
+    let refused_per_job = (writes_per_job - committed as f64 / n as f64).max(0.0);
     let settled_writes = writes_when_settled(&server).await;
     for t in tasks {
         t.abort();
@@ -167,6 +216,8 @@ async fn run_jobs(
         seconds,
         per_job,
         writes_per_job,
+        refused_per_job,
+        lease_requests,
         settled_writes,
         reconciles_per_job,
         hook_stages_per_job,
@@ -199,7 +250,7 @@ fn start_replicas(
     registry: &Arc<PluginRegistry>,
     config: &HostConfig,
     replicas: usize,
-    locking: bool,
+    locking: Locking,
 ) -> (Vec<Arc<Context>>, Vec<tokio::task::JoinHandle<()>>) {
     let mut deployers = Vec::new();
     let mut tasks = Vec::new();
@@ -217,7 +268,18 @@ fn start_replicas(
         if std::env::var_os("BENCH_EVENTS").is_none() {
             deployer.events = controller::Events::disabled();
         }
-        if locking {
+        if locking == Locking::Leases {
+            deployer.membership = Some(Arc::new(Membership::new(
+                client.clone(),
+                MembershipConfig {
+                    prefix: "wasm-deployer".into(),
+                    pod_name: format!("bench-{r}"),
+                    namespace: "default".into(),
+                    lease_duration: deployer_host::membership::DEFAULT_LEASE_DURATION,
+                },
+            )));
+        }
+        if locking != Locking::Off {
             deployer.locker = Some(Locker::new(
                 client.clone(),
                 client,
@@ -241,6 +303,23 @@ fn start_replicas(
         )));
     }
     (deployers, tasks)
+}
+
+/// With Leases, waits until every replica sees all `replicas` (as in a deployment that has run
+/// a while; at a start, a replica learns of the ones after it on its next beat).
+async fn wait_views_agree(deployers: &[Arc<Context>], replicas: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while deployers.iter().any(|d| {
+        d.membership
+            .as_ref()
+            .is_some_and(|m| m.members().len() != replicas)
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the replicas' views never agreed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Lets the watches list the (idle) items and the first reconcile of each settle, then zeroes
@@ -514,12 +593,23 @@ fn machine() -> String {
 }
 
 /// The rows of a round: (backend, hook, replicas, locking).
-const CONFIGS: [(Backend, bool, usize, bool); 5] = [
-    (Backend::Wasm, false, 1, false),
-    (Backend::Native, false, 1, false),
-    (Backend::Wasm, false, 1, true),
-    (Backend::Wasm, false, 3, true),
-    (Backend::Wasm, true, 1, false),
+const CONFIGS: [(Backend, bool, usize, Locking); 5] = [
+    (Backend::Wasm, false, 1, Locking::Off),
+    (Backend::Native, false, 1, Locking::Off),
+    (Backend::Wasm, false, 1, Locking::Locks),
+    (Backend::Wasm, false, 3, Locking::Locks),
+    (Backend::Wasm, true, 1, Locking::Off),
+];
+
+/// The replica rows (`BENCH_REPLICAS=1`): 1, 3 and 5 locking replicas, racing for every lock
+/// and split by Leases.
+const REPLICA_CONFIGS: [(Backend, bool, usize, Locking); 6] = [
+    (Backend::Wasm, false, 1, Locking::Locks),
+    (Backend::Wasm, false, 1, Locking::Leases),
+    (Backend::Wasm, false, 3, Locking::Locks),
+    (Backend::Wasm, false, 3, Locking::Leases),
+    (Backend::Wasm, false, 5, Locking::Locks),
+    (Backend::Wasm, false, 5, Locking::Leases),
 ];
 
 /// The order rows run in within a round, alternating each round (forward, backward) so that
@@ -540,7 +630,7 @@ async fn run_rounds(rounds: usize, n: usize, cache: &Path) -> Vec<Vec<JobsRun>> 
             let (backend, hooks, replicas, locking) = CONFIGS[k];
             let run = run_jobs(backend, hooks, replicas, locking, n, cache).await;
             eprintln!(
-                "round {round}: {backend:?} hooks={hooks} replicas={replicas} locking={locking}: {:.2}s",
+                "round {round}: {backend:?} hooks={hooks} replicas={replicas} locking={locking:?}: {:.2}s",
                 run.seconds
             );
             by_config[k].push(run);
@@ -647,7 +737,7 @@ fn jobs_table(runs: &[JobsRun]) -> String {
             r.backend,
             if r.hooks { "continuous-reconcile" } else { "-" },
             r.replicas,
-            if r.locking { "on" } else { "off" },
+            r.locking.label(),
             r.items,
             r.seconds,
             r.items as f64 / r.seconds,
@@ -681,6 +771,65 @@ async fn process_table(rss_n: usize, dir: &Path) -> String {
     table
 }
 
+/// `BENCH_REPLICAS=1`: the replica rows, each once per round (alternating the order), and
+/// their table: what a job costs the API server at 1, 3 and 5 replicas, with and without Leases.
+async fn replica_rounds(rounds: usize, n: usize, cache: &Path) -> String {
+    let mut by_config: Vec<Vec<JobsRun>> = REPLICA_CONFIGS.iter().map(|_| Vec::new()).collect();
+    for round in 1..=rounds {
+        let mut order: Vec<usize> = (0..REPLICA_CONFIGS.len()).collect();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        for k in order {
+            let (backend, hooks, replicas, locking) = REPLICA_CONFIGS[k];
+            let run = run_jobs(backend, hooks, replicas, locking, n, cache).await;
+            eprintln!(
+                "round {round}: replicas={replicas} locking={locking:?}: {:.2}s, writes/job {:.2}, refused/job {:.2}",
+                run.seconds, run.writes_per_job, run.refused_per_job
+            );
+            by_config[k].push(run);
+        }
+    }
+    // Paired per round: each row against 1 replica with locks, which ran in the same round.
+    let ratios: Vec<Vec<f64>> = by_config
+        .iter()
+        .map(|runs| {
+            let mut r: Vec<f64> = runs
+                .iter()
+                .zip(&by_config[0])
+                .map(|(run, base)| base.seconds / run.seconds)
+                .collect();
+            r.sort_by(f64::total_cmp);
+            r
+        })
+        .collect();
+    let runs = median_runs(by_config);
+    let mut table = format!(
+        "Median of {rounds} rounds, {n} jobs per row and round.\n\n\
+         | replicas | locking | jobs/s | jobs/s against 1 replica (median of rounds) | CPU per job | reconciles/job | reads/job | writes/job | of which refused | Lease requests in the run |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for (r, ratio) in runs.iter().zip(&ratios) {
+        let reads: f64 = ["get", "list"]
+            .iter()
+            .map(|v| r.per_job.get(*v).copied().unwrap_or(0.0))
+            .sum();
+        table.push_str(&format!(
+            "| {} | {} | {:.0} | {:.2} | {:.0} µs | {:.2} | {reads:.2} | {:.2} | {:.2} | {} |\n",
+            r.replicas,
+            r.locking.label(),
+            r.items as f64 / r.seconds,
+            ratio[ratio.len() / 2],
+            r.cpu_us_per_job,
+            r.reconciles_per_job,
+            r.writes_per_job,
+            r.refused_per_job,
+            r.lease_requests,
+        ));
+    }
+    table
+}
+
 /// Profiling aid: `BENCH_PROFILE_ROW=0` runs only that row (0 wasm, 1 native, 4 hook), once,
 /// and nothing else, so `perf record` sees one configuration.
 async fn profile_row(k: usize, n: usize, cache: &Path) {
@@ -709,6 +858,15 @@ fn main() {
             .and_then(|v| v.parse::<usize>().ok())
         {
             return profile_row(k, n, &cache).await;
+        }
+        if std::env::var_os("BENCH_REPLICAS").is_some() {
+            let table = replica_rounds(env_usize("BENCH_ROUNDS", 3).max(1), n, &cache).await;
+            let text = format!("Machine: {}\n\n{table}", machine());
+            println!("{text}");
+            if std::env::var_os("BENCH_WRITE_DOCS").is_some() {
+                write_docs_section("replicas", "", &text);
+            }
+            return;
         }
         // `BENCH_START_ONLY=1`: only the plugins' start, e.g. to compare two trees quickly.
         if std::env::var_os("BENCH_START_ONLY").is_some() {

@@ -154,6 +154,13 @@ pub struct LockingConfig {
     pub pod_cache_timeout: Option<String>,
     /// Interval of the orphaned-SyncObject cleanup. Default `3h`; `none` disables it.
     pub cleanup_interval: Option<String>,
+    /// Split the items among the live replicas by Leases (`crate::membership`), so that only
+    /// one replica tries each job's lock. Default on (with locking, where the pod name is
+    /// known); `false`: every replica races for every lock, as Landscaper's deployers do.
+    pub membership: Option<bool>,
+    /// How long a replica's Lease counts without a renewal (renewed every third of it).
+    /// Default `15s`.
+    pub lease_duration: Option<String>,
 }
 
 /// `plugins:` section of the configuration.
@@ -226,6 +233,7 @@ impl HostConfig {
             ("locking.retryAfter", &self.locking.retry_after),
             ("locking.podCacheTimeout", &self.locking.pod_cache_timeout),
             ("locking.cleanupInterval", &self.locking.cleanup_interval),
+            ("locking.leaseDuration", &self.locking.lease_duration),
         ] {
             if let Some(v) = value {
                 parse_go_duration(v).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
@@ -265,6 +273,33 @@ impl HostConfig {
         lock.retry_after = dur(&self.locking.retry_after, lock.retry_after);
         lock.pod_cache_timeout = dur(&self.locking.pod_cache_timeout, lock.pod_cache_timeout);
         lock
+    }
+
+    /// The replica membership of this host (`None`: off, no locking, or no pod name to hold a
+    /// Lease by).
+    pub fn membership_config(&self) -> Option<crate::membership::MembershipConfig> {
+        if !self.locking_enabled() || self.locking.membership == Some(false) {
+            return None;
+        }
+        let lock = self.lock_config();
+        if lock.pod_name == crate::locking::NO_POD_NAME {
+            return None;
+        }
+        let lease_duration = match self
+            .locking
+            .lease_duration
+            .as_deref()
+            .map(parse_go_duration)
+        {
+            Some(Ok(GoDuration::Finite(d))) if !d.is_zero() => d,
+            _ => crate::membership::DEFAULT_LEASE_DURATION,
+        };
+        Some(crate::membership::MembershipConfig {
+            prefix: lock.prefix,
+            pod_name: lock.pod_name,
+            namespace: lock.pod_namespace,
+            lease_duration,
+        })
     }
 
     /// Interval of the SyncObject cleanup; `None` = disabled.

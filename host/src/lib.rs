@@ -21,6 +21,7 @@ pub mod image;
 pub mod landscaper;
 pub mod limits;
 pub mod locking;
+pub mod membership;
 pub mod metrics;
 pub mod oci;
 pub mod ocm;

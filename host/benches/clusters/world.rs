@@ -21,6 +21,13 @@ use test_support::workspace;
 
 pub const NS: &str = "default";
 
+/// How the host reaches the Target clusters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Tls,
+    Plain,
+}
+
 /// A point in the host's life: memory, descriptors and what its Target-client cache holds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Sample {
@@ -40,6 +47,8 @@ pub struct World {
     pub server: ApiServer,
     _landscaper_cluster: LoopbackServing,
     target_url: String,
+    /// The same Target clusters over plain HTTP.
+    plain_targets: LoopbackServing,
     ca_pem: String,
     pub items: Api<DeployItem>,
     pub targets: Api<Target>,
@@ -71,6 +80,7 @@ impl World {
                 .serve_tls(listener, &cert, std::future::pending())
                 .await;
         });
+        let plain_targets = server.serve_on_loopback().await.unwrap();
         let landscaper = tokio::spawn(deployer_host::dev::landscaper::run(server.client()));
         let client = server.client();
         let items: Api<DeployItem> = Api::namespaced(client.clone(), NS);
@@ -83,7 +93,19 @@ impl World {
             .port();
         let config = dir.join("host-config.yaml");
         std::fs::write(&config, host_config).unwrap();
-        let host = std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host"))
+        // `BENCH_HOST_WRAPPER="heaptrack -o /tmp/x"`: the host runs under a profiler (its RSS
+        // is then the wrapper's).
+        let wrapper = std::env::var("BENCH_HOST_WRAPPER").unwrap_or_default();
+        let mut words = wrapper.split_whitespace();
+        let mut host = match words.next() {
+            Some(program) => {
+                let mut c = std::process::Command::new(program);
+                c.args(words).arg(env!("CARGO_BIN_EXE_deployer-host"));
+                c
+            }
+            None => std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host")),
+        };
+        let host = host
             .args(["run", "--kubeconfig"])
             .arg(&kubeconfig)
             .arg("--plugins")
@@ -101,6 +123,7 @@ impl World {
             server,
             _landscaper_cluster: landscaper_cluster,
             target_url,
+            plain_targets,
             ca_pem,
             items,
             host: KillOnDrop(host),
@@ -170,13 +193,23 @@ impl World {
     /// A kubeconfig for the Target clusters with a token of its own (a new cluster identity, or
     /// a rotated credential).
     pub fn fresh_kubeconfig(&self) -> String {
+        self.fresh_kubeconfig_over(Scheme::Tls)
+    }
+
+    /// [`World::fresh_kubeconfig`] over TLS or plain HTTP.
+    pub fn fresh_kubeconfig_over(&self, scheme: Scheme) -> String {
         let n = self
             .tokens
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let token = format!("bench-token-{n}");
         self.server
             .add_token(&token, "bench-admin", &["system:masters"]);
-        ApiServer::kubeconfig_yaml_tls(&self.target_url, Some(&self.ca_pem), &token)
+        match scheme {
+            Scheme::Tls => {
+                ApiServer::kubeconfig_yaml_tls(&self.target_url, Some(&self.ca_pem), &token)
+            }
+            Scheme::Plain => ApiServer::kubeconfig_yaml_tls(&self.plain_targets.url, None, &token),
+        }
     }
 
     /// A kubeconfig for a cluster at `url` (a refusing or hanging one).

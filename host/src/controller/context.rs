@@ -52,6 +52,8 @@ pub struct Context {
     pub events: Events,
     /// SyncObject locking; `None` when only one replica can run.
     pub locker: Option<crate::locking::Locker>,
+    /// Which live replica takes which item (Leases); `None`: every replica tries every lock.
+    pub membership: Option<Arc<crate::membership::Membership>>,
     /// What the host remembers per item: settled versions, own writes, failures in a row.
     pub memory: ItemMemory,
     /// Reconciles in flight.
@@ -95,6 +97,9 @@ impl Context {
             hooks: Arc::new(crate::hooks::LiveHooks::new(hooks)),
             events,
             locker,
+            membership: config
+                .membership_config()
+                .map(|m| Arc::new(crate::membership::Membership::new(host_client.clone(), m))),
             memory: ItemMemory::default(),
             workers,
             lock_cleanup_interval: config.cleanup_interval(),

@@ -76,6 +76,12 @@ pub async fn run(
     };
     // Targets and Contexts from watches: no GET of either per job once they are listed.
     let _lookups = ctx.lookups.watch(namespace.as_deref());
+    // Replicas split the items before the first one is looked at (a view that cannot be read
+    // leaves every item to the locks, as without Leases).
+    let membership = match &ctx.membership {
+        Some(membership) => Some(AbortOnDrop(membership.clone().start().await)),
+        None => None,
+    };
     match item_cache {
         ItemCache::Metadata => {
             // One paginated list instead of a GET per idle item on the watch's first events.
@@ -101,6 +107,21 @@ pub async fn run(
     ctx.stats.watch_synced.store(false, Ordering::Relaxed);
     if let Some(cleaner) = cleaner {
         cleaner.abort();
+    }
+    // A replica that stops gives its share back at once; one that dies leaves its Lease to
+    // expire (the renewal task goes with the controller's future either way).
+    if let (Some(task), Some(membership)) = (membership, &ctx.membership) {
+        drop(task);
+        membership.leave().await;
+    }
+}
+
+/// Aborts the task when the future that spawned it ends or is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -141,6 +162,11 @@ async fn drive<K: WatchedItem>(
 ) {
     let controller = controller_for(items_api::<K>(ctx, namespace), ctx);
     let plugin_changes = ctx.plugins.changes();
+    // Replicas joining or leaving move items between replicas: every item is looked at again.
+    let membership_changes: futures::stream::BoxStream<'static, ()> = match &ctx.membership {
+        Some(membership) => membership.changes().boxed(),
+        None => futures::stream::pending().boxed(),
+    };
     // Ready (`/readyz`) once every item has been listed: from then on nothing is missed.
     let store = controller.store();
     let synced = tokio::spawn({
@@ -165,6 +191,7 @@ async fn drive<K: WatchedItem>(
         .with_config(ControllerConfig::default().concurrency(workers as u16))
         // A new or removed deployer changes which items are ours: look at every item again.
         .reconcile_all_on(plugin_changes)
+        .reconcile_all_on(membership_changes)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| async move {

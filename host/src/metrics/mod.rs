@@ -26,7 +26,7 @@ pub fn render(ctx: &Context) -> String {
     let clusters = ctx.target_clients.stats();
     let locks = |f: fn(&crate::locking::Locker) -> u64| ctx.locker.as_ref().map_or(0, f);
     // (name, type, help, value) of each unlabelled metric.
-    let unlabelled: [(&str, &str, &str, u64); 14] = [
+    let unlabelled: [(&str, &str, &str, u64); 15] = [
         (
             "wasm_deployer_worker_threads_in_use",
             "gauge",
@@ -80,6 +80,14 @@ pub fn render(ctx: &Context) -> String {
             "counter",
             "SyncObject locks this replica could not release after retries (each a warning naming the lock).",
             locks(crate::locking::Locker::unlock_failures),
+        ),
+        (
+            "wasm_deployer_replicas",
+            "gauge",
+            "Live replicas this replica sees by their Leases, itself included (0: the split by Leases is off).",
+            ctx.membership
+                .as_ref()
+                .map_or(0, |m| m.members().len() as u64),
         ),
         (
             "wasm_deployer_plugins_loading",

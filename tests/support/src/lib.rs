@@ -27,6 +27,7 @@ pub mod real_helm;
 pub mod real_landscaper;
 pub mod registry;
 pub mod replicas;
+pub mod why;
 pub use backend::{Backend, TestCluster, backend};
 pub use paths::{plugins_dir, test_plugins_dir, workspace};
 pub use real_apiserver::{RealApiServer, RealBinaries, client_for, ensure_default_service_account};
@@ -467,9 +468,15 @@ impl Drop for Harness {
     }
 }
 
+/// How long the stories' replicas' Leases count without a renewal (the product's default is
+/// 15 s): a replica whose task is aborted is taken over this much later.
+pub const STORY_LEASE: Duration = Duration::from_secs(2);
+
 /// One host replica with SyncObject locking, as pod `pod` of `pod_namespace`: `ls` for
-/// Landscaper's objects, `host` for the Pods its dead-owner check reads. Runs its controller
-/// until the returned task is aborted. (The locking and least-privilege stories.)
+/// Landscaper's objects, `host` for the Pods its dead-owner check reads and its Lease (the
+/// replicas split the items by Leases of [`STORY_LEASE`], as the host does by default). Runs its
+/// controller until the returned task is aborted, which leaves its Lease to expire as a killed
+/// replica's does. (The locking and least-privilege stories.)
 pub fn start_locking_replica(
     ls: Client,
     host: Client,
@@ -477,6 +484,28 @@ pub fn start_locking_replica(
     config: &HostConfig,
     pod: &'static str,
     pod_namespace: &'static str,
+) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
+    start_locking_replica_with(
+        ls,
+        host,
+        registry,
+        config,
+        pod,
+        pod_namespace,
+        Some(STORY_LEASE),
+    )
+}
+
+/// [`start_locking_replica`] with Leases of `leases`, or with locks alone (`None`: every replica
+/// races for every job's lock, as Landscaper's own deployers do).
+pub fn start_locking_replica_with(
+    ls: Client,
+    host: Client,
+    registry: Arc<plugin_runtime::PluginRegistry>,
+    config: &HostConfig,
+    pod: &'static str,
+    pod_namespace: &'static str,
+    leases: Option<Duration>,
 ) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
     let mut deployer = Context::new(
         ls.clone(),
@@ -487,6 +516,17 @@ pub fn start_locking_replica(
     )
     .expect("deployer");
     deployer.deployer.identity = pod.to_string();
+    deployer.membership = leases.map(|lease_duration| {
+        Arc::new(deployer_host::membership::Membership::new(
+            host.clone(),
+            deployer_host::membership::MembershipConfig {
+                prefix: "wasm-deployer".into(),
+                pod_name: pod.into(),
+                namespace: pod_namespace.into(),
+                lease_duration,
+            },
+        ))
+    });
     deployer.locker = Some(deployer_host::locking::Locker::new(
         ls,
         host,

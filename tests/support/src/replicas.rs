@@ -258,7 +258,7 @@ impl ReplicaCluster {
             &config,
             format!(
                 "requeueInterval: 200ms\nworkers: {workers}\nhpa: {{maxReplicas: 3}}\n\
-                 locking: {{retryAfter: 200ms, podCacheTimeout: 300ms, cleanupInterval: {cleanup_interval}}}\n\
+                 locking: {{retryAfter: 200ms, podCacheTimeout: 300ms, cleanupInterval: {cleanup_interval}, leaseDuration: 2s}}\n\
                  plugins: {{dir: {:?}, cacheDir: {:?}}}\n",
                 super::plugins_dir(),
                 super::plugins_dir().join("../plugin-cache"),

@@ -1,6 +1,7 @@
 //! Stage 1, admit: is this item ours, and does it need work? Everything before the lock.
 //!
-//! In order: the `Start` hook; the item memory (an unchanged settled item costs no read; the
+//! In order: the replica split (an item another live replica takes is left to it); the `Start`
+//! hook; the item memory (an unchanged settled item costs no read; the
 //! object of an own write or a trusted watch copy stands in for a read: `ItemMemory`);
 //! responsibility check 1 (the type, from annotations or the item); check 2 (the Target in the
 //! item's namespace against the target selectors); the full item; the hooks
@@ -56,6 +57,14 @@ pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admissi
     let annotated = responsibility::route_from_annotations(meta.annotations.as_ref());
     let annotated_type = annotated.as_ref().map(|r| r.deploy_item_type.as_str());
     let mut acc = Accumulated::default();
+
+    // Another live replica's item (by the replicas' Leases): nothing to run, read or lock here.
+    // A change of the replicas looks at every item again (`membership.changes()`).
+    if let Some(membership) = &ctx.membership
+        && !membership.owns(meta.uid.as_deref().unwrap_or_default())
+    {
+        return Ok(Skip(Action::await_change()));
+    }
 
     // Hooks: Start, the very first step (no item, no target).
     if ctx.hooks.has(annotated_type, HookType::Start) {
