@@ -234,12 +234,57 @@ fn given_the_chart_when_values_are_wrong_then_helm_refuses_them_naming_the_value
 #[test]
 fn given_plugins_instance_slots_then_the_hosts_configuration_carries_them() {
     skip_on_real!("renders only; no API server involved");
+    let host = rendered_host_config(json!({"plugins": {"instanceSlots": 0}}));
+    assert_eq!(host.plugins.instance_slots, Some(0));
+}
+
+#[test]
+fn given_several_replicas_then_they_split_by_leases_unless_the_values_say_otherwise() {
+    skip_on_real!("renders only; no API server involved");
+    // By default, several replicas lock and split the items by Leases of 15 s,
+    let host = rendered_host_config(json!({"hpa": {"maxReplicas": 3}}));
+    assert!(host.locking_enabled());
+    assert_eq!(host.locking.membership, None);
+    assert_eq!(host.locking.lease_duration.as_deref(), Some("15s"));
+    // the values tune the Lease or switch the split off,
+    let host = rendered_host_config(
+        json!({"hpa": {"maxReplicas": 3}, "locking": {"membership": false, "leaseDuration": "30s"}}),
+    );
+    assert_eq!(host.locking.membership, Some(false));
+    assert_eq!(host.locking.lease_duration.as_deref(), Some("30s"));
+    host.validate().unwrap();
+    // and the Role lets the host hold its Lease and read its peers' in its namespace.
+    let rules: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(std::path::Path::new(&chart()).join("rbac/host-cluster.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let leases = rules["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|r| r["resources"][0] == "leases")
+        .expect("a rule for Leases");
+    for verb in ["get", "list", "create", "update", "delete"] {
+        assert!(
+            leases["verbs"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .any(|v| v == verb),
+            "{verb}"
+        );
+    }
+}
+
+/// The host configuration the chart renders from `values` (its config Secret), parsed by the host.
+fn rendered_host_config(values: serde_json::Value) -> deployer_host::config::HostConfig {
     let rendered = helm_engine::render(
         &helm_engine::Chart::load_dir(chart()).unwrap(),
         &helm_engine::RenderOptions {
             release_name: RELEASE.into(),
             namespace: NAMESPACE.into(),
-            values_files: vec![json!({"plugins": {"instanceSlots": 0}}).to_string()],
+            values_files: vec![values.to_string()],
             ..Default::default()
         },
     )
@@ -250,9 +295,7 @@ fn given_plugins_instance_slots_then_the_hosts_configuration_carries_them() {
         .find_map(|(name, text)| name.ends_with("templates/config.yaml").then_some(text))
         .expect("the config Secret");
     let secret: serde_yaml::Value = serde_yaml::from_str(config).unwrap();
-    let host: deployer_host::config::HostConfig =
-        serde_yaml::from_str(secret["stringData"]["config.yaml"].as_str().unwrap()).unwrap();
-    assert_eq!(host.plugins.instance_slots, Some(0));
+    serde_yaml::from_str(secret["stringData"]["config.yaml"].as_str().unwrap()).unwrap()
 }
 
 /// Landscaper's template functions the blueprint uses (`pkg/landscaper/templating`), over the

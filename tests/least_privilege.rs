@@ -317,6 +317,17 @@ async fn given_only_the_shipped_rbac_then_the_whole_contract_works() {
     )
     .await;
     run_items(&admin).await;
+    // The replica holds its Lease and reads its peers' with the same rights (a refused Lease
+    // would leave it out of the split, racing for every lock).
+    let membership = deployer.membership.as_ref().expect("the split by Leases");
+    assert_eq!(&*membership.members(), [POD.to_string()]);
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), NAMESPACE);
+    let lease = leases
+        .get(&deployer_host::membership::lease_name("wasm-deployer", POD))
+        .await
+        .expect("the replica's Lease");
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some(POD));
     // The jobs read their Target and Context from the watch-fed caches, not with GETs.
     let lookups = &deployer.lookups;
     assert!(

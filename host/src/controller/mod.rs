@@ -76,6 +76,13 @@ pub async fn run(
     };
     // Targets and Contexts from watches: no GET of either per job once they are listed.
     let _lookups = ctx.lookups.watch(namespace.as_deref());
+    // A restarted container keeps its pod name but holds no lock: give back what its previous
+    // run held, or an item another replica now takes would wait on this pod.
+    if let Some(locker) = &ctx.locker
+        && let Err(e) = locker.release_left_over(namespace.as_deref()).await
+    {
+        tracing::warn!(error = %crate::apierrors::render_error(&e), "could not release the locks of this pod's previous run; items another replica takes wait for them until this pod is gone");
+    }
     // Replicas split the items before the first one is looked at (a view that cannot be read
     // leaves every item to the locks, as without Leases).
     let membership = match &ctx.membership {

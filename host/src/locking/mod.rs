@@ -78,6 +78,9 @@ pub struct Locker {
     pods: PodCache,
     unlock_failures: AtomicU64,
     conflicts: AtomicU64,
+    /// The SyncObjects this replica holds now: taken and not (yet) released. An item whose lock
+    /// is here stays this replica's to finish or release, whoever the split by Leases names.
+    held: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// How long [`Locker::unlock`] retries transient failures.
@@ -106,6 +109,7 @@ impl Locker {
             pods,
             unlock_failures: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
+            held: Default::default(),
         }
     }
 
@@ -127,10 +131,66 @@ impl Locker {
         uid: &str,
     ) -> Result<LockOutcome, kube::Error> {
         let outcome = self.try_lock(namespace, name, uid).await?;
-        if matches!(outcome, LockOutcome::NotLocked) {
-            self.conflicts.fetch_add(1, Ordering::Relaxed);
+        match &outcome {
+            LockOutcome::NotLocked => {
+                self.conflicts.fetch_add(1, Ordering::Relaxed);
+            }
+            LockOutcome::Locked(_) => {
+                self.held_locks().insert(self.lock_name(uid));
+            }
         }
         Ok(outcome)
+    }
+
+    /// Whether this replica holds the lock of the item with `uid` (taken, not yet released:
+    /// a release that failed keeps it here, so the item is tried again by this replica).
+    pub fn holds(&self, uid: &str) -> bool {
+        self.held_locks().contains(&self.lock_name(uid))
+    }
+
+    fn held_locks(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Releases the locks this pod's previous run left behind. A container restart keeps the
+    /// pod name, and the new process holds no lock: with the split by Leases such an item may
+    /// now be another replica's, which would wait on this (living) pod for ever. Never for
+    /// `nopodname`, which many processes share. Returns how many were released.
+    pub async fn release_left_over(&self, namespace: Option<&str>) -> Result<usize, kube::Error> {
+        if self.config.pod_name == NO_POD_NAME {
+            return Ok(0);
+        }
+        let api: Api<SyncObject> = match namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let mut released = 0;
+        for object in api.list(&kube::api::ListParams::default()).await?.items {
+            if object.spec.prefix != self.config.prefix
+                || object.spec.pod_name != self.config.pod_name
+                || self
+                    .held_locks()
+                    .contains(object.metadata.name.as_deref().unwrap_or_default())
+            {
+                continue;
+            }
+            let lock = Lock {
+                object: Box::new(object),
+            };
+            if matches!(
+                self.unlock(lock, false).await,
+                Released::Unlocked | Released::Deleted
+            ) {
+                released += 1;
+            }
+        }
+        if released > 0 {
+            tracing::info!(
+                locks = released,
+                "released the locks this pod's previous run left"
+            );
+        }
+        Ok(released)
     }
 
     async fn try_lock(
@@ -200,6 +260,16 @@ impl Locker {
     /// [`Locker::unlock_failures`]; the lock is then left to the take-over of a dead owner's lock
     /// and to the cleanup.
     pub async fn unlock(&self, lock: Lock, item_deleted: bool) -> Released {
+        let lock_name = lock.object.metadata.name.clone().unwrap_or_default();
+        let released = self.release(lock, item_deleted).await;
+        if released != Released::Failed {
+            self.held_locks().remove(&lock_name);
+        }
+        released
+    }
+
+    /// [`Locker::unlock`] without the bookkeeping of held locks.
+    async fn release(&self, lock: Lock, item_deleted: bool) -> Released {
         let mut object = *lock.object;
         let namespace = object.metadata.namespace.clone().unwrap_or_default();
         let name = object.metadata.name.clone().unwrap_or_default();
@@ -337,6 +407,58 @@ mod tests {
             LockOutcome::Locked(lock) => lock,
             LockOutcome::NotLocked => panic!("{name} not locked"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_lock_is_held_from_its_taking_until_its_release() {
+        let server = server();
+        let locker = locker(&server);
+        assert!(!locker.holds("uid-1"));
+        let lock = locked(&locker, "item-1", "uid-1").await;
+        assert!(locker.holds("uid-1"));
+        assert!(!locker.holds("uid-2"));
+        assert_eq!(locker.unlock(lock, false).await, Released::Unlocked);
+        assert!(!locker.holds("uid-1"));
+    }
+
+    #[tokio::test]
+    async fn given_locks_of_this_pods_previous_run_when_it_starts_again_then_they_are_released_and_no_others()
+     {
+        let server = server();
+        // Given locks replica-a's previous process took and never released, and one of another pod,
+        let previous = locker(&server);
+        for i in 0..3 {
+            let _left = locked(&previous, &format!("item-{i}"), &format!("uid-{i}")).await;
+        }
+        let mut other = LockConfig::from_env("test");
+        other.pod_name = "replica-b".into();
+        let other = Locker::new(server.client(), server.client(), other);
+        let _theirs = locked(&other, "item-b", "uid-b").await;
+        // when replica-a starts again (same pod name, a new process),
+        let restarted = locker(&server);
+        assert_eq!(restarted.release_left_over(None).await.unwrap(), 3);
+        // then its old locks are free and replica-b's is untouched.
+        let all: Api<SyncObject> = Api::namespaced(server.client(), "default");
+        let owners: Vec<(String, String)> = all
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|o| !o.spec.pod_name.is_empty())
+            .map(|o| (o.metadata.name.unwrap(), o.spec.pod_name))
+            .collect();
+        assert_eq!(
+            owners,
+            [("test-uid-b".to_string(), "replica-b".to_string())]
+        );
+        // Processes without a pod name share `nopodname`: theirs are never released so.
+        let mut anonymous = LockConfig::from_env("test");
+        anonymous.pod_name = NO_POD_NAME.into();
+        let anonymous = Locker::new(server.client(), server.client(), anonymous);
+        let _held = locked(&anonymous, "item-n", "uid-n").await;
+        let again = Locker::new(server.client(), server.client(), anonymous.config.clone());
+        assert_eq!(again.release_left_over(None).await.unwrap(), 0);
     }
 
     #[tokio::test]

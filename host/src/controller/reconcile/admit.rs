@@ -58,10 +58,14 @@ pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admissi
     let annotated_type = annotated.as_ref().map(|r| r.deploy_item_type.as_str());
     let mut acc = Accumulated::default();
 
-    // Another live replica's item (by the replicas' Leases): nothing to run, read or lock here.
-    // A change of the replicas looks at every item again (`membership.changes()`).
+    // Another live replica's item (by the replicas' Leases): nothing to run, read or lock here
+    // — unless this replica still holds its lock (a job begun before the replicas changed, or
+    // a release that failed), which it finishes or releases itself. A change of the replicas
+    // looks at every item again (`membership.changes()`).
+    let uid = meta.uid.as_deref().unwrap_or_default();
     if let Some(membership) = &ctx.membership
-        && !membership.owns(meta.uid.as_deref().unwrap_or_default())
+        && !membership.owns(uid)
+        && !ctx.locker.as_ref().is_some_and(|l| l.holds(uid))
     {
         return Ok(Skip(Action::await_change()));
     }
@@ -82,7 +86,6 @@ pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admissi
     // An unchanged item we saw finished: nothing to read, lock or write — unless a hook may
     // take or reopen it.
     // That includes an event of an earlier write of ours when our newest write finished it.
-    let uid = meta.uid.as_deref().unwrap_or_default();
     if let Some(rv) = meta.resource_version.as_deref()
         && !ctx.hooks.may_reopen(annotated_type)
         && ctx.memory.settled(uid, rv)
