@@ -82,7 +82,8 @@ async fn live_and_seen(world: &World, rows: &mut Vec<Row>, start: Sample) -> Sam
     let rounds = env_usize("BENCH_CLUSTERS_ROUNDS", 10);
     let mut seen = 10;
     for (n, scheme) in [(100, Scheme::Tls), (big, Scheme::Tls), (big, Scheme::Plain)] {
-        let (names, took) = live_over(world, &format!("live{n}{scheme:?}"), n, scheme).await;
+        let prefix = format!("live{n}-{}", format!("{scheme:?}").to_lowercase());
+        let (names, took) = live_over(world, &prefix, n, scheme).await;
         seen += n;
         rows.push(Row {
             what: match scheme {

@@ -776,7 +776,14 @@ async fn process_table(rss_n: usize, dir: &Path) -> String {
 async fn replica_rounds(rounds: usize, n: usize, cache: &Path) -> String {
     let mut by_config: Vec<Vec<JobsRun>> = REPLICA_CONFIGS.iter().map(|_| Vec::new()).collect();
     for round in 1..=rounds {
-        let mut order: Vec<usize> = (0..REPLICA_CONFIGS.len()).collect();
+        // `BENCH_REPLICA_ROWS=0,3`: only those rows (a quick look at one pair).
+        let mut order: Vec<usize> = match std::env::var("BENCH_REPLICA_ROWS") {
+            Ok(rows) => rows
+                .split(',')
+                .filter_map(|r| r.trim().parse().ok())
+                .collect(),
+            Err(_) => (0..REPLICA_CONFIGS.len()).collect(),
+        };
         if round % 2 == 0 {
             order.reverse();
         }
@@ -793,6 +800,7 @@ async fn replica_rounds(rounds: usize, n: usize, cache: &Path) -> String {
     // Paired per round: each row against 1 replica with locks, which ran in the same round.
     let ratios: Vec<Vec<f64>> = by_config
         .iter()
+        .filter(|runs| !runs.is_empty())
         .map(|runs| {
             let mut r: Vec<f64> = runs
                 .iter()
@@ -800,10 +808,13 @@ async fn replica_rounds(rounds: usize, n: usize, cache: &Path) -> String {
                 .map(|(run, base)| base.seconds / run.seconds)
                 .collect();
             r.sort_by(f64::total_cmp);
+            if r.is_empty() {
+                r.push(f64::NAN); // the 1-replica row did not run
+            }
             r
         })
         .collect();
-    let runs = median_runs(by_config);
+    let runs = median_runs(by_config.into_iter().filter(|r| !r.is_empty()).collect());
     let mut table = format!(
         "Median of {rounds} rounds, {n} jobs per row and round.\n\n\
          | replicas | locking | jobs/s | jobs/s against 1 replica (median of rounds) | CPU per job | reconciles/job | reads/job | writes/job | of which refused | Lease requests in the run |\n\

@@ -130,6 +130,18 @@ impl Context {
     }
 }
 
+impl Context {
+    /// Whether this replica may take the item: the split by Leases names it (or is off), or
+    /// this replica holds its lock.
+    pub fn may_take(&self, meta: &kube::api::ObjectMeta) -> bool {
+        let Some(membership) = &self.membership else {
+            return true;
+        };
+        let uid = meta.uid.as_deref().unwrap_or_default();
+        membership.owns(uid) || self.locker.as_ref().is_some_and(|l| l.holds(uid))
+    }
+}
+
 /// Counters exposed for tests, benchmarks, logs and `/metrics` (`crate::metrics`).
 #[derive(Debug)]
 pub struct Stats {

@@ -144,6 +144,7 @@ fn items_api<K: WatchedItem>(ctx: &Context, namespace: &Option<String>) -> Api<K
 fn controller_for<K: WatchedItem>(api: Api<K>, ctx: &Arc<Context>) -> Controller<K> {
     let writer = reflector::store::Writer::<K>::default();
     let reader = writer.as_reader();
+    let split = ctx.clone();
     let ctx = ctx.clone();
     let items = watcher(api, watcher::Config::default())
         .inspect(move |event| match event {
@@ -154,7 +155,12 @@ fn controller_for<K: WatchedItem>(api: Api<K>, ctx: &Arc<Context>) -> Controller
             }
         })
         .reflect(writer)
-        .applied_objects();
+        .applied_objects()
+        // Another live replica's item is not even scheduled (the store above keeps it, for when
+        // the replicas change); admit checks again for requeues and bulk reconciles.
+        .filter(move |item| {
+            std::future::ready(item.as_ref().map_or(true, |i| split.may_take(i.meta())))
+        });
     // `for_stream` is behind kube-runtime's `unstable-runtime-stream-control` (Cargo.toml).
     kube_runtime::Controller::for_stream(items, reader)
 }

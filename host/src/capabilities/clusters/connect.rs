@@ -35,7 +35,7 @@ pub fn client(
     http.enforce_http(false);
     http.set_connect_timeout(Some(settings.connect_timeout));
     http.set_nodelay(true);
-    let mut tls = config.rustls_client_config()?;
+    let mut tls = tls_config(config)?;
     // One server per client: a single resumption slot instead of rustls' 256.
     tls.resumption = rustls::client::Resumption::in_memory_sessions(8);
     let mut https = hyper_rustls::HttpsConnectorBuilder::new()
@@ -65,6 +65,49 @@ pub fn client(
         .map_err(BoxError::from)
         .service(hyper);
     Ok(kube::Client::new(service, config.default_namespace.clone()))
+}
+
+/// The TLS configuration of the client for `config`.
+///
+/// kube builds a new one per call. Without a CA of the kubeconfig's own (and without a client
+/// certificate), that is the operating system's verifier, which reads and parses every root
+/// certificate of the system again: about 80 KiB of memory per client (measured: 1,000 Target
+/// clusters over plain HTTP held 184.5 MiB, over TLS with a CA 106.6 MiB), and a failure where
+/// the system has no roots. Such configurations are all alike, so they share one verifier;
+/// a plain-HTTP cluster never uses its configuration and shares an empty one.
+fn tls_config(config: &kube::Config) -> Result<rustls::ClientConfig, kube::Error> {
+    static SYSTEM_TRUST: std::sync::OnceLock<rustls::ClientConfig> = std::sync::OnceLock::new();
+    static UNUSED: std::sync::OnceLock<rustls::ClientConfig> = std::sync::OnceLock::new();
+    if config.cluster_url.scheme_str() == Some("http") {
+        return Ok(UNUSED
+            .get_or_init(|| {
+                rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default protocol versions")
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+            })
+            .clone());
+    }
+    let auth = &config.auth_info;
+    let system_trust = config.root_cert.is_none()
+        && config.root_cert_file.is_none()
+        && !config.accept_invalid_certs
+        && auth.client_certificate.is_none()
+        && auth.client_certificate_data.is_none()
+        && auth.client_key.is_none()
+        && auth.client_key_data.is_none()
+        && auth.exec.is_none();
+    if !system_trust {
+        return config.rustls_client_config();
+    }
+    if let Some(shared) = SYSTEM_TRUST.get() {
+        return Ok(shared.clone());
+    }
+    let built = config.rustls_client_config()?;
+    Ok(SYSTEM_TRUST.get_or_init(|| built).clone())
 }
 
 /// Why `e` means the cluster could not be reached (refused, timed out, TLS, name lookup), in

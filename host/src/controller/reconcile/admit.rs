@@ -62,13 +62,10 @@ pub(super) async fn admit(watched: Watched<'_>, ctx: &Context) -> Result<Admissi
     // — unless this replica still holds its lock (a job begun before the replicas changed, or
     // a release that failed), which it finishes or releases itself. A change of the replicas
     // looks at every item again (`membership.changes()`).
-    let uid = meta.uid.as_deref().unwrap_or_default();
-    if let Some(membership) = &ctx.membership
-        && !membership.owns(uid)
-        && !ctx.locker.as_ref().is_some_and(|l| l.holds(uid))
-    {
+    if !ctx.may_take(meta) {
         return Ok(Skip(Action::await_change()));
     }
+    let uid = meta.uid.as_deref().unwrap_or_default();
 
     // Hooks: Start, the very first step (no item, no target).
     if ctx.hooks.has(annotated_type, HookType::Start) {
