@@ -155,7 +155,15 @@ async fn start_host(ls: Client, host: Client) -> (Arc<Context>, tokio::task::Joi
     let registry = deployer_host::plugins::load_all(&config, &[config.plugins_dir()], Vec::new())
         .await
         .unwrap();
-    test_support::start_locking_replica(ls, host, registry, &config, POD, NAMESPACE)
+    test_support::start_locking_replica(
+        ls,
+        host,
+        registry,
+        &config,
+        POD,
+        NAMESPACE,
+        Some(test_support::STORY_LEASE),
+    )
 }
 
 /// A mock item with an export, and a manifest item that creates a ConfigMap on the Target
@@ -473,8 +481,15 @@ async fn given_only_the_shipped_rbac_then_container_items_run_and_their_pods_nee
     let (registry, _) = deployer_host::plugins::load(&config, &clusters)
         .await
         .unwrap();
-    let (_deployer, task) =
-        test_support::start_locking_replica(me.clone(), me, registry, &config, POD, NAMESPACE);
+    let (_deployer, task) = test_support::start_locking_replica(
+        me.clone(),
+        me,
+        registry,
+        &config,
+        POD,
+        NAMESPACE,
+        Some(test_support::STORY_LEASE),
+    );
     // The kubelet (admin, as a kubelet is) gives init and wait a token of the runner account
     // the host created: what they can do is what the host granted it.
     let dir = tempfile::tempdir().unwrap();
@@ -599,6 +614,7 @@ async fn given_only_the_shipped_rbac_then_plugins_are_delivered_from_configmaps(
         &config,
         POD,
         NAMESPACE,
+        Some(test_support::STORY_LEASE),
     );
     let (_catalog, delivery) = deployer_host::plugins::start_delivery(
         &config,

@@ -168,7 +168,7 @@ async fn start_replica_with(
     leases: Option<Duration>,
 ) -> Replica {
     let client = cluster.client_as(pod).await;
-    let (deployer, task) = test_support::start_locking_replica_with(
+    let (deployer, task) = test_support::start_locking_replica(
         client.clone(),
         client,
         registry,
@@ -178,6 +178,25 @@ async fn start_replica_with(
         leases,
     );
     Replica { deployer, task }
+}
+
+/// Replicas as `pods` that split by Leases, once every one of them sees them all.
+async fn agreeing_replicas(
+    cluster: &Cluster,
+    registry: Arc<PluginRegistry>,
+    pods: &[&'static str],
+) -> Vec<Replica> {
+    let mut replicas = Vec::new();
+    for pod in pods {
+        replicas.push(start_replica(cluster, registry.clone(), pod).await);
+    }
+    wait_views(
+        &replicas.iter().collect::<Vec<_>>(),
+        pods,
+        Duration::from_secs(20),
+    )
+    .await;
+    replicas
 }
 
 /// Waits until every replica sees exactly `pods` alive by their Leases.
@@ -608,16 +627,7 @@ async fn given_five_replicas_splitting_by_leases_then_each_job_is_locked_by_its_
     let (cluster, client) = setup().await;
     let registry = registry(vec![]).await;
     let pods = ["host-0", "host-1", "host-2", "host-3", "host-4"];
-    let mut replicas = Vec::new();
-    for pod in pods {
-        replicas.push(start_replica(&cluster, registry.clone(), pod).await);
-    }
-    wait_views(
-        &replicas.iter().collect::<Vec<_>>(),
-        &pods,
-        Duration::from_secs(20),
-    )
-    .await;
+    let replicas = agreeing_replicas(&cluster, registry, &pods).await;
     let refused_before = cluster.refused_lock_writes();
     let sim = tokio::spawn(landscaper::run(cluster.client_as("landscaper").await));
 
@@ -666,16 +676,7 @@ async fn given_replicas_splitting_by_leases_when_one_dies_then_the_others_take_i
     let (cluster, client) = setup().await;
     let registry = registry(vec![]).await;
     let pods = ["host-0", "host-1", "host-2"];
-    let mut replicas = Vec::new();
-    for pod in pods {
-        replicas.push(start_replica(&cluster, registry.clone(), pod).await);
-    }
-    wait_views(
-        &replicas.iter().collect::<Vec<_>>(),
-        &pods,
-        Duration::from_secs(20),
-    )
-    .await;
+    let mut replicas = agreeing_replicas(&cluster, registry, &pods).await;
     // when host-2 dies (its Lease is no longer renewed, its pod is gone),
     let dead = replicas.pop().unwrap();
     dead.task.abort();

@@ -38,6 +38,9 @@ use plugin_runtime::{DeployerPlugin, NativePlugin, PluginRegistry, PluginRuntime
 use test_support::bench::{KillOnDrop, env_usize, rss_kib, spawn_host, write_docs_section};
 use test_support::workspace;
 
+#[path = "e2e/replicas.rs"]
+mod replicas;
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
     Wasm,
@@ -150,7 +153,7 @@ async fn run_jobs(
     let registry = registry(backend, cache).await;
     let config = host_config(hooks);
     let (deployers, tasks) = start_replicas(&env.client, &registry, &config, replicas, locking);
-    wait_views_agree(&deployers, replicas).await;
+    replicas::wait_views_agree(&deployers, replicas).await;
     settle(&server).await;
     let counter = |f: fn(&controller::Stats) -> &std::sync::atomic::AtomicU64| -> u64 {
         deployers
@@ -303,23 +306,6 @@ fn start_replicas(
         )));
     }
     (deployers, tasks)
-}
-
-/// With Leases, waits until every replica sees all `replicas` (as in a deployment that has run
-/// a while; at a start, a replica learns of the ones after it on its next beat).
-async fn wait_views_agree(deployers: &[Arc<Context>], replicas: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while deployers.iter().any(|d| {
-        d.membership
-            .as_ref()
-            .is_some_and(|m| m.members().len() != replicas)
-    }) {
-        assert!(
-            Instant::now() < deadline,
-            "the replicas' views never agreed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Lets the watches list the (idle) items and the first reconcile of each settle, then zeroes
@@ -601,17 +587,6 @@ const CONFIGS: [(Backend, bool, usize, Locking); 5] = [
     (Backend::Wasm, true, 1, Locking::Off),
 ];
 
-/// The replica rows (`BENCH_REPLICAS=1`): 1, 3 and 5 locking replicas, racing for every lock
-/// and split by Leases.
-const REPLICA_CONFIGS: [(Backend, bool, usize, Locking); 6] = [
-    (Backend::Wasm, false, 1, Locking::Locks),
-    (Backend::Wasm, false, 1, Locking::Leases),
-    (Backend::Wasm, false, 3, Locking::Locks),
-    (Backend::Wasm, false, 3, Locking::Leases),
-    (Backend::Wasm, false, 5, Locking::Locks),
-    (Backend::Wasm, false, 5, Locking::Leases),
-];
-
 /// The order rows run in within a round, alternating each round (forward, backward) so that
 /// neither row of a compared pair (wasm beside native, wasm beside the hook row) always runs
 /// first: the process's heap and caches after one row are the next row's start.
@@ -771,76 +746,6 @@ async fn process_table(rss_n: usize, dir: &Path) -> String {
     table
 }
 
-/// `BENCH_REPLICAS=1`: the replica rows, each once per round (alternating the order), and
-/// their table: what a job costs the API server at 1, 3 and 5 replicas, with and without Leases.
-async fn replica_rounds(rounds: usize, n: usize, cache: &Path) -> String {
-    let mut by_config: Vec<Vec<JobsRun>> = REPLICA_CONFIGS.iter().map(|_| Vec::new()).collect();
-    for round in 1..=rounds {
-        // `BENCH_REPLICA_ROWS=0,3`: only those rows (a quick look at one pair).
-        let mut order: Vec<usize> = match std::env::var("BENCH_REPLICA_ROWS") {
-            Ok(rows) => rows
-                .split(',')
-                .filter_map(|r| r.trim().parse().ok())
-                .collect(),
-            Err(_) => (0..REPLICA_CONFIGS.len()).collect(),
-        };
-        if round % 2 == 0 {
-            order.reverse();
-        }
-        for k in order {
-            let (backend, hooks, replicas, locking) = REPLICA_CONFIGS[k];
-            let run = run_jobs(backend, hooks, replicas, locking, n, cache).await;
-            eprintln!(
-                "round {round}: replicas={replicas} locking={locking:?}: {:.2}s, writes/job {:.2}, refused/job {:.2}",
-                run.seconds, run.writes_per_job, run.refused_per_job
-            );
-            by_config[k].push(run);
-        }
-    }
-    // Paired per round: each row against 1 replica with locks, which ran in the same round.
-    let ratios: Vec<Vec<f64>> = by_config
-        .iter()
-        .filter(|runs| !runs.is_empty())
-        .map(|runs| {
-            let mut r: Vec<f64> = runs
-                .iter()
-                .zip(&by_config[0])
-                .map(|(run, base)| base.seconds / run.seconds)
-                .collect();
-            r.sort_by(f64::total_cmp);
-            if r.is_empty() {
-                r.push(f64::NAN); // the 1-replica row did not run
-            }
-            r
-        })
-        .collect();
-    let runs = median_runs(by_config.into_iter().filter(|r| !r.is_empty()).collect());
-    let mut table = format!(
-        "Median of {rounds} rounds, {n} jobs per row and round.\n\n\
-         | replicas | locking | jobs/s | jobs/s against 1 replica (median of rounds) | CPU per job | reconciles/job | reads/job | writes/job | of which refused | Lease requests in the run |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n"
-    );
-    for (r, ratio) in runs.iter().zip(&ratios) {
-        let reads: f64 = ["get", "list"]
-            .iter()
-            .map(|v| r.per_job.get(*v).copied().unwrap_or(0.0))
-            .sum();
-        table.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.0} µs | {:.2} | {reads:.2} | {:.2} | {:.2} | {} |\n",
-            r.replicas,
-            r.locking.label(),
-            r.items as f64 / r.seconds,
-            ratio[ratio.len() / 2],
-            r.cpu_us_per_job,
-            r.reconciles_per_job,
-            r.writes_per_job,
-            r.refused_per_job,
-            r.lease_requests,
-        ));
-    }
-    table
-}
-
 /// Profiling aid: `BENCH_PROFILE_ROW=0` runs only that row (0 wasm, 1 native, 4 hook), once,
 /// and nothing else, so `perf record` sees one configuration.
 async fn profile_row(k: usize, n: usize, cache: &Path) {
@@ -871,7 +776,8 @@ fn main() {
             return profile_row(k, n, &cache).await;
         }
         if std::env::var_os("BENCH_REPLICAS").is_some() {
-            let table = replica_rounds(env_usize("BENCH_ROUNDS", 3).max(1), n, &cache).await;
+            let table =
+                replicas::replica_rounds(env_usize("BENCH_ROUNDS", 3).max(1), n, &cache).await;
             let text = format!("Machine: {}\n\n{table}", machine());
             println!("{text}");
             if std::env::var_os("BENCH_WRITE_DOCS").is_some() {

@@ -10,7 +10,12 @@
 /// Returns free pages of the allocator's arenas to the operating system (glibc; elsewhere a
 /// no-op). Costs a walk over the arenas: call it after releasing much, not per request.
 pub fn release_freed() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(feature = "mimalloc")]
+    // SAFETY: mi_collect only frees mimalloc's own unused pages; callable from any thread.
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "mimalloc")))]
     // SAFETY: malloc_trim only walks and trims glibc's own arenas; it takes their locks and is
     // safe to call from any thread at any time.
     unsafe {

@@ -5,6 +5,11 @@
 //! json`, even for a command line that was refused before logging started).
 
 use clap::Parser as _;
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use deployer_host::cli::Cli;
 use deployer_host::telemetry;
 

@@ -402,6 +402,19 @@ mod tests {
         Locker::new(server.client(), server.client(), config)
     }
 
+    /// (SyncObject, owner) of every held lock in `default`.
+    async fn held_locks(server: &ApiServer) -> Vec<(String, String)> {
+        let all: Api<SyncObject> = Api::namespaced(server.client(), "default");
+        all.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|o| !o.spec.pod_name.is_empty())
+            .map(|o| (o.metadata.name.unwrap_or_default(), o.spec.pod_name))
+            .collect()
+    }
+
     async fn locked(locker: &Locker, name: &str, uid: &str) -> Lock {
         match locker.lock("default", name, uid).await.unwrap() {
             LockOutcome::Locked(lock) => lock,
@@ -438,18 +451,8 @@ mod tests {
         let restarted = locker(&server);
         assert_eq!(restarted.release_left_over(None).await.unwrap(), 3);
         // then its old locks are free and replica-b's is untouched.
-        let all: Api<SyncObject> = Api::namespaced(server.client(), "default");
-        let owners: Vec<(String, String)> = all
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|o| !o.spec.pod_name.is_empty())
-            .map(|o| (o.metadata.name.unwrap(), o.spec.pod_name))
-            .collect();
         assert_eq!(
-            owners,
+            held_locks(&server).await,
             [("test-uid-b".to_string(), "replica-b".to_string())]
         );
         // Processes without a pod name share `nopodname`: theirs are never released so.
@@ -482,16 +485,7 @@ mod tests {
             assert_eq!(released, Released::Unlocked);
         }
         server.set_faults(FaultConfig::default());
-        let all: Api<SyncObject> = Api::namespaced(server.client(), "default");
-        let held: Vec<String> = all
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|o| !o.spec.pod_name.is_empty())
-            .filter_map(|o| o.metadata.name)
-            .collect();
+        let held = held_locks(&server).await;
         assert!(held.is_empty(), "still held: {held:?}");
         assert_eq!(locker.unlock_failures(), 0);
     }

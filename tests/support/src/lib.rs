@@ -473,32 +473,13 @@ impl Drop for Harness {
 pub const STORY_LEASE: Duration = Duration::from_secs(2);
 
 /// One host replica with SyncObject locking, as pod `pod` of `pod_namespace`: `ls` for
-/// Landscaper's objects, `host` for the Pods its dead-owner check reads and its Lease (the
-/// replicas split the items by Leases of [`STORY_LEASE`], as the host does by default). Runs its
-/// controller until the returned task is aborted, which leaves its Lease to expire as a killed
-/// replica's does. (The locking and least-privilege stories.)
+/// Landscaper's objects, `host` for the Pods its dead-owner check reads and its Lease. With
+/// `leases` (the stories use [`STORY_LEASE`]) the replicas split the items by Leases of that
+/// duration, as the host does by default; `None`: locks alone (every replica races for every
+/// job's lock, as Landscaper's own deployers do). Runs its controller until the returned task is
+/// aborted, which leaves its Lease to expire as a killed replica's does. (The locking and
+/// least-privilege stories.)
 pub fn start_locking_replica(
-    ls: Client,
-    host: Client,
-    registry: Arc<plugin_runtime::PluginRegistry>,
-    config: &HostConfig,
-    pod: &'static str,
-    pod_namespace: &'static str,
-) -> (Arc<Context>, tokio::task::JoinHandle<()>) {
-    start_locking_replica_with(
-        ls,
-        host,
-        registry,
-        config,
-        pod,
-        pod_namespace,
-        Some(STORY_LEASE),
-    )
-}
-
-/// [`start_locking_replica`] with Leases of `leases`, or with locks alone (`None`: every replica
-/// races for every job's lock, as Landscaper's own deployers do).
-pub fn start_locking_replica_with(
     ls: Client,
     host: Client,
     registry: Arc<plugin_runtime::PluginRegistry>,
