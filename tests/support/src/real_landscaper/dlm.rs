@@ -66,12 +66,7 @@ macro_rules! require_dlm_landscaper {
 pub fn start_landscaper(kubeconfig: &Path, env: &[(&str, String)]) -> RealLandscaper {
     let mut env = env.to_vec();
     env.push(("REAL_LANDSCAPER_BIN", bin_dir().display().to_string()));
-    // Pickup within 2 minutes, not 30 s: lifecycle management re-runs an environment's
-    // Installation (a host rollout) while the demo's items are created, and with Landscaper's
-    // integration suite beside this story on 2 cores the new host took over 30 s once (CI run
-    // of 2026-11-29; alone the story passes with 30 s). The story still fails on an item no
-    // host picks up.
-    RealLandscaper::start_with_env(kubeconfig, "2m", &env)
+    RealLandscaper::start_with_env(kubeconfig, "30s", &env)
 }
 
 /// Landscaper's stand-alone agent for one environment; stopped when dropped.
