@@ -239,19 +239,18 @@ fn given_plugins_instance_slots_then_the_hosts_configuration_carries_them() {
 }
 
 #[test]
-fn given_several_replicas_then_they_split_by_leases_only_when_the_values_say_so() {
+fn given_several_replicas_then_they_split_by_leases_unless_the_values_say_otherwise() {
     skip_on_real!("renders only; no API server involved");
-    // By default, several replicas lock alone (the split is opt-in), with Leases of 15 s if on,
+    // By default, several replicas lock and split the items by Leases of 15 s,
     let host = rendered_host_config(json!({"hpa": {"maxReplicas": 3}}));
     assert!(host.locking_enabled());
     assert_eq!(host.locking.membership, None);
-    assert!(host.membership_config().is_none());
     assert_eq!(host.locking.lease_duration.as_deref(), Some("15s"));
-    // the values switch the split on and tune the Lease,
+    // the values tune the Lease or switch the split off,
     let host = rendered_host_config(
-        json!({"hpa": {"maxReplicas": 3}, "locking": {"membership": true, "leaseDuration": "30s"}}),
+        json!({"hpa": {"maxReplicas": 3}, "locking": {"membership": false, "leaseDuration": "30s"}}),
     );
-    assert_eq!(host.locking.membership, Some(true));
+    assert_eq!(host.locking.membership, Some(false));
     assert_eq!(host.locking.lease_duration.as_deref(), Some("30s"));
     host.validate().unwrap();
     // and the Role lets the host hold its Lease and read its peers' in its namespace.

@@ -581,8 +581,15 @@ async fn given_faults_and_a_killed_replica_when_mock_and_manifest_items_live_and
         .kill_and_replace(&mut replicas, &ledger, n / 5, Duration::from_secs(120))
         .await;
     let timeout = Duration::from_secs(240 + n as u64 / 10);
-    // then every first job finishes Succeeded,
+    // then every first job finishes Succeeded (the replicas splitting the items by their
+    // Leases, the killed one's still there until it has expired ten times over),
     wait_all(&api, "first jobs", timeout, all_finished(1, n)).await;
+    cluster.set_faults(FaultConfig::default());
+    let holders = cluster.lease_holders().await;
+    for live in ["replica-0", "replica-2", "replica-3"] {
+        assert!(holders.iter().any(|h| h == live), "{live} in {holders:?}");
+    }
+    cluster.set_faults(operator_faults());
 
     // when every item's value changes,
     stream::iter(0..n)

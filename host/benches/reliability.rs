@@ -30,7 +30,7 @@ use plugin_runtime::{
 };
 use serde_json::json;
 
-use test_support::bench::{env_usize, open_fds, rss_kib};
+use test_support::bench::{env_usize, open_fds, rss_fds_svg, rss_kib};
 use test_support::workspace;
 
 fn mock(name: &str) -> DeployItem {
@@ -327,44 +327,6 @@ async fn soak(secs: u64, n: usize, dir: &Path) -> Vec<Sample> {
     samples
 }
 
-/// A small SVG line chart of RSS (MiB) and open fds over time.
-fn svg(samples: &[Sample]) -> String {
-    let (w, h, pad) = (640.0, 240.0, 40.0);
-    let t_max = samples.last().map(|s| s.0).unwrap_or(1.0).max(1.0);
-    let rss_max = samples.iter().map(|s| s.2).fold(1.0, f64::max) * 1.25;
-    let fd_max = samples.iter().map(|s| s.3 as f64).fold(1.0, f64::max) * 1.25;
-    let line = |f: &dyn Fn(&Sample) -> f64, max: f64| {
-        samples
-            .iter()
-            .map(|s| {
-                format!(
-                    "{:.1},{:.1}",
-                    pad + s.0 / t_max * (w - 2.0 * pad),
-                    h - pad - f(s) / max * (h - 2.0 * pad)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">
-<rect width="100%" height="100%" fill="white"/>
-<line x1="{pad}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="black"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{y0}" stroke="black"/>
-<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{rss}"/>
-<polyline fill="none" stroke="#ff7f0e" stroke-width="2" points="{fds}"/>
-<text x="{pad}" y="20">RSS (blue, 0–{rss_max:.0} MiB) and open fds (orange, 0–{fd_max:.0}) of deployer-host run over {t_max:.0} s, {jobs} jobs</text>
-<text x="{x1}" y="{yl}" text-anchor="end">time</text>
-</svg>
-"##,
-        y0 = h - pad,
-        x1 = w - pad,
-        yl = h - pad + 15.0,
-        rss = line(&|s| s.2, rss_max),
-        fds = line(&|s| s.3 as f64, fd_max),
-        jobs = samples.last().map(|s| s.1).unwrap_or(0),
-    )
-}
-
 async fn run() {
     let n = env_usize("BENCH_ITEMS", 1000);
     let started = jiff::Timestamp::now();
@@ -409,7 +371,9 @@ async fn run() {
     let out = std::env::var("BENCH_SVG")
         .map(PathBuf::from)
         .unwrap_or_else(|_| workspace().join("target/soak.svg"));
-    std::fs::write(&out, svg(&samples)).unwrap();
+    let points: Vec<(f64, f64, f64)> = samples.iter().map(|s| (s.0, s.2, s.3 as f64)).collect();
+    let jobs = samples.last().map(|s| s.1).unwrap_or(0);
+    std::fs::write(&out, rss_fds_svg(&points, &format!("{jobs} jobs"))).unwrap();
     println!("\nplot: {}", out.display());
 }
 

@@ -155,8 +155,8 @@ pub struct LockingConfig {
     /// Interval of the orphaned-SyncObject cleanup. Default `3h`; `none` disables it.
     pub cleanup_interval: Option<String>,
     /// Split the items among the live replicas by Leases (`crate::membership`), so that only
-    /// one replica tries each job's lock (with locking, where the pod name is known). Default
-    /// off: every replica races for every lock, as Landscaper's deployers do.
+    /// one replica tries each job's lock. Default on (with locking, where the pod name is
+    /// known); `false`: every replica races for every lock, as Landscaper's deployers do.
     pub membership: Option<bool>,
     /// How long a replica's Lease counts without a renewal (renewed every third of it).
     /// Default `15s`.
@@ -278,9 +278,7 @@ impl HostConfig {
     /// The replica membership of this host (`None`: off, no locking, or no pod name to hold a
     /// Lease by).
     pub fn membership_config(&self) -> Option<crate::membership::MembershipConfig> {
-        // Opt-in until the split holds under API faults: in the faults-and-kill story an item
-        // was never picked up once (docs/scaling.md).
-        if !self.locking_enabled() || self.locking.membership != Some(true) {
+        if !self.locking_enabled() || self.locking.membership == Some(false) {
             return None;
         }
         let lock = self.lock_config();

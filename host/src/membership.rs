@@ -148,10 +148,14 @@ impl Membership {
 
     /// Writes this replica's Lease and reads its peers' once (the view the controller starts
     /// with), then renews and reads every third of the lease duration on a task of its own.
-    /// A failing beat is logged; until one succeeds every item is this replica's.
+    /// A renewal that fails does not stop the reading. Until a read succeeds, and whenever
+    /// none has for a whole lease duration, every item is this replica's: the locks decide, as
+    /// without Leases (a view that stopped changing could name a dead replica for ever).
     pub async fn start(self: Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.config.namespace);
         let mut seen = HashMap::new();
-        if let Err(e) = self.beat(&mut seen).await {
+        let mut viewed_at = None::<Instant>;
+        if let Err(e) = self.beat(&api, &mut seen, &mut viewed_at).await {
             tracing::warn!(error = %crate::apierrors::render_error(&e), "replica membership: could not read or write the Leases yet; locks alone decide meanwhile");
         }
         tokio::spawn(async move {
@@ -160,17 +164,42 @@ impl Membership {
             tick.tick().await;
             loop {
                 tick.tick().await;
-                if let Err(e) = self.beat(&mut seen).await {
-                    tracing::debug!(error = %crate::apierrors::render_error(&e), "replica membership: renewal failed; retrying");
+                if let Err(e) = self.beat(&api, &mut seen, &mut viewed_at).await {
+                    tracing::debug!(error = %crate::apierrors::render_error(&e), "replica membership: renewal or reading failed; retrying");
                 }
             }
         })
     }
 
-    /// One beat: renew our Lease, list the group's, update the view, remove long-dead Leases.
-    async fn beat(&self, seen: &mut HashMap<String, Seen>) -> Result<(), kube::Error> {
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.config.namespace);
-        self.renew(&api).await?;
+    /// One beat: renew our Lease, then (whether or not that worked) list the group's, update
+    /// the view and remove long-dead Leases. A view older than a lease duration is dropped.
+    async fn beat(
+        &self,
+        api: &Api<Lease>,
+        seen: &mut HashMap<String, Seen>,
+        viewed_at: &mut Option<Instant>,
+    ) -> Result<(), kube::Error> {
+        let renewed = self.renew(api).await;
+        match self.view(api, seen).await {
+            Ok(()) => *viewed_at = Some(Instant::now()),
+            Err(e) => {
+                if viewed_at.is_some_and(|at| at.elapsed() >= self.config.lease_duration) {
+                    tracing::warn!(error = %crate::apierrors::render_error(&e), "replica membership: the Leases have not been readable for a lease duration; this replica takes every item again, the locks decide");
+                    self.set_members(Vec::new());
+                    *viewed_at = None;
+                }
+                return Err(e);
+            }
+        }
+        renewed
+    }
+
+    /// Lists the group's Leases and updates the view of live replicas from them.
+    async fn view(
+        &self,
+        api: &Api<Lease>,
+        seen: &mut HashMap<String, Seen>,
+    ) -> Result<(), kube::Error> {
         let listed = api
             .list(&ListParams::default().labels(&format!(
                 "{GROUP_LABEL}={}",
@@ -210,11 +239,17 @@ impl Membership {
                     live.push(holder);
                 }
             } else if silent > duration * 10 && holder != self.config.pod_name {
-                self.remove_stale(&api, &name, &lease).await;
+                self.remove_stale(api, &name, &lease).await;
             }
         }
         seen.retain(|name, _| present.contains(name));
         live.sort();
+        self.set_members(live);
+        Ok(())
+    }
+
+    /// Replaces the view (sorted), and tells the controller when it changed.
+    fn set_members(&self, live: Vec<String>) {
         let changed = {
             let mut members = self.members.write().expect("members");
             let changed = **members != *live;
@@ -227,7 +262,6 @@ impl Membership {
             tracing::info!(replicas = ?live, "replica membership changed");
             self.generation.send_modify(|g| *g += 1);
         }
-        Ok(())
     }
 
     /// Creates or renews this replica's Lease.
@@ -299,6 +333,7 @@ impl Membership {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use embedded_apiserver::FaultConfig;
 
     fn members(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| s.to_string()).collect()
@@ -386,6 +421,61 @@ mod tests {
         *m.members.write().unwrap() = Arc::from(members(&["host-0", "host-1"]));
         let mine = (0..100).filter(|i| m.owns(&format!("u{i}"))).count();
         assert!((20..80).contains(&mine), "{mine} of 100");
+    }
+
+    /// Waits (up to 10 s) until `m`'s view is `want`.
+    async fn wait_view(m: &Membership, want: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while *m.members() != *members(want) {
+            assert!(
+                Instant::now() < deadline,
+                "view {:?}, want {want:?}",
+                m.members()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn given_leases_that_cannot_be_written_or_read_then_the_view_follows_the_peers_or_falls_back_to_every_item()
+     {
+        let server = embedded_apiserver::ApiServer::new(Default::default()).unwrap();
+        let replica = |pod: &str| {
+            Arc::new(Membership::new(
+                server.client(),
+                MembershipConfig {
+                    prefix: "p".into(),
+                    pod_name: pod.into(),
+                    namespace: "default".into(),
+                    lease_duration: Duration::from_millis(600),
+                },
+            ))
+        };
+        let (a, b) = (replica("host-a"), replica("host-b"));
+        let _beats = (a.clone().start().await, b.clone().start().await);
+        // Given two replicas that see each other,
+        wait_view(&a, &["host-a", "host-b"]).await;
+        // when no Lease can be written (every write refused), each still reads the others':
+        // the silent peer is dead to it, and every item is its own (not a view frozen with a
+        // peer that may be gone);
+        server.set_faults(FaultConfig {
+            write_error_probability: 1.0,
+            ..Default::default()
+        });
+        wait_view(&a, &["host-a"]).await;
+        wait_view(&b, &["host-b"]).await;
+        // when nothing can be read either, a view older than a lease duration is dropped:
+        // every item is this replica's, the locks decide;
+        server.set_faults(FaultConfig {
+            unavailable_probability: 1.0,
+            ..Default::default()
+        });
+        wait_view(&a, &[]).await;
+        assert!((0..20).all(|i| a.owns(&format!("u{i}"))));
+        // and once the server answers again, they split the items again.
+        server.set_faults(FaultConfig::default());
+        wait_view(&a, &["host-a", "host-b"]).await;
+        wait_view(&b, &["host-a", "host-b"]).await;
     }
 
     fn dummy_client() -> Client {

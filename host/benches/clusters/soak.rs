@@ -4,17 +4,26 @@
 //! Every 10 s cycle: 100 new Targets (kubeconfigs never seen) with an item each, the oldest 100
 //! deleted (about 500 live), 100 live Targets' kubeconfigs renewed with a new job each, and the
 //! 20 items on a refusing and 20 on a hanging cluster given a new job every minute. The slopes of
-//! RSS and open descriptors over the second half (after warm-up) go into `docs/reliability.md`.
+//! RSS and open descriptors over the last two hours (or, in a shorter soak, all but the first 10
+//! minutes of warm-up) go into `docs/reliability.md`, with the curve in `docs/clusters-soak.svg`.
+//! Each sample is also appended to `target/clusters-soak.csv` as it is taken, so a soak cut short
+//! still leaves its curve.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use test_support::bench::write_section;
+use test_support::bench::{rss_fds_svg, write_section};
+use test_support::workspace;
 
 use super::world::{Sample, World};
 
 const LIVE: usize = 500;
 const PER_CYCLE: usize = 100;
+
+/// Where the slopes start: the last two hours, but never inside the first 10 minutes.
+fn window_start(secs: u64) -> f64 {
+    (secs as f64 - 7200.0).max(600.0)
+}
 
 /// Least-squares slope of `ys` over `xs`, per unit of `xs`.
 fn slope(xs: &[f64], ys: &[f64]) -> f64 {
@@ -41,6 +50,12 @@ pub async fn run(world: &World, secs: u64) {
     let mut revision = 0u64;
     let mut samples: Vec<(f64, Sample, u64)> = Vec::new();
     let mut last_dead_job = None::<Instant>;
+    let csv_path = workspace().join("target/clusters-soak.csv");
+    std::fs::write(
+        &csv_path,
+        "t_s,rss_mib,fds,clients,connections,jobs,kubeconfigs\n",
+    )
+    .unwrap();
     while started.elapsed() < Duration::from_secs(secs) {
         let cycle = Instant::now();
         revision += 1;
@@ -88,6 +103,21 @@ pub async fn run(world: &World, secs: u64) {
             s.clients,
             s.connections
         );
+        let row = format!(
+            "{t:.0},{:.1},{},{},{},{jobs},{next}\n",
+            s.rss_mib(),
+            s.fds,
+            s.clients,
+            s.connections
+        );
+        std::io::Write::write_all(
+            &mut std::fs::OpenOptions::new()
+                .append(true)
+                .open(&csv_path)
+                .unwrap(),
+            row.as_bytes(),
+        )
+        .unwrap();
         samples.push((t, s, jobs));
         tokio::time::sleep(Duration::from_secs(10).saturating_sub(cycle.elapsed())).await;
     }
@@ -96,10 +126,8 @@ pub async fn run(world: &World, secs: u64) {
 }
 
 fn report(samples: &[(f64, Sample, u64)], kubeconfigs: usize, secs: u64) {
-    let half: Vec<&(f64, Sample, u64)> = samples
-        .iter()
-        .filter(|(t, _, _)| *t >= secs as f64 / 2.0)
-        .collect();
+    let from = window_start(secs);
+    let half: Vec<&(f64, Sample, u64)> = samples.iter().filter(|(t, _, _)| *t >= from).collect();
     let xs: Vec<f64> = half.iter().map(|(t, _, _)| t / 3600.0).collect();
     let rss: Vec<f64> = half.iter().map(|(_, s, _)| s.rss_mib()).collect();
     let fds: Vec<f64> = half.iter().map(|(_, s, _)| s.fds as f64).collect();
@@ -113,7 +141,7 @@ fn report(samples: &[(f64, Sample, u64)], kubeconfigs: usize, secs: u64) {
         "{secs} s, {kubeconfigs} distinct kubeconfigs seen (about 500 Targets live, 100 new, 100 \
          deleted and 100 renewed every 10 s), 20 items on a refusing and 20 on a hanging cluster, \
          {jobs} jobs finished.\n\n\
-         | over the second half | slope per hour | range |\n|---|---|---|\n\
+         | from {from:.0} s to the end | slope per hour | range |\n|---|---|---|\n\
          | RSS | {rss_slope:+.2} MiB | {:.1}–{:.1} MiB |\n\
          | open fds | {fds_slope:+.1} | {:.0}–{:.0} |\n\
          | Target clients held | {clients_slope:+.1} | {:.0}–{:.0} |\n\n\
@@ -136,7 +164,14 @@ fn report(samples: &[(f64, Sample, u64)], kubeconfigs: usize, secs: u64) {
         ));
     }
     println!("{out}");
+    let points: Vec<(f64, f64, f64)> = samples
+        .iter()
+        .map(|(t, s, _)| (*t, s.rss_mib(), s.fds as f64))
+        .collect();
+    let plot = rss_fds_svg(&points, &format!("{jobs} jobs, {kubeconfigs} kubeconfigs"));
+    std::fs::write(workspace().join("target/clusters-soak.svg"), &plot).unwrap();
     if std::env::var("BENCH_WRITE_DOCS").is_ok() {
+        std::fs::write(workspace().join("docs/clusters-soak.svg"), &plot).unwrap();
         write_section(
             "docs/reliability.md",
             "clusters-soak",

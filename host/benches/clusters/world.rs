@@ -94,16 +94,19 @@ impl World {
         let config = dir.join("host-config.yaml");
         std::fs::write(&config, host_config).unwrap();
         // `BENCH_HOST_WRAPPER="heaptrack -o /tmp/x"`: the host runs under a profiler (its RSS
-        // is then the wrapper's).
+        // is then the wrapper's). `BENCH_HOST_BINARY`: another build of the host (the image's
+        // static musl one: `target/x86_64-unknown-linux-musl/image/deployer-host`).
+        let binary = std::env::var("BENCH_HOST_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deployer-host").to_string());
         let wrapper = std::env::var("BENCH_HOST_WRAPPER").unwrap_or_default();
         let mut words = wrapper.split_whitespace();
         let mut host = match words.next() {
             Some(program) => {
                 let mut c = std::process::Command::new(program);
-                c.args(words).arg(env!("CARGO_BIN_EXE_deployer-host"));
+                c.args(words).arg(&binary);
                 c
             }
-            None => std::process::Command::new(env!("CARGO_BIN_EXE_deployer-host")),
+            None => std::process::Command::new(&binary),
         };
         let host = host
             .args(["run", "--kubeconfig"])

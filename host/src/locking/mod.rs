@@ -130,10 +130,23 @@ impl Locker {
         name: &str,
         uid: &str,
     ) -> Result<LockOutcome, kube::Error> {
-        let outcome = self.try_lock(namespace, name, uid).await?;
+        let outcome = match self.try_lock(namespace, name, uid).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // The write may have applied all the same (a 504 after the SyncObject was
+                // written): the lock may be ours now, and no other replica takes it while this
+                // pod lives. So this replica counts it as held and tries the item again itself
+                // (with the split by Leases it may not be its item); the next attempt settles it.
+                if crate::apierrors::transient(&e) {
+                    self.held_locks().insert(self.lock_name(uid));
+                }
+                return Err(e);
+            }
+        };
         match &outcome {
             LockOutcome::NotLocked => {
                 self.conflicts.fetch_add(1, Ordering::Relaxed);
+                self.held_locks().remove(&self.lock_name(uid));
             }
             LockOutcome::Locked(_) => {
                 self.held_locks().insert(self.lock_name(uid));
@@ -218,7 +231,7 @@ impl Locker {
                 Ok(object) => Ok(LockOutcome::Locked(Lock {
                     object: Box::new(object),
                 })),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(LockOutcome::NotLocked),
+                Err(kube::Error::Api(e)) if e.code == 409 => self.refused(&api, &lock_name).await,
                 Err(e) => Err(e),
             };
         };
@@ -228,6 +241,7 @@ impl Locker {
             }));
         }
         if self.owner_alive(&existing.spec.pod_name).await? {
+            tracing::debug!(lock = %lock_name, holder = %existing.spec.pod_name, "held by a live replica");
             return Ok(LockOutcome::NotLocked);
         }
         if !existing.spec.pod_name.is_empty() {
@@ -243,8 +257,28 @@ impl Locker {
             Ok(object) => Ok(LockOutcome::Locked(Lock {
                 object: Box::new(object),
             })),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(LockOutcome::NotLocked),
+            Err(kube::Error::Api(e)) if e.code == 409 => self.refused(&api, &lock_name).await,
             Err(e) => Err(e),
+        }
+    }
+
+    /// A write of the lock answered 409: another replica was first — or this one was. A write
+    /// that timed out after it applied (504) is sent again by the client (kube retries 503 and
+    /// 504, writes too), and the second attempt finds the first one's lock: AlreadyExists, or a
+    /// Conflict on its resourceVersion. So read who holds it before giving up on it.
+    async fn refused(
+        &self,
+        api: &Api<SyncObject>,
+        lock_name: &str,
+    ) -> Result<LockOutcome, kube::Error> {
+        match api.get_opt(lock_name).await? {
+            Some(existing) if existing.spec.pod_name == self.config.pod_name => {
+                tracing::debug!(lock = %lock_name, "lock: taken by an attempt that timed out and was sent again");
+                Ok(LockOutcome::Locked(Lock {
+                    object: Box::new(existing),
+                }))
+            }
+            _ => Ok(LockOutcome::NotLocked),
         }
     }
 
@@ -420,6 +454,126 @@ mod tests {
             LockOutcome::Locked(lock) => lock,
             LockOutcome::NotLocked => panic!("{name} not locked"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_lock_whose_taking_timed_out_counts_as_held_until_an_attempt_settles_it() {
+        let server = server();
+        let locker = locker(&server);
+        // Given a server that answers half the requests 504 (a write after applying it),
+        // when a lock's taking fails after its SyncObject was written (it now names this pod),
+        let mut settled = false;
+        for i in 0..200 {
+            let (name, uid) = (format!("item-t{i}"), format!("uid-t{i}"));
+            server.set_faults(FaultConfig {
+                timeout_probability: 0.5,
+                ..Default::default()
+            });
+            let attempt = locker.lock("default", &name, &uid).await;
+            server.set_faults(Default::default());
+            let lock = match attempt {
+                Ok(LockOutcome::Locked(lock)) => lock,
+                Ok(LockOutcome::NotLocked) => panic!("nobody else locks {name}"),
+                Err(_) if held_locks(&server).await.is_empty() => {
+                    // Failed before the write: counted as held until the next attempt too.
+                    assert!(locker.holds(&uid));
+                    locked(&locker, &name, &uid).await
+                }
+                Err(_) => {
+                    // then this replica counts it as held (so it comes back to the item itself),
+                    assert!(locker.holds(&uid));
+                    // and the next attempt finds it its own.
+                    settled = true;
+                    locked(&locker, &name, &uid).await
+                }
+            };
+            locker.unlock(lock, false).await;
+            assert!(!locker.holds(&uid));
+            assert!(held_locks(&server).await.is_empty());
+            if settled {
+                break;
+            }
+        }
+        assert!(
+            settled,
+            "no taking of a lock timed out after its write in 200 tries"
+        );
+
+        // Given another replica holding a lock, an attempt that timed out before it got there
+        // counts as held until the next attempt is refused.
+        let in_default = |pod: &str| {
+            let mut config = LockConfig::from_env("test");
+            config.pod_name = pod.into();
+            config.pod_namespace = "default".into();
+            Locker::new(server.client(), server.client(), config)
+        };
+        let (locker, other) = (in_default("replica-a"), in_default("replica-b"));
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(server.client(), &other.config.pod_namespace);
+        let pod: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "replica-b"}, "spec": {"containers": [{"name": "host", "image": "host"}]}}))
+                .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let _theirs = locked(&other, "item-u", "uid-u").await;
+        server.set_faults(FaultConfig {
+            timeout_probability: 1.0,
+            ..Default::default()
+        });
+        assert!(locker.lock("default", "item-u", "uid-u").await.is_err());
+        server.set_faults(Default::default());
+        assert!(locker.holds("uid-u"));
+        assert!(matches!(
+            locker.lock("default", "item-u", "uid-u").await.unwrap(),
+            LockOutcome::NotLocked
+        ));
+        assert!(!locker.holds("uid-u"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn given_writes_that_time_out_after_applying_and_a_client_that_sends_them_again_then_every_lock_taken_is_known_as_ours()
+     {
+        // Given the server on loopback answering 30 % of requests 504 after handling them, and
+        // a client as the host builds it (kube sends a 503/504'd request again, writes too),
+        let server = server();
+        let serving = server.serve_on_loopback().await.unwrap();
+        let kubeconfig = serde_yaml::from_str(&ApiServer::kubeconfig_yaml(&serving.url)).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let client = Client::try_from(config).unwrap();
+        let mut config = LockConfig::from_env("test");
+        config.pod_name = "replica-a".into();
+        let locker = Locker::new(client.clone(), client, config);
+        server.set_faults(FaultConfig {
+            timeout_probability: 0.3,
+            ..Default::default()
+        });
+        // when 100 items' locks are taken (an attempt that errs tried again, as a requeue does),
+        for i in 0..100 {
+            let (name, uid) = (format!("item-r{i}"), format!("uid-r{i}"));
+            let lock = loop {
+                match locker.lock("default", &name, &uid).await {
+                    Ok(LockOutcome::Locked(lock)) => break lock,
+                    // then none is refused: no other replica holds any of them,
+                    Ok(LockOutcome::NotLocked) => panic!("{name}: refused its own lock"),
+                    Err(_) => continue,
+                }
+            };
+            assert!(locker.holds(&uid));
+            while locker
+                .unlock(
+                    Lock {
+                        object: lock.object.clone(),
+                    },
+                    false,
+                )
+                .await
+                == Released::Failed
+            {}
+        }
+        // and every one is given back.
+        server.set_faults(FaultConfig::default());
+        assert!(held_locks(&server).await.is_empty());
     }
 
     #[tokio::test]

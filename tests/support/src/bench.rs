@@ -1,6 +1,6 @@
 //! Helpers shared by the host's benchmark binaries (`host/benches/`): sizes from the
 //! environment, process figures from /proc, `deployer-host run` as a child, the tables'
-//! section in `docs/benchmarks.md`, and the 30-object chart.
+//! section in `docs/benchmarks.md`, the soaks' RSS/fds plot, and the 30-object chart.
 //!
 //! Owns: what two or more benchmarks measure or write the same way. Must not touch: a
 //! benchmark's own rows and tables (they stay in its file).
@@ -182,4 +182,40 @@ spec:
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&tar).unwrap();
     base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap())
+}
+
+/// A small SVG line chart of a host's RSS (MiB, blue) and open fds (orange) over time, from
+/// `(seconds, rss_mib, fds)` points; `what` ends the caption (e.g. "104300 jobs").
+pub fn rss_fds_svg(points: &[(f64, f64, f64)], what: &str) -> String {
+    let (w, h, pad) = (640.0, 240.0, 40.0);
+    let t_max = points.last().map(|p| p.0).unwrap_or(1.0).max(1.0);
+    let rss_max = points.iter().map(|p| p.1).fold(1.0, f64::max) * 1.25;
+    let fd_max = points.iter().map(|p| p.2).fold(1.0, f64::max) * 1.25;
+    let line = |value: fn(&(f64, f64, f64)) -> f64, max: f64| {
+        points
+            .iter()
+            .map(|p| {
+                let x = pad + p.0 / t_max * (w - 2.0 * pad);
+                let y = h - pad - value(p) / max * (h - 2.0 * pad);
+                format!("{x:.1},{y:.1}")
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">
+<rect width="100%" height="100%" fill="white"/>
+<line x1="{pad}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="black"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{y0}" stroke="black"/>
+<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{rss}"/>
+<polyline fill="none" stroke="#ff7f0e" stroke-width="2" points="{fds}"/>
+<text x="{pad}" y="20">RSS (blue, 0–{rss_max:.0} MiB) and open fds (orange, 0–{fd_max:.0}) of deployer-host run over {t_max:.0} s, {what}</text>
+<text x="{x1}" y="{yl}" text-anchor="end">time</text>
+</svg>
+"##,
+        y0 = h - pad,
+        x1 = w - pad,
+        yl = h - pad + 15.0,
+        rss = line(|p| p.1, rss_max),
+        fds = line(|p| p.2, fd_max),
+    )
 }

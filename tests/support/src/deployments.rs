@@ -212,7 +212,10 @@ impl World {
             if !mount.ends_with("/config") || !config.exists() {
                 continue;
             }
-            let mut value: serde_yaml::Value = serde_yaml::from_slice(&std::fs::read(&config)?)?;
+            // Mount paths first, then this checkout's plugin paths: a checkout under a mount
+            // path (`/tmp`, an emptyDir of the pod) must not be rewritten into the pod's mount.
+            let text = local_path_all(&std::fs::read_to_string(&config)?, &mounts);
+            let mut value: serde_yaml::Value = serde_yaml::from_str(&text)?;
             let plugins = &mut value["plugins"];
             plugins["dir"] = crate::plugins_dir().display().to_string().into();
             plugins["cacheDir"] = crate::plugins_dir()
@@ -220,8 +223,7 @@ impl World {
                 .display()
                 .to_string()
                 .into();
-            let text = serde_yaml::to_string(&value)?;
-            std::fs::write(&config, local_path_all(&text, &mounts))?;
+            std::fs::write(&config, serde_yaml::to_string(&value)?)?;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?

@@ -155,7 +155,12 @@ impl Replica {
             .arg(config)
             .env("MY_POD_NAME", pod)
             .env("MY_POD_NAMESPACE", "ls-system")
-            .env("RUST_LOG", "info,kube=warn")
+            // `DEPLOYER_TEST_REPLICA_LOG`: another filter (e.g. `info,deployer_host=debug`).
+            .env(
+                "RUST_LOG",
+                std::env::var("DEPLOYER_TEST_REPLICA_LOG")
+                    .unwrap_or_else(|_| "info,kube=warn".into()),
+            )
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -294,6 +299,23 @@ impl ReplicaCluster {
         }
     }
 
+    /// The holders of the replicas' Leases in `ls-system` (the split by Leases, on by default),
+    /// sorted.
+    pub async fn lease_holders(&self) -> Vec<String> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client.clone(), "ls-system");
+        let mut holders: Vec<String> = leases
+            .list(&kube::api::ListParams::default().labels(deployer_host::membership::GROUP_LABEL))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|l| l.spec.and_then(|s| s.holder_identity))
+            .collect();
+        holders.sort();
+        holders
+    }
+
     /// Sets the embedded server's faults; the real server has none to inject, so there the
     /// stories run with the kill only.
     pub fn set_faults(&self, faults: FaultConfig) {
@@ -352,6 +374,30 @@ impl ReplicaCluster {
     /// The directory the replicas' configuration and logs are in.
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
+    }
+}
+
+impl Drop for ReplicaCluster {
+    /// A failed story keeps its replicas' logs (under `target/replica-logs/`) and says where.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let kept = super::workspace()
+            .join("target/replica-logs")
+            .join(uuid_suffix());
+        let _ = std::fs::create_dir_all(&kept);
+        for entry in std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "log") {
+                let _ = std::fs::copy(&path, kept.join(entry.file_name()));
+            }
+        }
+        eprintln!("--- the replicas' logs are kept in {}", kept.display());
     }
 }
 
