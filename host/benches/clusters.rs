@@ -18,7 +18,8 @@
 //!
 //! `cargo bench -p deployer-host --bench clusters` (plugins built first: `cargo xtask
 //! build-plugins`); `BENCH_WRITE_DOCS=1` writes the table into `docs/benchmarks.md`.
-//! `BENCH_CLUSTERS_SOAK_SECS=3600` runs the soak instead (`clusters/soak.rs`).
+//! `BENCH_CLUSTERS_SOAK_SECS=3600` runs the soak instead (`clusters/soak.rs`);
+//! `BENCH_CLUSTERS_SOAK_CSV=target/clusters-soak.csv` reports a soak cut short from its samples.
 
 #[path = "clusters/soak.rs"]
 mod soak;
@@ -300,6 +301,12 @@ fn main() {
         workspace().join("target/plugins/manifest.wasm").exists(),
         "run `cargo xtask build-plugins` first (or `cargo xtask bench`)"
     );
+    // `BENCH_CLUSTERS_SOAK_CSV=target/clusters-soak.csv`: the report of a soak that was cut
+    // short, from the samples it wrote as it went.
+    if let Ok(csv) = std::env::var("BENCH_CLUSTERS_SOAK_CSV") {
+        soak::report_csv(std::path::Path::new(&csv));
+        return;
+    }
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let world = World::start(dir.path(), &host_config()).await;

@@ -122,10 +122,37 @@ pub async fn run(world: &World, secs: u64) {
         tokio::time::sleep(Duration::from_secs(10).saturating_sub(cycle.elapsed())).await;
     }
     drop(hanging);
-    report(&samples, next, secs);
+    report(&samples, next, secs, "");
 }
 
-fn report(samples: &[(f64, Sample, u64)], kubeconfigs: usize, secs: u64) {
+/// The report of a soak from the samples it appended to `csv` as it went (one cut short: its
+/// window and slopes are then those of the time it ran).
+pub fn report_csv(csv: &std::path::Path) {
+    let text = std::fs::read_to_string(csv).expect("the soak's samples");
+    let mut samples = Vec::new();
+    let mut kubeconfigs = 0;
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |i: usize| f[i].parse::<f64>().expect("a number");
+        let sample = Sample {
+            rss_kib: (num(1) * 1024.0) as u64,
+            fds: num(2) as usize,
+            clients: num(3) as u64,
+            connections: num(4) as u64,
+        };
+        kubeconfigs = num(6) as usize;
+        samples.push((num(0), sample, num(5) as u64));
+    }
+    let ran = samples.last().map_or(0, |(t, _, _)| *t as u64);
+    report(
+        &samples,
+        kubeconfigs,
+        ran,
+        " (cut short; reported from its samples, `BENCH_CLUSTERS_SOAK_CSV`)",
+    );
+}
+
+fn report(samples: &[(f64, Sample, u64)], kubeconfigs: usize, secs: u64, how: &str) {
     let from = window_start(secs);
     let half: Vec<&(f64, Sample, u64)> = samples.iter().filter(|(t, _, _)| *t >= from).collect();
     let xs: Vec<f64> = half.iter().map(|(t, _, _)| t / 3600.0).collect();
@@ -138,7 +165,7 @@ fn report(samples: &[(f64, Sample, u64)], kubeconfigs: usize, secs: u64) {
     let max = |f: fn(&Sample) -> f64| half.iter().map(|(_, s, _)| f(s)).fold(0.0, f64::max);
     let min = |f: fn(&Sample) -> f64| half.iter().map(|(_, s, _)| f(s)).fold(f64::MAX, f64::min);
     let mut out = format!(
-        "{secs} s, {kubeconfigs} distinct kubeconfigs seen (about 500 Targets live, 100 new, 100 \
+        "{secs} s{how}, {kubeconfigs} distinct kubeconfigs seen (about 500 Targets live, 100 new, 100 \
          deleted and 100 renewed every 10 s), 20 items on a refusing and 20 on a hanging cluster, \
          {jobs} jobs finished.\n\n\
          | from {from:.0} s to the end | slope per hour | range |\n|---|---|---|\n\
