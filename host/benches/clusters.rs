@@ -337,7 +337,16 @@ fn main() {
             sample: warm,
             took: None,
         });
+        // `BENCH_CLUSTERS_STOP_AT=warm|after`: end (and stop the host) right after that row's
+        // sample, e.g. for a heap profile of what the host holds then (`BENCH_HOST_WRAPPER`).
+        let stop_at = std::env::var("BENCH_CLUSTERS_STOP_AT").unwrap_or_default();
+        if stop_at == "warm" {
+            return;
+        }
         let after = live_and_seen(&world, &mut rows, warm).await;
+        if stop_at == "after" {
+            return;
+        }
         let warm = rows[1].sample;
         let secs = env_usize("BENCH_ROTATION_SECS", 60) as u64;
         let (first, last, renewals) = rotation(&world, secs).await;
