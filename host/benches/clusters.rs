@@ -141,6 +141,21 @@ async fn live_and_seen(world: &World, rows: &mut Vec<Row>, start: Sample) -> Sam
     // the operating system at most 10 s after clients were released).
     tokio::time::sleep(Duration::from_secs(12)).await;
     let after = world.sample().await;
+    eprintln!(
+        "everything deleted: RSS {:.1} MiB against warm {:.1} MiB (mapped files: {:.1} against \
+         {:.1} MiB; heap in use {:.1} against {:.1} MiB, free in the arenas {:.1} against {:.1} \
+         MiB); the plugin pool's idle slots hold {:.1} MiB against {:.1} MiB warm",
+        after.rss_mib(),
+        start.rss_mib(),
+        after.file_mib(),
+        start.file_mib(),
+        after.heap_mib(),
+        start.heap_mib(),
+        after.heap_free_mib(),
+        start.heap_free_mib(),
+        after.pool_mib(),
+        start.pool_mib()
+    );
     rows.push(Row {
         what: format!(
             "everything deleted (warm: {:.1} MiB, {} fds)",
@@ -383,7 +398,8 @@ fn main() {
         }
         out.push_str(&format!(
             "\nAfter everything was deleted: RSS {:+.1} % and open fds {:+} against the warm host \
-             ({:+.1} % against the cold start).\n\
+             ({:+.1} % against the cold start); the plugin pool's idle slots hold {:.1} MiB of it \
+             ({:.1} MiB warm, `wasm_deployer_plugin_pool_idle_resident_bytes`).\n\
              \nRotation: 200 Targets, {renewals} kubeconfig renewals in {secs} s (each with a job): \
              RSS {:.1} → {:.1} MiB, open fds {} → {}, clients {} → {}.\n\
              \nDead clusters: 200 healthy items' p99 from creation to finished job, alone → beside \
@@ -393,6 +409,8 @@ fn main() {
             (after.rss_kib as f64 / warm.rss_kib as f64 - 1.0) * 100.0,
             after.fds as i64 - warm.fds as i64,
             (after.rss_kib as f64 / start.rss_kib as f64 - 1.0) * 100.0,
+            after.pool_mib(),
+            warm.pool_mib(),
             first.rss_mib(),
             last.rss_mib(),
             first.fds,

@@ -139,6 +139,10 @@ pub fn report_csv(csv: &std::path::Path) {
             fds: num(2) as usize,
             clients: num(3) as u64,
             connections: num(4) as u64,
+            pool_kib: 0,
+            file_kib: 0,
+            heap_kib: 0,
+            heap_free_kib: 0,
         };
         kubeconfigs = num(6) as usize;
         samples.push((num(0), sample, num(5) as u64));

@@ -35,11 +35,35 @@ pub struct Sample {
     pub fds: usize,
     pub clients: u64,
     pub connections: u64,
+    /// What the plugin instance pool keeps resident in unused slots (part of `rss_kib`).
+    pub pool_kib: u64,
+    /// The part of `rss_kib` that is pages of mapped files (`RssFile`: the executable's code
+    /// paged in as it was first run), not memory the process allocated.
+    pub file_kib: u64,
+    /// The allocator's own count of bytes in use and of free bytes it keeps (glibc hosts).
+    pub heap_kib: u64,
+    pub heap_free_kib: u64,
 }
 
 impl Sample {
     pub fn rss_mib(&self) -> f64 {
         self.rss_kib as f64 / 1024.0
+    }
+
+    pub fn file_mib(&self) -> f64 {
+        self.file_kib as f64 / 1024.0
+    }
+
+    pub fn heap_mib(&self) -> f64 {
+        self.heap_kib as f64 / 1024.0
+    }
+
+    pub fn heap_free_mib(&self) -> f64 {
+        self.heap_free_kib as f64 / 1024.0
+    }
+
+    pub fn pool_mib(&self) -> f64 {
+        self.pool_kib as f64 / 1024.0
     }
 }
 
@@ -187,9 +211,22 @@ impl World {
     pub async fn sample(&self) -> Sample {
         Sample {
             rss_kib: rss_kib(self.pid()),
+            file_kib: test_support::bench::status_kib(self.pid(), "RssFile"),
             fds: open_fds(self.pid()),
             clients: self.metric("wasm_deployer_target_clients").await,
             connections: self.metric("wasm_deployer_target_connections").await,
+            pool_kib: self
+                .metric("wasm_deployer_plugin_pool_idle_resident_bytes")
+                .await
+                / 1024,
+            heap_kib: self
+                .metric(r#"wasm_deployer_heap_bytes{state="in_use"}"#)
+                .await
+                / 1024,
+            heap_free_kib: self
+                .metric(r#"wasm_deployer_heap_bytes{state="free"}"#)
+                .await
+                / 1024,
         }
     }
 

@@ -62,7 +62,10 @@ pub use api::{
 pub use capabilities::http::{checked_url as checked_http_url, not_allowed as http_not_allowed};
 pub use native::{NativeHooks, NativePlugin};
 pub use registry::PluginRegistry;
-pub use runtime::{LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats};
+pub use runtime::{
+    LoadOutcome, LoadRecord, OptLevel, PluginRuntime, RuntimeConfig, RuntimeStats,
+    pool_idle_resident_bytes,
+};
 pub use wasm::WasmPlugin;
 pub use wasm::store::DENIED_NETWORK_ATTEMPTS;
 

@@ -142,6 +142,33 @@ fn pooling(slots: usize) -> wasmtime::PoolingAllocationConfig {
     pool
 }
 
+/// The engines of this process that have an instance pool (weakly: a dropped runtime's engine
+/// leaves), for [`pool_idle_resident_bytes`].
+static POOLED_ENGINES: Mutex<Vec<wasmtime::EngineWeak>> = Mutex::new(Vec::new());
+
+/// Memory the instance pools of this process keep resident in slots no instance uses now: the
+/// first [`KEEP_RESIDENT`] bytes of each used linear memory and table, zeroed for the next
+/// instance instead of given back. It is part of the RSS after every job has ended
+/// (docs/scaling.md, "Memory that returns"). Fiber stacks count only where the pool zeroes
+/// them, which this pool does not: their pages (about 0.5 MiB after a burst) are not in it.
+pub fn pool_idle_resident_bytes() -> u64 {
+    let mut engines = POOLED_ENGINES.lock().unwrap_or_else(|e| e.into_inner());
+    engines.retain(|weak| weak.upgrade().is_some());
+    engines
+        .iter()
+        .filter_map(|weak| Some(idle_resident(&weak.upgrade()?)))
+        .sum()
+}
+
+/// What `engine`'s instance pool keeps resident in unused slots (0 without a pool).
+fn idle_resident(engine: &Engine) -> u64 {
+    engine.pooling_allocator_metrics().map_or(0, |m| {
+        (m.unused_memory_bytes_resident()
+            + m.unused_table_bytes_resident()
+            + m.unused_stack_bytes_resident().unwrap_or(0)) as u64
+    })
+}
+
 /// A prepared component with the description `describe` returned.
 type PreparedEntry = (Arc<Prepared>, wasm::Described);
 /// Prepared components by SHA-256. One cell per digest: loads of different plugins compile in
@@ -194,7 +221,13 @@ impl PluginRuntime {
                 // The pool reserves address space up front; where that is refused (a tight
                 // `ulimit -v`), fall back to on-demand allocation rather than not starting.
                 match Engine::new(&pooled) {
-                    Ok(engine) => (engine, n),
+                    Ok(engine) => {
+                        POOLED_ENGINES
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(engine.weak());
+                        (engine, n)
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "instance pool unavailable: allocating on demand");
                         (Engine::new(&cfg)?, 0)
@@ -228,6 +261,12 @@ impl PluginRuntime {
     /// The wasmtime engine (shared by all plugins).
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// What this runtime's instance pool keeps resident in slots no instance uses now (see
+    /// [`pool_idle_resident_bytes`], the sum over the process).
+    pub fn pool_idle_resident_bytes(&self) -> u64 {
+        idle_resident(&self.engine)
     }
 
     /// A snapshot of the load statistics.

@@ -85,6 +85,44 @@ async fn load_dir_loads_shipped_plugins_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_reports_what_it_keeps_resident_once_the_instances_have_ended() {
+    let rt = PluginRuntime::new(shared_cache(RuntimeConfig::default())).unwrap();
+    let mock = rt.load_bytes("mock.wasm", &mock_wasm()).await.unwrap();
+    // `describe` at load ran an instance already; nothing runs now.
+    let after_load = rt.pool_idle_resident_bytes();
+    assert!(after_load > 0, "a used slot keeps its first pages resident");
+    for _ in 0..3 {
+        mock.reconcile(mock_item(json!({}), "Init"), noop())
+            .await
+            .unwrap();
+    }
+    let idle = rt.pool_idle_resident_bytes();
+    // One call at a time reuses the same warm slot: what is kept does not grow with calls,
+    // and stays within the keep-resident bound of a slot's memories, tables and stack.
+    assert!(idle >= after_load, "{idle} < {after_load}");
+    assert!(
+        idle <= 4 * (4 << 20) + (8 << 20),
+        "{idle} bytes kept resident"
+    );
+    // The process-wide gauge counts this runtime while it lives.
+    assert!(plugin_runtime::pool_idle_resident_bytes() >= idle);
+    // Without a pool there is nothing kept.
+    let on_demand = PluginRuntime::new(shared_cache(RuntimeConfig {
+        instance_slots: 0,
+        ..Default::default()
+    }))
+    .unwrap();
+    let m = on_demand
+        .load_bytes("mock.wasm", &mock_wasm())
+        .await
+        .unwrap();
+    m.reconcile(mock_item(json!({}), "Init"), noop())
+        .await
+        .unwrap();
+    assert_eq!(on_demand.pool_idle_resident_bytes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mock_reconcile_cases() {
     let rt = PluginRuntime::new(shared_cache(RuntimeConfig::default())).unwrap();
     let mock = rt.load_bytes("mock.wasm", &mock_wasm()).await.unwrap();

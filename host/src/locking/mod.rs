@@ -235,11 +235,10 @@ impl Locker {
                 Err(e) => Err(e),
             };
         };
-        if &existing.spec.pod_name == me {
-            return Ok(LockOutcome::Locked(Lock {
-                object: Box::new(existing),
-            }));
-        }
+        let existing = match self.mine(Box::new(existing)) {
+            Ok(lock) => return Ok(LockOutcome::Locked(lock)),
+            Err(other) => other,
+        };
         if self.owner_alive(&existing.spec.pod_name).await? {
             tracing::debug!(lock = %lock_name, holder = %existing.spec.pod_name, "held by a live replica");
             return Ok(LockOutcome::NotLocked);
@@ -271,14 +270,25 @@ impl Locker {
         api: &Api<SyncObject>,
         lock_name: &str,
     ) -> Result<LockOutcome, kube::Error> {
-        match api.get_opt(lock_name).await? {
-            Some(existing) if existing.spec.pod_name == self.config.pod_name => {
+        match api
+            .get_opt(lock_name)
+            .await?
+            .map(|o| self.mine(Box::new(o)))
+        {
+            Some(Ok(lock)) => {
                 tracing::debug!(lock = %lock_name, "lock: taken by an attempt that timed out and was sent again");
-                Ok(LockOutcome::Locked(Lock {
-                    object: Box::new(existing),
-                }))
+                Ok(LockOutcome::Locked(lock))
             }
             _ => Ok(LockOutcome::NotLocked),
+        }
+    }
+
+    /// The SyncObject as this replica's lock when it names this pod; otherwise given back.
+    fn mine(&self, object: Box<SyncObject>) -> Result<Lock, Box<SyncObject>> {
+        if object.spec.pod_name == self.config.pod_name {
+            Ok(Lock { object })
+        } else {
+            Err(object)
         }
     }
 

@@ -21,12 +21,44 @@ use crate::plugin_sources::catalog::Catalog;
 
 /// Renders the metrics in Prometheus' text format.
 pub fn render(ctx: &Context) -> String {
-    let s = &ctx.stats;
     let mut out = String::new();
+    for (name, kind, help, value) in unlabelled(ctx) {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+        ));
+    }
+    let clusters = ctx.target_clients.stats();
+    out.push_str(
+        "# HELP wasm_deployer_target_clients_released_total Target-cluster clients released, by why: its Target was deleted or rotated its kubeconfig, idle, or least recently used beyond maxClients.\n# TYPE wasm_deployer_target_clients_released_total counter\n",
+    );
+    for (why, n) in [
+        ("target", clusters.released_target),
+        ("idle", clusters.released_idle),
+        ("capacity", clusters.released_capacity),
+    ] {
+        out.push_str(&format!(
+            "wasm_deployer_target_clients_released_total{{reason=\"{why}\"}} {n}\n"
+        ));
+    }
+    if let Some(heap) = crate::allocator::heap() {
+        out.push_str(
+            "# HELP wasm_deployer_heap_bytes The allocator's own count: bytes in use, and free bytes its arenas keep (glibc builds only).\n# TYPE wasm_deployer_heap_bytes gauge\n",
+        );
+        out.push_str(&format!(
+            "wasm_deployer_heap_bytes{{state=\"in_use\"}} {}\nwasm_deployer_heap_bytes{{state=\"free\"}} {}\n",
+            heap.in_use, heap.free
+        ));
+    }
+    render_families(ctx, &mut out);
+    out
+}
+
+/// (name, type, help, value) of each unlabelled metric.
+fn unlabelled(ctx: &Context) -> [(&'static str, &'static str, &'static str, u64); 16] {
+    let s = &ctx.stats;
     let clusters = ctx.target_clients.stats();
     let locks = |f: fn(&crate::locking::Locker) -> u64| ctx.locker.as_ref().map_or(0, f);
-    // (name, type, help, value) of each unlabelled metric.
-    let unlabelled: [(&str, &str, &str, u64); 15] = [
+    [
         (
             "wasm_deployer_worker_threads_in_use",
             "gauge",
@@ -96,6 +128,12 @@ pub fn render(ctx: &Context) -> String {
             ctx.plugins.loading.load(Ordering::Relaxed) as u64,
         ),
         (
+            "wasm_deployer_plugin_pool_idle_resident_bytes",
+            "gauge",
+            "Memory the plugin instance pool keeps resident in slots no plugin instance uses now (zeroed for the next instance rather than given back).",
+            plugin_runtime::pool_idle_resident_bytes(),
+        ),
+        (
             "wasm_deployer_target_clients",
             "gauge",
             "Target-cluster clients held (one per distinct kubeconfig in use; targetClusters.maxClients bounds it).",
@@ -119,26 +157,7 @@ pub fn render(ctx: &Context) -> String {
             "Target-cluster clients built.",
             clusters.built,
         ),
-    ];
-    for (name, kind, help, value) in unlabelled {
-        out.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-        ));
-    }
-    out.push_str(
-        "# HELP wasm_deployer_target_clients_released_total Target-cluster clients released, by why: its Target was deleted or rotated its kubeconfig, idle, or least recently used beyond maxClients.\n# TYPE wasm_deployer_target_clients_released_total counter\n",
-    );
-    for (why, n) in [
-        ("target", clusters.released_target),
-        ("idle", clusters.released_idle),
-        ("capacity", clusters.released_capacity),
-    ] {
-        out.push_str(&format!(
-            "wasm_deployer_target_clients_released_total{{reason=\"{why}\"}} {n}\n"
-        ));
-    }
-    render_families(ctx, &mut out);
-    out
+    ]
 }
 
 /// The labelled families (jobs, plugin calls, items by phase, plugins' HTTP) and the process.

@@ -45,10 +45,17 @@ pub fn landscaper_server() -> embedded_apiserver::ApiServer {
 
 /// Resident set size of a process in KiB (from /proc).
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// A size field of `/proc/<pid>/status` in KiB (0 when absent): `VmRSS`, or its parts
+/// `RssAnon` (the process's own memory) and `RssFile` (pages of mapped files, its executable's
+/// included, which the kernel may drop and read again at any time).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
