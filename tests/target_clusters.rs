@@ -235,11 +235,11 @@ async fn given_a_refusing_and_a_hanging_cluster_then_their_items_say_why_and_the
         .trim_end_matches('/')
         .to_string();
 
-    // Given a cluster whose port refuses connections,
-    let refusing_port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // Given a cluster whose port refuses connections (bound and not listening: it refuses, and
+    // no other socket can take the port before the cluster comes back on it),
+    let refusing = tokio::net::TcpSocket::new_v4().unwrap();
+    refusing.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let refusing_port = refusing.local_addr().unwrap().port();
     let scheme = server.split("://").next().unwrap();
     let refusing_url = format!("{scheme}://127.0.0.1:{refusing_port}");
     set_target(&h, "refusing", &at_server(&base, &refusing_url)).await;
@@ -327,10 +327,7 @@ async fn given_a_refusing_and_a_hanging_cluster_then_their_items_say_why_and_the
     assert!(h.target_clients.stats().unreachable >= 1);
 
     // When the refusing cluster comes back, its items succeed by themselves;
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", refusing_port))
-        .await
-        .unwrap();
-    let _back = forward(listener, backend);
+    let _back = forward(refusing.listen(1024).unwrap(), backend);
     for i in 0..3 {
         wait_succeeded(&h, &format!("refused-{i}")).await;
     }

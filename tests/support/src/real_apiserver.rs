@@ -261,8 +261,32 @@ impl Drop for RealApiServer {
                 kubeconfig: std::mem::take(&mut self.kubeconfig),
                 recyclable: Some(recyclable),
             }),
-            _ => kill_processes(dir.path()),
+            _ => {
+                if std::thread::panicking() {
+                    print_log_tail(dir.path());
+                }
+                kill_processes(dir.path())
+            }
         }
+    }
+}
+
+/// The end of the server's and etcd's logs, printed (into the failed story's output) before
+/// the directory is thrown away: what the server saw is then part of the failure.
+fn print_log_tail(dir: &Path) {
+    const LINES: usize = 40;
+    for name in ["apiserver.log", "etcd.log"] {
+        let Ok(log) = std::fs::read_to_string(dir.join(name)) else {
+            continue;
+        };
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LINES)..];
+        eprintln!(
+            "--- the last {} lines of {name} ({}) ---\n{}",
+            tail.len(),
+            dir.display(),
+            tail.join("\n")
+        );
     }
 }
 

@@ -108,8 +108,15 @@ impl Health {
         self.generation.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub fn is_down(&self) -> bool {
-        matches!(*self.state.borrow(), State::Down { .. })
+    /// Whether the last attempt to reach the endpoint failed and none has succeeded since: a
+    /// cluster being probed again after a failure still counts, so that the
+    /// `target_clusters_unreachable` gauge does not drop to zero at every retry.
+    pub fn is_unreachable(&self) -> bool {
+        match *self.state.borrow() {
+            State::Down { .. } => true,
+            State::Unknown { failures } | State::Probing { failures, .. } => failures > 0,
+            State::Up => false,
+        }
     }
 
     /// Lets a call through, probing with `client` first when the state is not known.
@@ -292,5 +299,43 @@ mod tests {
             "connection refused (tried again every 5s)",
             "the same text however long it waited"
         );
+    }
+
+    #[tokio::test]
+    async fn a_down_cluster_stays_unreachable_while_it_is_probed_again() {
+        let settings = ClusterSettings {
+            unreachable_retry: Duration::from_millis(1),
+            unreachable_retry_max: Duration::from_millis(1),
+            connect_timeout: Duration::from_secs(5),
+            ..ClusterSettings::default()
+        };
+        let health = Arc::new(Health::default());
+        assert!(
+            !health.is_unreachable(),
+            "not known before the first contact"
+        );
+        health.failed("connection refused", &settings);
+        assert!(health.is_unreachable());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // The retry is due: this call starts a probe of a listener that never answers, so the
+        // endpoint stays in the probe for the whole connect timeout.
+        let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = kube::Client::try_from(kube::Config::new(
+            format!("http://{}", hanging.local_addr().unwrap())
+                .parse()
+                .unwrap(),
+        ))
+        .unwrap();
+        assert_eq!(
+            health.admit(&client, &settings).await,
+            Err(Refusal::NoAnswerYet)
+        );
+        assert!(
+            matches!(*health.state.borrow(), State::Probing { .. }),
+            "probing again"
+        );
+        assert!(health.is_unreachable(), "still unreachable while probed");
+        health.succeeded();
+        assert!(!health.is_unreachable());
     }
 }

@@ -54,7 +54,7 @@ pub struct TargetClientStats {
     pub clients: usize,
     /// Open connections to Target clusters.
     pub connections: usize,
-    /// Endpoints currently known to be unreachable.
+    /// Endpoints whose last attempt failed (also while they are probed again).
     pub unreachable: usize,
     /// Clients built since start.
     pub built: u64,
@@ -149,7 +149,7 @@ impl TargetClients {
             .expect("poisoned")
             .values()
             .filter_map(Weak::upgrade)
-            .filter(|h| h.is_down())
+            .filter(|h| h.is_unreachable())
             .count();
         let released = |r: Release| self.inner.released[r as usize].load(Ordering::Relaxed);
         TargetClientStats {
