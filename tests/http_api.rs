@@ -401,7 +401,8 @@ async fn healthy_round(h: &Harness, prefix: &str, n: usize) -> Vec<Duration> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_dead_endpoints_beside_healthy_items_then_the_healthy_ones_are_not_held_behind_them() {
+async fn given_dead_endpoints_beside_healthy_items_then_the_healthy_ones_are_not_held_behind_them()
+{
     let api = ApiServer::start(ApiOptions::default()).await;
     let mut config = HostConfig::default();
     config.plugins.per_plugin.insert(
