@@ -27,6 +27,7 @@ pub mod oci;
 pub mod ocm;
 pub mod plugin_sources;
 pub mod plugins;
+pub mod shrink;
 pub mod targetselector;
 pub mod telemetry;
 

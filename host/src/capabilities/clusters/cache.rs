@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+use crate::shrink::ShrinkWhenSparse;
+
 /// Why an entry was released (the metric's label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Release {
@@ -127,7 +129,9 @@ impl<K: Clone + Eq + Hash, U: Clone + Eq + Hash, V: Clone> Cache<K, U, V> {
     /// `user` (a Target) is gone: its entry goes too unless another user or pin holds it.
     pub fn forget(&mut self, user: &U) -> Option<V> {
         let key = self.users.remove(user)?;
-        self.unuse(&key)
+        let released = self.unuse(&key);
+        self.users.shrink_when_sparse();
+        released
     }
 
     /// Releases every unpinned entry unused since `now - idle`.
@@ -139,7 +143,10 @@ impl<K: Clone + Eq + Hash, U: Clone + Eq + Hash, V: Clone> Cache<K, U, V> {
             .filter(|(_, e)| !e.pinned && now.saturating_duration_since(e.last_used) >= idle)
             .map(|(k, _)| k.clone())
             .collect();
-        expired.iter().filter_map(|k| self.remove(k)).collect()
+        let released = expired.iter().filter_map(|k| self.remove(k)).collect();
+        self.entries.shrink_when_sparse();
+        self.users.shrink_when_sparse();
+        released
     }
 
     /// Records that `user` now uses `key`; releases its previous entry if nobody else uses it.
@@ -172,6 +179,7 @@ impl<K: Clone + Eq + Hash, U: Clone + Eq + Hash, V: Clone> Cache<K, U, V> {
         if entry.users > 0 {
             self.users.retain(|_, k| k != key);
         }
+        self.entries.shrink_when_sparse();
         Some(entry.value)
     }
 }

@@ -29,6 +29,7 @@ use sha2::{Digest, Sha256};
 
 use super::errors::error;
 use crate::landscaper::codes;
+use crate::shrink::ShrinkWhenSparse;
 use cache::Cache;
 pub use cache::Release;
 pub(super) use cluster::Cluster;
@@ -293,18 +294,16 @@ impl Inner {
             let mut cache = self.lock_cache();
             let released = cache.sweep(Instant::now());
             // Forget the texts of kubeconfigs no longer held, so that memory returns too.
-            self.keys
-                .lock()
-                .expect("poisoned")
-                .retain(|_, key| cache.contains(key));
+            let mut keys = self.keys.lock().expect("poisoned");
+            keys.retain(|_, key| cache.contains(key));
+            keys.shrink_when_sparse();
             released
         };
         self.count(Release::Idle, released.len());
         drop(released);
-        self.endpoints
-            .lock()
-            .expect("poisoned")
-            .retain(|_, health| health.strong_count() > 0);
+        let mut endpoints = self.endpoints.lock().expect("poisoned");
+        endpoints.retain(|_, health| health.strong_count() > 0);
+        endpoints.shrink_when_sparse();
     }
 }
 

@@ -6,6 +6,8 @@
 //! come here; a successful reconcile resets the item.
 
 use std::collections::HashMap;
+
+use crate::shrink::ShrinkWhenSparse;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -52,6 +54,7 @@ impl Backoff {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if !failures.is_empty() {
             failures.remove(key);
+            failures.shrink_when_sparse();
         }
     }
 

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::shrink::ShrinkWhenSparse;
+
 /// Per item uid: (type, phase) and the open job this host picked up, with when.
 #[derive(Debug, Default)]
 pub struct ObservedItems {
@@ -75,7 +77,9 @@ impl ObservedItems {
     }
 
     pub fn remove(&self, uid: &str) {
-        self.lock().items.remove(uid);
+        let mut m = self.lock();
+        m.items.remove(uid);
+        m.items.shrink_when_sparse();
     }
 
     /// Items by (type, phase).

@@ -9,10 +9,11 @@
 //!
 //! Owns: that memory, bounded. Must not touch: decisions — a miss only costs a read.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use crate::landscaper::DeployItem;
+use crate::shrink::ShrinkWhenSparse;
 
 /// Versions remembered per item: the host's writes of one reconcile (pickup, finalizer, finish)
 /// and the next, whose events may arrive late.
@@ -40,10 +41,30 @@ struct Inner {
     by_uid: HashMap<String, Written>,
     /// Items whose last write conflicted: a cached copy of them (`itemCache: full`) is behind
     /// the server, so they are read until a read has been decided.
-    distrusted: std::collections::HashSet<String>,
+    distrusted: HashSet<String>,
     /// Uids in the order they were first remembered (may name forgotten ones): the oldest
     /// goes first when the bound is reached.
     order: VecDeque<String>,
+}
+
+impl Inner {
+    /// Once the queue names more forgotten (or repeated) uids than remembered ones, keeps only
+    /// the first mention of each remembered uid, and gives the tables' room back: after a burst
+    /// of items is decided or deleted, nothing of its size stays. Amortized O(1) per call.
+    fn compact(&mut self, capacity: usize) {
+        if self.order.len() > (2 * self.by_uid.len() + 32).min(2 * capacity.max(1)) {
+            let mut kept = HashSet::with_capacity(self.by_uid.len());
+            let old = std::mem::take(&mut self.order);
+            for uid in old {
+                if self.by_uid.contains_key(&uid) && !kept.contains(&uid) {
+                    kept.insert(uid.clone());
+                    self.order.push_back(uid);
+                }
+            }
+        }
+        self.by_uid.shrink_when_sparse();
+        self.distrusted.shrink_when_sparse();
+    }
 }
 
 impl std::fmt::Debug for OwnWrites {
@@ -96,10 +117,7 @@ impl OwnWrites {
         );
         inner.order.push_back(uid.clone());
         // Uids forgotten or claimed since: keep the queue from outgrowing the map.
-        if inner.order.len() > 2 * self.capacity.max(1) {
-            let Inner { by_uid, order, .. } = &mut *inner;
-            order.retain(|u| by_uid.contains_key(u));
-        }
+        inner.compact(self.capacity);
     }
 
     /// The newest object this host wrote for `uid`, if `resource_version` is one of its writes
@@ -109,7 +127,9 @@ impl OwnWrites {
         let mut inner = self.inner.lock().expect("own writes poisoned");
         let w = inner.by_uid.get(uid)?;
         if w.versions.back().is_some_and(|v| v == resource_version) {
-            return inner.by_uid.remove(uid).map(|w| w.item);
+            let claimed = inner.by_uid.remove(uid).map(|w| w.item);
+            inner.compact(self.capacity);
+            return claimed;
         }
         w.versions
             .iter()
@@ -139,6 +159,7 @@ impl OwnWrites {
             .is_some_and(|w| w.versions.back().is_some_and(|v| v == resource_version))
         {
             inner.by_uid.remove(uid);
+            inner.compact(self.capacity);
         }
     }
 
@@ -147,6 +168,7 @@ impl OwnWrites {
         let mut inner = self.inner.lock().expect("own writes poisoned");
         inner.by_uid.remove(uid);
         inner.distrusted.remove(uid);
+        inner.compact(self.capacity);
     }
 
     /// Whether a cached copy of the item (`itemCache: full`) at `resource_version` may be
@@ -233,6 +255,46 @@ mod tests {
         w.distrust("u");
         w.forget("u");
         assert!(!w.may_be_behind("u", "5"), "gone: nothing kept");
+    }
+
+    #[test]
+    fn after_a_burst_is_decided_nothing_of_its_size_stays() {
+        let w = OwnWrites::new();
+        for i in 0..3_000 {
+            w.remember(&item(&format!("u{i}"), "2", "Progressing"));
+        }
+        for i in 0..3_000 {
+            assert!(w.current(&format!("u{i}"), "2").is_some());
+        }
+        assert!(w.is_empty());
+        let inner = w.inner.lock().unwrap();
+        assert!(inner.order.len() <= 32, "queue: {}", inner.order.len());
+        assert!(
+            inner.by_uid.capacity() <= 128,
+            "table: {}",
+            inner.by_uid.capacity()
+        );
+    }
+
+    #[test]
+    fn items_remembered_again_and_again_do_not_grow_the_queue() {
+        let w = OwnWrites::new();
+        for job in 0..50 {
+            for i in 0..100 {
+                w.remember(&item(&format!("u{i}"), &format!("{job}"), "Progressing"));
+            }
+            // Half the events are decided before the next job: the other half stay remembered.
+            for i in 0..50 {
+                w.current(&format!("u{i}"), &format!("{job}"));
+            }
+        }
+        let inner = w.inner.lock().unwrap();
+        assert_eq!(inner.by_uid.len(), 50);
+        assert!(
+            inner.order.len() <= 2 * 50 + 32,
+            "queue: {}",
+            inner.order.len()
+        );
     }
 
     #[test]

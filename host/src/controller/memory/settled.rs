@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::shrink::ShrinkWhenSparse;
+
 #[derive(Default, Debug)]
 pub struct SettledItems {
     by_uid: Mutex<HashMap<String, String>>,
@@ -32,10 +34,9 @@ impl SettledItems {
     }
 
     pub fn remove(&self, uid: &str) {
-        self.by_uid
-            .lock()
-            .expect("settled items poisoned")
-            .remove(uid);
+        let mut by_uid = self.by_uid.lock().expect("settled items poisoned");
+        by_uid.remove(uid);
+        by_uid.shrink_when_sparse();
     }
 
     pub fn len(&self) -> usize {
