@@ -143,8 +143,8 @@ impl<K: Clone + Eq + Hash, U: Clone + Eq + Hash, V: Clone> Cache<K, U, V> {
             .filter(|(_, e)| !e.pinned && now.saturating_duration_since(e.last_used) >= idle)
             .map(|(k, _)| k.clone())
             .collect();
+        // `remove` shrinks the entries as they go; the users' table shrinks once here.
         let released = expired.iter().filter_map(|k| self.remove(k)).collect();
-        self.entries.shrink_when_sparse();
         self.users.shrink_when_sparse();
         released
     }
